@@ -149,7 +149,11 @@ pub fn main() -> i32 {
         Err(e) => {
             let _ = e.print();
             // Usage errors are 1, like every other error: 2 means "changes pending".
-            return if e.use_stderr() { exit::ERROR } else { exit::OK };
+            return if e.use_stderr() {
+                exit::ERROR
+            } else {
+                exit::OK
+            };
         }
     };
     match run(&cli) {
@@ -165,7 +169,9 @@ pub fn main() -> i32 {
 pub fn run(cli: &Cli) -> Result<i32> {
     match &cli.command {
         Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
-        Command::Apply(a) if a.dry_run => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Apply(a) if a.dry_run => {
+            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode)
+        }
         Command::Apply(a) => cmd_apply(cli, a),
         Command::Rollback(a) => cmd_rollback(cli, a),
         Command::History => cmd_history(cli),
@@ -178,13 +184,18 @@ fn style(cli: &Cli) -> Style {
         color: match cli.color {
             Color::Always => true,
             Color::Never => false,
-            Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            Color::Auto => {
+                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
         },
     }
 }
 
 fn load_profiles(specs: &[String]) -> Result<Composed> {
-    let loaded = specs.iter().map(|s| profile::load(s)).collect::<Result<Vec<_>>>()?;
+    let loaded = specs
+        .iter()
+        .map(|s| profile::load(s))
+        .collect::<Result<Vec<_>>>()?;
     profile::compose(&loaded)
 }
 
@@ -214,8 +225,15 @@ fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) ->
     let desired = load_profiles(specs)?;
     let host = Host::open(&cli.root, target.no_exec)?;
     let plan = make_plan(&host, &desired, target)?;
-    print_report(cli, &render::report("plan", &host, desired.names.clone(), &plan, None));
-    Ok(if detailed && !plan.is_empty() { exit::CHANGES } else { exit::OK })
+    print_report(
+        cli,
+        &render::report("plan", &host, desired.names.clone(), &plan, None),
+    );
+    Ok(if detailed && !plan.is_empty() {
+        exit::CHANGES
+    } else {
+        exit::OK
+    })
 }
 
 fn require_root(host: &Host, action: &str) -> Result<()> {
@@ -256,46 +274,99 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.target.no_exec)?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
-    let _lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
+    // Plan first, without the lock: an apply with nothing to do writes
+    // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &a.target)?;
-    let _ = a.force;
-    if plan.is_empty() {
-        for note in &recovered {
-            eprintln!("gdrprov: recovered: {note}");
-        }
-        print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, None));
+    if plan.is_empty() && !apply::interrupted(&store) {
+        print_report(
+            cli,
+            &render::report("apply", &host, desired.names.clone(), &plan, None),
+        );
         return Ok(exit::OK);
     }
     if !a.yes {
         if cli.format == Format::Text {
-            print!("{}", render::text(&render::report("plan", &host, desired.names.clone(), &plan, None), style(cli)));
+            print!(
+                "{}",
+                render::text(
+                    &render::report("plan", &host, desired.names.clone(), &plan, None),
+                    style(cli)
+                )
+            );
         }
         confirm("Apply these changes?")?;
     }
-    let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
+    let _lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    // Plan again under the lock; what runs must be what was shown.
+    let locked_plan = make_plan(&host, &desired, &a.target)?;
+    if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
+        return Err(Error::Refused(
+            "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
+        ));
+    }
+    let _ = a.force;
+    if locked_plan.is_empty() {
+        for note in &recovered {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        print_report(
+            cli,
+            &render::report("apply", &host, desired.names.clone(), &locked_plan, None),
+        );
+        return Ok(exit::OK);
+    }
+    let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
     outcome.recovered = recovered;
-    print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, Some(&outcome)));
+    print_report(
+        cli,
+        &render::report(
+            "apply",
+            &host,
+            desired.names.clone(),
+            &locked_plan,
+            Some(&outcome),
+        ),
+    );
     Ok(exit::OK)
+}
+
+fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
+    let shown = |p: &Plan| {
+        serde_json::to_string(&render::report("plan", host, Vec::new(), p, None).changes)
+            .unwrap_or_default()
+    };
+    shown(a) == shown(b)
 }
 
 fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
+    if !a.yes {
+        let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
+        if cli.format == Format::Text {
+            let profiles = store.load_state()?.profiles;
+            print!(
+                "{}",
+                render::text(
+                    &render::report("rollback", &host, profiles, &plan, None),
+                    style(cli)
+                )
+            );
+        }
+        confirm(&format!("Roll back generation(s) {undoes:?}?"))?;
+    }
     let _lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
     let profiles = store.load_state()?.profiles;
-    if !a.yes {
-        if cli.format == Format::Text {
-            print!("{}", render::text(&render::report("rollback", &host, profiles.clone(), &plan, None), style(cli)));
-        }
-        confirm(&format!("Roll back generation(s) {undoes:?}?"))?;
-    }
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     outcome.recovered = recovered;
-    print_report(cli, &render::report("rollback", &host, profiles, &plan, Some(&outcome)));
+    print_report(
+        cli,
+        &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
+    );
     Ok(exit::OK)
 }
 
@@ -308,10 +379,16 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
         .map(|n| store.load_generation(n))
         .collect::<Result<Vec<_>>>()?;
     match cli.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&gens).unwrap_or_default()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&gens).unwrap_or_default()
+        ),
         Format::Text => {
             if gens.is_empty() {
-                println!("No generations: gdrprov has not changed {}.", host.display("/"));
+                println!(
+                    "No generations: gdrprov has not changed {}.",
+                    host.display("/")
+                );
             }
             for g in &gens {
                 let status = match (g.status, g.rolled_back_by) {
@@ -322,7 +399,12 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
                     Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
                     Kind::Rollback => format!("rollback of {:?}", g.undoes),
                 };
-                println!("{:>4}  {:<40} {} step(s), {status}", g.generation, what, g.steps.len());
+                println!(
+                    "{:>4}  {:<40} {} step(s), {status}",
+                    g.generation,
+                    what,
+                    g.steps.len()
+                );
             }
         }
     }
@@ -347,7 +429,10 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
                 }
                 Format::Text => {
                     for (n, d) in rows {
-                        println!("{n:<16} {}", d.split_whitespace().collect::<Vec<_>>().join(" "));
+                        println!(
+                            "{n:<16} {}",
+                            d.split_whitespace().collect::<Vec<_>>().join(" ")
+                        );
                     }
                 }
             }
@@ -355,10 +440,17 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
         ProfileCommand::Show { name } => {
             let loaded = profile::load(name)?;
             match cli.format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()),
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()
+                ),
                 Format::Text => {
-                    let yaml = serde_saphyr::to_string(&loaded.doc).map_err(|e| Error::Usage(e.to_string()))?;
-                    print!("# {} ({}), extends resolved\n{yaml}", loaded.name, loaded.source);
+                    let yaml = serde_saphyr::to_string(&loaded.doc)
+                        .map_err(|e| Error::Usage(e.to_string()))?;
+                    print!(
+                        "# {} ({}), extends resolved\n{yaml}",
+                        loaded.name, loaded.source
+                    );
                 }
             }
         }

@@ -68,7 +68,12 @@ impl Change {
     /// Unified diff of a file change, `None` for commands.
     pub fn diff(&self) -> Option<String> {
         let (path, before, after) = match &self.action {
-            Action::WriteFile { path, before, after, .. } => (path, before.as_deref().unwrap_or(""), after.as_str()),
+            Action::WriteFile {
+                path,
+                before,
+                after,
+                ..
+            } => (path, before.as_deref().unwrap_or(""), after.as_str()),
             Action::RemoveFile { path, before } => (path, before.as_str(), ""),
             Action::Run { .. } => return None,
         };
@@ -110,7 +115,11 @@ impl Plan {
     }
 
     pub fn reboot_reasons(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.changes.iter().filter_map(|c| c.reboot.clone()).collect();
+        let mut v: Vec<String> = self
+            .changes
+            .iter()
+            .filter_map(|c| c.reboot.clone())
+            .collect();
         for r in &self.reboot_pending {
             if !v.contains(r) {
                 v.push(r.clone());
@@ -140,9 +149,15 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     state_after.profiles = ctx.desired.names.clone();
     for c in &changes {
         match &c.action {
-            Action::WriteFile { path, before, .. } if ctx.desired.doc.files.iter().any(|f| &f.path == path) => {
-                state_after.files.entry(path.clone()).or_insert_with(|| crate::journal::OwnedFile {
-                    original: before.as_ref().map(|_| crate::journal::PENDING_BACKUP.to_string()),
+            Action::WriteFile { path, before, .. }
+                if ctx.desired.doc.files.iter().any(|f| &f.path == path) =>
+            {
+                state_after.files.entry(path.clone()).or_insert_with(|| {
+                    crate::journal::OwnedFile {
+                        original: before
+                            .as_ref()
+                            .map(|_| crate::journal::PENDING_BACKUP.to_string()),
+                    }
                 });
             }
             Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {

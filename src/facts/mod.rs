@@ -23,7 +23,9 @@ impl Facts {
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
-            proc_cmdline: host.read_fact("/proc/cmdline").map(|s| s.trim().to_string()),
+            proc_cmdline: host
+                .read_fact("/proc/cmdline")
+                .map(|s| s.trim().to_string()),
             live: host.is_live(),
         }
     }

@@ -49,10 +49,12 @@ impl Host {
     pub fn read_text(&self, path: &str) -> Result<Option<String>> {
         match self.read(path)? {
             None => Ok(None),
-            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| Error::BadPath {
-                path: self.display(path),
-                why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
-            }),
+            Some(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| Error::BadPath {
+                    path: self.display(path),
+                    why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
+                }),
         }
     }
 
@@ -103,26 +105,21 @@ impl Host {
     /// Creates a directory and its parents inside the root (mode `mode` for the
     /// ones created).
     pub fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
-        let mut logical = String::new();
-        for part in path.split('/').filter(|p| !p.is_empty()) {
-            logical.push('/');
-            logical.push_str(part);
-            let r = self.resolve(&logical)?;
-            match std::fs::symlink_metadata(&r.real) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => {
-                    return Err(Error::BadPath {
-                        path: self.display(&r.logical),
-                        why: "exists and is not a directory".into(),
-                    })
-                }
-                Err(_) => std::fs::DirBuilder::new()
-                    .mode(mode)
-                    .create(&r.real)
-                    .map_err(|e| Error::io("create directory", self.display(&r.logical), e))?,
-            }
+        // Resolution follows every symlink that exists (inside the root); what
+        // is missing after that is plain names, created as real directories.
+        let r = self.resolve(path)?;
+        match std::fs::metadata(&r.real) {
+            Ok(m) if m.is_dir() => Ok(()),
+            Ok(_) => Err(Error::BadPath {
+                path: self.display(&r.logical),
+                why: "exists and is not a directory".into(),
+            }),
+            Err(_) => std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(mode)
+                .create(&r.real)
+                .map_err(|e| Error::io("create directory", self.display(&r.logical), e)),
         }
-        Ok(())
     }
 
     /// Writes a file atomically, creating its parent directories.
@@ -186,7 +183,9 @@ fn is_absent(e: &std::io::Error) -> bool {
 
 fn split_parent(path: &str) -> Result<(&str, &str)> {
     match path.rsplit_once('/') {
-        Some((parent, name)) if !name.is_empty() => Ok((if parent.is_empty() { "/" } else { parent }, name)),
+        Some((parent, name)) if !name.is_empty() => {
+            Ok((if parent.is_empty() { "/" } else { parent }, name))
+        }
         _ => Err(Error::BadPath {
             path: path.into(),
             why: "not a file path".into(),
@@ -251,7 +250,10 @@ mod tests {
         h.write_atomic("/etc/modprobe.d/x.conf", b"x\n", WriteOptions::default())
             .unwrap();
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
-        let inside = t.path().join(outside.path().strip_prefix("/").unwrap()).join("x.conf");
+        let inside = t
+            .path()
+            .join(outside.path().strip_prefix("/").unwrap())
+            .join("x.conf");
         assert_eq!(std::fs::read(inside).unwrap(), b"x\n");
     }
 

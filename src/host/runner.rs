@@ -118,8 +118,7 @@ impl Host {
 /// Quotes an argument for display so a person can paste it into a shell.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
     {
         s.to_string()

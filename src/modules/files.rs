@@ -19,7 +19,10 @@ pub fn plan(ctx: &Context) -> Result<Vec<Change>> {
             continue;
         }
         let new_mode = match &spec.mode {
-            Some(m) => parse_mode(m).map_err(|why| Error::BadPath { path: spec.path.clone(), why })?,
+            Some(m) => parse_mode(m).map_err(|why| Error::BadPath {
+                path: spec.path.clone(),
+                why,
+            })?,
             None => 0o644,
         };
         let what = if before.is_some() { "Update" } else { "Create" };
@@ -46,7 +49,10 @@ pub fn plan(ctx: &Context) -> Result<Vec<Change>> {
             (None, Some(before)) => changes.push(Change {
                 module: MODULE.into(),
                 description: format!("Remove {path} (no profile manages it any more)"),
-                action: Action::RemoveFile { path: path.clone(), before },
+                action: Action::RemoveFile {
+                    path: path.clone(),
+                    before,
+                },
                 reboot: None,
             }),
             (Some(orig), current) => {
@@ -100,6 +106,11 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
         .map_err(|e| Error::Template {
             template: template.clone(),
             path: spec.path.clone(),
-            msg: e.to_string().lines().next().unwrap_or("render error").to_string(),
+            msg: e
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("render error")
+                .to_string(),
         })
 }
