@@ -73,7 +73,7 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
 /// the same key (`iommu=pt` vs `iommu=off`, or `iommu` meaning any value).
 pub fn args_clash(a: &str, b: &str) -> bool {
     let key = |s: &str| s.split('=').next().unwrap_or(s).to_string();
-    a == b || (key(a) == key(b) && (!a.contains('=') || !b.contains('=') || a != b))
+    key(a) == key(b)
 }
 
 fn union(mut a: Vec<String>, b: Vec<String>) -> Vec<String> {
