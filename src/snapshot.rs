@@ -6,7 +6,7 @@
 //! answers on any machine.
 
 use crate::error::{Error, Result};
-use crate::host::{Host, Recording, SNAPSHOT_DIR};
+use crate::host::{Host, Recording, KEEP_FILE, SNAPSHOT_DIR};
 use std::collections::{BTreeSet, VecDeque};
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
@@ -224,6 +224,7 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
     for p in &rec.paths {
         c.touch_path(p).map_err(io)?;
     }
+    keep_empty_dirs(&dest).map_err(io)?;
     let meta_dir = dest.join(SNAPSHOT_DIR);
     std::fs::create_dir_all(&meta_dir).map_err(io)?;
     let json = |v: &dyn erased::Json| v.to_json();
@@ -246,6 +247,22 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
     .map_err(io)?;
     c.summary.commands = rec.commands.len();
     Ok(c.summary)
+}
+
+/// Git drops empty directories; an empty `/sys/class/infiniband` is a fact.
+fn keep_empty_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut empty = true;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        empty = false;
+        if e.file_type()?.is_dir() {
+            keep_empty_dirs(&e.path())?;
+        }
+    }
+    if empty {
+        std::fs::write(dir.join(KEEP_FILE), b"")?;
+    }
+    Ok(())
 }
 
 mod erased {

@@ -139,6 +139,7 @@ impl Host {
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n != super::KEEP_FILE)
                     .collect()
             })
             .unwrap_or_default();

@@ -10,7 +10,7 @@ mod runner;
 
 pub use fs::{FileMeta, WriteOptions};
 pub use path::{check_profile_path, InRoot};
-pub use record::{RecordedCommand, Recording, SNAPSHOT_DIR};
+pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec};
 
 use crate::error::{Error, Result};

@@ -16,6 +16,10 @@ use std::sync::{Arc, Mutex};
 /// Directory inside a snapshot root holding command outputs and probe results.
 pub const SNAPSHOT_DIR: &str = ".gdrprov-snapshot";
 
+/// Placed in every empty directory of a snapshot so that git keeps it;
+/// directory listings never show it.
+pub const KEEP_FILE: &str = ".gdrprov-keep";
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedCommand {
     pub argv: Vec<String>,
@@ -112,16 +116,19 @@ impl Host {
     /// root is not a snapshot.
     pub(super) fn replayed(&self, argv: &[&str]) -> Option<Option<CommandOutput>> {
         let replay = self.replay.as_ref()?;
-        Some(
-            replay
-                .command(argv)
-                .filter(|c| c.ran)
-                .map(|c| CommandOutput {
-                    code: c.code,
-                    stdout: c.stdout.clone(),
-                    stderr: c.stderr.clone(),
-                }),
-        )
+        let out = replay
+            .command(argv)
+            .filter(|c| c.ran)
+            .map(|c| CommandOutput {
+                code: c.code,
+                stdout: c.stdout.clone(),
+                stderr: c.stderr.clone(),
+            });
+        // A snapshot of a snapshot keeps what the first one recorded.
+        if replay.command(argv).is_some() {
+            self.log_command(argv, out.as_ref());
+        }
+        Some(out)
     }
 
     pub(super) fn log_command(&self, argv: &[&str], out: Option<&CommandOutput>) {
@@ -146,10 +153,11 @@ impl Host {
         T: Serialize + serde::de::DeserializeOwned,
     {
         if let Some(replay) = &self.replay {
-            return replay
-                .probes
-                .get(name)
-                .and_then(|v| serde_json::from_value(v.clone()).ok());
+            let v = replay.probes.get(name)?.clone();
+            self.log(|r| {
+                r.probes.insert(name.to_string(), v.clone());
+            });
+            return serde_json::from_value(v).ok();
         }
         if !self.is_live() {
             return None;
