@@ -95,7 +95,9 @@ pub fn differing(a: &Facts, b: &Facts) -> Vec<String> {
         return vec!["(could not compare)".into()];
     };
     x.iter()
-        .filter(|(k, v)| !matches!(k.as_str(), "live" | "snapshot") && y.get(*k) != Some(*v))
+        .filter(|(k, v)| {
+            !matches!(k.as_str(), "live" | "snapshot" | "observed") && y.get(*k) != Some(*v)
+        })
         .map(|(k, _)| k.clone())
         .collect()
 }

@@ -555,7 +555,7 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
     .unwrap();
     let mut now = serde_json::to_value(&f).unwrap();
     let mut then = run["facts"].clone();
-    for k in ["live", "snapshot"] {
+    for k in ["live", "snapshot", "observed"] {
         now.as_object_mut().unwrap().remove(k);
         then.as_object_mut().unwrap().remove(k);
     }
@@ -584,4 +584,38 @@ fn example_roots_still_plan_the_demo() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
+}
+
+#[test]
+fn example_roots_show_healthy_hosts() {
+    let ubuntu = repo().join("examples/hosts/ubuntu-22.04-h100");
+    let (code, rep) = doctor(&ubuntu, &["rdma-dmabuf"]);
+    assert_eq!(code, 0, "{rep:#}");
+    assert!(
+        ids(&rep, "error").is_empty() && ids(&rep, "warn").is_empty(),
+        "{rep:#}"
+    );
+    let (_, rep) = doctor(&ubuntu, &[]);
+    assert_eq!(rep["best_fit"], "rdma-dmabuf");
+    let f = facts(&ubuntu);
+    assert_eq!(f.gpus[0].arch, Arch::Hopper);
+    assert_eq!(f.pcie[0].distance, Distance::PIX);
+    assert!(f.pcie[0].bridges.iter().all(|b| b.control == Some(0)));
+    assert_eq!(f.ofed.version.as_deref(), Some("24.10-3.2.5.0"));
+    assert_eq!(
+        f.cuda.driver_api_source.as_deref(),
+        Some("inferred from the driver branch")
+    );
+
+    let alinux = repo().join("examples/hosts/alinux3-erdma");
+    let (code, rep) = doctor(&alinux, &["erdma-cloud"]);
+    assert_eq!(code, 0, "{rep:#}");
+    let (code, rep) = doctor(&alinux, &["rdma-dmabuf"]);
+    assert_eq!(code, 3);
+    assert_eq!(ids(&rep, "error"), ["requirement-kernel"]);
+    let (_, rep) = doctor(&ubuntu, &["erdma-cloud"]);
+    assert!(
+        ids(&rep, "error").contains(&"requirement-erdma".to_string()),
+        "{rep:#}"
+    );
 }

@@ -35,6 +35,10 @@ pub struct Facts {
     pub live: bool,
     /// Whether the root is a snapshot (`inventory --snapshot`): commands were replayed.
     pub snapshot: bool,
+    /// Whether the root shows a system's state (running, snapshot, or an image
+    /// root carrying /sys or /proc/modules): then "not found" means absent,
+    /// not merely unknown.
+    pub observed: bool,
     pub kernel: kernel::KernelFacts,
     pub boot: boot::BootFacts,
     pub nvidia_driver: nvidia::DriverFacts,
@@ -92,6 +96,10 @@ impl Facts {
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
             live: host.is_live(),
             snapshot: host.is_snapshot(),
+            observed: host.is_live()
+                || host.is_snapshot()
+                || !pci_devices.is_empty()
+                || host.exists("/proc/modules"),
             boot: boot::probe(host),
             ofed: ofed::probe(host),
             perftest: perftest::probe(host),
