@@ -74,6 +74,18 @@ impl Facts {
     }
 
     pub fn gather_with(host: &Host, cpu_override: Option<CpuVendor>, depth: Depth) -> Facts {
+        Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
+    }
+
+    /// As `gather_with`, with another CUDA prober (the bench module's cudarc
+    /// code can fill a [`cuda::CudaRuntime`]). Called on a running system
+    /// only; a snapshot replays what was recorded.
+    pub fn gather_using(
+        host: &Host,
+        cpu_override: Option<CpuVendor>,
+        depth: Depth,
+        cuda_probe: fn() -> cuda::CudaRuntime,
+    ) -> Facts {
         let proc_cmdline = host
             .read_fact("/proc/cmdline")
             .map(|s| s.trim().to_string());
@@ -82,7 +94,7 @@ impl Facts {
         let pci_devices = pci::devices(host);
         let mut gpus = gpu::probe(host, &pci_devices);
         let runtime = match depth {
-            Depth::WithCuda => host.probe("cuda", cuda::libcuda_probe),
+            Depth::WithCuda => host.probe("cuda", cuda_probe),
             Depth::Files => None,
         };
         let cuda = cuda::probe(host, nvidia_driver.major(), runtime);
