@@ -619,3 +619,56 @@ fn example_roots_show_healthy_hosts() {
         "{rep:#}"
     );
 }
+
+#[test]
+fn vm_snapshot_debian_soft_roce() {
+    let root = repo().join("tests/fixtures/snapshots/vm-softroce");
+    let f = facts(&root);
+    assert!(f.snapshot && f.observed);
+    assert_eq!(f.os.id.as_deref(), Some("debian"));
+    assert_eq!(f.kernel.running.as_deref(), Some("6.1.0-56-amd64"));
+    assert_eq!(f.boot.kind, gdrprov::facts::boot::BootLoaderKind::GrubBios);
+    assert!(f.gpus.is_empty() && !f.nvidia_driver.present());
+    assert_eq!(f.ofed.kind, OfedKindFact::Inbox);
+    assert_eq!(f.perftest.version.as_deref(), Some("6.06"));
+    assert_eq!(f.perftest.cuda_dmabuf, Some(false));
+    assert_eq!(f.rdma_devices.len(), 1);
+    let rxe = &f.rdma_devices[0];
+    assert_eq!(
+        (rxe.name.as_str(), rxe.driver.as_deref()),
+        ("rxe0", Some("rdma_rxe"))
+    );
+    assert!(rxe.is_soft());
+    assert!(rxe.ports[0].is_active());
+    assert_eq!(rxe.ports[0].link_layer.as_deref(), Some("Ethernet"));
+    assert_eq!(
+        (rxe.ports[0].netdev.as_deref(), rxe.ports[0].mtu),
+        (Some("enp0s1"), Some(1500))
+    );
+    assert!(f.modules.is_loaded("rdma_rxe"));
+    assert!(f.modules.is_blocked("kvm"));
+    // /lib -> /usr/lib: the same modprobe.d file is read once.
+    assert_eq!(
+        f.modules
+            .blocked
+            .iter()
+            .filter(|b| b.module == "arkfb")
+            .count(),
+        1
+    );
+    let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
+    assert_eq!(code, 3);
+    assert_eq!(ids(&rep, "error"), ["no-gpu"], "{rep:#}");
+    assert!(ids(&rep, "warn").contains(&"requirement-perftest".to_string()));
+    let (_, rep) = doctor(&root, &["legacy-peermem"]);
+    assert!(
+        ids(&rep, "error").contains(&"requirement-ofed-kind".to_string()),
+        "{rep:#}"
+    );
+    // The guest's own answer, from the run that took the snapshot.
+    let guest = std::fs::read_to_string(
+        repo().join("tests/fixtures/snapshots/vm-softroce-run/inventory.txt"),
+    )
+    .unwrap();
+    assert!(guest.contains("rxe0 (rdma_rxe, soft device"), "{guest}");
+}

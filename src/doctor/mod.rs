@@ -175,7 +175,12 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
 pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let sure = facts.observed;
+    // Without any GPU, `no-gpu` says it all: driver, CUDA and GPU requirements add nothing.
+    let no_gpu = sure && facts.gpus.is_empty();
     for r in reqs.iter().filter(|r| r.status == Status::Failed) {
+        if no_gpu && (r.what.starts_with("nvidia-driver") || r.what == "gpu" || r.what == "cuda") {
+            continue;
+        }
         out.push(req_finding(r, facts));
     }
     let failed = |w: &str| {
@@ -258,7 +263,7 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
                 None => {}
             }
         }
-        if let (Some(e), true) = (&rt.error, rt.devices.is_empty()) {
+        if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), no_gpu) {
             out.push(Finding::new(
                 "cuda-unavailable",
                 Sev::Warn,
@@ -618,7 +623,7 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         .unwrap_or("no GPU".into());
     let _ = writeln!(
         o,
-        "Host: {}; kernel {}; NVIDIA {} {}; {gpu}; {} RDMA device(s)",
+        "Host: {}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
         facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
         facts.kernel.effective().unwrap_or("unknown"),
         facts
@@ -627,8 +632,8 @@ pub fn text(facts: &Facts, r: &Report) -> String {
             .as_deref()
             .unwrap_or("driver absent"),
         match facts.nvidia_driver.flavor {
-            Flavor::Open => "(open)",
-            Flavor::Proprietary => "(proprietary)",
+            Flavor::Open => " (open)",
+            Flavor::Proprietary => " (proprietary)",
             Flavor::Unknown => "",
         },
         facts.rdma_devices.len()

@@ -114,8 +114,17 @@ pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
     };
     loaded.sort();
     loaded.dedup();
-    let mut blocked = Vec::new();
+    let mut blocked: Vec<BlockedModule> = Vec::new();
+    let mut seen_dirs: Vec<String> = Vec::new();
     for dir in MODPROBE_DIRS {
+        // /lib is /usr/lib on merged-/usr systems: read each directory once.
+        let Some(real) = host.canonical(dir) else {
+            continue;
+        };
+        if seen_dirs.contains(&real) {
+            continue;
+        }
+        seen_dirs.push(real);
         for f in host.list_dir(dir) {
             if f.ends_with(".conf") {
                 let path = format!("{dir}/{f}");
