@@ -18,6 +18,11 @@ pub struct Facts {
     pub live: bool,
 }
 
+/// The distribution family of a root, from its os-release.
+pub fn os_family(host: &Host) -> OsFamily {
+    os::os_release(host).family
+}
+
 impl Facts {
     pub fn gather(host: &Host, cpu_override: Option<CpuVendor>) -> Facts {
         Facts {
