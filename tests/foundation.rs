@@ -299,7 +299,7 @@ fn extends_and_relative_templates() {
     .unwrap();
     std::fs::write(
         dir.join("site.yaml"),
-        "extends: rdma-dmabuf\nvars:\n  nccl-net-gdr-level: PXB\n  site: lab\nmodules:\n  present: [nv_peer_mem]\nfiles:\n  - path: /etc/motd\n    template: motd.hbs\n",
+        "extends: rdma-dmabuf\nvars:\n  nccl-net-gdr-level: PXB\n  site: lab\nmodules:\n  present: [nvidia_peermem]\nfiles:\n  - path: /etc/motd\n    template: motd.hbs\n",
     )
     .unwrap();
     let out = gdrprov()
@@ -315,7 +315,7 @@ fn extends_and_relative_templates() {
     assert!(out.status.success(), "{}", stderr_of(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["boot"]["iommu"], "passthrough", "parent setting lost");
-    assert_eq!(v["modules"]["present"][0], "nv_peer_mem");
+    assert_eq!(v["modules"]["present"][0], "nvidia_peermem");
     assert_eq!(
         v["modules"]["absent"],
         serde_json::json!(["nvidia_peermem"]),
