@@ -318,7 +318,7 @@ fn extends_and_relative_templates() {
     assert_eq!(v["modules"]["present"][0], "nvidia_peermem");
     assert_eq!(
         v["modules"]["absent"],
-        serde_json::json!(["nvidia_peermem"]),
+        serde_json::json!(["nv_peer_mem"]),
         "child present must cancel parent absent"
     );
     gdrprov()
