@@ -1,0 +1,3 @@
+//! gdrprov library: everything the binary does, testable without a host.
+
+pub mod boot;
