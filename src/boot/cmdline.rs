@@ -49,10 +49,18 @@ pub fn split(cmdline: &str) -> Vec<String> {
 
 /// Like [`split`], but returns the byte span `(start, end)` of each argument.
 pub fn split_spans(cmdline: &str) -> Vec<(usize, usize)> {
+    split_positions(cmdline.char_indices(), cmdline.len())
+}
+
+/// The kernel's splitting over `(position, char)` pairs ending at `end`.
+pub(crate) fn split_positions<I>(chars: I, end: usize) -> Vec<(usize, usize)>
+where
+    I: Iterator<Item = (usize, char)>,
+{
     let mut spans = Vec::new();
     let mut start: Option<usize> = None;
     let mut in_quote = false;
-    for (i, c) in cmdline.char_indices() {
+    for (i, c) in chars {
         match start {
             None if is_kernel_space(c) => {}
             None => {
@@ -71,7 +79,7 @@ pub fn split_spans(cmdline: &str) -> Vec<(usize, usize)> {
         }
     }
     if let Some(s) = start {
-        spans.push((s, cmdline.len()));
+        spans.push((s, end));
     }
     spans
 }
@@ -179,7 +187,8 @@ mod tests {
 
     #[test]
     fn split_proc_cmdline() {
-        let running = "BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=UUID=0b6a-11 ro quiet splash vt.handoff=7\n";
+        let running =
+            "BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=UUID=0b6a-11 ro quiet splash vt.handoff=7\n";
         assert_eq!(
             split(running),
             [

@@ -361,9 +361,10 @@ fn scan_nested(
 /// 1-based line number of a byte offset.
 pub(crate) fn line_of(text: &str, offset: usize) -> usize {
     let end = offset.min(text.len());
-    1 + text.as_bytes().get(..end).map_or(0, |s| {
-        s.iter().filter(|&&c| c == b'\n').count()
-    })
+    1 + text
+        .as_bytes()
+        .get(..end)
+        .map_or(0, |s| s.iter().filter(|&&c| c == b'\n').count())
 }
 
 #[cfg(test)]
@@ -436,6 +437,9 @@ mod tests {
         assert!(matches!(lex("A=\"x\n"), Err(LexError::Unterminated { .. })));
         assert!(matches!(lex("A='x\n"), Err(LexError::Unterminated { .. })));
         assert!(matches!(lex("A=$(x\n"), Err(LexError::Unterminated { .. })));
-        assert!(matches!(lex("cat <<EOF\nA=1\nEOF\n"), Err(LexError::HereDoc { .. })));
+        assert!(matches!(
+            lex("cat <<EOF\nA=1\nEOF\n"),
+            Err(LexError::HereDoc { .. })
+        ));
     }
 }
