@@ -229,8 +229,11 @@ fn iommu_rules(intent: IommuIntent, vendor: CpuVendor) -> (Vec<&'static str>, Ve
     }
 }
 
+/// Wanted arguments, and forbidding rules with the profile part they come from.
+type Rules = (Vec<Want>, Vec<(Forbid, String)>);
+
 /// The wants and forbids of a profile, checked against each other.
-fn rules(w: &BootWants) -> Result<(Vec<Want>, Vec<(Forbid, String)>), DesiredError> {
+fn rules(w: &BootWants) -> Result<Rules, DesiredError> {
     cmdline::validate_args(&w.present)?;
     cmdline::validate_args(&w.absent)?;
     let intent = format!("boot.iommu: {:?}", w.iommu).to_lowercase();

@@ -839,7 +839,7 @@ fn new_value(
 
 fn apply_splices(contents: &mut [String], mut splices: Vec<Splice>) {
     // From the end backwards, so earlier offsets stay valid.
-    splices.sort_by(|a, b| (b.file, b.start).cmp(&(a.file, a.start)));
+    splices.sort_by_key(|s| std::cmp::Reverse((s.file, s.start)));
     for s in splices {
         if let Some(c) = contents.get_mut(s.file) {
             if s.start <= s.end
