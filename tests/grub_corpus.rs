@@ -138,11 +138,8 @@ fn syntax_check(files: &Files, linux: &[String], default: &[String]) {
     }
     if have("grub-script-check") {
         // What 10_linux writes into grub.cfg for a normal entry.
-        let snippet = format!(
-            "menuentry 'Linux' {{\n\tlinux\t/vmlinuz root=/dev/sda1 ro {} {}\n}}\n",
-            linux.join(" "),
-            default.join(" ")
-        );
+        let all: Vec<String> = linux.iter().chain(default).cloned().collect();
+        let snippet = grub_defaults::grub_script_snippet(&all);
         let p = dir.path().join("snippet.cfg");
         fs::write(&p, snippet).expect("write snippet");
         let st = Command::new("grub-script-check")
@@ -609,4 +606,167 @@ fn quoting_style_is_kept() {
     assert!(edits[0]
         .new_content
         .ends_with("GRUB_TIMEOUT=5\r\nGRUB_CMDLINE_LINUX=\"iommu=pt\"\r\n"));
+}
+
+// ------------------------------------------------ generated file sets
+
+/// xorshift64*: a tiny deterministic generator, so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+/// Kernel arguments as they appear in a value (before shell quoting).
+const POOL: &[&str] = &[
+    "quiet",
+    "splash",
+    "iommu=off",
+    "iommu=pt",
+    "intel_iommu=on",
+    "intel_iommu=off",
+    "console=ttyS0,115200n8",
+    "rd.lvm.lv=rhel/root",
+    "acpi_osi=\"Windows 2020\"",
+    "nomodeset",
+    "pci=realloc=off",
+    "crashkernel=1G-4G:192M,4G-:256M",
+];
+
+fn gen_value(rng: &mut Rng, var: &str) -> String {
+    let n = rng.below(4);
+    let mut parts: Vec<String> = (0..n).map(|_| rng.pick(POOL).to_owned()).collect();
+    let self_ref = rng.chance(30);
+    let style = rng.below(4);
+    if style == 0 {
+        // Unquoted: one plain word, a self-reference, or nothing.
+        let word = parts
+            .iter()
+            .find(|p| !p.contains('"'))
+            .cloned()
+            .unwrap_or_default();
+        return match (self_ref, rng.below(2)) {
+            (true, 0) => format!("${var}"),
+            (true, _) => format!("${{{var}}}"),
+            _ => word,
+        };
+    }
+    let ws = |rng: &mut Rng| rng.pick(&[" ", " ", "  ", "\t"]).to_owned();
+    if self_ref {
+        let r = if rng.chance(50) {
+            format!("${var}")
+        } else {
+            format!("${{{var}}}")
+        };
+        if style != 1 && rng.chance(50) {
+            parts.insert(0, r);
+        } else if style != 1 {
+            parts.push(r);
+        }
+    }
+    let mut body = String::new();
+    if rng.chance(20) {
+        body.push_str(&ws(rng));
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            body.push_str(&ws(rng));
+        }
+        body.push_str(p);
+    }
+    if rng.chance(20) {
+        body.push_str(&ws(rng));
+    }
+    if style == 1 {
+        format!("'{body}'")
+    } else {
+        format!("\"{}\"", body.replace('"', "\\\""))
+    }
+}
+
+fn gen_file(rng: &mut Rng) -> String {
+    let nl = if rng.chance(15) { "\r\n" } else { "\n" };
+    let mut out = String::new();
+    for _ in 0..rng.below(7) {
+        let line = match rng.below(8) {
+            0 => "# If you change this file, run 'update-grub' afterwards".to_owned(),
+            1 => "#GRUB_CMDLINE_LINUX=\"iommu=off\"".to_owned(),
+            2 => "GRUB_TIMEOUT=5".to_owned(),
+            3 => "GRUB_DISTRIBUTOR=`lsb_release -i -s 2> /dev/null || echo Debian`".to_owned(),
+            4 => "GRUB_TERMINAL_OUTPUT=\"$(echo console)\"".to_owned(),
+            _ => {
+                let var = rng.pick(&["GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT"]);
+                let export = if rng.chance(15) { "export " } else { "" };
+                let comment = if rng.chance(15) { " # set by hand" } else { "" };
+                format!("{export}{var}={}{comment}", gen_value(rng, var))
+            }
+        };
+        out.push_str(&line);
+        out.push_str(nl);
+    }
+    if rng.chance(15) {
+        while out.ends_with(['\r', '\n']) {
+            out.pop();
+        }
+    }
+    out
+}
+
+fn gen_files(rng: &mut Rng) -> Files {
+    let mut files = vec![("grub".to_owned(), gen_file(rng))];
+    for i in 0..rng.below(3) {
+        files.push((format!("grub.d/{}-gen.cfg", 40 + i * 10), gen_file(rng)));
+    }
+    files
+}
+
+#[test]
+fn generated_file_sets_edit_like_bash() {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let wanted = ["iommu=pt", "intel_iommu=on", "gdrprov.x=1", "quiet"];
+    for round in 0..150 {
+        let files = gen_files(&mut rng);
+        let (linux, default) = bash_args(&files);
+        let r = refs(&files);
+        let ours = (
+            grub_defaults::effective_value(&r, grub_defaults::CMDLINE_LINUX),
+            grub_defaults::effective_value(&r, grub_defaults::CMDLINE_LINUX_DEFAULT),
+        );
+        assert_eq!(
+            ours,
+            (Ok(linux.clone()), Ok(default.clone())),
+            "round {round}: {files:#?}"
+        );
+        let mut remove: Vec<String> = linux
+            .iter()
+            .chain(&default)
+            .filter(|_| rng.chance(40))
+            .cloned()
+            .collect();
+        if rng.chance(30) {
+            remove.push(rng.pick(POOL).to_owned());
+        }
+        let add: Vec<String> = wanted
+            .iter()
+            .filter(|a| rng.chance(50) && !remove.iter().any(|r| r == *a))
+            .map(|a| (*a).to_owned())
+            .collect();
+        let after = edit_and_check(&files, &add, &remove);
+        // And back: remove what was added.
+        edit_and_check(&after, &[], &add);
+    }
 }

@@ -28,6 +28,12 @@ pub enum GrubError {
     /// The caller passed no files.
     #[error("no GRUB defaults file given: expected /etc/default/grub first")]
     NoFiles,
+    /// The same file name was given twice.
+    #[error("{file} was given twice")]
+    DuplicateFile {
+        /// File name as given.
+        file: String,
+    },
     /// The variable name is not a shell name.
     #[error("{var:?} is not a shell variable name")]
     BadVariable {
@@ -166,6 +172,13 @@ pub struct FileEdit {
 /// `grub.d/*.cfg` files sorted by name (bytewise, as the C locale globs).
 pub fn assignments(files: &[(&str, &str)], var: &str) -> Result<Vec<Assignment>, GrubError> {
     check_var(var)?;
+    for (i, (name, _)) in files.iter().enumerate() {
+        if files.iter().skip(i + 1).any(|(other, _)| other == name) {
+            return Err(GrubError::DuplicateFile {
+                file: (*name).to_owned(),
+            });
+        }
+    }
     let mut out = Vec::new();
     for (idx, (name, text)) in files.iter().enumerate() {
         parse_file(idx, name, text, var, &mut out)?;
@@ -289,6 +302,16 @@ pub fn plan_cmdline_edit(
     Ok(changed(files, &end))
 }
 
+/// The `linux` line `grub-mkconfig`'s `10_linux` writes into `grub.cfg` for a
+/// normal entry with these arguments, wrapped in a menu entry: feed it to
+/// `grub-script-check` to check that GRUB itself accepts the arguments.
+pub fn grub_script_snippet(args: &[String]) -> String {
+    format!(
+        "menuentry 'gdrprov check' {{\n\tlinux\t/vmlinuz root=/dev/sda1 ro {}\n}}\n",
+        args.join(" ")
+    )
+}
+
 // ---------------------------------------------------------------- parsing
 
 fn check_var(var: &str) -> Result<(), GrubError> {
@@ -353,15 +376,20 @@ fn parse_file(
 ) -> Result<(), GrubError> {
     let lexed = shell::lex(text).map_err(|e| lex_error(name, text, e))?;
     for cmd in &lexed.commands {
-        let words: Vec<(&str, shell::Word)> = cmd
-            .words
-            .iter()
-            .filter_map(|w| text.get(w.start..w.end).map(|t| (t, *w)))
-            .collect();
         let line = cmd
             .words
             .first()
             .map_or(1, |w| shell::line_of(text, w.start));
+        let words = cmd
+            .words
+            .iter()
+            .map(|w| text.get(w.start..w.end).map(|t| (t, *w)))
+            .collect::<Option<Vec<(&str, shell::Word)>>>()
+            .ok_or_else(|| GrubError::Syntax {
+                file: name.to_owned(),
+                line,
+                what: "a word does not end on a character boundary".into(),
+            })?;
         let unsupported = |reason: &str| GrubError::Unsupported {
             file: name.to_owned(),
             line,
