@@ -533,6 +533,8 @@ fn refuses_opaque_commands_and_broken_shell() {
         "GRUB_CMDLINE_LINUX=\"quiet\n",
         "cat <<EOF\nGRUB_CMDLINE_LINUX=x\nEOF\n",
         "A='x\n",
+        "GRUB_CMDLINE_LINUX=(quiet splash)\n",
+        "GRUB_CMDLINE_LINUX=$'quiet'\n",
     ] {
         let e = refusal(text);
         assert!(matches!(e, GrubError::Syntax { .. }), "{text:?}: {e:?}");

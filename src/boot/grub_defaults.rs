@@ -65,10 +65,11 @@ pub enum GrubError {
         /// What gdrprov does not understand.
         reason: String,
     },
-    /// A command that could change any variable invisibly (`eval`, `.`, `source`).
+    /// A command that could change any variable invisibly (`eval`, `.`,
+    /// `source`) or skip the rest of the file (`return`, `exit`, `exec`).
     #[error(
-        "{file}:{line}: `{command}` could set {var} in a way gdrprov cannot see, so gdrprov will not \
-         edit the GRUB defaults: move the settings it provides into /etc/default/grub by hand"
+        "{file}:{line}: `{command}` could set or skip {var} in a way gdrprov cannot see, so gdrprov \
+         will not edit the GRUB defaults: replace that line by plain assignments by hand"
     )]
     Opaque {
         /// File name as given.
@@ -359,6 +360,7 @@ fn lex_error(name: &str, text: &str, e: LexError) -> GrubError {
     let (what, offset) = match e {
         LexError::Unterminated { what, offset } => (format!("unterminated {what}"), offset),
         LexError::HereDoc { offset } => ("a here-document".to_owned(), offset),
+        LexError::Bashism { what, offset } => (what.to_owned(), offset),
     };
     GrubError::Syntax {
         file: name.to_owned(),
@@ -397,7 +399,12 @@ fn parse_file(
             reason: reason.to_owned(),
         };
         if let Some((cmd_word, _)) = words.iter().find(|(t, _)| assignment_name(t).is_none()) {
-            if matches!(*cmd_word, "eval" | "." | "source") {
+            // `eval` and sourcing can set anything; `return`/`exit`/`exec`
+            // can skip the assignments after them.
+            if matches!(
+                *cmd_word,
+                "eval" | "." | "source" | "return" | "exit" | "exec"
+            ) {
                 return Err(GrubError::Opaque {
                     file: name.to_owned(),
                     line,

@@ -36,6 +36,8 @@ pub(crate) enum LexError {
     Unterminated { what: &'static str, offset: usize },
     /// A here-document at `offset`: its body is not shell words.
     HereDoc { offset: usize },
+    /// A bash-only construct (`$'...'`, `$"..."`, `X=(...)` arrays) at `offset`.
+    Bashism { what: &'static str, offset: usize },
 }
 
 /// What separated a command from the next one.
@@ -128,6 +130,12 @@ impl Lexer<'_> {
                     self.begin_word();
                     self.i = scan_backtick(self.b, self.i + 1)?;
                 }
+                b'$' if matches!(next, Some(b'\'' | b'"')) => {
+                    return Err(LexError::Bashism {
+                        what: "bash's $'...' or $\"...\" quoting",
+                        offset: self.i,
+                    });
+                }
                 b'$' => {
                     self.begin_word();
                     self.i = scan_dollar(self.b, self.i)?;
@@ -143,7 +151,7 @@ impl Lexer<'_> {
                     self.i += if next == Some(c) { 2 } else { 1 };
                 }
                 b'<' | b'>' => self.redirection(c, next)?,
-                b'(' => self.open_paren(),
+                b'(' => self.open_paren()?,
                 b')' => self.close_paren(),
                 _ => self.in_word(1),
             }
@@ -192,18 +200,28 @@ impl Lexer<'_> {
         Ok(())
     }
 
-    fn open_paren(&mut self) {
+    fn open_paren(&mut self) -> Result<(), LexError> {
+        if let Some(start) = self.word_start {
+            let glued = self.b.get(start..self.i).unwrap_or_default();
+            if glued.contains(&b'=') {
+                return Err(LexError::Bashism {
+                    what: "a bash array assignment",
+                    offset: start,
+                });
+            }
+        }
         let after_word = self.word_start.is_some() || !self.words.is_empty();
         self.end_word();
         if after_word && self.at(self.i + 1) == Some(b')') {
             // `name()`: a function definition; its body opens with `{`.
             self.i += 2;
             self.end_command(Sep::Plain);
-            return;
+            return Ok(());
         }
         self.end_command(Sep::Plain);
         self.stack.push(Opener::Paren);
         self.i += 1;
+        Ok(())
     }
 
     fn close_paren(&mut self) {
@@ -441,5 +459,9 @@ mod tests {
             lex("cat <<EOF\nA=1\nEOF\n"),
             Err(LexError::HereDoc { .. })
         ));
+        assert!(matches!(lex("A=$'x'\n"), Err(LexError::Bashism { .. })));
+        assert!(matches!(lex("A=(a b)\n"), Err(LexError::Bashism { .. })));
+        assert!(matches!(lex("A=()\n"), Err(LexError::Bashism { .. })));
+        assert!(lex("f() { A=1; }\n").is_ok());
     }
 }
