@@ -90,8 +90,7 @@ fn have(tool: &str) -> bool {
 /// (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT) as `shell` computes them
 /// by sourcing the tree the way grub-mkconfig does.
 fn shell_values(shell: &str, dir: &Path) -> (String, String) {
-    let script = r#". ./grub
-for f in ./grub.d/*.cfg; do if [ -e "$f" ]; then . "$f"; fi; done
+    let script = r#"{ . ./grub; for f in ./grub.d/*.cfg; do if [ -e "$f" ]; then . "$f"; fi; done; } >/dev/null
 printf '%s\037%s' "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT""#;
     let out = Command::new(shell)
         .arg("-c")
@@ -120,7 +119,7 @@ fn bash_args(files: &Files) -> (Vec<String>, Vec<String>) {
     (cmdline::split(&l), cmdline::split(&d))
 }
 
-fn syntax_check(files: &Files, linux: &[String], default: &[String]) {
+fn syntax_check(files: &Files) {
     let dir = write_tree(files);
     for (n, _) in files {
         for sh in ["bash", "dash"] {
@@ -136,18 +135,23 @@ fn syntax_check(files: &Files, linux: &[String], default: &[String]) {
             assert!(st.success(), "{sh} -n {n} failed");
         }
     }
-    if have("grub-script-check") {
-        // What 10_linux writes into grub.cfg for a normal entry.
-        let all: Vec<String> = linux.iter().chain(default).cloned().collect();
-        let snippet = grub_defaults::grub_script_snippet(&all);
-        let p = dir.path().join("snippet.cfg");
-        fs::write(&p, snippet).expect("write snippet");
-        let st = Command::new("grub-script-check")
-            .arg(&p)
-            .status()
-            .expect("grub-script-check");
-        assert!(st.success(), "grub-script-check rejected the result");
+}
+
+/// Whether GRUB's own parser accepts the `linux` line 10_linux would write
+/// for these arguments (true when grub-script-check is not installed).
+fn grub_accepts(linux: &[String], default: &[String]) -> bool {
+    if !have("grub-script-check") {
+        return true;
     }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let all: Vec<String> = linux.iter().chain(default).cloned().collect();
+    let p = dir.path().join("snippet.cfg");
+    fs::write(&p, grub_defaults::grub_script_snippet(&all)).expect("write snippet");
+    Command::new("grub-script-check")
+        .arg(&p)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
 }
 
 /// Every line the editor does not own must survive byte for byte: the only
@@ -156,10 +160,13 @@ fn syntax_check(files: &Files, linux: &[String], default: &[String]) {
 fn check_lines_preserved(before: &Files, after: &Files) {
     let owned = |l: &str| {
         let t = l.trim_start();
-        let t = t.strip_prefix("export ").unwrap_or(t);
-        t.starts_with("GRUB_CMDLINE_LINUX=")
-            || t.starts_with("GRUB_CMDLINE_LINUX_DEFAULT=")
-            || t.contains("; GRUB_CMDLINE_LINUX=")
+        !t.starts_with('#')
+            && ["GRUB_CMDLINE_LINUX=", "GRUB_CMDLINE_LINUX_DEFAULT="]
+                .iter()
+                .any(|v| {
+                    t.match_indices(v)
+                        .any(|(i, _)| i == 0 || t[..i].ends_with([' ', '\t', ';']))
+                })
     };
     for ((n, old), (_, new)) in before.iter().zip(after) {
         let ol: Vec<&str> = old.split_inclusive('\n').collect();
@@ -221,7 +228,13 @@ fn edit_and_check(files: &Files, add: &[String], remove: &[String]) -> Files {
     if edits.is_empty() {
         assert_eq!(&after, files);
     }
-    syntax_check(&after, &linux1, &default1);
+    syntax_check(&after);
+    if grub_accepts(&linux0, &default0) {
+        assert!(
+            grub_accepts(&linux1, &default1),
+            "grub-script-check rejects the result"
+        );
+    }
     check_lines_preserved(files, &after);
     // edit(edit(x)) == edit(x)
     let again = grub_defaults::plan_cmdline_edit(&refs(&after), add, remove);
@@ -370,6 +383,11 @@ fn profiles_apply_to_the_corpus() {
             assert_eq!(after, files, "{}", c.dir);
         }
         let (linux, default) = bash_args(&after);
+        assert!(
+            grub_accepts(&linux, &default),
+            "{}: grub-script-check",
+            c.dir
+        );
         assert_eq!(linux, cmdline::split(c.linux_after), "{}", c.dir);
         // The kernel sees LINUX then LINUX_DEFAULT: the wanted arguments are
         // there and no conflicting one is, anywhere.
@@ -771,4 +789,195 @@ fn generated_file_sets_edit_like_bash() {
         // And back: remove what was added.
         edit_and_check(&after, &[], &add);
     }
+}
+
+// ------------------------------------------- differential: atom soup
+
+/// Like `shell_values`, but `None` when the shell rejects or fails the files.
+fn try_shell_values(shell: &str, files: &Files) -> Option<(Vec<String>, Vec<String>)> {
+    let dir = write_tree(files);
+    for (n, _) in files {
+        let ok = Command::new(shell)
+            .arg("-n")
+            .arg(n)
+            .current_dir(dir.path())
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !ok {
+            return None;
+        }
+    }
+    let script = r#"{ . ./grub; for f in ./grub.d/*.cfg; do if [ -e "$f" ]; then . "$f"; fi; done; } >/dev/null
+printf '%s\037%s' "$GRUB_CMDLINE_LINUX" "$GRUB_CMDLINE_LINUX_DEFAULT""#;
+    let out = Command::new(shell)
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .env_remove("GRUB_CMDLINE_LINUX")
+        .env_remove("GRUB_CMDLINE_LINUX_DEFAULT")
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    let (l, d) = text.split_once('\x1f')?;
+    Some((cmdline::split(l), cmdline::split(d)))
+}
+
+const ATOMS: &[&str] = &[
+    "GRUB_CMDLINE_LINUX=",
+    "GRUB_CMDLINE_LINUX=",
+    "GRUB_CMDLINE_LINUX=\"",
+    "GRUB_CMDLINE_LINUX_DEFAULT=",
+    "export ",
+    "\"",
+    "\"",
+    "'",
+    "\\",
+    "\\\"",
+    "$GRUB_CMDLINE_LINUX",
+    "${GRUB_CMDLINE_LINUX}",
+    "$GRUB_CMDLINE_LINUX_DEFAULT",
+    "$X",
+    "${X:-a}",
+    " ",
+    " ",
+    "\t",
+    "\n",
+    "\r\n",
+    "# c\n",
+    "#",
+    ";",
+    " && ",
+    " || ",
+    " | cat",
+    "if true; then ",
+    "; fi",
+    "{ ",
+    "; }",
+    "( ",
+    " )",
+    "quiet",
+    "iommu=off",
+    "iommu=pt",
+    "a=b",
+    "`echo q`",
+    "$(echo w)",
+    "X=1 ",
+    "=",
+    "~",
+    "!",
+    "*",
+    "acpi_osi=\\\"W 2\\\"",
+    "+=",
+    "unset ",
+    "true ",
+    " > /dev/null",
+];
+
+/// Value atoms that keep a quoted value closed most of the time.
+const INNER: &[&str] = &[
+    " ",
+    "\t",
+    "quiet",
+    "iommu=off",
+    "iommu=pt",
+    "$GRUB_CMDLINE_LINUX",
+    "${GRUB_CMDLINE_LINUX}",
+    "$GRUB_CMDLINE_LINUX_DEFAULT",
+    "acpi_osi=\\\"W 2\\\"",
+    "\\",
+    "$X",
+    "*",
+    "~",
+    "#",
+    ";",
+    "`echo q`",
+    "$(echo w)",
+];
+
+fn soup(rng: &mut Rng) -> String {
+    let mut out = String::new();
+    for _ in 0..1 + rng.below(6) {
+        if rng.chance(60) {
+            // Mostly well-formed: prefix, quote, inner atoms, same quote.
+            out.push_str(rng.pick(&["", "", "export ", "X=1 ", "true && "]));
+            out.push_str(rng.pick(&["GRUB_CMDLINE_LINUX=", "GRUB_CMDLINE_LINUX_DEFAULT="]));
+            let q = rng.pick(&["\"", "\"", "'", ""]);
+            out.push_str(q);
+            for _ in 0..rng.below(5) {
+                out.push_str(rng.pick(INNER));
+            }
+            out.push_str(q);
+            out.push_str(rng.pick(&["", "", "", " # c", ";", " ;GRUB_TIMEOUT=1", "\r"]));
+        } else {
+            for _ in 0..rng.below(6) {
+                out.push_str(rng.pick(ATOMS));
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Whatever the editor accepts, it reads as bash and dash do, and whatever it
+/// edits, it edits right.
+#[test]
+fn differential_against_shells() {
+    let mut rng = Rng(0xD1B5_4A32_D192_ED03);
+    let (mut valid, mut accepted, mut edited) = (0, 0, 0);
+    for _ in 0..1000 {
+        let mut files = vec![("grub".to_owned(), soup(&mut rng))];
+        if rng.chance(30) {
+            files.push(("grub.d/50-x.cfg".to_owned(), soup(&mut rng)));
+        }
+        let Some(b) = try_shell_values("bash", &files) else {
+            continue;
+        };
+        let Some(d) = try_shell_values("dash", &files) else {
+            continue;
+        };
+        valid += 1;
+        let r = refs(&files);
+        let ours = grub_defaults::effective_value(&r, grub_defaults::CMDLINE_LINUX);
+        if std::env::var("SHOW_REFUSALS").is_ok() {
+            if let Err(e) = &ours {
+                eprintln!("REFUSED {e}\n   {files:?}");
+            }
+        }
+        let Ok(ours) = ours else {
+            continue;
+        };
+        let Ok(ours_d) = grub_defaults::effective_value(&r, grub_defaults::CMDLINE_LINUX_DEFAULT)
+        else {
+            continue;
+        };
+        accepted += 1;
+        assert_eq!(
+            (&ours, &ours_d),
+            (&b.0, &b.1),
+            "editor vs bash on {files:#?}"
+        );
+        assert_eq!(b, d, "bash vs dash on accepted {files:#?}");
+        let mut remove: Vec<String> = ours
+            .iter()
+            .chain(&ours_d)
+            .filter(|_| rng.chance(50))
+            .cloned()
+            .collect();
+        remove.push("iommu=off".into());
+        let add = vec!["iommu=pt".to_owned(), "intel_iommu=on".to_owned()];
+        let add: Vec<String> = add.into_iter().filter(|a| !remove.contains(a)).collect();
+        if grub_defaults::plan_cmdline_edit(&r, &add, &remove).is_ok() {
+            edit_and_check(&files, &add, &remove);
+            edited += 1;
+        }
+    }
+    eprintln!("differential: {valid} valid, {accepted} accepted, {edited} edited");
+    assert!(
+        accepted >= 50 && edited >= 50,
+        "generator too weak: {valid}/{accepted}/{edited}"
+    );
 }
