@@ -133,13 +133,18 @@ impl Plan {
 /// Order: files first, then commands (unloads, loads, regeneration), so that
 /// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
-    let mut part = crate::modules::kmod::plan(ctx)?;
+    let mut part = crate::modules::bootcfg::plan(ctx)?;
+    part.absorb(crate::modules::kmod::plan(ctx)?);
     part.absorb(crate::modules::services::plan(ctx)?);
     let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::modules::files::plan(ctx, &wanted)?;
+    changes.append(&mut part.edits);
 
     let mut state_after = ctx.state.clone();
     state_after.profiles = ctx.desired.names.clone();
+    if let Some(args) = part.kernel_args.take() {
+        state_after.kernel_args = args;
+    }
     for c in &changes {
         match &c.action {
             Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
@@ -152,7 +157,11 @@ pub fn build(ctx: &Context) -> Result<Plan> {
                 });
             }
             Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
-                state_after.files.remove(path);
+                // An edit of a file gdrprov does not own (GRUB defaults) leaves
+                // ownership alone; an owned file no longer wanted is released.
+                if c.module == crate::modules::files::MODULE {
+                    state_after.files.remove(path);
+                }
             }
             Action::Run { .. } => {}
         }

@@ -15,7 +15,7 @@ fn absent_modules_are_blocked_as_kmod_reads_them_then_rolled_back() {
     let r = root.display().to_string();
     let pristine = snapshot(&root);
     gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--root", &r])
+        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
         .assert()
         .success();
     let conf = std::fs::read_to_string(root.join("etc/modprobe.d/gdrprov-blacklist.conf")).unwrap();
@@ -63,11 +63,18 @@ fn absent_modules_are_blocked_as_kmod_reads_them_then_rolled_back() {
 
     // Idempotent, and rollback restores every byte.
     gdrprov()
-        .args(["plan", "rdma-dmabuf", "--detailed-exitcode", "--root", &r])
+        .args([
+            "plan",
+            "rdma-dmabuf",
+            "--no-exec",
+            "--detailed-exitcode",
+            "--root",
+            &r,
+        ])
         .assert()
         .code(0);
     gdrprov()
-        .args(["rollback", "-y", "--root", &r])
+        .args(["rollback", "-y", "--no-exec", "--root", &r])
         .assert()
         .success();
     assert_same(
@@ -82,7 +89,7 @@ fn present_modules_persist_in_modules_load_d() {
     let (_t, root) = example_root("rocky-9-a100");
     let r = root.display().to_string();
     gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--root", &r])
+        .args(["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r])
         .assert()
         .success();
     let load = std::fs::read_to_string(root.join("etc/modules-load.d/gdrprov.conf")).unwrap();
@@ -109,11 +116,11 @@ fn switching_profiles_removes_the_files_of_the_old_one() {
     let (_t, root) = example_root("ubuntu-22.04-h100");
     let r = root.display().to_string();
     gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--root", &r])
+        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
         .assert()
         .success();
     let out = gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--root", &r])
+        .args(["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));

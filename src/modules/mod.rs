@@ -1,7 +1,7 @@
 //! Desired-state modules: each turns (facts, its part of the profile, what
 //! gdrprov already owns) into changes, without side effects.
 
-pub mod cmdline_arg;
+pub mod bootcfg;
 pub mod files;
 pub mod kmod;
 pub mod services;
@@ -13,7 +13,11 @@ use crate::plan::Change;
 #[derive(Debug, Default)]
 pub struct Part {
     pub files: Vec<files::ManagedFile>,
+    /// Edits of files gdrprov does not own as a whole (GRUB defaults).
+    pub edits: Vec<Change>,
     pub commands: Vec<Change>,
+    /// Kernel arguments gdrprov owns after the change, when boot is managed.
+    pub kernel_args: Option<Vec<String>>,
     pub reboot_pending: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -21,6 +25,10 @@ pub struct Part {
 impl Part {
     pub fn absorb(&mut self, other: Part) {
         self.files.extend(other.files);
+        self.edits.extend(other.edits);
+        if other.kernel_args.is_some() {
+            self.kernel_args = other.kernel_args;
+        }
         self.commands.extend(other.commands);
         self.reboot_pending.extend(other.reboot_pending);
         self.warnings.extend(other.warnings);
