@@ -79,12 +79,19 @@ fn write_tree(files: &Files) -> tempfile::TempDir {
 }
 
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut seen = seen.lock().expect("lock");
+    *seen.entry(tool.to_owned()).or_insert_with(|| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
 }
 
 /// (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT) as `shell` computes them
@@ -450,7 +457,6 @@ fn remove_each_argument_and_add_one() {
         let all = grub_defaults::effective_cmdline(&refs(&files)).expect("read");
         for a in &all {
             edit_and_check(&files, &add, std::slice::from_ref(a));
-            edit_and_check(&files, &[], std::slice::from_ref(a));
         }
         edit_and_check(&files, &add, &all);
     }
@@ -758,7 +764,7 @@ fn gen_files(rng: &mut Rng) -> Files {
 fn generated_file_sets_edit_like_bash() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let wanted = ["iommu=pt", "intel_iommu=on", "gdrprov.x=1", "quiet"];
-    for round in 0..150 {
+    for round in 0..40 {
         let files = gen_files(&mut rng);
         let (linux, default) = bash_args(&files);
         let r = refs(&files);
@@ -928,7 +934,7 @@ fn soup(rng: &mut Rng) -> String {
 fn differential_against_shells() {
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
     let (mut valid, mut accepted, mut edited) = (0, 0, 0);
-    for _ in 0..1000 {
+    for _ in 0..700 {
         let mut files = vec![("grub".to_owned(), soup(&mut rng))];
         if rng.chance(30) {
             files.push(("grub.d/50-x.cfg".to_owned(), soup(&mut rng)));
@@ -977,7 +983,7 @@ fn differential_against_shells() {
     }
     eprintln!("differential: {valid} valid, {accepted} accepted, {edited} edited");
     assert!(
-        accepted >= 50 && edited >= 50,
+        accepted >= 60 && edited >= 50,
         "generator too weak: {valid}/{accepted}/{edited}"
     );
 }
