@@ -524,6 +524,16 @@ fn refuses_what_it_cannot_understand() {
         ("unset GRUB_CMDLINE_LINUX\n", 1, "plain assignments"),
         ("GRUB_X=\"$GRUB_CMDLINE_LINUX\"\n", 1, "refers to it"),
         ("export A GRUB_CMDLINE_LINUX=quiet\n", 1, "more than one"),
+        (
+            "export GRUB_CMDLINE_\"\"LINUX=evil\n",
+            1,
+            "a command uses it",
+        ),
+        (
+            "readonly GRUB_CMDLINE_\\LINUX=evil\n",
+            1,
+            "a command uses it",
+        ),
         ("GRUB_CMDLINE_LINUX=~/x\n", 1, "tilde"),
         ("f() {\n GRUB_CMDLINE_LINUX=quiet\n}\n", 2, "inside"),
     ];
@@ -547,6 +557,11 @@ fn refuses_opaque_commands_and_broken_shell() {
         "source /etc/x\n",
         "eval \"$(cat /x)\"\n",
         "if true; then . /x; fi\n",
+        "[ -e /x ] && return\nGRUB_CMDLINE_LINUX=quiet\n",
+        "exit 0\n",
+        "N=GRUB_CMDLINE_\nexport \"${N}LINUX=evil\"\n",
+        "N=x\nunset \"$N\"\n",
+        "\"eval\" x\n",
     ] {
         assert!(
             matches!(refusal(text), GrubError::Opaque { .. }),
@@ -562,6 +577,23 @@ fn refuses_opaque_commands_and_broken_shell() {
     ] {
         let e = refusal(text);
         assert!(matches!(e, GrubError::Syntax { .. }), "{text:?}: {e:?}");
+    }
+}
+
+/// Where the lexer's view of a substitution could differ from the shell's
+/// (a `)` in a comment or a `case` pattern inside `$(...)`), the unbalanced
+/// nesting it leaves behind makes the editor refuse instead of misreading.
+#[test]
+fn misparsed_substitutions_are_refused_not_misread() {
+    for text in [
+        "X=$(echo a # )\nGRUB_CMDLINE_LINUX=evil\n)\n",
+        "X=$(case a in a) echo ;; esac)\nGRUB_CMDLINE_LINUX=quiet\n",
+    ] {
+        let files = vec![("grub".to_owned(), text.to_owned())];
+        let r = grub_defaults::effective_value(&refs(&files), grub_defaults::CMDLINE_LINUX);
+        if let Ok(v) = r {
+            assert_eq!(v, bash_args(&files).0, "{text:?}");
+        }
     }
 }
 

@@ -344,6 +344,30 @@ fn mentions(text: &str, var: &str) -> bool {
     })
 }
 
+/// A word with its quote and backslash characters dropped: the name a shell
+/// would see in `GRUB_CMDLINE_""LINUX`.
+fn dequoted(word: &str) -> String {
+    word.chars()
+        .filter(|c| !matches!(c, '"' | '\'' | '\\'))
+        .collect()
+}
+
+/// Builtins that set or unset variables named by their arguments.
+fn sets_named_variable(cmd: &str, args: &[(&str, shell::Word)]) -> bool {
+    match cmd {
+        "export" | "readonly" | "declare" | "typeset" | "local" | "read" | "getopts"
+        | "mapfile" | "readarray" | "let" | "unset" => true,
+        "printf" => args.iter().any(|(t, _)| t.starts_with("-v")),
+        _ => false,
+    }
+}
+
+/// Whether the name part (before `=`) of an argument is computed at run time.
+fn computed_name(word: &str) -> bool {
+    let name = word.split_once('=').map_or(word, |(n, _)| n);
+    name.contains(['$', '`'])
+}
+
 /// `NAME=` at the start of a word: the name and the offset of the value.
 fn assignment_name(word: &str) -> Option<(&str, usize)> {
     let eq = word.find('=')?;
@@ -398,22 +422,34 @@ fn parse_file(
             var: var.to_owned(),
             reason: reason.to_owned(),
         };
-        if let Some((cmd_word, _)) = words.iter().find(|(t, _)| assignment_name(t).is_none()) {
+        let opaque = |command: &str| GrubError::Opaque {
+            file: name.to_owned(),
+            line,
+            command: command.to_owned(),
+            var: var.to_owned(),
+        };
+        let cmd_at = words.iter().position(|(t, _)| assignment_name(t).is_none());
+        if let Some(at) = cmd_at {
+            let cmd_word = words.get(at).map(|(t, _)| dequoted(t)).unwrap_or_default();
+            let args = words.get(at + 1..).unwrap_or_default();
             // `eval` and sourcing can set anything; `return`/`exit`/`exec`
             // can skip the assignments after them.
             if matches!(
-                *cmd_word,
+                cmd_word.as_str(),
                 "eval" | "." | "source" | "return" | "exit" | "exec"
             ) {
-                return Err(GrubError::Opaque {
-                    file: name.to_owned(),
-                    line,
-                    command: (*cmd_word).to_owned(),
-                    var: var.to_owned(),
-                });
+                return Err(opaque(&cmd_word));
+            }
+            // `export "$N=x"` and the like set a variable named at run time.
+            if sets_named_variable(&cmd_word, args) && args.iter().any(|(t, _)| computed_name(t)) {
+                return Err(opaque(&cmd_word));
             }
         }
-        if !words.iter().any(|(t, _)| mentions(t, var)) {
+        // `export GRUB_CMDLINE_""LINUX=x` names the variable too.
+        if !words
+            .iter()
+            .any(|(t, _)| mentions(t, var) || mentions(&dequoted(t), var))
+        {
             continue;
         }
         if cmd.depth > 0 || !lexed.nesting_ok {
