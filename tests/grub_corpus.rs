@@ -79,12 +79,19 @@ fn write_tree(files: &Files) -> tempfile::TempDir {
 }
 
 fn have(tool: &str) -> bool {
-    Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut seen = seen.lock().expect("lock");
+    *seen.entry(tool.to_owned()).or_insert_with(|| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {tool}"))
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    })
 }
 
 /// (GRUB_CMDLINE_LINUX, GRUB_CMDLINE_LINUX_DEFAULT) as `shell` computes them
@@ -450,7 +457,6 @@ fn remove_each_argument_and_add_one() {
         let all = grub_defaults::effective_cmdline(&refs(&files)).expect("read");
         for a in &all {
             edit_and_check(&files, &add, std::slice::from_ref(a));
-            edit_and_check(&files, &[], std::slice::from_ref(a));
         }
         edit_and_check(&files, &add, &all);
     }
@@ -518,6 +524,16 @@ fn refuses_what_it_cannot_understand() {
         ("unset GRUB_CMDLINE_LINUX\n", 1, "plain assignments"),
         ("GRUB_X=\"$GRUB_CMDLINE_LINUX\"\n", 1, "refers to it"),
         ("export A GRUB_CMDLINE_LINUX=quiet\n", 1, "more than one"),
+        (
+            "export GRUB_CMDLINE_\"\"LINUX=evil\n",
+            1,
+            "a command uses it",
+        ),
+        (
+            "readonly GRUB_CMDLINE_\\LINUX=evil\n",
+            1,
+            "a command uses it",
+        ),
         ("GRUB_CMDLINE_LINUX=~/x\n", 1, "tilde"),
         ("f() {\n GRUB_CMDLINE_LINUX=quiet\n}\n", 2, "inside"),
     ];
@@ -541,6 +557,11 @@ fn refuses_opaque_commands_and_broken_shell() {
         "source /etc/x\n",
         "eval \"$(cat /x)\"\n",
         "if true; then . /x; fi\n",
+        "[ -e /x ] && return\nGRUB_CMDLINE_LINUX=quiet\n",
+        "exit 0\n",
+        "N=GRUB_CMDLINE_\nexport \"${N}LINUX=evil\"\n",
+        "N=x\nunset \"$N\"\n",
+        "\"eval\" x\n",
     ] {
         assert!(
             matches!(refusal(text), GrubError::Opaque { .. }),
@@ -556,6 +577,23 @@ fn refuses_opaque_commands_and_broken_shell() {
     ] {
         let e = refusal(text);
         assert!(matches!(e, GrubError::Syntax { .. }), "{text:?}: {e:?}");
+    }
+}
+
+/// Where the lexer's view of a substitution could differ from the shell's
+/// (a `)` in a comment or a `case` pattern inside `$(...)`), the unbalanced
+/// nesting it leaves behind makes the editor refuse instead of misreading.
+#[test]
+fn misparsed_substitutions_are_refused_not_misread() {
+    for text in [
+        "X=$(echo a # )\nGRUB_CMDLINE_LINUX=evil\n)\n",
+        "X=$(case a in a) echo ;; esac)\nGRUB_CMDLINE_LINUX=quiet\n",
+    ] {
+        let files = vec![("grub".to_owned(), text.to_owned())];
+        let r = grub_defaults::effective_value(&refs(&files), grub_defaults::CMDLINE_LINUX);
+        if let Ok(v) = r {
+            assert_eq!(v, bash_args(&files).0, "{text:?}");
+        }
     }
 }
 
@@ -758,7 +796,7 @@ fn gen_files(rng: &mut Rng) -> Files {
 fn generated_file_sets_edit_like_bash() {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
     let wanted = ["iommu=pt", "intel_iommu=on", "gdrprov.x=1", "quiet"];
-    for round in 0..150 {
+    for round in 0..40 {
         let files = gen_files(&mut rng);
         let (linux, default) = bash_args(&files);
         let r = refs(&files);
@@ -928,7 +966,7 @@ fn soup(rng: &mut Rng) -> String {
 fn differential_against_shells() {
     let mut rng = Rng(0xD1B5_4A32_D192_ED03);
     let (mut valid, mut accepted, mut edited) = (0, 0, 0);
-    for _ in 0..1000 {
+    for _ in 0..700 {
         let mut files = vec![("grub".to_owned(), soup(&mut rng))];
         if rng.chance(30) {
             files.push(("grub.d/50-x.cfg".to_owned(), soup(&mut rng)));
@@ -977,7 +1015,7 @@ fn differential_against_shells() {
     }
     eprintln!("differential: {valid} valid, {accepted} accepted, {edited} edited");
     assert!(
-        accepted >= 50 && edited >= 50,
+        accepted >= 60 && edited >= 50,
         "generator too weak: {valid}/{accepted}/{edited}"
     );
 }

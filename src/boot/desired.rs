@@ -158,7 +158,7 @@ impl Forbid {
     fn describe(&self, why: &str) -> String {
         match self {
             Forbid::Exact(x) => format!("{why} forbids {x}"),
-            Forbid::Key(k) => format!("{why} forbids any {k}="),
+            Forbid::Key(k) => format!("{why} forbids {k} with any value"),
             Forbid::Option { key, option } => format!("{why} forbids {key}={option}"),
             Forbid::OtherValue(x) => format!("{why} wants {x}, which replaces other values"),
         }

@@ -344,6 +344,30 @@ fn mentions(text: &str, var: &str) -> bool {
     })
 }
 
+/// A word with its quote and backslash characters dropped: the name a shell
+/// would see in `GRUB_CMDLINE_""LINUX`.
+fn dequoted(word: &str) -> String {
+    word.chars()
+        .filter(|c| !matches!(c, '"' | '\'' | '\\'))
+        .collect()
+}
+
+/// Builtins that set or unset variables named by their arguments.
+fn sets_named_variable(cmd: &str, args: &[(&str, shell::Word)]) -> bool {
+    match cmd {
+        "export" | "readonly" | "declare" | "typeset" | "local" | "read" | "getopts"
+        | "mapfile" | "readarray" | "let" | "unset" => true,
+        "printf" => args.iter().any(|(t, _)| t.starts_with("-v")),
+        _ => false,
+    }
+}
+
+/// Whether the name part (before `=`) of an argument is computed at run time.
+fn computed_name(word: &str) -> bool {
+    let name = word.split_once('=').map_or(word, |(n, _)| n);
+    name.contains(['$', '`'])
+}
+
 /// `NAME=` at the start of a word: the name and the offset of the value.
 fn assignment_name(word: &str) -> Option<(&str, usize)> {
     let eq = word.find('=')?;
@@ -398,22 +422,34 @@ fn parse_file(
             var: var.to_owned(),
             reason: reason.to_owned(),
         };
-        if let Some((cmd_word, _)) = words.iter().find(|(t, _)| assignment_name(t).is_none()) {
+        let opaque = |command: &str| GrubError::Opaque {
+            file: name.to_owned(),
+            line,
+            command: command.to_owned(),
+            var: var.to_owned(),
+        };
+        let cmd_at = words.iter().position(|(t, _)| assignment_name(t).is_none());
+        if let Some(at) = cmd_at {
+            let cmd_word = words.get(at).map(|(t, _)| dequoted(t)).unwrap_or_default();
+            let args = words.get(at + 1..).unwrap_or_default();
             // `eval` and sourcing can set anything; `return`/`exit`/`exec`
             // can skip the assignments after them.
             if matches!(
-                *cmd_word,
+                cmd_word.as_str(),
                 "eval" | "." | "source" | "return" | "exit" | "exec"
             ) {
-                return Err(GrubError::Opaque {
-                    file: name.to_owned(),
-                    line,
-                    command: (*cmd_word).to_owned(),
-                    var: var.to_owned(),
-                });
+                return Err(opaque(&cmd_word));
+            }
+            // `export "$N=x"` and the like set a variable named at run time.
+            if sets_named_variable(&cmd_word, args) && args.iter().any(|(t, _)| computed_name(t)) {
+                return Err(opaque(&cmd_word));
             }
         }
-        if !words.iter().any(|(t, _)| mentions(t, var)) {
+        // `export GRUB_CMDLINE_""LINUX=x` names the variable too.
+        if !words
+            .iter()
+            .any(|(t, _)| mentions(t, var) || mentions(&dequoted(t), var))
+        {
             continue;
         }
         if cmd.depth > 0 || !lexed.nesting_ok {
@@ -910,4 +946,221 @@ fn changed(files: &[(&str, &str)], contents: &[String]) -> Vec<FileEdit> {
             new_content: new.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| (*x).to_owned()).collect()
+    }
+
+    fn one(text: &str) -> Vec<(&'static str, &str)> {
+        vec![("/etc/default/grub", text)]
+    }
+
+    fn edit(text: &str, add: &[&str], remove: &[&str]) -> String {
+        match plan_edit(&one(text), CMDLINE_LINUX, &s(add), &s(remove)) {
+            Ok(e) => e
+                .first()
+                .map_or_else(|| text.to_owned(), |e| e.new_content.clone()),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[test]
+    fn assignment_model() {
+        let text = "A=1\nexport GRUB_CMDLINE_LINUX='quiet'\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX x\"\n";
+        let a = assignments(&one(text), CMDLINE_LINUX).unwrap_or_default();
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            (a[0].line, a[0].exported, a[0].quoting),
+            (2, true, Quoting::Single)
+        );
+        assert_eq!(&text[a[0].value_span.0..a[0].value_span.1], "'quiet'");
+        assert!(!a[0].self_reference);
+        assert_eq!(
+            (a[1].line, a[1].quoting, a[1].self_reference),
+            (3, Quoting::Double, true)
+        );
+        assert_eq!(
+            effective_value(&one(text), CMDLINE_LINUX),
+            Ok(s(&["quiet", "x"]))
+        );
+    }
+
+    #[test]
+    fn minimal_edits() {
+        assert_eq!(edit("X=\"a b\"\n", &[], &[]), "X=\"a b\"\n");
+        let t = "GRUB_CMDLINE_LINUX=\"a iommu=off b\"\n";
+        assert_eq!(
+            edit(t, &["iommu=pt"], &["iommu=off"]),
+            "GRUB_CMDLINE_LINUX=\"a b iommu=pt\"\n"
+        );
+        let t = "GRUB_CMDLINE_LINUX=\"iommu=off b\"\n";
+        assert_eq!(edit(t, &[], &["iommu=off"]), "GRUB_CMDLINE_LINUX=\"b\"\n");
+        let t = "GRUB_CMDLINE_LINUX=\"b \"\n";
+        assert_eq!(edit(t, &["c"], &[]), "GRUB_CMDLINE_LINUX=\"b c\"\n");
+        let t = "GRUB_CMDLINE_LINUX=b\n";
+        assert_eq!(edit(t, &["c"], &[]), "GRUB_CMDLINE_LINUX=\"b c\"\n");
+        let t = "GRUB_CMDLINE_LINUX=$GRUB_CMDLINE_LINUX\n";
+        assert_eq!(
+            edit(t, &["c"], &[]),
+            "GRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX c\"\n"
+        );
+        let t = "GRUB_TIMEOUT=5";
+        assert_eq!(
+            edit(t, &["c"], &[]),
+            "GRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX=\"c\"\n"
+        );
+        // Already there: nothing to do; duplicates in `add` are added once.
+        let t = "GRUB_CMDLINE_LINUX=\"c\"\n";
+        assert_eq!(
+            edit(t, &["c", "d", "d"], &["e"]),
+            "GRUB_CMDLINE_LINUX=\"c d\"\n"
+        );
+    }
+
+    #[test]
+    fn bad_requests() {
+        let t = "GRUB_CMDLINE_LINUX=\"\"\n";
+        assert_eq!(
+            plan_edit(&one(t), CMDLINE_LINUX, &s(&["a"]), &s(&["a"])),
+            Err(GrubError::Contradiction { arg: "a".into() })
+        );
+        assert_eq!(
+            plan_edit(&[], CMDLINE_LINUX, &s(&["a"]), &[]),
+            Err(GrubError::NoFiles)
+        );
+        assert!(matches!(
+            effective_value(&one(t), "1X"),
+            Err(GrubError::BadVariable { .. })
+        ));
+        let two = vec![("g", t), ("g", t)];
+        assert!(matches!(
+            effective_value(&two, CMDLINE_LINUX),
+            Err(GrubError::DuplicateFile { .. })
+        ));
+        assert!(matches!(
+            plan_edit(&one("X=1\\"), CMDLINE_LINUX, &s(&["a"]), &[]),
+            Err(GrubError::Unsupported { .. })
+        ));
+    }
+
+    #[test]
+    fn mentions_whole_identifiers_only() {
+        assert!(mentions("A=$GRUB_CMDLINE_LINUX", CMDLINE_LINUX));
+        assert!(mentions("${GRUB_CMDLINE_LINUX}", CMDLINE_LINUX));
+        assert!(!mentions("GRUB_CMDLINE_LINUX_DEFAULT=x", CMDLINE_LINUX));
+        assert!(!mentions("MY_GRUB_CMDLINE_LINUX=x", CMDLINE_LINUX));
+    }
+
+    /// A poor man's fuzzer until the cargo-fuzz targets exist: random text
+    /// from a shell-heavy alphabet must never panic, and whatever edit is
+    /// planned must be idempotent.
+    #[test]
+    fn random_text_never_panics_and_edits_are_idempotent() {
+        const ALPHABET: &[&str] = &[
+            "GRUB_CMDLINE_LINUX=",
+            "GRUB_CMDLINE_LINUX_DEFAULT=",
+            "$GRUB_CMDLINE_LINUX",
+            "${GRUB_CMDLINE_LINUX}",
+            "\"",
+            "'",
+            "\\",
+            "$",
+            "{",
+            "}",
+            "(",
+            ")",
+            "`",
+            " ",
+            "\t",
+            "\n",
+            "\r\n",
+            "#",
+            ";",
+            "&",
+            "|",
+            "<",
+            ">",
+            "iommu=off",
+            "quiet",
+            "a=\"b c\"",
+            "é",
+            "if ",
+            "fi",
+            "export ",
+            "=",
+            "\u{0}",
+        ];
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..20_000 {
+            let n = next() % 12;
+            let text: String = (0..n)
+                .map(|_| {
+                    ALPHABET
+                        .get((next() % ALPHABET.len() as u64) as usize)
+                        .copied()
+                        .unwrap_or("")
+                })
+                .collect();
+            let files = one(&text);
+            let add = s(&["iommu=pt"]);
+            let remove = s(&["iommu=off", "quiet", "a=\"b c\""]);
+            if let Ok(edits) = plan_cmdline_edit(&files, &add, &remove) {
+                let new = edits
+                    .first()
+                    .map_or(text.as_str(), |e| e.new_content.as_str());
+                assert_eq!(
+                    plan_cmdline_edit(&one(new), &add, &remove),
+                    Ok(Vec::new()),
+                    "{text:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_input_does_not_panic() {
+        let inputs = [
+            "",
+            "\"",
+            "'",
+            "\\",
+            "$",
+            "${",
+            "$(",
+            "`",
+            "GRUB_CMDLINE_LINUX=\"\\",
+            "GRUB_CMDLINE_LINUX=$",
+            "GRUB_CMDLINE_LINUX=${",
+            "GRUB_CMDLINE_LINUX=\"${GRUB_CMDLINE_LINUX\"",
+            "GRUB_CMDLINE_LINUX=é\\é",
+            "GRUB_CMDLINE_LINUX=\"é\\",
+            "(((",
+            ")))",
+            "}}}",
+            "fi fi",
+            "GRUB_CMDLINE_LINUX=\"a\"\r",
+            "\r",
+            "GRUB_CMDLINE_LINUX=\"\u{0}\"",
+            "GRUB_CMDLINE_LINUX=\"acpi=\\\"x\"",
+        ];
+        for t in inputs {
+            let _ = plan_cmdline_edit(
+                &one(t),
+                &s(&["iommu=pt"]),
+                &s(&["a", "\"", "x\"", "acpi=\"x"]),
+            );
+            let _ = effective_cmdline(&one(t));
+        }
+    }
 }
