@@ -247,6 +247,23 @@ fn require_root(host: &Host, action: &str) -> Result<()> {
     Ok(())
 }
 
+/// Commands for an image root run through chroot(2), which needs root.
+fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
+    let runs = plan
+        .changes
+        .iter()
+        .any(|c| matches!(c.action, crate::plan::Action::Run { .. }));
+    let uid = nix::unistd::geteuid();
+    if runs && !host.is_live() && !uid.is_root() {
+        return Err(Error::Refused(format!(
+            "the plan runs commands inside {} (chroot), which needs root (running as uid {}); run it with sudo, or add --no-exec to list the commands instead (nothing was changed)",
+            host.root().display(),
+            uid.as_raw()
+        )));
+    }
+    Ok(())
+}
+
 /// Asks on a terminal; refuses without one (no silent yes in scripts).
 fn confirm(question: &str) -> Result<()> {
     let stdin = std::io::stdin();
@@ -284,6 +301,7 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
         );
         return Ok(exit::OK);
     }
+    require_chroot_rights(&host, &plan)?;
     if !a.yes {
         if cli.format == Format::Text {
             print!(
@@ -360,6 +378,7 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     let _lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
+    require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     outcome.recovered = recovered;

@@ -650,3 +650,41 @@ fn an_apply_killed_half_way_is_put_back_by_the_next_run() {
         "rollback did not restore every byte",
     );
 }
+
+#[test]
+fn commands_in_an_image_root_need_root_unless_no_exec() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    // Let `nobody` write the copy, so only the chroot is missing.
+    let chown = |p: &Path| {
+        std::process::Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(p)
+            .status()
+            .unwrap();
+    };
+    if !nix::unistd::geteuid().is_root() {
+        return; // Running as a normal user already: covered by the plain run below.
+    }
+    chown(t.path());
+    let bin = assert_cmd::cargo::cargo_bin("gdrprov");
+    let as_nobody = |extra: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(&bin)
+            .args(["apply", "rdma-dmabuf", "-y", "--root", &root_arg(&root)])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let before = snapshot(t.path());
+    let out = as_nobody(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("needs root") && stderr_of(&out).contains("--no-exec"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_same(&snapshot(t.path()), &before, "refused apply");
+    let out = as_nobody(&["--no-exec"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}
