@@ -1,3 +1,15 @@
-//! gdrprov: make a Linux GPU host ready for NVIDIA GPUDirect RDMA, and prove it.
+//! gdrprov: makes a Linux GPU host ready for NVIDIA GPUDirect RDMA and proves
+//! that it is. One pipeline, each stage a module with one job:
+//! profile + facts → plan (pure) → apply (journal) → render.
 
+pub mod apply;
 pub mod bench;
+pub mod cli;
+pub mod error;
+pub mod facts;
+pub mod host;
+pub mod journal;
+pub mod modules;
+pub mod plan;
+pub mod profile;
+pub mod render;

@@ -77,9 +77,6 @@ pub struct LoopbackArgs {
     /// Allocate GPU memory and export it as dma-buf, then stop (test mode; needs no RDMA device).
     #[arg(long)]
     pub export_only: bool,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
-    pub format: BenchFormat,
 }
 
 /// `gdrprov bench probe`
@@ -88,9 +85,6 @@ pub struct ProbeArgs {
     /// RDMA device (default: every device).
     #[arg(long, value_name = "DEV")]
     pub device: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = BenchFormat::Text)]
-    pub format: BenchFormat,
 }
 
 /// Parse a size: "65536", "64K", "64KiB", "8M", "8MiB", "1G".
@@ -136,7 +130,7 @@ pub fn sweep_sizes() -> Vec<u64> {
 
 impl LoopbackArgs {
     /// Turn the arguments into run options.
-    pub fn to_options(&self) -> Result<LoopbackOptions, BenchError> {
+    pub fn to_options(&self, format: BenchFormat) -> Result<LoopbackOptions, BenchError> {
         let (device, port) = match &self.device {
             Some(d) => {
                 let (d, p) = parse_dev_port(d)?;
@@ -186,7 +180,7 @@ impl LoopbackArgs {
             gid_index: self.gid_index,
             min_line_rate_fraction: self.min_fraction,
             min_gbps: self.min_gbps,
-            progress: self.format == BenchFormat::Text && std::io::stderr().is_terminal(),
+            progress: format == BenchFormat::Text && std::io::stderr().is_terminal(),
         })
     }
 }
@@ -196,15 +190,15 @@ fn to_json<T: serde::Serialize>(v: &T) -> Result<String, BenchError> {
 }
 
 /// Run `gdrprov bench loopback`: Ok(0) when it passed, Ok(1) when the data check or threshold failed.
-pub fn run(args: &LoopbackArgs) -> Result<i32, BenchError> {
-    let opts = args.to_options()?;
+pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> {
+    let opts = args.to_options(format)?;
     if args.export_only {
         if args.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
             return Err(BenchError::InvalidArgument("--export-only needs --memory cuda-dmabuf".into()));
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         let r = export_only(args.gpu, size)?;
-        match args.format {
+        match format {
             BenchFormat::Text => print!("{}", render_export_text(&r)),
             BenchFormat::Json => println!("{}", to_json(&r)?),
         }
@@ -212,7 +206,7 @@ pub fn run(args: &LoopbackArgs) -> Result<i32, BenchError> {
     }
     let mut notes = |s: &str| eprintln!("{s}");
     let r = run_loopback(&opts, &mut notes)?;
-    match args.format {
+    match format {
         BenchFormat::Text => print!("{}", render_text(&r)),
         BenchFormat::Json => println!("{}", to_json(&r)?),
     }
@@ -220,12 +214,12 @@ pub fn run(args: &LoopbackArgs) -> Result<i32, BenchError> {
 }
 
 /// Run `gdrprov bench probe`: Ok(0) when every probed device supports dma-buf MRs, else Ok(1).
-pub fn run_probe(args: &ProbeArgs) -> Result<i32, BenchError> {
+pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchError> {
     let probes = match &args.device {
         Some(d) => vec![probe_dmabuf_support(Some(d))?],
         None => probe_all()?,
     };
-    match args.format {
+    match format {
         BenchFormat::Text => {
             for p in &probes {
                 let verdict = match p.support {
@@ -242,10 +236,10 @@ pub fn run_probe(args: &ProbeArgs) -> Result<i32, BenchError> {
 }
 
 /// Dispatch `gdrprov bench <command>`.
-pub fn run_bench(args: &BenchArgs) -> Result<i32, BenchError> {
+pub fn run_bench(args: &BenchArgs, format: BenchFormat) -> Result<i32, BenchError> {
     match &args.command {
-        BenchCommand::Loopback(a) => run(a),
-        BenchCommand::Probe(a) => run_probe(a),
+        BenchCommand::Loopback(a) => run(a, format),
+        BenchCommand::Probe(a) => run_probe(a, format),
     }
 }
 
@@ -286,23 +280,23 @@ mod tests {
             a: LoopbackArgs,
         }
         let t = T::try_parse_from(["t", "--device", "rxe0:1", "--size", "64K,1M,8M", "--duration", "2"]).unwrap();
-        let o = t.a.to_options().unwrap();
+        let o = t.a.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.device.as_deref(), Some("rxe0"));
         assert_eq!(o.port, Some(1));
         assert_eq!(o.sizes, vec![65536, 1 << 20, 8 << 20]);
         assert_eq!(o.length, RunLength::Duration(Duration::from_secs(2)));
         let t = T::try_parse_from(["t"]).unwrap();
-        let o = t.a.to_options().unwrap();
+        let o = t.a.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.sizes, vec![8 << 20]);
         assert_eq!(o.length, RunLength::Duration(Duration::from_secs(5)));
         assert!(T::try_parse_from(["t", "--sweep", "--size", "1M"]).is_err());
         assert!(T::try_parse_from(["t", "--duration", "1", "--iters", "5"]).is_err());
         let t = T::try_parse_from(["t", "--sweep", "--iters", "100", "--memory", "cuda-peermem"]).unwrap();
-        let o = t.a.to_options().unwrap();
+        let o = t.a.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.sizes.len(), 12);
         assert_eq!(o.memory, Some(MemoryKind::CudaPeermem));
         assert_eq!(o.length, RunLength::Iterations(100));
         let t = T::try_parse_from(["t", "--min-fraction", "1.5"]).unwrap();
-        assert!(t.a.to_options().is_err());
+        assert!(t.a.to_options(BenchFormat::Text).is_err());
     }
 }

@@ -1,0 +1,389 @@
+//! The command line: parsing and one function per command.
+
+use crate::apply;
+use crate::error::{Error, Result};
+use crate::facts::{CpuVendor, Facts};
+use crate::host::Host;
+use crate::journal::{Kind, StateStore};
+use crate::plan::{self, Context, Plan};
+use crate::profile::{self, Composed};
+use crate::render::{self, Format, Style};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+
+/// Exit codes (also in the README).
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const ERROR: i32 = 1;
+    /// `--detailed-exitcode`: changes are pending.
+    pub const CHANGES: i32 = 2;
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gdrprov",
+    version,
+    about = "Make a Linux GPU host ready for NVIDIA GPUDirect RDMA, and prove that it is",
+    max_term_width = 100
+)]
+pub struct Cli {
+    /// The root to read and change: `/` (the running system) or an image or snapshot directory.
+    #[arg(long, global = true, default_value = "/", value_name = "DIR")]
+    pub root: PathBuf,
+    /// Output for people or for machines.
+    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Colour in diffs.
+    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show every change a profile needs: diffs, commands, reboots. Changes nothing.
+    Plan(PlanArgs),
+    /// Make the changes (asks first on a terminal unless --yes), recorded as a journal generation.
+    Apply(ApplyArgs),
+    /// Undo applies: restore every file of a generation (default: the latest) byte for byte.
+    Rollback(RollbackArgs),
+    /// List the journal's generations.
+    History,
+    /// Built-in profiles, validation and the JSON schema.
+    #[command(subcommand)]
+    Profile(ProfileCommand),
+    /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
+    Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Run no command (update-grub, modprobe, ...): list them as pending instead.
+    #[arg(long)]
+    pub no_exec: bool,
+    /// CPU vendor for the IOMMU arguments when the root's /proc/cpuinfo cannot tell (image builds).
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
+    /// Change nothing in the running kernel (no module loads or unloads): persistent state only,
+    /// taking effect at the next boot. For image builds.
+    #[arg(long)]
+    pub no_reboot: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Built-in profile names or profile files.
+    #[arg(required = true, value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Exit 0 when nothing is left to change, 2 when changes are pending, 1 on error.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    #[arg(required = true, value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Only show the plan (exactly `gdrprov plan`).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Apply even though requirements fail.
+    #[arg(long)]
+    pub force: bool,
+    /// With --dry-run: exit 2 when changes are pending.
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RollbackArgs {
+    /// Undo this generation and every later one (default: the latest apply in effect).
+    #[arg(long, value_name = "N")]
+    pub generation: Option<u64>,
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Run no command: list the regeneration commands as pending.
+    #[arg(long)]
+    pub no_exec: bool,
+    /// Restore files even if they were edited after gdrprov wrote them.
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ProfileCommand {
+    /// The built-in profiles.
+    List,
+    /// A profile after `extends` is resolved, as YAML.
+    Show {
+        #[arg(value_name = "PROFILE")]
+        name: String,
+    },
+    /// Check profile files; every error is reported as file:line:col.
+    Validate {
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// The JSON schema of the profile format, for editors.
+    Schema,
+}
+
+/// Parses the arguments and runs the command; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            // Usage errors are 1, like every other error: 2 means "changes pending".
+            return if e.use_stderr() { exit::ERROR } else { exit::OK };
+        }
+    };
+    match run(&cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = std::io::stdout().flush();
+            eprintln!("gdrprov: error: {e}");
+            exit::ERROR
+        }
+    }
+}
+
+pub fn run(cli: &Cli) -> Result<i32> {
+    match &cli.command {
+        Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Apply(a) if a.dry_run => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Apply(a) => cmd_apply(cli, a),
+        Command::Rollback(a) => cmd_rollback(cli, a),
+        Command::History => cmd_history(cli),
+        Command::Profile(p) => cmd_profile(cli, p),
+        Command::Bench(b) => {
+            let format = if cli.format == Format::Json { crate::bench::BenchFormat::Json } else { crate::bench::BenchFormat::Text };
+            crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
+        }
+    }
+}
+
+fn style(cli: &Cli) -> Style {
+    Style {
+        color: match cli.color {
+            Color::Always => true,
+            Color::Never => false,
+            Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+        },
+    }
+}
+
+fn load_profiles(specs: &[String]) -> Result<Composed> {
+    let loaded = specs.iter().map(|s| profile::load(s)).collect::<Result<Vec<_>>>()?;
+    profile::compose(&loaded)
+}
+
+fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Plan> {
+    let facts = Facts::gather(host, target.cpu_vendor);
+    let store = StateStore::new(host);
+    let state = store.load_state()?;
+    let ctx = Context {
+        host,
+        facts: &facts,
+        desired,
+        state: &state,
+        state_store: &store,
+        live_changes: host.is_live() && !target.no_reboot,
+    };
+    plan::build(&ctx)
+}
+
+fn print_report(cli: &Cli, r: &render::Report) {
+    match cli.format {
+        Format::Json => println!("{}", render::json(r)),
+        Format::Text => print!("{}", render::text(r, style(cli))),
+    }
+}
+
+fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) -> Result<i32> {
+    let desired = load_profiles(specs)?;
+    let host = Host::open(&cli.root, target.no_exec)?;
+    let plan = make_plan(&host, &desired, target)?;
+    print_report(cli, &render::report("plan", &host, desired.names.clone(), &plan, None));
+    Ok(if detailed && !plan.is_empty() { exit::CHANGES } else { exit::OK })
+}
+
+fn require_root(host: &Host, action: &str) -> Result<()> {
+    let uid = nix::unistd::geteuid();
+    if host.is_live() && !uid.is_root() {
+        return Err(Error::NotRoot {
+            action: action.into(),
+            uid: uid.as_raw(),
+        });
+    }
+    Ok(())
+}
+
+/// Asks on a terminal; refuses without one (no silent yes in scripts).
+fn confirm(question: &str) -> Result<()> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Error::Refused(
+            "not changing anything without confirmation: standard input is not a terminal; review the plan above and pass --yes".into(),
+        ));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = String::new();
+    stdin
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Error::io("read", "standard input", e))?;
+    if matches!(line.trim(), "y" | "Y" | "yes" | "YES") {
+        Ok(())
+    } else {
+        Err(Error::Refused("cancelled; nothing was changed".into()))
+    }
+}
+
+fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+    let desired = load_profiles(&a.profiles)?;
+    let host = Host::open(&cli.root, a.target.no_exec)?;
+    require_root(&host, "apply")?;
+    let store = StateStore::new(&host);
+    let _lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    let plan = make_plan(&host, &desired, &a.target)?;
+    let _ = a.force;
+    if plan.is_empty() {
+        for note in &recovered {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, None));
+        return Ok(exit::OK);
+    }
+    if !a.yes {
+        if cli.format == Format::Text {
+            print!("{}", render::text(&render::report("plan", &host, desired.names.clone(), &plan, None), style(cli)));
+        }
+        confirm("Apply these changes?")?;
+    }
+    let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
+    outcome.recovered = recovered;
+    print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, Some(&outcome)));
+    Ok(exit::OK)
+}
+
+fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
+    let host = Host::open(&cli.root, a.no_exec)?;
+    require_root(&host, "rollback")?;
+    let store = StateStore::new(&host);
+    let _lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
+    let profiles = store.load_state()?.profiles;
+    if !a.yes {
+        if cli.format == Format::Text {
+            print!("{}", render::text(&render::report("rollback", &host, profiles.clone(), &plan, None), style(cli)));
+        }
+        confirm(&format!("Roll back generation(s) {undoes:?}?"))?;
+    }
+    let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
+    outcome.recovered = recovered;
+    print_report(cli, &render::report("rollback", &host, profiles, &plan, Some(&outcome)));
+    Ok(exit::OK)
+}
+
+fn cmd_history(cli: &Cli) -> Result<i32> {
+    let host = Host::open(&cli.root, true)?;
+    let store = StateStore::new(&host);
+    let gens = store
+        .generation_numbers()
+        .into_iter()
+        .map(|n| store.load_generation(n))
+        .collect::<Result<Vec<_>>>()?;
+    match cli.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&gens).unwrap_or_default()),
+        Format::Text => {
+            if gens.is_empty() {
+                println!("No generations: gdrprov has not changed {}.", host.display("/"));
+            }
+            for g in &gens {
+                let status = match (g.status, g.rolled_back_by) {
+                    (_, Some(by)) => format!("rolled back by {by}"),
+                    (s, None) => format!("{s:?}").to_lowercase(),
+                };
+                let what = match g.kind {
+                    Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
+                    Kind::Rollback => format!("rollback of {:?}", g.undoes),
+                };
+                println!("{:>4}  {:<40} {} step(s), {status}", g.generation, what, g.steps.len());
+            }
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
+    match p {
+        ProfileCommand::List => {
+            let mut rows = Vec::new();
+            for name in profile::builtin::names() {
+                let loaded = profile::load(name)?;
+                rows.push((name, loaded.doc.description.unwrap_or_default()));
+            }
+            match cli.format {
+                Format::Json => {
+                    let v: Vec<_> = rows
+                        .iter()
+                        .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+                        .collect();
+                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                }
+                Format::Text => {
+                    for (n, d) in rows {
+                        println!("{n:<16} {}", d.split_whitespace().collect::<Vec<_>>().join(" "));
+                    }
+                }
+            }
+        }
+        ProfileCommand::Show { name } => {
+            let loaded = profile::load(name)?;
+            match cli.format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()),
+                Format::Text => {
+                    let yaml = serde_saphyr::to_string(&loaded.doc).map_err(|e| Error::Usage(e.to_string()))?;
+                    print!("# {} ({}), extends resolved\n{yaml}", loaded.name, loaded.source);
+                }
+            }
+        }
+        ProfileCommand::Validate { files } => {
+            let mut failed = 0;
+            for f in files {
+                match profile::load(f) {
+                    Ok(p) => println!("{f}: ok ({})", p.name),
+                    Err(e) => {
+                        eprintln!("gdrprov: error: {e}");
+                        failed += 1;
+                    }
+                }
+            }
+            if failed > 0 {
+                return Ok(exit::ERROR);
+            }
+        }
+        ProfileCommand::Schema => println!("{}", profile::schema_json()),
+    }
+    Ok(exit::OK)
+}

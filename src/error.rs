@@ -1,0 +1,99 @@
+//! The one error type every command returns. Each variant's message names the
+//! problem and, where there is one, the fix; `main` prints it and exits 1.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{file}:{line}:{col}: {msg}")]
+    ProfileSyntax {
+        file: String,
+        line: u64,
+        col: u64,
+        msg: String,
+    },
+
+    #[error("{file}: {msg}")]
+    ProfileInvalid { file: String, msg: String },
+
+    #[error("unknown profile `{name}`: it is neither a built-in profile ({known}) nor a file; run `gdrprov profile list`")]
+    UnknownProfile { name: String, known: String },
+
+    #[error("profiles contradict each other: {what}: {first} says {first_value}, {second} says {second_value}; apply them separately or drop one")]
+    ProfileConflict {
+        what: String,
+        first: String,
+        first_value: String,
+        second: String,
+        second_value: String,
+    },
+
+    #[error("profile `extends` loop: {chain}")]
+    ExtendsCycle { chain: String },
+
+    #[error("template `{template}` for {path} failed to render: {msg}")]
+    Template {
+        template: String,
+        path: String,
+        msg: String,
+    },
+
+    #[error("root {0} does not exist or is not a directory; pass an existing directory with --root")]
+    RootMissing(PathBuf),
+
+    #[error("path `{path}` is not allowed: {why}")]
+    BadPath { path: String, why: String },
+
+    #[error("{action} needs root privileges when the root is / (running as uid {uid}); run it with sudo, or use --root DIR for an image")]
+    NotRoot { action: String, uid: u32 },
+
+    #[error("another gdrprov run holds the lock {path}{holder}; wait for it to finish (nothing was changed)")]
+    Locked { path: String, holder: String },
+
+    #[error("{op} {path}: {source}{hint}")]
+    Io {
+        op: &'static str,
+        path: String,
+        hint: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("command `{command}` failed: {msg}")]
+    Command { command: String, msg: String },
+
+    #[error("{0}")]
+    Refused(String),
+
+    #[error("journal: {0}")]
+    Journal(String),
+
+    #[error("{0}")]
+    Usage(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// An I/O error with the path it concerns and a hint for the common causes.
+    pub fn io(op: &'static str, path: impl Into<String>, source: std::io::Error) -> Self {
+        let hint = match source.raw_os_error() {
+            Some(libc_enospc) if libc_enospc == nix::libc::ENOSPC => {
+                " (the file system is full: free space and run again; nothing was left half-written)"
+            }
+            Some(e) if e == nix::libc::EROFS => {
+                " (the file system is read-only: remount it read-write or use --root on a writable copy)"
+            }
+            Some(e) if e == nix::libc::EACCES || e == nix::libc::EPERM => {
+                " (permission denied: run as root)"
+            }
+            _ => "",
+        };
+        Error::Io {
+            op,
+            path: path.into(),
+            hint,
+            source,
+        }
+    }
+}

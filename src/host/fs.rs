@@ -1,0 +1,266 @@
+//! File access inside the root. Writes are atomic (a temp file beside the
+//! target, fsync, rename, fsync of the directory), so a crash or a full disk
+//! leaves either the old file or the new one, never a mix.
+
+use super::Host;
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// Mode and owner of a file, kept across edits and restored on rollback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FileMeta {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// How to write a file: `meta` set means "make it exactly this" (rollback);
+/// unset means "keep the existing file's mode and owner, or create it with
+/// `new_mode`, owned by root".
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    pub meta: Option<FileMeta>,
+    pub new_mode: u32,
+}
+
+impl Default for WriteOptions {
+    fn default() -> Self {
+        WriteOptions {
+            meta: None,
+            new_mode: 0o644,
+        }
+    }
+}
+
+impl Host {
+    /// Reads a file; `None` when it does not exist.
+    pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
+        let r = self.resolve(path)?;
+        match std::fs::read(&r.real) {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if is_absent(&e) => Ok(None),
+            Err(e) => Err(Error::io("read", self.display(&r.logical), e)),
+        }
+    }
+
+    /// Reads a text file that gdrprov may edit; it must be UTF-8.
+    pub fn read_text(&self, path: &str) -> Result<Option<String>> {
+        match self.read(path)? {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| Error::BadPath {
+                path: self.display(path),
+                why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
+            }),
+        }
+    }
+
+    /// Reads a file for a fact: missing or unreadable gives `None`, invalid
+    /// UTF-8 is replaced. Probes report "absent", they never fail.
+    pub fn read_fact(&self, path: &str) -> Option<String> {
+        self.read(path)
+            .ok()
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    pub fn exists(&self, path: &str) -> bool {
+        self.resolve(path)
+            .map(|r| std::fs::symlink_metadata(&r.real).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// Names in a directory, sorted; empty when it does not exist.
+    pub fn list_dir(&self, path: &str) -> Vec<String> {
+        let Ok(r) = self.resolve(path) else {
+            return Vec::new();
+        };
+        let mut names: Vec<String> = std::fs::read_dir(&r.real)
+            .map(|rd| {
+                rd.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    }
+
+    pub fn meta(&self, path: &str) -> Result<Option<FileMeta>> {
+        let r = self.resolve(path)?;
+        match std::fs::metadata(&r.real) {
+            Ok(m) => Ok(Some(FileMeta {
+                mode: m.permissions().mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+            })),
+            Err(e) if is_absent(&e) => Ok(None),
+            Err(e) => Err(Error::io("stat", self.display(&r.logical), e)),
+        }
+    }
+
+    /// Creates a directory and its parents inside the root (mode `mode` for the
+    /// ones created).
+    pub fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
+        let mut logical = String::new();
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            logical.push('/');
+            logical.push_str(part);
+            let r = self.resolve(&logical)?;
+            match std::fs::symlink_metadata(&r.real) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => {
+                    return Err(Error::BadPath {
+                        path: self.display(&r.logical),
+                        why: "exists and is not a directory".into(),
+                    })
+                }
+                Err(_) => std::fs::DirBuilder::new()
+                    .mode(mode)
+                    .create(&r.real)
+                    .map_err(|e| Error::io("create directory", self.display(&r.logical), e))?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes a file atomically, creating its parent directories.
+    pub fn write_atomic(&self, path: &str, data: &[u8], opts: WriteOptions) -> Result<()> {
+        let (parent, name) = split_parent(path)?;
+        self.create_dir_all(parent, 0o755)?;
+        let r = self.resolve(path)?;
+        let shown = self.display(&r.logical);
+        let existing = match std::fs::symlink_metadata(&r.real) {
+            Ok(m) if m.is_file() => Some(FileMeta {
+                mode: m.permissions().mode() & 0o7777,
+                uid: m.uid(),
+                gid: m.gid(),
+            }),
+            Ok(_) => {
+                return Err(Error::BadPath {
+                    path: shown,
+                    why: "exists and is not a regular file".into(),
+                })
+            }
+            Err(_) => None,
+        };
+        let meta = opts.meta.or(existing).unwrap_or(FileMeta {
+            mode: opts.new_mode,
+            uid: 0,
+            gid: 0,
+        });
+        let dir = r.real.parent().unwrap_or(Path::new("/"));
+        let tmp = dir.join(format!(".{name}.gdrprov-{}.tmp", std::process::id()));
+        let result = write_tmp(&tmp, data, meta).and_then(|()| {
+            std::fs::rename(&tmp, &r.real)?;
+            sync_dir(dir)
+        });
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::io("write", shown, e));
+        }
+        Ok(())
+    }
+
+    /// Removes a file; a file already gone is not an error.
+    pub fn remove(&self, path: &str) -> Result<()> {
+        let r = self.resolve(path)?;
+        match std::fs::remove_file(&r.real) {
+            Ok(()) => {
+                let dir = r.real.parent().unwrap_or(Path::new("/"));
+                sync_dir(dir).map_err(|e| Error::io("sync", self.display(&r.logical), e))
+            }
+            Err(e) if is_absent(&e) => Ok(()),
+            Err(e) => Err(Error::io("remove", self.display(&r.logical), e)),
+        }
+    }
+}
+
+fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
+}
+
+fn split_parent(path: &str) -> Result<(&str, &str)> {
+    match path.rsplit_once('/') {
+        Some((parent, name)) if !name.is_empty() => Ok((if parent.is_empty() { "/" } else { parent }, name)),
+        _ => Err(Error::BadPath {
+            path: path.into(),
+            why: "not a file path".into(),
+        }),
+    }
+}
+
+fn write_tmp(tmp: &Path, data: &[u8], meta: FileMeta) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(tmp)?;
+    f.write_all(data)?;
+    // Owner first: chown clears set-id bits, chmod then sets the wanted mode.
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::fchown(&f, Some(meta.uid), Some(meta.gid))?;
+    }
+    f.set_permissions(std::fs::Permissions::from_mode(meta.mode))?;
+    f.sync_all()
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_keeps_mode_and_creates_parents() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::open(t.path(), true).unwrap();
+        h.write_atomic("/etc/a/b.conf", b"one\n", WriteOptions::default())
+            .unwrap();
+        assert_eq!(h.meta("/etc/a/b.conf").unwrap().unwrap().mode, 0o644);
+        std::fs::set_permissions(
+            t.path().join("etc/a/b.conf"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        h.write_atomic("/etc/a/b.conf", b"two\n", WriteOptions::default())
+            .unwrap();
+        assert_eq!(h.read("/etc/a/b.conf").unwrap().unwrap(), b"two\n");
+        assert_eq!(h.meta("/etc/a/b.conf").unwrap().unwrap().mode, 0o600);
+        let leftovers: Vec<_> = std::fs::read_dir(t.path().join("etc/a"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(leftovers.len(), 1, "temp file left behind: {leftovers:?}");
+    }
+
+    #[test]
+    fn write_through_symlink_stays_in_root() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("etc")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), t.path().join("etc/modprobe.d")).unwrap();
+        let h = Host::open(t.path(), true).unwrap();
+        h.write_atomic("/etc/modprobe.d/x.conf", b"x\n", WriteOptions::default())
+            .unwrap();
+        assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
+        let inside = t.path().join(outside.path().strip_prefix("/").unwrap()).join("x.conf");
+        assert_eq!(std::fs::read(inside).unwrap(), b"x\n");
+    }
+
+    #[test]
+    fn missing_file_reads_as_none() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::open(t.path(), true).unwrap();
+        assert!(h.read("/nope/x").unwrap().is_none());
+        assert!(h.read_fact("/proc/cmdline").is_none());
+        h.remove("/nope/x").unwrap();
+    }
+}

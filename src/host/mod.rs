@@ -1,0 +1,63 @@
+//! The host layer: the only code that touches the machine. Every path is a path
+//! *inside* the root (`/` or `--root DIR`), resolved so that neither `..` nor a
+//! symlink can reach outside it; every command goes through one runner that
+//! chroots into an image root and can be told to run nothing.
+
+mod fs;
+mod path;
+mod runner;
+
+pub use fs::{FileMeta, WriteOptions};
+pub use path::{check_profile_path, InRoot};
+pub use runner::{CommandOutput, CommandSpec};
+
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone)]
+pub struct Host {
+    root: PathBuf,
+    live: bool,
+    no_exec: bool,
+}
+
+impl Host {
+    /// Opens a root. `live` is true when the root is the running system's `/`,
+    /// which is the only case where running-kernel state (loaded modules, the
+    /// current command line) can be changed rather than merely read.
+    pub fn open(root: &Path, no_exec: bool) -> Result<Self> {
+        let canonical = std::fs::canonicalize(root).map_err(|_| Error::RootMissing(root.into()))?;
+        if !canonical.is_dir() {
+            return Err(Error::RootMissing(root.into()));
+        }
+        let live = canonical == Path::new("/");
+        Ok(Host {
+            root: canonical,
+            live,
+            no_exec,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// True when the root is the running system.
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
+    pub fn no_exec(&self) -> bool {
+        self.no_exec
+    }
+
+    /// How a path inside the root is shown to people: `/etc/x` for the live
+    /// system, `ROOT/etc/x` otherwise.
+    pub fn display(&self, path: &str) -> String {
+        if self.live {
+            path.to_string()
+        } else {
+            format!("{}{}", self.root.display(), path)
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! What gdrprov owns and what it did. Under `var/lib/gdrprov/` in the root:
+//! `state.json` (files and kernel arguments gdrprov owns, commands still
+//! owed), `generations/N/journal.json` (each apply: steps, before/after
+//! copies of every file, the state before and after) and `lock`.
+//! Everything here is 0600 in 0700 directories: backups can hold secrets.
+
+use crate::error::{Error, Result};
+use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::io::Write;
+
+pub const DIR: &str = "/var/lib/gdrprov";
+/// Placeholder in a planned state for "the backup this generation takes".
+pub const PENDING_BACKUP: &str = "<this generation>";
+const PRIVATE: WriteOptions = WriteOptions {
+    meta: Some(FileMeta { mode: 0o600, uid: 0, gid: 0 }),
+    new_mode: 0o600,
+};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// The last generation applied and not rolled back (0: none).
+    pub generation: u64,
+    pub profiles: Vec<String>,
+    /// Whole files gdrprov owns, with where the pre-gdrprov copy is kept.
+    pub files: BTreeMap<String, OwnedFile>,
+    /// Kernel arguments gdrprov added (and so may remove).
+    #[serde(default)]
+    pub kernel_args: Vec<String>,
+    /// Commands an apply with `--no-exec` left for later.
+    #[serde(default)]
+    pub pending_commands: Vec<CommandSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnedFile {
+    /// Backup of the file as it was before gdrprov first wrote it, relative
+    /// to the state directory; `None` when gdrprov created it.
+    pub original: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    InProgress,
+    Complete,
+    /// Failed and every written file was put back.
+    Reverted,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Apply,
+    Rollback,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Step {
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub path: Option<String>,
+    /// Backup of the file before this step (relative to the state dir);
+    /// `None` when the file did not exist.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub before: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub before_meta: Option<FileMeta>,
+    /// Copy of what this step wrote; `None` for a removal.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub after: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub command: Option<CommandSpec>,
+    pub done: bool,
+    #[serde(default)]
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Generation {
+    pub generation: u64,
+    pub kind: Kind,
+    /// For a rollback: the generations it undid.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub undoes: Vec<u64>,
+    /// For an apply: the rollback generation that undid it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolled_back_by: Option<u64>,
+    /// Seconds since the Unix epoch.
+    pub started: u64,
+    pub profiles: Vec<String>,
+    pub status: Status,
+    pub steps: Vec<Step>,
+    pub state_before: State,
+    pub state_after: State,
+}
+
+/// Access to the state directory of one root.
+pub struct StateStore<'a> {
+    host: &'a Host,
+}
+
+impl<'a> StateStore<'a> {
+    pub fn new(host: &'a Host) -> Self {
+        StateStore { host }
+    }
+
+    fn path(rel: &str) -> String {
+        format!("{DIR}/{rel}")
+    }
+
+    pub fn load_state(&self) -> Result<State> {
+        match self.host.read_text(&Self::path("state.json"))? {
+            None => Ok(State::default()),
+            Some(text) => serde_json::from_str(&text).map_err(|e| {
+                Error::Journal(format!(
+                    "{} is damaged ({e}); restore it from the latest generation's journal.json (its state_after) or remove {} to start over",
+                    self.host.display(&Self::path("state.json")),
+                    self.host.display(DIR)
+                ))
+            }),
+        }
+    }
+
+    pub fn save_state(&self, state: &State) -> Result<()> {
+        self.write_private("state.json", &to_json(state)?)
+    }
+
+    pub fn read_backup(&self, rel: &str) -> Result<String> {
+        self.host
+            .read_text(&Self::path(rel))?
+            .ok_or_else(|| Error::Journal(format!("backup {} is missing", self.host.display(&Self::path(rel)))))
+    }
+
+    pub fn write_private(&self, rel: &str, data: &[u8]) -> Result<()> {
+        let path = Self::path(rel);
+        if let Some((dir, _)) = path.rsplit_once('/') {
+            self.host.create_dir_all(dir, 0o700)?;
+        }
+        self.host.write_atomic(&path, data, PRIVATE)
+    }
+
+    /// Generations with a journal, ascending.
+    pub fn generation_numbers(&self) -> Vec<u64> {
+        self.all_dirs()
+            .into_iter()
+            .filter(|n| self.host.exists(&Self::path(&format!("generations/{n}/journal.json"))))
+            .collect()
+    }
+
+    /// The number for a new generation: past every directory, even one a
+    /// failed run left without a journal.
+    pub fn next_generation(&self) -> u64 {
+        self.all_dirs().last().copied().unwrap_or(0) + 1
+    }
+
+    fn all_dirs(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .host
+            .list_dir(&Self::path("generations"))
+            .iter()
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub fn load_generation(&self, n: u64) -> Result<Generation> {
+        let rel = format!("generations/{n}/journal.json");
+        let text = self
+            .host
+            .read_text(&Self::path(&rel))?
+            .ok_or_else(|| Error::Journal(format!("generation {n} has no journal.json")))?;
+        serde_json::from_str(&text).map_err(|e| Error::Journal(format!("generation {n}: journal.json is damaged: {e}")))
+    }
+
+    pub fn save_generation(&self, g: &Generation) -> Result<()> {
+        self.write_private(&format!("generations/{}/journal.json", g.generation), &to_json(g)?)
+    }
+
+    /// Takes the apply lock of this root; fails at once if another run has it.
+    pub fn lock(&self) -> Result<Lock> {
+        self.host.create_dir_all(DIR, 0o700)?;
+        let path = Self::path("lock");
+        let r = self.host.resolve(&path)?;
+        let shown = self.host.display(&r.logical);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .custom_flags_nofollow()
+            .open(&r.real)
+            .map_err(|e| Error::io("open lock", shown.clone(), e))?;
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(mut locked) => {
+                let _ = locked.set_len(0);
+                let _ = writeln!(&mut *locked, "{}", std::process::id());
+                Ok(Lock { _file: locked })
+            }
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                let holder = std::fs::read_to_string(&r.real)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default();
+                Err(Error::Locked { path: shown, holder })
+            }
+            Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
+        }
+    }
+}
+
+/// Held for the whole apply or rollback; released when dropped.
+pub struct Lock {
+    _file: nix::fcntl::Flock<std::fs::File>,
+}
+
+trait NoFollow {
+    fn custom_flags_nofollow(&mut self) -> &mut Self;
+}
+
+impl NoFollow for std::fs::OpenOptions {
+    fn custom_flags_nofollow(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC).mode(0o600)
+    }
+}
+
+fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
+    let mut s = serde_json::to_vec_pretty(v).map_err(|e| Error::Journal(e.to_string()))?;
+    s.push(b'\n');
+    Ok(s)
+}
+
+pub fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}

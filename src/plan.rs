@@ -1,0 +1,173 @@
+//! The plan: every change gdrprov would make, in order, computed without side
+//! effects from the facts, the desired state and what gdrprov already owns.
+
+use crate::error::Result;
+use crate::facts::Facts;
+use crate::host::{CommandSpec, Host};
+use crate::journal::{State, StateStore};
+use crate::profile::Composed;
+use serde::Serialize;
+
+/// Everything a module may look at while planning. Nothing in it can write.
+pub struct Context<'a> {
+    pub host: &'a Host,
+    pub facts: &'a Facts,
+    pub desired: &'a Composed,
+    pub state: &'a State,
+    pub state_store: &'a StateStore<'a>,
+    /// Whether the running kernel may be changed now (live root, not
+    /// `--no-reboot`); otherwise only persistent state is planned.
+    pub live_changes: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub module: String,
+    pub description: String,
+    #[serde(flatten)]
+    pub action: Action,
+    /// Why this change only takes effect after a reboot, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reboot: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Action {
+    WriteFile {
+        path: String,
+        #[serde(skip)]
+        before: Option<String>,
+        #[serde(skip)]
+        after: String,
+        #[serde(skip)]
+        new_mode: u32,
+        /// Exact mode and owner to set (rollback); otherwise kept or `new_mode`.
+        #[serde(skip)]
+        meta: Option<crate::host::FileMeta>,
+    },
+    RemoveFile {
+        path: String,
+        #[serde(skip)]
+        before: String,
+    },
+    Run {
+        #[serde(flatten)]
+        command: CommandSpec,
+    },
+}
+
+impl Change {
+    pub fn path(&self) -> Option<&str> {
+        match &self.action {
+            Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => Some(path),
+            Action::Run { .. } => None,
+        }
+    }
+
+    /// Unified diff of a file change, `None` for commands.
+    pub fn diff(&self) -> Option<String> {
+        let (path, before, after) = match &self.action {
+            Action::WriteFile { path, before, after, .. } => (path, before.as_deref().unwrap_or(""), after.as_str()),
+            Action::RemoveFile { path, before } => (path, before.as_str(), ""),
+            Action::Run { .. } => return None,
+        };
+        let old = match &self.action {
+            Action::WriteFile { before: None, .. } => "/dev/null".to_string(),
+            _ => format!("a{path}"),
+        };
+        let new = match &self.action {
+            Action::RemoveFile { .. } => "/dev/null".to_string(),
+            _ => format!("b{path}"),
+        };
+        Some(
+            similar::TextDiff::from_lines(before, after)
+                .unified_diff()
+                .context_radius(3)
+                .header(&old, &new)
+                .missing_newline_hint(true)
+                .to_string(),
+        )
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    /// Commands that cannot run here (`--no-exec`) and are still owed.
+    pub pending_commands: Vec<CommandSpec>,
+    /// Why the host needs a reboot even when nothing is left to change.
+    pub reboot_pending: Vec<String>,
+    pub warnings: Vec<String>,
+    /// Ownership after this plan is applied.
+    #[serde(skip)]
+    pub state_after: State,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    pub fn reboot_reasons(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.changes.iter().filter_map(|c| c.reboot.clone()).collect();
+        for r in &self.reboot_pending {
+            if !v.contains(r) {
+                v.push(r.clone());
+            }
+        }
+        v
+    }
+}
+
+/// Builds the plan. Pure: reads the host through the context, writes nothing.
+pub fn build(ctx: &Context) -> Result<Plan> {
+    let mut plan = Plan::default();
+    let mut changes = crate::modules::files::plan(ctx)?;
+
+    // Commands owed from an earlier `--no-exec` apply come first in line.
+    let mut commands: Vec<CommandSpec> = ctx.state.pending_commands.clone();
+    changes.retain(|c| match &c.action {
+        Action::Run { command } => {
+            if !commands.contains(command) {
+                commands.push(command.clone());
+            }
+            false
+        }
+        _ => true,
+    });
+    let mut state_after = ctx.state.clone();
+    state_after.profiles = ctx.desired.names.clone();
+    for c in &changes {
+        match &c.action {
+            Action::WriteFile { path, before, .. } if ctx.desired.doc.files.iter().any(|f| &f.path == path) => {
+                state_after.files.entry(path.clone()).or_insert_with(|| crate::journal::OwnedFile {
+                    original: before.as_ref().map(|_| crate::journal::PENDING_BACKUP.to_string()),
+                });
+            }
+            Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
+                if !ctx.desired.doc.files.iter().any(|f| &f.path == path) {
+                    state_after.files.remove(path);
+                }
+            }
+            Action::Run { .. } => {}
+        }
+    }
+    if ctx.host.no_exec() {
+        plan.pending_commands = commands.clone();
+        state_after.pending_commands = commands;
+    } else {
+        state_after.pending_commands.clear();
+        for command in commands {
+            changes.push(Change {
+                module: "run".into(),
+                description: command.why.clone(),
+                action: Action::Run { command },
+                reboot: None,
+            });
+        }
+    }
+    plan.changes = changes;
+    plan.state_after = state_after;
+    Ok(plan)
+}

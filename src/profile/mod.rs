@@ -1,0 +1,17 @@
+//! Profiles: the YAML model, the built-in set, loading with `extends`, and
+//! composing several into one desired state.
+
+pub mod builtin;
+pub mod load;
+pub mod merge;
+pub mod model;
+
+pub use load::{load, parse, LoadedProfile};
+pub use merge::{compose, Composed};
+pub use model::*;
+
+/// The JSON schema of the profile format, for editors.
+pub fn schema_json() -> String {
+    let schema = schemars::schema_for!(ProfileDoc);
+    serde_json::to_string_pretty(&schema).unwrap_or_else(|_| "{}".into())
+}

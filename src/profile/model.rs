@@ -1,0 +1,341 @@
+//! The profile format: what a host must look like, as intent (an IOMMU mode, a
+//! module that must be absent), never as raw file edits. Unknown keys are
+//! rejected so a typo is an error, not a silently ignored setting.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One profile document, as written in YAML.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ProfileDoc {
+    /// Short name; defaults to the file name without `.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Profiles this one builds on (built-in names or paths relative to this file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
+    #[schemars(with = "OneOrMany")]
+    pub extends: Vec<String>,
+    #[serde(default, skip_serializing_if = "Requires::is_empty")]
+    pub requires: Requires,
+    #[serde(default, skip_serializing_if = "Boot::is_empty")]
+    pub boot: Boot,
+    #[serde(default, skip_serializing_if = "Modules::is_empty")]
+    pub modules: Modules,
+    #[serde(default, skip_serializing_if = "Services::is_empty")]
+    pub services: Services,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileSpec>,
+    /// Variables for templates (`{{name}}`), overridable per file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, serde_json::Value>,
+    #[serde(default, skip_serializing_if = "Verify::is_empty")]
+    pub verify: Verify,
+}
+
+/// Version and flavour requirements checked before anything is applied.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Requires {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<VersionReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia_driver: Option<DriverReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda: Option<VersionReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ofed: Option<OfedReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perftest: Option<VersionReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<VersionReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuReq>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub erdma: Option<VersionReq>,
+}
+
+impl Requires {
+    pub fn is_empty(&self) -> bool {
+        *self == Requires::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// The profile is not applied unless `--force`.
+    #[default]
+    Error,
+    /// Reported, never blocking.
+    Warn,
+}
+
+/// A version constraint such as `">= 5.12"`, written as a string or as a map
+/// with a severity.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VersionReqFull {
+    /// Comparison and version: `>=`, `>`, `<=`, `<`, `=`, `!=`; several joined by `,`.
+    pub version: String,
+    #[serde(default)]
+    pub severity: Severity,
+    /// Why the profile needs it, shown when it fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum VersionReq {
+    Short(String),
+    Full(VersionReqFull),
+}
+
+impl VersionReq {
+    pub fn version(&self) -> &str {
+        match self {
+            VersionReq::Short(s) => s,
+            VersionReq::Full(f) => &f.version,
+        }
+    }
+    pub fn severity(&self) -> Severity {
+        match self {
+            VersionReq::Short(_) => Severity::Error,
+            VersionReq::Full(f) => f.severity,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriverFlavor {
+    /// NVIDIA open GPU kernel modules (`Dual MIT/GPL`), needed for dma-buf.
+    Open,
+    Proprietary,
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DriverReq {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flavor: Option<DriverFlavor>,
+    #[serde(default)]
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OfedKind {
+    /// MLNX_OFED or DOCA-OFED (`ofed_info -s` answers).
+    Mlnx,
+    /// The distribution's rdma-core.
+    Inbox,
+    Any,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OfedReq {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<OfedKind>,
+    #[serde(default)]
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GpuReq {
+    /// Oldest GPU architecture, e.g. `turing`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_arch: Option<String>,
+    #[serde(default)]
+    pub severity: Severity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum IommuMode {
+    /// `iommu=pt`, plus `intel_iommu=on` on Intel CPUs (RDMA).
+    Passthrough,
+    /// `iommu=off` (GPUDirect Storage).
+    Off,
+    /// `intel_iommu=on` / `amd_iommu=on` with translation.
+    On,
+    /// Leave the IOMMU arguments as they are.
+    Unmanaged,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Boot {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iommu: Option<IommuMode>,
+    #[serde(default, skip_serializing_if = "Cmdline::is_empty")]
+    pub cmdline: Cmdline,
+    /// Put this profile's command line in an extra boot entry of this id
+    /// instead of the default entry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entry: Option<String>,
+}
+
+impl Boot {
+    pub fn is_empty(&self) -> bool {
+        *self == Boot::default()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Cmdline {
+    /// Arguments that must be on the kernel command line (`key=value` or `flag`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<String>,
+    /// Arguments that must not be: `key=value`, or `key` for every value of it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+}
+
+impl Cmdline {
+    pub fn is_empty(&self) -> bool {
+        self.present.is_empty() && self.absent.is_empty()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Modules {
+    /// Loaded now (on the running system) and at every boot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub present: Vec<String>,
+    /// Unloaded now and blocked at boot (`blacklist` and `install NAME /bin/false`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absent: Vec<String>,
+    /// Module parameters: `module: "key=value key2=value2"`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub options: BTreeMap<String, String>,
+}
+
+impl Modules {
+    pub fn is_empty(&self) -> bool {
+        *self == Modules::default()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Services {
+    /// systemd units disabled (and stopped on the running system).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disabled: Vec<String>,
+}
+
+impl Services {
+    pub fn is_empty(&self) -> bool {
+        self.disabled.is_empty()
+    }
+}
+
+/// A file gdrprov owns: inline `content` or a handlebars `template`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileSpec {
+    /// Absolute path inside the root.
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A built-in template name (see `templates/`) or a path relative to the profile file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// Octal mode for a new file, e.g. "0644".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Variables for this file's template, over the profile's `vars`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub vars: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Verify {
+    /// Loopback bandwidth must reach this fraction of the port's line rate
+    /// (default 0.90 for GPU memory, 0.95 for host memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_line_rate_fraction: Option<f64>,
+    /// Run the RDMA loopback test in `verify` (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loopback: Option<bool>,
+}
+
+impl Verify {
+    pub fn is_empty(&self) -> bool {
+        *self == Verify::default()
+    }
+}
+
+/// `extends: a` or `extends: [a, b]`.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a profile name or a list of profile names")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+            Ok(vec![s.to_string()])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(s) = seq.next_element::<String>()? {
+                v.push(s);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// A string is the short form; a map is the full form. Written by hand
+/// rather than `#[serde(untagged)]` so an unknown key in the map still gets
+/// its own precise error.
+impl<'de> Deserialize<'de> for VersionReq {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = VersionReq;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a version constraint like \">= 5.12\", or a map with `version` and `severity`")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                Ok(VersionReq::Short(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                VersionReqFull::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(VersionReq::Full)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
