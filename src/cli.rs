@@ -61,6 +61,8 @@ pub enum Command {
     /// Built-in profiles, validation and the JSON schema.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -176,6 +178,10 @@ pub fn run(cli: &Cli) -> Result<i32> {
         Command::Rollback(a) => cmd_rollback(cli, a),
         Command::History => cmd_history(cli),
         Command::Profile(p) => cmd_profile(cli, p),
+        Command::Bench(b) => {
+            let format = if cli.format == Format::Json { crate::bench::BenchFormat::Json } else { crate::bench::BenchFormat::Text };
+            crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! profile + facts → plan (pure) → apply (journal) → render.
 
 pub mod apply;
+pub mod bench;
 pub mod boot;
 pub mod cli;
 pub mod error;
