@@ -18,6 +18,8 @@ pub mod exit {
     pub const ERROR: i32 = 1;
     /// `--detailed-exitcode`: changes are pending.
     pub const CHANGES: i32 = 2;
+    /// `verify`: a check failed; the host is not ready.
+    pub const NOT_READY: i32 = 3;
 }
 
 #[derive(Debug, Parser)]
@@ -56,6 +58,9 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Undo applies: restore every file of a generation (default: the latest) byte for byte.
     Rollback(RollbackArgs),
+    /// Check the host against profiles after apply and reboot, down to an RDMA loopback
+    /// into GPU memory. Exit 0 ready, 3 not ready.
+    Verify(VerifyArgs),
     /// List the journal's generations.
     History,
     /// Built-in profiles, validation and the JSON schema.
@@ -126,6 +131,27 @@ pub struct RollbackArgs {
     pub force: bool,
 }
 
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[arg(required = true, value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Skip the RDMA loopback bandwidth test.
+    #[arg(long)]
+    pub no_loopback: bool,
+    /// RDMA device for the loopback (default: the first ACTIVE port).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// Seconds the loopback runs (default 3).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Loopback floor in Gb/s instead of the line-rate fraction (software RDMA devices).
+    #[arg(long, value_name = "GBPS")]
+    pub min_gbps: Option<f64>,
+    /// CPU vendor when the root cannot tell (see plan).
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum ProfileCommand {
     /// The built-in profiles.
@@ -176,10 +202,15 @@ pub fn run(cli: &Cli) -> Result<i32> {
         }
         Command::Apply(a) => cmd_apply(cli, a),
         Command::Rollback(a) => cmd_rollback(cli, a),
+        Command::Verify(a) => cmd_verify(cli, a),
         Command::History => cmd_history(cli),
         Command::Profile(p) => cmd_profile(cli, p),
         Command::Bench(b) => {
-            let format = if cli.format == Format::Json { crate::bench::BenchFormat::Json } else { crate::bench::BenchFormat::Text };
+            let format = if cli.format == Format::Json {
+                crate::bench::BenchFormat::Json
+            } else {
+                crate::bench::BenchFormat::Text
+            };
             crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
         }
     }
@@ -393,6 +424,37 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
         &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
     );
     Ok(exit::OK)
+}
+
+fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
+    let desired = load_profiles(&a.profiles)?;
+    // Verify changes nothing and runs nothing but read-only probes.
+    let host = Host::open(&cli.root, true)?;
+    let target = TargetArgs {
+        no_exec: true,
+        cpu_vendor: a.cpu_vendor,
+        no_reboot: false,
+    };
+    let plan = make_plan(&host, &desired, &target)?;
+    let choice = crate::verify::LoopbackChoice {
+        skip: a.no_loopback,
+        device: a.device.clone(),
+        seconds: a.duration,
+        min_gbps: a.min_gbps,
+    };
+    let report = crate::verify::run(&host, &desired, &plan, &choice)?;
+    match cli.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+        Format::Text => print!("{}", crate::verify::text(&report)),
+    }
+    Ok(if report.ready {
+        exit::OK
+    } else {
+        exit::NOT_READY
+    })
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {

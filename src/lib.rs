@@ -14,3 +14,4 @@ pub mod modules;
 pub mod plan;
 pub mod profile;
 pub mod render;
+pub mod verify;
