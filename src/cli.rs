@@ -68,6 +68,32 @@ pub enum Command {
     Profile(ProfileCommand),
     /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
     Bench(crate::bench::BenchArgs),
+    /// Every fact about the host (GPUs, driver, CUDA, RDMA, IOMMU, PCIe); --snapshot copies them.
+    Inventory(InventoryArgs),
+    /// Which profile fits this host and what stands in the way: findings with cause and fix.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    /// Copy every file the probes read, and the output of every command they ran, into DIR
+    /// (a new directory): `--root DIR` then gives the same answers on any machine.
+    #[arg(long, value_name = "DIR")]
+    pub snapshot: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Profiles to check the host against (default: every built-in profile, and the best fit).
+    #[arg(value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// An NCCL log (NCCL_DEBUG=INFO) whose lines are mapped to findings.
+    #[arg(long, value_name = "FILE")]
+    pub nccl_log: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +108,9 @@ pub struct TargetArgs {
     /// taking effect at the next boot. For image builds.
     #[arg(long)]
     pub no_reboot: bool,
+    /// Go ahead even though the profile's hard requirements fail (they become warnings).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -106,9 +135,6 @@ pub struct ApplyArgs {
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Apply even though requirements fail.
-    #[arg(long)]
-    pub force: bool,
     /// With --dry-run: exit 2 when changes are pending.
     #[arg(long)]
     pub detailed_exitcode: bool,
@@ -213,6 +239,16 @@ pub fn run(cli: &Cli) -> Result<i32> {
             };
             crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
         }
+        Command::Inventory(a) => {
+            crate::inventory::run(&cli.root, cli.format, a.snapshot.as_deref(), a.cpu_vendor)
+        }
+        Command::Doctor(a) => crate::doctor::run(
+            &cli.root,
+            cli.format,
+            &a.profiles,
+            a.nccl_log.as_deref(),
+            a.cpu_vendor,
+        ),
     }
 }
 
@@ -248,7 +284,11 @@ fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Pla
         state_store: &store,
         live_changes: host.is_live() && !target.no_reboot,
     };
-    plan::build(&ctx)
+    let mut plan = plan::build(&ctx)?;
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    plan.warnings
+        .extend(crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?);
+    Ok(plan)
 }
 
 fn print_report(cli: &Cli, r: &render::Report) {
@@ -360,7 +400,6 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
             "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
         ));
     }
-    let _ = a.force;
     if locked_plan.is_empty() {
         for note in &recovered {
             eprintln!("gdrprov: recovered: {note}");
@@ -430,19 +469,23 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
     let desired = load_profiles(&a.profiles)?;
     // Verify changes nothing and runs nothing but read-only probes.
     let host = Host::open(&cli.root, true)?;
+    // Requirements are a check of their own here, not a gate.
     let target = TargetArgs {
         no_exec: true,
         cpu_vendor: a.cpu_vendor,
         no_reboot: false,
+        force: true,
     };
     let plan = make_plan(&host, &desired, &target)?;
+    let facts = Facts::gather(&host, a.cpu_vendor);
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: a.no_loopback,
         device: a.device.clone(),
         seconds: a.duration,
         min_gbps: a.min_gbps,
     };
-    let report = crate::verify::run(&host, &desired, &plan, &choice)?;
+    let report = crate::verify::run(&host, &desired, &plan, &reqs, &choice)?;
     match cli.format {
         Format::Json => println!(
             "{}",

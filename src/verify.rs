@@ -10,6 +10,7 @@ use crate::journal::StateStore;
 use crate::modules::kmod;
 use crate::plan::Plan;
 use crate::profile::Composed;
+use crate::requirements::{ReqResult, Status as ReqStatus};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -54,10 +55,29 @@ pub fn run(
     host: &Host,
     desired: &Composed,
     plan: &Plan,
+    reqs: &[ReqResult],
     loopback: &LoopbackChoice,
 ) -> Result<Report> {
     let mut checks = Vec::new();
     let state = StateStore::new(host).load_state()?;
+
+    let failed: Vec<&ReqResult> = reqs.iter().filter(|r| r.blocks()).collect();
+    let unknown = reqs.iter().filter(|r| r.status == ReqStatus::Unknown).count();
+    checks.push(if reqs.is_empty() {
+        skip("requirements", "the profile has none".into())
+    } else if failed.is_empty() {
+        pass(
+            "requirements",
+            &format!(
+                "{} met{}",
+                reqs.iter().filter(|r| r.status == ReqStatus::Ok).count(),
+                if unknown > 0 { format!(", {unknown} could not be determined") } else { String::new() }
+            ),
+        )
+    } else {
+        let list: Vec<&str> = failed.iter().map(|r| r.message.as_str()).collect();
+        fail("requirements", format!("{}; see `gdrprov doctor`", list.join("; ")))
+    });
 
     checks.push(if plan.is_empty() && state.pending_commands.is_empty() {
         pass("configuration", "the host's files match the profile")
