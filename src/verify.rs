@@ -62,7 +62,10 @@ pub fn run(
     let state = StateStore::new(host).load_state()?;
 
     let failed: Vec<&ReqResult> = reqs.iter().filter(|r| r.blocks()).collect();
-    let unknown = reqs.iter().filter(|r| r.status == ReqStatus::Unknown).count();
+    let unknown = reqs
+        .iter()
+        .filter(|r| r.status == ReqStatus::Unknown)
+        .count();
     checks.push(if reqs.is_empty() {
         skip("requirements", "the profile has none".into())
     } else if failed.is_empty() {
@@ -71,12 +74,19 @@ pub fn run(
             &format!(
                 "{} met{}",
                 reqs.iter().filter(|r| r.status == ReqStatus::Ok).count(),
-                if unknown > 0 { format!(", {unknown} could not be determined") } else { String::new() }
+                if unknown > 0 {
+                    format!(", {unknown} could not be determined")
+                } else {
+                    String::new()
+                }
             ),
         )
     } else {
         let list: Vec<&str> = failed.iter().map(|r| r.message.as_str()).collect();
-        fail("requirements", format!("{}; see `gdrprov doctor`", list.join("; ")))
+        fail(
+            "requirements",
+            format!("{}; see `gdrprov doctor`", list.join("; ")),
+        )
     });
 
     checks.push(if plan.is_empty() && state.pending_commands.is_empty() {

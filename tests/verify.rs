@@ -47,6 +47,7 @@ fn an_image_root_is_verified_for_configuration_only() {
     assert_eq!(
         statuses,
         [
+            ("requirements", "skip"),
             ("configuration", "pass"),
             ("reboot", "skip"),
             ("modules", "skip"),
