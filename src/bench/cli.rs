@@ -62,7 +62,7 @@ pub struct LoopbackArgs {
     /// Number of QP pairs.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub qps: u32,
-    /// Outstanding WRITEs per QP.
+    /// Outstanding WRITEs per QP (capped so that at most 32 MiB are in flight per QP).
     #[arg(long, default_value_t = 128, value_name = "N")]
     pub tx_depth: u32,
     /// GID index on RoCE (default: the RoCE v2 IPv4 GID).

@@ -6,7 +6,7 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
     #[error(
-        "libibverbs is not installed: {detail}. Install rdma-core's user-space verbs library \
+        "libibverbs is not installed or not loadable: {detail}. Install rdma-core's user-space verbs library \
          (Debian/Ubuntu: `apt install libibverbs1 ibverbs-providers`; RHEL: `dnf install libibverbs`)"
     )]
     LibibverbsMissing { detail: String },

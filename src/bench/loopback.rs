@@ -284,6 +284,9 @@ pub fn run_loopback(
     }
     let buf_size = usize_of(max_size)?;
     let (memory, memory_note) = choose_memory(opts.memory);
+    if let Some(n) = memory_note.as_ref().filter(|_| !memory.is_gpu()) {
+        notes(&format!("memory: host ({n})"));
+    }
 
     // GPU side first: it needs no RDMA device, and a host without one still learns that this half works.
     let gpu = if memory.is_gpu() {
@@ -434,7 +437,22 @@ struct Target<'a> {
     dst_addr: u64,
 }
 
-const STALL: Duration = Duration::from_secs(15);
+const STALL: Duration = Duration::from_secs(30);
+
+/// Bytes in flight per QP are capped at this: plenty to fill any link in loopback (1.3 ms at
+/// 400 Gb/s), and it keeps a slow software device from queueing gigabytes it then has to drain.
+pub const MAX_IN_FLIGHT: u64 = 32 << 20;
+
+/// (outstanding WRITEs, WRITEs per signaled completion) for a message size: tx depth capped by
+/// MAX_IN_FLIGHT (at least 2), signaling about four times per window, at most every 16 WRITEs.
+pub fn effective_depth(tx_depth: u32, size: u64) -> (u32, u32) {
+    let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1))
+        .unwrap_or(u32::MAX)
+        .max(2);
+    let depth = tx_depth.min(cap).max(1);
+    let batch = (depth / 4).clamp(1, 16);
+    (depth, batch)
+}
 
 fn completion_error(qp: usize, status: u32) -> BenchError {
     let name = format!("{:?}", WorkCompletionStatus::from(status));
@@ -489,7 +507,7 @@ fn measure(
     progress: bool,
 ) -> Result<SizeResult, BenchError> {
     let n_qps = pairs.len();
-    let batch = depth.min(16).max(1);
+    let (depth, batch) = effective_depth(depth, size);
     let mut outstanding = vec![0u32; n_qps];
     let mut posted = vec![0u64; n_qps];
     let mut completed_total: u64 = 0;
@@ -509,11 +527,13 @@ fn measure(
         None
     };
     let mut last: (Instant, u64) = (start, 0);
+    // Peak = the best window; windows span many signaled completions so that one completion
+    // covering a batch of WRITEs does not read as a burst.
     let window = match length {
         RunLength::Duration(d) => {
-            (d / 25).clamp(Duration::from_millis(10), Duration::from_millis(250))
+            (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500))
         }
-        RunLength::Iterations(_) => Duration::from_millis(10),
+        RunLength::Iterations(_) => Duration::from_millis(100),
     };
     let mut win_start: (Instant, u64) = (start, 0);
     let mut peak = 0.0f64;
@@ -774,6 +794,16 @@ mod tests {
         assert!(!t.applicable);
         assert_eq!(default_fraction(MemoryKind::CudaDmabuf), 0.90);
         assert_eq!(default_fraction(MemoryKind::Host), 0.95);
+    }
+
+    #[test]
+    fn in_flight_is_bounded() {
+        assert_eq!(effective_depth(128, 65536), (128, 16));
+        assert_eq!(effective_depth(128, 1 << 20), (32, 8));
+        assert_eq!(effective_depth(128, 8 << 20), (4, 1));
+        assert_eq!(effective_depth(128, 1 << 30), (2, 1));
+        assert_eq!(effective_depth(1, 4096), (1, 1));
+        assert_eq!(effective_depth(8, 4096), (8, 2));
     }
 
     #[test]

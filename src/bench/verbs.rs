@@ -55,11 +55,14 @@ pub fn libibverbs_has(symbol: &str) -> bool {
 pub fn device_names() -> Result<Vec<String>, BenchError> {
     ensure_libibverbs()?;
     let list = DeviceList::new().map_err(|e| BenchError::NoRdmaDevice {
-        why: format!(
-            "{} (ibv_get_device_list: {})",
-            sysfs::diagnose_no_device(Path::new("/")),
-            to_io(e)
-        ),
+        why: match to_io(e).raw_os_error() {
+            Some(code) => format!(
+                "{} (ibv_get_device_list: {})",
+                sysfs::diagnose_no_device(Path::new("/")),
+                super::error::errno_name(code)
+            ),
+            None => sysfs::diagnose_no_device(Path::new("/")),
+        },
     })?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
     if names.is_empty() {
