@@ -4,6 +4,7 @@
 
 pub mod apply;
 pub mod boot;
+pub mod bootcmd;
 pub mod cli;
 pub mod error;
 pub mod facts;
