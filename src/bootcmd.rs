@@ -298,6 +298,12 @@ fn resolve(info: &Bootinfo, host: &Host, name: &str) -> Result<String> {
         .iter()
         .find(|e| e.id == name)
         .or_else(|| info.entries.iter().find(|e| e.title == name))
+        // An entry inside a submenu by its own id: GRUB needs the whole path.
+        .or_else(|| {
+            info.entries
+                .iter()
+                .find(|e| e.id.rsplit_once('>').is_some_and(|(_, last)| last == name))
+        })
         .or_else(|| {
             info.entries.iter().find(|e| {
                 e.gdrprov
@@ -331,7 +337,12 @@ fn once(cli: &Cli, a: &EntryArgs) -> Result<i32> {
 }
 
 fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
-    let line = host.effective_argv(spec).join(" ");
+    let line = CommandSpec {
+        argv: host.effective_argv(spec),
+        why: String::new(),
+        regenerate: false,
+    }
+    .shell_line();
     if host.no_exec() {
         match cli.format {
             Format::Json => println!(

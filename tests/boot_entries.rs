@@ -439,6 +439,23 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         stdout_of(&out)
     );
     let out = gdrprov()
+        .args([
+            "boot",
+            "once",
+            "gnulinux-5.15.0-119-generic-recovery-4f3c2a1e",
+            "--no-exec",
+        ])
+        .args(["--root", r(&root)])
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).ends_with(
+            "grub-reboot 'gnulinux-advanced-4f3c2a1e>gnulinux-5.15.0-119-generic-recovery-4f3c2a1e'\n"
+        ),
+        "an entry in a submenu by its own id: {}",
+        stdout_of(&out)
+    );
+    let out = gdrprov()
         .args(["boot", "once", "nope", "--no-exec", "--root", r(&root)])
         .output()
         .unwrap();
@@ -659,4 +676,133 @@ fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("reserved"), "{}", stderr_of(&out));
     assert_same(&snapshot(&root), &before, "refused");
+}
+
+/// The real `grub-mkconfig` (Debian's 00_header and 10_linux, and gdrprov's
+/// script) on the example root's edited defaults, in a private mount
+/// namespace where /boot, /etc/default, /etc/grub.d and grub-probe are
+/// bind-mounted test copies, so nothing on this machine changes. Needs root
+/// and `unshare`; skipped otherwise.
+#[test]
+fn real_grub_mkconfig_runs_the_generated_entry() {
+    let euid = std::process::Command::new("id").arg("-u").output().unwrap();
+    if stdout_of(&euid).trim() != "0"
+        || !have("unshare")
+        || !have("grub-mkconfig")
+        || !Path::new("/etc/grub.d/10_linux").exists()
+    {
+        eprintln!("needs root, unshare and grub-mkconfig (grub-common); skipped");
+        return;
+    }
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let gds = gds_profile(&t);
+    let out = gdrprov()
+        .args([
+            "apply",
+            "rdma-dmabuf",
+            &gds,
+            "-y",
+            "--no-exec",
+            "--root",
+            r(&root),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+
+    let w = t.path().join("mk");
+    for d in ["boot/grub", "grub.d", "default"] {
+        std::fs::create_dir_all(w.join(d)).unwrap();
+    }
+    for f in ["vmlinuz-6.1.0-27-amd64", "initrd.img-6.1.0-27-amd64"] {
+        std::fs::write(w.join("boot").join(f), "").unwrap();
+    }
+    for e in std::fs::read_dir("/etc/grub.d").unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), w.join("grub.d").join(e.file_name())).unwrap();
+    }
+    // Only the distribution's Linux entries and gdrprov's.
+    for f in ["20_linux_xen", "30_os-prober", "30_uefi-firmware"] {
+        let _ = std::fs::remove_file(w.join("grub.d").join(f));
+    }
+    std::fs::copy(
+        root.join("etc/grub.d/42_gdrprov_gdrprov-gds"),
+        w.join("grub.d/42_gdrprov_gdrprov-gds"),
+    )
+    .unwrap();
+    std::fs::copy(root.join("etc/default/grub"), w.join("default/grub")).unwrap();
+    let probe = w.join("grub-probe");
+    std::fs::write(
+        &probe,
+        "#!/bin/sh\nt=\nfor a; do case \"$a\" in --target=*) t=\"$a\";; esac; done\ncase \"$t\" in\n --target=device) echo /dev/vda1;;\n --target=partmap) echo msdos;;\n --target=abstraction) ;;\n --target=fs) echo ext2;;\n --target=compatibility_hint) echo hd0,msdos1;;\n --target=fs_uuid) echo 0b6a-11;;\n --target=partuuid) echo 0b6a-01;;\n --target=hints_string) ;;\n --target=drive) echo '(hd0,msdos1)';;\n *) exit 1;;\nesac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&probe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let cfg = w.join("grub.cfg");
+    let script = format!(
+        "mount --bind {w}/grub-probe /usr/sbin/grub-probe && mount --bind {w}/boot /boot && \
+         mount --bind {w}/grub.d /etc/grub.d && mount --bind {w}/default /etc/default && \
+         grub-mkconfig -o {cfg}",
+        w = w.display(),
+        cfg = cfg.display()
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    if !out.status.success() && stderr_of(&out).contains("unshare") {
+        eprintln!("unshare refused here ({}); skipped", stderr_of(&out).trim());
+        return;
+    }
+    assert!(out.status.success(), "grub-mkconfig: {}", stderr_of(&out));
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    grub_script_check(&text);
+    std::fs::write(root.join("boot/grub/grub.cfg"), &text).unwrap();
+    let out = gdrprov()
+        .args(["boot", "list", "--format", "json", "--root", r(&root)])
+        .output()
+        .unwrap();
+    let v = json(&out);
+    let entries = v["entries"].as_array().unwrap();
+    let first = &entries[0];
+    assert_eq!(first["default"], true, "{v}");
+    let args = first["args"].to_string();
+    assert!(args.contains("\"iommu=pt\",\"intel_iommu=on\""), "{args}");
+    let gds = entries.iter().find(|e| e["id"] == "gdrprov-gds").unwrap();
+    assert_eq!(gds["title"], "gdrprov: gdrprov-gds (iommu=off)");
+    let args: Vec<&str> = gds["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "root=/dev/vda1",
+            "ro",
+            "console=tty1",
+            "console=ttyS0,115200n8",
+            "iommu=off"
+        ]
+    );
+    // As if the apply had run its commands (grub-mkconfig above did their
+    // work): re-planning against the regenerated grub.cfg finds nothing stale.
+    let mut s = state(&root);
+    s["pending_commands"] = serde_json::json!([]);
+    std::fs::write(
+        root.join("var/lib/gdrprov/state.json"),
+        serde_json::to_string(&s).unwrap(),
+    )
+    .unwrap();
+    gdrprov()
+        .args([
+            "plan",
+            "rdma-dmabuf",
+            &gds_profile(&t),
+            "--detailed-exitcode",
+        ])
+        .args(["--root", r(&root)])
+        .assert()
+        .code(0);
 }
