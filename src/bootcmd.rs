@@ -522,16 +522,30 @@ pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
         )));
     };
     let running = cmdline::split(running.trim());
-    let missing: Vec<&String> = trial.args.iter().filter(|a| !running.contains(a)).collect();
-    if !missing.is_empty() {
+    let lacks: Vec<&str> = trial
+        .args
+        .iter()
+        .filter(|a| !running.contains(a))
+        .map(String::as_str)
+        .collect();
+    let has: Vec<&str> = trial
+        .removed
+        .iter()
+        .filter(|a| running.contains(a))
+        .map(String::as_str)
+        .collect();
+    if !lacks.is_empty() || !has.is_empty() {
+        let mut why = Vec::new();
+        if !lacks.is_empty() {
+            why.push(format!("lacks {}", lacks.join(" ")));
+        }
+        if !has.is_empty() {
+            why.push(format!("has {}, which the trial removes", has.join(" ")));
+        }
         return Err(Error::Refused(format!(
-            "the trial entry ({}) is not what is running; it did not boot or was not chosen; nothing committed (the running command line lacks {}). Boot it with `gdrprov boot once {}` and run `gdrprov commit` after `gdrprov verify`, or apply without --trial",
+            "the trial entry ({}) is not what is running; it did not boot or was not chosen; nothing committed (the running command line {}). To try again: `gdrprov boot once {}`, reboot, `gdrprov commit`; or apply without --trial",
             trial.entry,
-            missing
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
+            why.join(" and "),
             trial.entry
         )));
     }

@@ -52,6 +52,10 @@ pub struct Trial {
     pub entry: String,
     /// The entry's kernel arguments (root= and ro aside).
     pub args: Vec<String>,
+    /// Arguments of the default entry that the trial entry does not have:
+    /// when one of them is running, the trial is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -643,6 +643,50 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
 }
 
 #[test]
+fn a_trial_that_only_removes_an_argument_is_recognised() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let p = t.path().join("no-console.yaml");
+    std::fs::write(&p, "boot: { cmdline: { absent: [console=tty1] } }\n").unwrap();
+    let out = gdrprov()
+        .args(["apply", p.to_str().unwrap(), "--trial", "-y", "--no-exec"])
+        .args(["--root", r(&root)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        state(&root)["trial"]["removed"],
+        serde_json::json!(["console=tty1"])
+    );
+    // The old default runs: every trial argument is there, but so is the
+    // one the trial removes.
+    let out = gdrprov()
+        .args(["commit", "--no-exec", "--root", r(&root)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("has console=tty1, which the trial removes"),
+        "{}",
+        stderr_of(&out)
+    );
+    std::fs::write(
+        root.join("proc/cmdline"),
+        "BOOT_IMAGE=/boot/vmlinuz-5.15.0-119-generic root=UUID=4f3c2a1e-7d9b-4c55-9a0e-2b8f6d1c0e11 ro console=ttyS0,115200n8\n",
+    )
+    .unwrap();
+    let out = gdrprov()
+        .args(["commit", "--no-exec", "--root", r(&root)])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let grub = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
+    assert!(
+        grub.contains("GRUB_CMDLINE_LINUX=\"console=ttyS0,115200n8\""),
+        "{grub}"
+    );
+}
+
+#[test]
 fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let before = snapshot(&root);

@@ -370,6 +370,11 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         part.trial = Some(Trial {
             profiles: specs.clone(),
             entry: id,
+            removed: base_now
+                .iter()
+                .filter(|a| !base_after.contains(a))
+                .cloned()
+                .collect(),
             args: base_after,
         });
     }
