@@ -72,6 +72,11 @@ pub enum Command {
     Inventory(InventoryArgs),
     /// Which profile fits this host and what stands in the way: findings with cause and fix.
     Doctor(DoctorArgs),
+    /// Boot entries: list them, set the default, boot one once.
+    #[command(subcommand)]
+    Boot(crate::bootcmd::BootCommand),
+    /// Make a trial boot (`apply --trial`) permanent, once it is what runs.
+    Commit(crate::bootcmd::CommitArgs),
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +143,10 @@ pub struct ApplyArgs {
     /// With --dry-run: exit 2 when changes are pending.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Put the boot arguments in a one-shot entry for the next boot only
+    /// (`gdrprov commit` makes them the default); other changes apply as usual.
+    #[arg(long)]
+    pub trial: bool,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -222,9 +231,9 @@ pub fn main() -> i32 {
 
 pub fn run(cli: &Cli) -> Result<i32> {
     match &cli.command {
-        Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode, false),
         Command::Apply(a) if a.dry_run => {
-            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode)
+            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode, a.trial)
         }
         Command::Apply(a) => cmd_apply(cli, a),
         Command::Rollback(a) => cmd_rollback(cli, a),
@@ -249,10 +258,12 @@ pub fn run(cli: &Cli) -> Result<i32> {
             a.nccl_log.as_deref(),
             a.cpu_vendor,
         ),
+        Command::Boot(b) => crate::bootcmd::boot(cli, b),
+        Command::Commit(a) => crate::bootcmd::commit(cli, a),
     }
 }
 
-fn style(cli: &Cli) -> Style {
+pub(crate) fn style(cli: &Cli) -> Style {
     Style {
         color: match cli.color {
             Color::Always => true,
@@ -272,7 +283,12 @@ fn load_profiles(specs: &[String]) -> Result<Composed> {
     profile::compose(&loaded)
 }
 
-fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Plan> {
+fn make_plan(
+    host: &Host,
+    desired: &Composed,
+    target: &TargetArgs,
+    trial: Option<&[String]>,
+) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
     let store = StateStore::new(host);
     let state = store.load_state()?;
@@ -283,6 +299,7 @@ fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Pla
         state: &state,
         state_store: &store,
         live_changes: host.is_live() && !target.no_reboot,
+        trial: trial.map(crate::bootcmd::trial_specs),
     };
     let mut plan = plan::build(&ctx)?;
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
@@ -291,17 +308,23 @@ fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Pla
     Ok(plan)
 }
 
-fn print_report(cli: &Cli, r: &render::Report) {
+pub(crate) fn print_report(cli: &Cli, r: &render::Report) {
     match cli.format {
         Format::Json => println!("{}", render::json(r)),
         Format::Text => print!("{}", render::text(r, style(cli))),
     }
 }
 
-fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) -> Result<i32> {
+fn cmd_plan(
+    cli: &Cli,
+    specs: &[String],
+    target: &TargetArgs,
+    detailed: bool,
+    trial: bool,
+) -> Result<i32> {
     let desired = load_profiles(specs)?;
     let host = Host::open(&cli.root, target.no_exec)?;
-    let plan = make_plan(&host, &desired, target)?;
+    let plan = make_plan(&host, &desired, target, trial.then_some(specs))?;
     print_report(
         cli,
         &render::report("plan", &host, desired.names.clone(), &plan, None),
@@ -313,7 +336,7 @@ fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) ->
     })
 }
 
-fn require_root(host: &Host, action: &str) -> Result<()> {
+pub(crate) fn require_root(host: &Host, action: &str) -> Result<()> {
     let uid = nix::unistd::geteuid();
     if host.is_live() && !uid.is_root() {
         return Err(Error::NotRoot {
@@ -342,7 +365,7 @@ fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
 }
 
 /// Asks on a terminal; refuses without one (no silent yes in scripts).
-fn confirm(question: &str) -> Result<()> {
+pub(crate) fn confirm(question: &str) -> Result<()> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Error::Refused(
@@ -363,14 +386,15 @@ fn confirm(question: &str) -> Result<()> {
     }
 }
 
-fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+    let trial = a.trial.then_some(a.profiles.as_slice());
     let desired = load_profiles(&a.profiles)?;
     let host = Host::open(&cli.root, a.target.no_exec)?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
-    let plan = make_plan(&host, &desired, &a.target)?;
+    let plan = make_plan(&host, &desired, &a.target, trial)?;
     if plan.is_empty() && !apply::interrupted(&store) {
         print_report(
             cli,
@@ -394,7 +418,7 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
     let _lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
-    let locked_plan = make_plan(&host, &desired, &a.target)?;
+    let locked_plan = make_plan(&host, &desired, &a.target, trial)?;
     if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
         return Err(Error::Refused(
             "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
@@ -476,7 +500,7 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
         no_reboot: false,
         force: true,
     };
-    let plan = make_plan(&host, &desired, &target)?;
+    let plan = make_plan(&host, &desired, &target, None)?;
     let facts = Facts::gather(&host, a.cpu_vendor);
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {

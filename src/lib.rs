@@ -5,6 +5,7 @@
 pub mod apply;
 pub mod bench;
 pub mod boot;
+pub mod bootcmd;
 pub mod cli;
 pub mod doctor;
 pub mod error;
