@@ -65,7 +65,9 @@ vm_recipe_key() {
   (cd "$VM_DIR" && cat build-image.sh image/* | sha256sum | cut -c1-16)
 }
 
-vm_image_dir() { echo "$VM_CACHE/bookworm-$(vm_recipe_key)"; }
+# The image for this recipe (computed once; run.sh exports it to the scenarios).
+VM_IMAGE_DIR=${VM_IMAGE_DIR:-$VM_CACHE/bookworm-$(vm_recipe_key)}
+vm_image_dir() { echo "$VM_IMAGE_DIR"; }
 
 # --- accelerator -----------------------------------------------------------------------------------------
 
@@ -94,39 +96,56 @@ vm_free_port() {
   return 1
 }
 
-# vm_start NAME [QEMU ARGS...]: boot a guest from a fresh overlay of the image and wait for ssh.
-# Extra qemu args may contain the word @PEERPORT@ (see vm_start_pair). Sets nothing in the caller; the
-# guest's files are under $(vm_gdir NAME).
-vm_start() {
+# vm_launch NAME [QEMU ARGS...]: start qemu for guest NAME on a fresh overlay of the image; do not wait.
+# In the extra qemu args, @PORT2@ stands for a second free loopback port (saved in the guest's port2 file),
+# e.g. for `-netdev socket,listen=127.0.0.1:@PORT2@`. A port someone else took in between is retried.
+vm_launch() {
   local name=$1; shift
   local d; d=$(vm_gdir "$name")
   local img; img=$(vm_image_dir)/disk.raw
   [ -f "$img" ] || vm_die "no image at $img (run tests/vm/build-image.sh)"
   [ -e "$d/pid" ] && vm_guest_alive "$name" && vm_die "guest $name is already running"
   rm -rf "$d"; mkdir -p "$d"
-  echo "${VM_OWNER:-$BASHPID}" > "$d/owner"
+  echo "${VM_OWNER:-$$}" > "$d/owner"
+  date +%s > "$d/started"
   qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
-  local port try t0; t0=$(date +%s)
+  local port port2 try a args
   for try in 1 2 3 4 5; do
     port=$(vm_free_port) || vm_die "no free loopback port"
+    port2=$(vm_free_port) || vm_die "no free loopback port"
+    args=()
+    for a in "$@"; do args+=("${a//@PORT2@/$port2}"); done
     # shellcheck disable=SC2046
     if qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) \
          -smp "$VM_SMP" -m "$VM_MEM" \
          -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
-         -nic "user,model=virtio-net-pci,mac=52:54:00:12:34:56,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
-         "$@" \
+         -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+         -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=" \
+         "${args[@]}" \
          -display none -vga none -monitor none -parallel none \
          -serial "file:$d/serial.log" -pidfile "$d/pid" -daemonize 2>"$d/qemu.err"; then
-      echo "$port" > "$d/port"
+      echo "$port" > "$d/port"; echo "$port2" > "$d/port2"
       break
     fi
-    grep -qiE 'forward|bind|address already in use|Could not' "$d/qemu.err" || { cat "$d/qemu.err" >&2; vm_die "qemu failed to start guest $name"; }
-    vm_log "port $port busy for $name, retrying"
+    grep -qiE 'forward|bind|address already in use|listen' "$d/qemu.err" ||
+      { cat "$d/qemu.err" >&2; vm_die "qemu failed to start guest $name"; }
+    vm_log "a port was busy for $name ($(head -c 200 "$d/qemu.err")), retrying"
   done
   [ -f "$d/port" ] || vm_die "could not start guest $name"
   vm_log "guest $name: qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
-  vm_wait_ssh "$name" "$VM_BOOT_TIMEOUT"
-  vm_log "guest $name: up in $(vm_since "$t0") s"
+}
+
+# vm_wait_up NAME: wait for ssh after vm_launch, then open the multiplexed ssh connection.
+vm_wait_up() {
+  vm_wait_ssh "$1" "$VM_BOOT_TIMEOUT"
+  vm_log "guest $1: up in $(vm_since "$(cat "$(vm_gdir "$1")/started")") s"
+  vm_mux_start "$1"
+}
+
+# vm_start NAME [QEMU ARGS...]: vm_launch, then vm_wait_up.
+vm_start() {
+  vm_launch "$@"
+  vm_wait_up "$1"
 }
 
 vm_guest_alive() {
@@ -134,9 +153,23 @@ vm_guest_alive() {
   kill -0 "$pid" 2>/dev/null
 }
 
+# ssh options for guest NAME. Commands go through one multiplexed connection per boot (an ssh handshake
+# under TCG costs about a second); without a master they connect directly.
 vm_ssh_opts() {
   local d; d=$(vm_gdir "$1")
-  echo "-F /dev/null -i $(vm_image_dir)/id_ed25519 -p $(cat "$d/port") -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=6"
+  echo "-F /dev/null -i $(vm_image_dir)/id_ed25519 -p $(cat "$d/port") -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=6 -o ControlMaster=no -o ControlPath=${TMPDIR:-/tmp}/gdrprov-vm-%C"
+}
+
+# The master connection: started in the background with its stdio closed (a master spawned by an ordinary
+# command keeps that command's stderr open, which hangs $(...)). Stopped before a reboot.
+vm_mux_start() {
+  # shellcheck disable=SC2046
+  timeout 60 ssh $(vm_ssh_opts "$1") -o ControlMaster=yes -o ControlPersist=yes -f -N root@127.0.0.1 \
+    </dev/null >/dev/null 2>&1 || vm_log "guest $1: no ssh master connection (commands connect directly)"
+}
+vm_mux_stop() {
+  # shellcheck disable=SC2046
+  timeout 10 ssh $(vm_ssh_opts "$1") -O exit root@127.0.0.1 </dev/null >/dev/null 2>&1 || true
 }
 
 # vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
@@ -145,7 +178,7 @@ vm_wait_ssh() {
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
     # shellcheck disable=SC2046
-    timeout 30 ssh $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
+    timeout 30 ssh $(vm_ssh_opts "$name") -o ControlPath=none root@127.0.0.1 true </dev/null 2>/dev/null && return 0
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
     fi
@@ -205,17 +238,19 @@ vm_reboot() {
   local name=$1 old new t0; t0=$(date +%s)
   old=$(vm_boot_id "$name") || vm_die "guest $name: no boot id before reboot"
   vm_ssh "$name" 'systemctl reboot --no-block' >/dev/null 2>&1 || true
+  vm_mux_stop "$name"
   while :; do
     sleep 3
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
     # shellcheck disable=SC2046
-    new=$(timeout 20 ssh $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
+    new=$(timeout 20 ssh $(vm_ssh_opts "$name") -o ControlPath=none root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
     [ -n "$new" ] && [ "$new" != "$old" ] && break
     if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
     fi
   done
   vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_mux_start "$name"
 }
 
 # vm_poweroff NAME: clean poweroff, then kill if it has not stopped after 60 s. Keeps the guest's logs.
@@ -225,6 +260,7 @@ vm_poweroff() {
   if kill -0 "$pid" 2>/dev/null; then
     # shellcheck disable=SC2046
     timeout 20 ssh $(vm_ssh_opts "$name") root@127.0.0.1 'systemctl poweroff --no-block' </dev/null >/dev/null 2>&1 || true
+    vm_mux_stop "$name"
     for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     if kill -0 "$pid" 2>/dev/null; then
       vm_log "guest $name: did not power off, killing qemu $pid"
@@ -244,6 +280,7 @@ vm_kill() {
     for _ in 1 2 3 4 5; do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -9 "$pid" 2>/dev/null
   fi
+  vm_mux_stop "$1"
   rm -f "$d/pid" "$d/overlay.qcow2"
 }
 
@@ -254,7 +291,7 @@ vm_cleanup() {
   for g in "$VM_RUN_DIR"/guests/*/; do
     name=$(basename "$g")
     [ -e "$g/pid" ] || continue
-    if [ "$which" = all ] || [ "$(cat "$g/owner" 2>/dev/null)" = "$BASHPID" ]; then
+    if [ "$which" = all ] || [ "$(cat "$g/owner" 2>/dev/null)" = "$$" ]; then
       vm_kill "$name"
     fi
   done
@@ -300,6 +337,36 @@ vm_rxe() {
     vm_die "guest $name: $dev on $nic is not PORT_ACTIVE"
 }
 
+# vm_rxe_gid_index NAME DEV IPV4: the GID table index of DEV port 1 that holds RoCE v2 ::ffff:IPV4.
+vm_rxe_gid_index() {
+  local name=$1 dev=$2 ip=$3 hex
+  hex=$(printf '%02x%02x:%02x%02x' $(echo "$ip" | tr . ' '))
+  vm_ssh "$name" "cd /sys/class/infiniband/$dev/ports/1 && for i in \$(seq 0 15); do
+      g=\$(cat gids/\$i 2>/dev/null) || continue
+      t=\$(cat gid_attrs/types/\$i 2>/dev/null)
+      [ \"\$g\" = '0000:0000:0000:0000:0000:ffff:$hex' ] && [ \"\$t\" = 'RoCE v2' ] && { echo \$i; exit 0; }
+    done; exit 1" || vm_die "guest $name: no RoCE v2 GID for $ip on $dev"
+}
+
+# vm_ib_write_bw SERVER CLIENT DEV GIDX SIZE SERVER_ADDR [EXTRA OPTS]: run Debian's perftest ib_write_bw
+# (server in guest SERVER, client in guest CLIENT, which may be the same guest for a loopback) and echo the
+# average bandwidth in Gb/s. Full outputs go to the guests' ssh.log.
+vm_ib_write_bw() {
+  local srv=$1 cli=$2 dev=$3 gidx=$4 size=$5 addr=$6 extra=${7:-}
+  local port=$(( 18515 + RANDOM % 1000 ))
+  local opts="-d $dev -x $gidx -s $size -F --report_gbits -p $port $extra"
+  vm_ssh "$srv" "nohup ib_write_bw $opts </dev/null >/tmp/ib_write_bw-server-$port.log 2>&1 &
+    for i in \$(seq 60); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.5; done; exit 1" >/dev/null ||
+    vm_die "ib_write_bw server in $srv did not listen on port $port"
+  local out
+  out=$(vm_ssh "$cli" "timeout 120 ib_write_bw $opts $addr") || {
+    vm_ssh "$srv" "cat /tmp/ib_write_bw-server-$port.log; pkill -f '[i]b_write_bw.*-p $port' || true" >&2
+    vm_die "ib_write_bw client in $cli failed"; }
+  vm_ssh "$srv" "for i in \$(seq 20); do pgrep -f '[i]b_write_bw.*-p $port' >/dev/null || exit 0; sleep 0.5; done; pkill -f '[i]b_write_bw.*-p $port'; exit 0" >/dev/null || true
+  printf '%s\n' "$out" | awk -v s="$size" '$1 == s { print $4; found = 1 } END { exit !found }' ||
+    vm_die "no result line for size $size in ib_write_bw output"
+}
+
 # --- gdrprov feature probes (scenarios skip, never fake a pass, while a feature is missing) --------------
 
 # gdrprov_has SUBCOMMAND... [-- WORD]: the host binary has that subcommand (its --help works and names it),
@@ -330,6 +397,7 @@ require_gdrprov() {
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "  ok: $*"; }
+info() { echo "  info: $*"; }
 
 # assert_contains HAYSTACK NEEDLE WHAT
 assert_contains() { case "$1" in *"$2"*) ok "$3" ;; *) fail "$3: '$2' not in: $1" ;; esac; }

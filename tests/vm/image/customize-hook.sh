@@ -26,8 +26,42 @@ LinkLocalAddressing=no
 IPv6AcceptRA=no
 NET
 chroot "$root" systemctl enable systemd-networkd.service >/dev/null 2>&1
+# Boot speed under TCG (every boot costs CPU on a 2-core host): no wait-online, no timers, no e2scrub, no
+# modprobe@ units and debug mounts that nothing here uses.
 chroot "$root" systemctl mask systemd-networkd-wait-online.service apt-daily.timer \
-  apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer >/dev/null 2>&1
+  apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+  modprobe@drm.service modprobe@efi_pstore.service modprobe@fuse.service modprobe@loop.service \
+  modprobe@dm_mod.service sys-kernel-debug.mount sys-kernel-tracing.mount dev-hugepages.mount >/dev/null 2>&1
+# ...and no autoloading of drivers for emulated hardware that the tests never touch (blacklist only stops
+# alias autoloading: an explicit modprobe still works). pcspkr and dummy stay loadable: dummy is the
+# stand-in for nvidia_peermem in the module tests (loadable, never autoloaded, not built in).
+cat > "$root/etc/modprobe.d/gdrprov-vm-boot-speed.conf" <<'MOD'
+# gdrprov testbed: skip drivers of emulated hardware the tests do not use (boot speed under TCG).
+blacklist kvm
+blacklist kvm_intel
+blacklist kvm_amd
+blacklist intel_powerclamp
+blacklist ccp
+blacklist cfg80211
+blacklist iTCO_wdt
+blacklist intel_pmc_bxt
+blacklist sr_mod
+blacklist sg
+blacklist ahci
+blacklist lpc_ich
+blacklist i2c_i801
+blacklist serio_raw
+blacklist psmouse
+blacklist evdev
+blacklist crc32_pclmul
+blacklist crct10dif_pclmul
+blacklist ghash_clmulni_intel
+blacklist sha1_ssse3
+blacklist sha256_ssse3
+blacklist sha512_ssse3
+blacklist aesni_intel
+blacklist qemu_fw_cfg
+MOD
 
 # GRUB: Debian's defaults (GRUB_DEFAULT=0, empty GRUB_CMDLINE_LINUX, recovery entries, submenu), except
 # no menu wait and a serial console so the boot can be followed in the log.
