@@ -153,7 +153,7 @@ vm_guest_alive() {
   kill -0 "$pid" 2>/dev/null
 }
 
-# ssh options for guest NAME. Commands go through one multiplexed connection per boot (an ssh handshake
+# ssh options for guest NAME (ssh takes the first value of an option: put overrides before these). Commands go through one multiplexed connection per boot (an ssh handshake
 # under TCG costs about a second); without a master they connect directly.
 vm_ssh_opts() {
   local d; d=$(vm_gdir "$1")
@@ -164,7 +164,7 @@ vm_ssh_opts() {
 # command keeps that command's stderr open, which hangs $(...)). Stopped before a reboot.
 vm_mux_start() {
   # shellcheck disable=SC2046
-  timeout 60 ssh $(vm_ssh_opts "$1") -o ControlMaster=yes -o ControlPersist=yes -f -N root@127.0.0.1 \
+  timeout 60 ssh -o ControlMaster=yes -o ControlPersist=yes $(vm_ssh_opts "$1") -f -N root@127.0.0.1 \
     </dev/null >/dev/null 2>&1 || vm_log "guest $1: no ssh master connection (commands connect directly)"
 }
 vm_mux_stop() {
@@ -178,7 +178,7 @@ vm_wait_ssh() {
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
     # shellcheck disable=SC2046
-    timeout 30 ssh $(vm_ssh_opts "$name") -o ControlPath=none root@127.0.0.1 true </dev/null 2>/dev/null && return 0
+    timeout 30 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
     fi
@@ -243,7 +243,7 @@ vm_reboot() {
     sleep 3
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
     # shellcheck disable=SC2046
-    new=$(timeout 20 ssh $(vm_ssh_opts "$name") -o ControlPath=none root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
+    new=$(timeout 20 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
     [ -n "$new" ] && [ "$new" != "$old" ] && break
     if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"

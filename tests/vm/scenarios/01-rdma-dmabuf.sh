@@ -29,8 +29,15 @@ rc=0; json=$(vm_ssh $g "gdrprov plan rdma-dmabuf --format json") || rc=$?
 printf '%s' "$json" | python3 -c 'import json,sys; json.load(sys.stdin)' || fail "plan --format json is not JSON"
 ok "plan --format json parses"
 
-# apply: /etc/default/grub and grub.cfg change (update-grub ran), the block file exists.
-vm_ssh $g "gdrprov apply rdma-dmabuf --yes" | sed 's/^/    apply| /'
+# apply: /etc/default/grub and grub.cfg change (update-grub ran), the block file exists. The guest has no
+# NVIDIA driver: where apply refuses on failed requirements, it must change nothing, and --force goes on.
+rc=0; out=$(vm_ssh $g "gdrprov apply rdma-dmabuf --yes" 2>&1) || rc=$?
+printf '%s\n' "$out" | sed 's/^/    apply| /'
+if [ "$rc" != 0 ]; then
+  [ "$(vm_ssh $g "sha256sum /etc/default/grub /boot/grub/grub.cfg")" = "$sum0" ] || fail "a refused apply changed files"
+  ok "apply refused without --force (exit $rc) and changed nothing"
+  vm_ssh $g "gdrprov apply rdma-dmabuf --yes --force" | sed 's/^/    apply --force| /'
+fi
 cfg=$(vm_ssh $g "grep -E '^[[:space:]]*linux[[:space:]]' /boot/grub/grub.cfg | head -1")
 for a in $want; do assert_contains "$cfg" "$a" "grub.cfg has $a (update-grub ran)"; done
 mp=$(vm_ssh $g "modprobe -c | grep -E '^(install|blacklist) (nvidia_peermem|nv_peer_mem)' | sort" || true)
@@ -53,7 +60,7 @@ sum1=$(vm_ssh $g "sha256sum /etc/default/grub /boot/grub/grub.cfg; ls -l --time-
 rc=0; vm_ssh $g "gdrprov plan rdma-dmabuf --detailed-exitcode" >/dev/null || rc=$?
 [ "$rc" = 0 ] || fail "second plan: exit $rc, want 0 (nothing to change)"
 ok "second plan: nothing to change"
-vm_ssh $g "gdrprov apply rdma-dmabuf --yes" | sed 's/^/    apply2| /'
+vm_ssh $g "gdrprov apply rdma-dmabuf --yes --force" | sed 's/^/    apply2| /'
 [ "$(vm_ssh $g "sha256sum /etc/default/grub /boot/grub/grub.cfg; ls -l --time-style=+%s /etc/modprobe.d")" = "$sum1" ] ||
   fail "second apply changed files"
 ok "second apply changed nothing"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Scenario: gds-iommu-off as an extra boot entry: `gdrprov boot once` boots it with iommu=off, the next boot
 # is back on the default
-# Contract assumed (adjust when the feature lands): `gdrprov apply gds-iommu-off --yes` adds a boot entry
-# that `gdrprov boot list` names gds-iommu-off, and leaves the default entry's command line alone.
+# The entry comes from a profile that extends gds-iommu-off with `boot: { entry: gdrprov-gds }` (as the
+# built-in profile's comment says); the default entry's command line stays as it was.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
@@ -11,13 +11,14 @@ require_gdrprov apply
 
 g=gdsonce
 vm_fresh $g
-vm_ssh $g "gdrprov apply gds-iommu-off --yes" | sed 's/^/    apply| /'
+vm_ssh $g "printf 'name: gds-entry\nextends: gds-iommu-off\nboot:\n  entry: gdrprov-gds\n' > /root/gds.yaml"
+c0=$(vm_ssh $g cat /proc/cmdline)
+vm_ssh $g "gdrprov apply /root/gds.yaml --yes" | sed 's/^/    apply| /'
 list=$(vm_ssh $g "gdrprov boot list")
 printf '%s\n' "$list" | sed 's/^/    list| /'
-assert_contains "$list" "gds-iommu-off" "boot list shows the gds-iommu-off entry"
-c0=$(vm_ssh $g cat /proc/cmdline)
+assert_contains "$list" "gdrprov-gds" "boot list shows the gdrprov-gds entry"
 
-vm_ssh $g "gdrprov boot once gds-iommu-off" | sed 's/^/    once| /'
+vm_ssh $g "gdrprov boot once gdrprov-gds" | sed 's/^/    once| /'
 vm_reboot $g
 c1=$(vm_ssh $g cat /proc/cmdline)
 info "boot once: $c1"

@@ -39,7 +39,7 @@ vm_ssh hostB "ping -c 2 -W 5 ${addr[hostA]}" >/dev/null || fail "no IP between t
 ok "hostB reaches hostA over the link"
 
 [ "${gidx[hostA]}" = "${gidx[hostB]}" ] || info "GID indexes differ (${gidx[hostA]} vs ${gidx[hostB]}); using each side's own"
-gbps=$(vm_ib_write_bw hostA hostB rxe0 "${gidx[hostB]}" 65536 "${addr[hostA]}" "-D 4")
+gbps=$(vm_ib_write_bw hostA hostB rxe0 "${gidx[hostB]}" 65536 "${addr[hostA]}" "-n 200")
 info "ib_write_bw hostB -> hostA, 64 KiB, RoCE v2 over the socket link: $gbps Gb/s"
 awk -v b="$gbps" 'BEGIN { exit !(b > 0) }' || fail "ib_write_bw between the guests reported no bandwidth"
 ok "ib_write_bw between two guests reported $gbps Gb/s"
