@@ -14,7 +14,7 @@ VM_CACHE=${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}
 VM_MEM=${GDRPROV_VM_MEM:-2048}
 VM_SMP=${GDRPROV_VM_SMP:-2}
 # Timeouts (seconds). TCG on a busy 2-core machine is slow: generous, but bounded.
-VM_BOOT_TIMEOUT=${GDRPROV_VM_BOOT_TIMEOUT:-300}
+VM_BOOT_TIMEOUT=${GDRPROV_VM_BOOT_TIMEOUT:-600}
 VM_SSH_TIMEOUT=${GDRPROV_VM_SSH_TIMEOUT:-600}
 
 vm_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -78,7 +78,7 @@ vm_accel_args() {
        grep -qE '\b(vmx|svm)\b' /proc/cpuinfo; }; then
     echo "-accel kvm -cpu host"
   else
-    echo "-accel tcg,thread=multi,tb-size=512 -cpu max,vendor=GenuineIntel"
+    echo "-accel tcg,thread=multi,tb-size=512 -cpu ${GDRPROV_VM_CPU:-max,vendor=GenuineIntel}"
   fi
 }
 
@@ -383,6 +383,16 @@ gdrprov_has() {
   printf '%s' "$help" | grep -qi 'usage' || return 1
   printf '%s' "$help" | grep -q -- "${words[${#words[@]}-1]}" || return 1
   [ -z "$want" ] || printf '%s' "$help" | grep -q -- "$want"
+}
+
+# baseline_covered_by SCENARIO SUBCOMMAND...: a baseline scenario (the same steps by hand, without gdrprov)
+# skips once gdrprov has every SUBCOMMAND, because SCENARIO then covers it through gdrprov; with
+# GDRPROV_VM_BASELINES=1 it runs anyway (to tell a testbed problem from a gdrprov one).
+baseline_covered_by() {
+  local by=$1 sub; shift
+  [ "${GDRPROV_VM_BASELINES:-0}" = 1 ] && return 0
+  for sub in "$@"; do gdrprov_has "$sub" || return 0; done
+  skip "baseline covered by $by (GDRPROV_VM_BASELINES=1 runs it anyway)"
 }
 
 # skip REASON: end the scenario as skipped (exit 77).

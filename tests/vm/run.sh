@@ -7,10 +7,11 @@
 #   tests/vm/run.sh --list          list the scenarios
 #
 # Environment:
-#   GDRPROV_BIN=PATH        use this gdrprov binary instead of `cargo build --release`
+#   GDRPROV_BIN=PATH        use this gdrprov binary instead of building one
+#   GDRPROV_VM_CARGO_PROFILE=release|dev   the cargo profile to build (default release)
 #   GDRPROV_VM_LOGS=DIR     where logs go (default: target/vm-logs/<date-time>)
 #   GDRPROV_VM_CACHE=DIR    image cache (default: ~/.cache/gdrprov-vm)
-#   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 900)
+#   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 1800)
 #   GDRPROV_VM_ACCEL=auto|tcg|kvm    (default auto: KVM only where it is real, TCG otherwise)
 #
 # Exit status: 0 when no scenario failed. The last line is "N passed, N failed" (", N skipped" when any).
@@ -48,12 +49,18 @@ export VM_IMAGE_DIR
 # 2. gdrprov, built fresh (release) unless GDRPROV_BIN names one.
 t=$(date +%s)
 if [ -z "${GDRPROV_BIN:-}" ]; then
-  if ! (cd "$REPO" && cargo build --release --quiet) >"$VM_RUN_DIR/cargo-build.out" 2>&1; then
-    cat "$VM_RUN_DIR/cargo-build.out"; echo "cargo build --release failed"; echo "0 passed, 1 failed"; exit 1
+  profile=${GDRPROV_VM_CARGO_PROFILE:-release}
+  if ! (cd "$REPO" && cargo build --profile "$profile" --quiet) >"$VM_RUN_DIR/cargo-build.out" 2>&1; then
+    cat "$VM_RUN_DIR/cargo-build.out"; echo "cargo build --profile $profile failed"; echo "0 passed, 1 failed"; exit 1
   fi
-  GDRPROV_BIN=$REPO/target/release/gdrprov
+  [ "$profile" = dev ] && profile=debug
+  GDRPROV_BIN=$REPO/target/$profile/gdrprov
 fi
 [ -x "$GDRPROV_BIN" ] || { echo "no gdrprov binary at $GDRPROV_BIN"; echo "0 passed, 1 failed"; exit 1; }
+# A stripped copy travels into the guests (a debug build is ~90 MB, ~15 MB stripped).
+if command -v strip >/dev/null && strip -o "$VM_RUN_DIR/gdrprov" "$GDRPROV_BIN" 2>/dev/null; then
+  GDRPROV_BIN=$VM_RUN_DIR/gdrprov
+fi
 export GDRPROV_BIN
 note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
 
@@ -73,7 +80,7 @@ for f in "${scenarios[@]}"; do
   log="$VM_RUN_DIR/$name.log"
   echo "=== $name"
   t=$(date +%s)
-  timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-900}" bash "$f" >"$log" 2>&1
+  timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-1800}" bash "$f" >"$log" 2>&1
   rc=$?
   secs=$(vm_since "$t")
   case $rc in

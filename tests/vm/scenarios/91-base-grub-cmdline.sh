@@ -5,6 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
+baseline_covered_by 01-rdma-dmabuf plan apply verify
 
 g=cmdline
 vm_fresh $g

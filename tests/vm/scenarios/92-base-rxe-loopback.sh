@@ -5,6 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
+baseline_covered_by 06-loopback bench
 
 g=$(vm_shared)
 nic=$(vm_nic $g)

@@ -5,6 +5,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
+baseline_covered_by 02-gds-boot-once boot
 
 g=grubonce
 vm_fresh $g
