@@ -60,9 +60,9 @@ vm_install_host_deps() {
 
 # --- image -----------------------------------------------------------------------------------------------
 
-# The recipe key: sha256 of every file that decides what the image contains.
+# The recipe key: sha256 of every file that decides what the image contains (image/*, in name order).
 vm_recipe_key() {
-  (cd "$VM_DIR" && cat build-image.sh image/* | sha256sum | cut -c1-16)
+  (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16)
 }
 
 # The image for this recipe (computed once; run.sh exports it to the scenarios).
@@ -264,7 +264,7 @@ vm_poweroff() {
     for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     if kill -0 "$pid" 2>/dev/null; then
       vm_log "guest $name: did not power off, killing qemu $pid"
-      kill "$pid" 2>/dev/null; sleep 2; kill -9 "$pid" 2>/dev/null
+      kill "$pid" 2>/dev/null || true; sleep 2; kill -9 "$pid" 2>/dev/null || true
     fi
   fi
   rm -f "$d/pid" "$d/overlay.qcow2"
@@ -275,10 +275,10 @@ vm_poweroff() {
 vm_kill() {
   local d pid; d=$(vm_gdir "$1")
   pid=$(cat "$d/pid" 2>/dev/null) || return 0
-  if kill -0 "$pid" 2>/dev/null && grep -q "gdrprov-vm-$1" "/proc/$pid/cmdline" 2>/dev/null; then
-    kill "$pid" 2>/dev/null
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "gdrprov-vm-$1 "; then
+    kill "$pid" 2>/dev/null || true
     for _ in 1 2 3 4 5; do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
-    kill -9 "$pid" 2>/dev/null
+    kill -9 "$pid" 2>/dev/null || true
   fi
   vm_mux_stop "$1"
   rm -f "$d/pid" "$d/overlay.qcow2"
@@ -286,6 +286,7 @@ vm_kill() {
 
 # Kill the guests this process started (owner = this process), or all of them with "all".
 vm_cleanup() {
+  set +e   # in the exit trap: one guest that is already gone must not stop the others' cleanup
   local which=${1:-mine} g name
   [ -n "${VM_RUN_DIR:-}" ] && [ -d "$VM_RUN_DIR/guests" ] || return 0
   for g in "$VM_RUN_DIR"/guests/*/; do
