@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build gdrprov and show the whole flow on an example host root, without root
-# privileges and without touching this machine: plan, apply to a scratch copy,
+# privileges and without touching this machine: plan, apply to a scratch copy
+# (--no-exec: update-grub and friends are listed as pending, not run),
 # a second apply that changes nothing, and a rollback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,9 +13,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 cp -a examples/hosts/ubuntu-22.04-h100 "$scratch/root"
 echo; echo "== apply to a scratch copy"
-"$G" apply rdma-dmabuf --yes --root "$scratch/root"
+"$G" apply rdma-dmabuf --yes --no-exec --root "$scratch/root"
 echo; echo "== apply again: nothing to change"
-"$G" apply rdma-dmabuf --yes --root "$scratch/root"
+"$G" apply rdma-dmabuf --yes --no-exec --root "$scratch/root"
 echo; echo "== rollback"
-"$G" rollback --yes --root "$scratch/root"
+"$G" rollback --yes --no-exec --root "$scratch/root"
 "$G" history --root "$scratch/root"

@@ -3,6 +3,9 @@
 //! profile + facts → plan (pure) → apply (journal) → render.
 
 pub mod apply;
+pub mod bench;
+pub mod boot;
+pub mod bootcmd;
 pub mod cli;
 pub mod doctor;
 pub mod error;
@@ -16,4 +19,5 @@ pub mod profile;
 pub mod render;
 pub mod requirements;
 pub mod snapshot;
+pub mod verify;
 pub mod versions;

@@ -18,6 +18,9 @@ pub struct Context<'a> {
     /// Whether the running kernel may be changed now (live root, not
     /// `--no-reboot`); otherwise only persistent state is planned.
     pub live_changes: bool,
+    /// `apply --trial`: the profiles as given (for `commit`); the boot
+    /// arguments go to a one-shot entry and the default entry is left alone.
+    pub trial: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -130,28 +133,32 @@ impl Plan {
 }
 
 /// Builds the plan. Pure: reads the host through the context, writes nothing.
+/// Order: files first, then commands (unloads, loads, regeneration), so that
+/// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
-    let mut plan = Plan::default();
-    let mut changes = crate::modules::files::plan(ctx)?;
-
-    // Commands owed from an earlier `--no-exec` apply come first in line.
-    let mut commands: Vec<CommandSpec> = ctx.state.pending_commands.clone();
-    changes.retain(|c| match &c.action {
-        Action::Run { command } => {
-            if !commands.contains(command) {
-                commands.push(command.clone());
-            }
-            false
-        }
-        _ => true,
+    let mut part = crate::modules::bootcfg::plan(ctx)?;
+    part.absorb(crate::modules::kmod::plan(ctx)?);
+    part.absorb(crate::modules::services::plan(ctx)?);
+    let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
+    let mut changes = crate::modules::files::plan(ctx, &wanted)?;
+    changes.append(&mut part.edits);
+    // Changes that must follow the commands (see `Part::late_paths`).
+    let (mut late, early): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|c| {
+        c.path()
+            .is_some_and(|p| part.late_paths.iter().any(|l| l == p))
     });
+    changes = early;
+    late.append(&mut part.late);
+
     let mut state_after = ctx.state.clone();
     state_after.profiles = ctx.desired.names.clone();
-    for c in &changes {
+    if let Some(args) = part.kernel_args.take() {
+        state_after.kernel_args = args;
+    }
+    state_after.trial = part.trial.take();
+    for c in changes.iter().chain(&late) {
         match &c.action {
-            Action::WriteFile { path, before, .. }
-                if ctx.desired.doc.files.iter().any(|f| &f.path == path) =>
-            {
+            Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
                 state_after.files.entry(path.clone()).or_insert_with(|| {
                     crate::journal::OwnedFile {
                         original: before
@@ -161,27 +168,65 @@ pub fn build(ctx: &Context) -> Result<Plan> {
                 });
             }
             Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
-                if !ctx.desired.doc.files.iter().any(|f| &f.path == path) {
+                // An edit of a file gdrprov does not own (GRUB defaults) leaves
+                // ownership alone; an owned file no longer wanted is released.
+                if c.module == crate::modules::files::MODULE {
                     state_after.files.remove(path);
                 }
             }
             Action::Run { .. } => {}
         }
     }
-    if ctx.host.no_exec() {
-        plan.pending_commands = commands.clone();
-        state_after.pending_commands = commands;
-    } else {
-        state_after.pending_commands.clear();
-        for command in commands {
-            changes.push(Change {
-                module: "run".into(),
-                description: command.why.clone(),
-                action: Action::Run { command },
-                reboot: None,
-            });
+
+    // Commands owed from an earlier `--no-exec` apply come first.
+    let mut commands: Vec<Change> = ctx
+        .state
+        .pending_commands
+        .iter()
+        // A one-shot boot of a trial that is no longer pending is not owed.
+        .filter(|c| {
+            state_after.trial.is_some()
+                || !matches!(
+                    c.argv.first().map(String::as_str),
+                    Some("grub-reboot" | "grub2-reboot")
+                )
+        })
+        .map(|c| Change {
+            module: "pending".into(),
+            description: format!("{} (pending from an earlier --no-exec apply)", c.why),
+            action: Action::Run { command: c.clone() },
+            reboot: None,
+        })
+        .collect();
+    for c in part.commands {
+        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
+            (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
+            _ => false,
+        });
+        if !dup {
+            commands.push(c);
         }
     }
+    let mut plan = Plan {
+        reboot_pending: part.reboot_pending,
+        warnings: part.warnings,
+        ..Plan::default()
+    };
+    if ctx.host.no_exec() {
+        // Nothing may run: the commands are owed, and remembered as such.
+        state_after.pending_commands = commands
+            .into_iter()
+            .filter_map(|c| match c.action {
+                Action::Run { command } => Some(command),
+                _ => None,
+            })
+            .collect();
+        plan.pending_commands = state_after.pending_commands.clone();
+    } else {
+        state_after.pending_commands.clear();
+        changes.extend(commands);
+    }
+    changes.extend(late);
     plan.changes = changes;
     plan.state_after = state_after;
     Ok(plan)

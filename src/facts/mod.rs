@@ -67,6 +67,11 @@ pub enum Depth {
     WithCuda,
 }
 
+/// The distribution family of a root, from its os-release.
+pub fn os_family(host: &Host) -> OsFamily {
+    os::os_release(host).family
+}
+
 impl Facts {
     /// The facts `plan` and `apply` need: no library is loaded.
     pub fn gather(host: &Host, cpu_override: Option<CpuVendor>) -> Facts {

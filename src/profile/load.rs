@@ -223,7 +223,7 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         ("boot.cmdline.absent", &doc.boot.cmdline.absent),
     ] {
         for a in list {
-            crate::modules::cmdline_arg::validate(a)
+            crate::boot::cmdline::validate_arg(a)
                 .map_err(|why| invalid(format!("{key}: {why}")))?;
         }
     }
