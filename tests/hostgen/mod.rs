@@ -78,6 +78,10 @@ impl HostGen {
 
     pub fn ubuntu(&self, version: &str) -> &Self {
         self.file(
+            "/etc/default/grub",
+            "GRUB_DEFAULT=0\nGRUB_TIMEOUT=5\nGRUB_CMDLINE_LINUX_DEFAULT=\"quiet splash\"\nGRUB_CMDLINE_LINUX=\"\"\n",
+        );
+        self.file(
             "/etc/os-release",
             format!("ID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"{version}\"\nPRETTY_NAME=\"Ubuntu {version} LTS\"\n"),
         )
