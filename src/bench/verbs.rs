@@ -179,7 +179,7 @@ pub fn query_port(ctx: &DeviceContext, name: &str, port: u8, gid_index: Option<u
     let mut info = PortInfo {
         device: name.to_string(),
         port,
-        state: format!("{}", port_state_name(a.state)),
+        state: port_state_name(a.state).to_string(),
         link_layer: if ethernet { "Ethernet" } else { "InfiniBand" },
         lid: a.lid,
         active_mtu_raw: a.active_mtu,
