@@ -47,7 +47,9 @@ pub fn execute(
     };
     // Backups first: nothing is touched until every copy is safely on disk.
     for (i, change) in plan.changes.iter().enumerate() {
-        generation.steps.push(prepare_step(host, store, n, i, change)?);
+        generation
+            .steps
+            .push(prepare_step(host, store, n, i, change)?);
     }
     generation.state_after = finalize_state(&plan.state_after, &generation, n);
     store.save_generation(&generation)?;
@@ -113,7 +115,13 @@ fn finalize_state(planned: &State, g: &Generation, n: u64) -> State {
     s
 }
 
-fn prepare_step(host: &Host, store: &StateStore, n: u64, i: usize, change: &Change) -> Result<Step> {
+fn prepare_step(
+    host: &Host,
+    store: &StateStore,
+    n: u64,
+    i: usize,
+    change: &Change,
+) -> Result<Step> {
     let mut step = Step {
         description: change.description.clone(),
         path: change.path().map(str::to_string),
@@ -155,10 +163,28 @@ fn prepare_step(host: &Host, store: &StateStore, n: u64, i: usize, change: &Chan
 }
 
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, _store: &StateStore, step: &Step, change: &Change) -> Result<Option<String>> {
+fn run_step(
+    host: &Host,
+    _store: &StateStore,
+    step: &Step,
+    change: &Change,
+) -> Result<Option<String>> {
     match &change.action {
-        Action::WriteFile { path, after, new_mode, meta, .. } => {
-            host.write_atomic(path, after.as_bytes(), WriteOptions { meta: *meta, new_mode: *new_mode })?;
+        Action::WriteFile {
+            path,
+            after,
+            new_mode,
+            meta,
+            ..
+        } => {
+            host.write_atomic(
+                path,
+                after.as_bytes(),
+                WriteOptions {
+                    meta: *meta,
+                    new_mode: *new_mode,
+                },
+            )?;
             Ok(None)
         }
         Action::RemoveFile { path, .. } => {
@@ -172,7 +198,9 @@ fn run_step(host: &Host, _store: &StateStore, step: &Step, change: &Change) -> R
                     command: host.effective_argv(command).join(" "),
                     msg: format!(
                         "exit {}: {}",
-                        out.code.map(|c| c.to_string()).unwrap_or_else(|| "by signal".into()),
+                        out.code
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "by signal".into()),
                         last_lines(&out.stderr, &out.stdout)
                     ),
                 });
@@ -184,7 +212,11 @@ fn run_step(host: &Host, _store: &StateStore, step: &Step, change: &Change) -> R
 }
 
 fn last_lines(stderr: &str, stdout: &str) -> String {
-    let text = if stderr.trim().is_empty() { stdout } else { stderr };
+    let text = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(3)..].join(" / ")
 }
@@ -207,19 +239,41 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<()> {
 /// Restores the `before` copy of each selected file step, newest first. A
 /// step not marked done may still have been written just before a crash;
 /// restoring its `before` is right either way, since writes are atomic.
-fn restore_files(host: &Host, store: &StateStore, steps: &[Step], select: impl Fn(&Step) -> bool) -> Result<()> {
+fn restore_files(
+    host: &Host,
+    store: &StateStore,
+    steps: &[Step],
+    select: impl Fn(&Step) -> bool,
+) -> Result<()> {
     for step in steps.iter().rev().filter(|s| select(s)) {
         let Some(path) = &step.path else { continue };
         match &step.before {
             Some(rel) => {
                 let bytes = store.read_backup(rel)?;
                 let meta: Option<FileMeta> = step.before_meta;
-                host.write_atomic(path, bytes.as_bytes(), WriteOptions { meta, new_mode: 0o644 })?;
+                host.write_atomic(
+                    path,
+                    bytes.as_bytes(),
+                    WriteOptions {
+                        meta,
+                        new_mode: 0o644,
+                    },
+                )?;
             }
             None => host.remove(path)?,
         }
     }
     Ok(())
+}
+
+/// Whether a run was killed half-way and needs `recover`.
+pub fn interrupted(store: &StateStore) -> bool {
+    store.generation_numbers().into_iter().any(|n| {
+        store
+            .load_generation(n)
+            .map(|g| g.status == Status::InProgress)
+            .unwrap_or(false)
+    })
 }
 
 /// Finishes a run that was killed half-way: its files are put back and it is
@@ -241,14 +295,21 @@ pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
 
 /// The plan that undoes generations `target..=latest` (those still in
 /// effect), newest first: each file back to its `before` copy.
-pub fn plan_rollback(host: &Host, store: &StateStore, target: Option<u64>, force: bool) -> Result<(Plan, Vec<u64>)> {
+pub fn plan_rollback(
+    host: &Host,
+    store: &StateStore,
+    target: Option<u64>,
+    force: bool,
+) -> Result<(Plan, Vec<u64>)> {
     let applied: Vec<Generation> = store
         .generation_numbers()
         .into_iter()
         .map(|n| store.load_generation(n))
         .collect::<Result<Vec<_>>>()?
         .into_iter()
-        .filter(|g| g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none())
+        .filter(|g| {
+            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
+        })
         .collect();
     let Some(last) = applied.last() else {
         return Err(Error::Refused(format!(
@@ -264,7 +325,11 @@ pub fn plan_rollback(host: &Host, store: &StateStore, target: Option<u64>, force
             live.join(", ")
         )));
     }
-    let undo: Vec<&Generation> = applied.iter().rev().filter(|g| g.generation >= target).collect();
+    let undo: Vec<&Generation> = applied
+        .iter()
+        .rev()
+        .filter(|g| g.generation >= target)
+        .collect();
     let mut changes = Vec::new();
     let mut drifted = Vec::new();
     let mut commands: Vec<CommandSpec> = Vec::new();
@@ -281,7 +346,11 @@ pub fn plan_rollback(host: &Host, store: &StateStore, target: Option<u64>, force
                 Some(rel) => Some(store.read_backup(rel)?),
                 None => None,
             };
-            if current != wrote && !changes.iter().any(|c: &Change| c.path() == Some(path.as_str())) {
+            if current != wrote
+                && !changes
+                    .iter()
+                    .any(|c: &Change| c.path() == Some(path.as_str()))
+            {
                 drifted.push(host.display(path));
             }
             let original = match &step.before {
@@ -290,18 +359,30 @@ pub fn plan_rollback(host: &Host, store: &StateStore, target: Option<u64>, force
             };
             // Only the oldest undo of a path decides its final content.
             changes.retain(|c: &Change| c.path() != Some(path.as_str()));
-            let description = format!("Restore {path} as it was before generation {}", g.generation);
+            let description = format!(
+                "Restore {path} as it was before generation {}",
+                g.generation
+            );
             changes.push(match original {
                 Some(after) => Change {
                     module: "rollback".into(),
                     description,
-                    action: Action::WriteFile { path: path.clone(), before: current, after, new_mode: 0o644, meta: step.before_meta },
+                    action: Action::WriteFile {
+                        path: path.clone(),
+                        before: current,
+                        after,
+                        new_mode: 0o644,
+                        meta: step.before_meta,
+                    },
                     reboot: None,
                 },
                 None => Change {
                     module: "rollback".into(),
                     description: format!("Remove {path} (created by generation {})", g.generation),
-                    action: Action::RemoveFile { path: path.clone(), before: current.unwrap_or_default() },
+                    action: Action::RemoveFile {
+                        path: path.clone(),
+                        before: current.unwrap_or_default(),
+                    },
                     reboot: None,
                 },
             });
@@ -319,8 +400,14 @@ pub fn plan_rollback(host: &Host, store: &StateStore, target: Option<u64>, force
         Action::RemoveFile { path, .. } => host.exists(path),
         Action::Run { .. } => true,
     });
-    let oldest = undo.last().map(|g| g.state_before.clone()).unwrap_or_default();
-    let mut plan = Plan { changes, ..Plan::default() };
+    let oldest = undo
+        .last()
+        .map(|g| g.state_before.clone())
+        .unwrap_or_default();
+    let mut plan = Plan {
+        changes,
+        ..Plan::default()
+    };
     let mut state_after = oldest;
     if host.no_exec() {
         plan.pending_commands = commands.clone();

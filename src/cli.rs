@@ -18,6 +18,8 @@ pub mod exit {
     pub const ERROR: i32 = 1;
     /// `--detailed-exitcode`: changes are pending.
     pub const CHANGES: i32 = 2;
+    /// `verify`: a check failed; the host is not ready.
+    pub const NOT_READY: i32 = 3;
 }
 
 #[derive(Debug, Parser)]
@@ -56,6 +58,9 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Undo applies: restore every file of a generation (default: the latest) byte for byte.
     Rollback(RollbackArgs),
+    /// Check the host against profiles after apply and reboot, down to an RDMA loopback
+    /// into GPU memory. Exit 0 ready, 3 not ready.
+    Verify(VerifyArgs),
     /// List the journal's generations.
     History,
     /// Built-in profiles, validation and the JSON schema.
@@ -63,6 +68,32 @@ pub enum Command {
     Profile(ProfileCommand),
     /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
     Bench(crate::bench::BenchArgs),
+    /// Every fact about the host (GPUs, driver, CUDA, RDMA, IOMMU, PCIe); --snapshot copies them.
+    Inventory(InventoryArgs),
+    /// Which profile fits this host and what stands in the way: findings with cause and fix.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    /// Copy every file the probes read, and the output of every command they ran, into DIR
+    /// (a new directory): `--root DIR` then gives the same answers on any machine.
+    #[arg(long, value_name = "DIR")]
+    pub snapshot: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Profiles to check the host against (default: every built-in profile, and the best fit).
+    #[arg(value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// An NCCL log (NCCL_DEBUG=INFO) whose lines are mapped to findings.
+    #[arg(long, value_name = "FILE")]
+    pub nccl_log: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
 }
 
 #[derive(Debug, Args)]
@@ -77,6 +108,9 @@ pub struct TargetArgs {
     /// taking effect at the next boot. For image builds.
     #[arg(long)]
     pub no_reboot: bool,
+    /// Go ahead even though the profile's hard requirements fail (they become warnings).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -101,9 +135,6 @@ pub struct ApplyArgs {
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Apply even though requirements fail.
-    #[arg(long)]
-    pub force: bool,
     /// With --dry-run: exit 2 when changes are pending.
     #[arg(long)]
     pub detailed_exitcode: bool,
@@ -124,6 +155,27 @@ pub struct RollbackArgs {
     /// Restore files even if they were edited after gdrprov wrote them.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[arg(required = true, value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Skip the RDMA loopback bandwidth test.
+    #[arg(long)]
+    pub no_loopback: bool,
+    /// RDMA device for the loopback (default: the first ACTIVE port).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// Seconds the loopback runs (default 3).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Loopback floor in Gb/s instead of the line-rate fraction (software RDMA devices).
+    #[arg(long, value_name = "GBPS")]
+    pub min_gbps: Option<f64>,
+    /// CPU vendor when the root cannot tell (see plan).
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -151,7 +203,11 @@ pub fn main() -> i32 {
         Err(e) => {
             let _ = e.print();
             // Usage errors are 1, like every other error: 2 means "changes pending".
-            return if e.use_stderr() { exit::ERROR } else { exit::OK };
+            return if e.use_stderr() {
+                exit::ERROR
+            } else {
+                exit::OK
+            };
         }
     };
     match run(&cli) {
@@ -167,15 +223,32 @@ pub fn main() -> i32 {
 pub fn run(cli: &Cli) -> Result<i32> {
     match &cli.command {
         Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
-        Command::Apply(a) if a.dry_run => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Apply(a) if a.dry_run => {
+            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode)
+        }
         Command::Apply(a) => cmd_apply(cli, a),
         Command::Rollback(a) => cmd_rollback(cli, a),
+        Command::Verify(a) => cmd_verify(cli, a),
         Command::History => cmd_history(cli),
         Command::Profile(p) => cmd_profile(cli, p),
         Command::Bench(b) => {
-            let format = if cli.format == Format::Json { crate::bench::BenchFormat::Json } else { crate::bench::BenchFormat::Text };
+            let format = if cli.format == Format::Json {
+                crate::bench::BenchFormat::Json
+            } else {
+                crate::bench::BenchFormat::Text
+            };
             crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
         }
+        Command::Inventory(a) => {
+            crate::inventory::run(&cli.root, cli.format, a.snapshot.as_deref(), a.cpu_vendor)
+        }
+        Command::Doctor(a) => crate::doctor::run(
+            &cli.root,
+            cli.format,
+            &a.profiles,
+            a.nccl_log.as_deref(),
+            a.cpu_vendor,
+        ),
     }
 }
 
@@ -184,13 +257,18 @@ fn style(cli: &Cli) -> Style {
         color: match cli.color {
             Color::Always => true,
             Color::Never => false,
-            Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            Color::Auto => {
+                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
         },
     }
 }
 
 fn load_profiles(specs: &[String]) -> Result<Composed> {
-    let loaded = specs.iter().map(|s| profile::load(s)).collect::<Result<Vec<_>>>()?;
+    let loaded = specs
+        .iter()
+        .map(|s| profile::load(s))
+        .collect::<Result<Vec<_>>>()?;
     profile::compose(&loaded)
 }
 
@@ -206,7 +284,11 @@ fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Pla
         state_store: &store,
         live_changes: host.is_live() && !target.no_reboot,
     };
-    plan::build(&ctx)
+    let mut plan = plan::build(&ctx)?;
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    plan.warnings
+        .extend(crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?);
+    Ok(plan)
 }
 
 fn print_report(cli: &Cli, r: &render::Report) {
@@ -220,8 +302,15 @@ fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) ->
     let desired = load_profiles(specs)?;
     let host = Host::open(&cli.root, target.no_exec)?;
     let plan = make_plan(&host, &desired, target)?;
-    print_report(cli, &render::report("plan", &host, desired.names.clone(), &plan, None));
-    Ok(if detailed && !plan.is_empty() { exit::CHANGES } else { exit::OK })
+    print_report(
+        cli,
+        &render::report("plan", &host, desired.names.clone(), &plan, None),
+    );
+    Ok(if detailed && !plan.is_empty() {
+        exit::CHANGES
+    } else {
+        exit::OK
+    })
 }
 
 fn require_root(host: &Host, action: &str) -> Result<()> {
@@ -231,6 +320,23 @@ fn require_root(host: &Host, action: &str) -> Result<()> {
             action: action.into(),
             uid: uid.as_raw(),
         });
+    }
+    Ok(())
+}
+
+/// Commands for an image root run through chroot(2), which needs root.
+fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
+    let runs = plan
+        .changes
+        .iter()
+        .any(|c| matches!(c.action, crate::plan::Action::Run { .. }));
+    let uid = nix::unistd::geteuid();
+    if runs && !host.is_live() && !uid.is_root() {
+        return Err(Error::Refused(format!(
+            "the plan runs commands inside {} (chroot), which needs root (running as uid {}); run it with sudo, or add --no-exec to list the commands instead (nothing was changed)",
+            host.root().display(),
+            uid.as_raw()
+        )));
     }
     Ok(())
 }
@@ -262,47 +368,136 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.target.no_exec)?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
-    let _lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
+    // Plan first, without the lock: an apply with nothing to do writes
+    // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &a.target)?;
-    let _ = a.force;
-    if plan.is_empty() {
-        for note in &recovered {
-            eprintln!("gdrprov: recovered: {note}");
-        }
-        print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, None));
+    if plan.is_empty() && !apply::interrupted(&store) {
+        print_report(
+            cli,
+            &render::report("apply", &host, desired.names.clone(), &plan, None),
+        );
         return Ok(exit::OK);
     }
+    require_chroot_rights(&host, &plan)?;
     if !a.yes {
         if cli.format == Format::Text {
-            print!("{}", render::text(&render::report("plan", &host, desired.names.clone(), &plan, None), style(cli)));
+            print!(
+                "{}",
+                render::text(
+                    &render::report("plan", &host, desired.names.clone(), &plan, None),
+                    style(cli)
+                )
+            );
         }
         confirm("Apply these changes?")?;
     }
-    let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
+    let _lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    // Plan again under the lock; what runs must be what was shown.
+    let locked_plan = make_plan(&host, &desired, &a.target)?;
+    if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
+        return Err(Error::Refused(
+            "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
+        ));
+    }
+    if locked_plan.is_empty() {
+        for note in &recovered {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        print_report(
+            cli,
+            &render::report("apply", &host, desired.names.clone(), &locked_plan, None),
+        );
+        return Ok(exit::OK);
+    }
+    let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
     outcome.recovered = recovered;
-    print_report(cli, &render::report("apply", &host, desired.names.clone(), &plan, Some(&outcome)));
+    print_report(
+        cli,
+        &render::report(
+            "apply",
+            &host,
+            desired.names.clone(),
+            &locked_plan,
+            Some(&outcome),
+        ),
+    );
     Ok(exit::OK)
+}
+
+fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
+    let shown = |p: &Plan| {
+        serde_json::to_string(&render::report("plan", host, Vec::new(), p, None).changes)
+            .unwrap_or_default()
+    };
+    shown(a) == shown(b)
 }
 
 fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
-    let _lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
-    let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
-    let profiles = store.load_state()?.profiles;
     if !a.yes {
+        let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
         if cli.format == Format::Text {
-            print!("{}", render::text(&render::report("rollback", &host, profiles.clone(), &plan, None), style(cli)));
+            let profiles = store.load_state()?.profiles;
+            print!(
+                "{}",
+                render::text(
+                    &render::report("rollback", &host, profiles, &plan, None),
+                    style(cli)
+                )
+            );
         }
         confirm(&format!("Roll back generation(s) {undoes:?}?"))?;
     }
+    let _lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
+    require_chroot_rights(&host, &plan)?;
+    let profiles = store.load_state()?.profiles;
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     outcome.recovered = recovered;
-    print_report(cli, &render::report("rollback", &host, profiles, &plan, Some(&outcome)));
+    print_report(
+        cli,
+        &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
+    );
     Ok(exit::OK)
+}
+
+fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
+    let desired = load_profiles(&a.profiles)?;
+    // Verify changes nothing and runs nothing but read-only probes.
+    let host = Host::open(&cli.root, true)?;
+    // Requirements are a check of their own here, not a gate.
+    let target = TargetArgs {
+        no_exec: true,
+        cpu_vendor: a.cpu_vendor,
+        no_reboot: false,
+        force: true,
+    };
+    let plan = make_plan(&host, &desired, &target)?;
+    let facts = Facts::gather(&host, a.cpu_vendor);
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    let choice = crate::verify::LoopbackChoice {
+        skip: a.no_loopback,
+        device: a.device.clone(),
+        seconds: a.duration,
+        min_gbps: a.min_gbps,
+    };
+    let report = crate::verify::run(&host, &desired, &plan, &reqs, &choice)?;
+    match cli.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+        Format::Text => print!("{}", crate::verify::text(&report)),
+    }
+    Ok(if report.ready {
+        exit::OK
+    } else {
+        exit::NOT_READY
+    })
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {
@@ -314,10 +509,16 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
         .map(|n| store.load_generation(n))
         .collect::<Result<Vec<_>>>()?;
     match cli.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&gens).unwrap_or_default()),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&gens).unwrap_or_default()
+        ),
         Format::Text => {
             if gens.is_empty() {
-                println!("No generations: gdrprov has not changed {}.", host.display("/"));
+                println!(
+                    "No generations: gdrprov has not changed {}.",
+                    host.display("/")
+                );
             }
             for g in &gens {
                 let status = match (g.status, g.rolled_back_by) {
@@ -328,7 +529,12 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
                     Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
                     Kind::Rollback => format!("rollback of {:?}", g.undoes),
                 };
-                println!("{:>4}  {:<40} {} step(s), {status}", g.generation, what, g.steps.len());
+                println!(
+                    "{:>4}  {:<40} {} step(s), {status}",
+                    g.generation,
+                    what,
+                    g.steps.len()
+                );
             }
         }
     }
@@ -353,7 +559,10 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
                 }
                 Format::Text => {
                     for (n, d) in rows {
-                        println!("{n:<16} {}", d.split_whitespace().collect::<Vec<_>>().join(" "));
+                        println!(
+                            "{n:<16} {}",
+                            d.split_whitespace().collect::<Vec<_>>().join(" ")
+                        );
                     }
                 }
             }
@@ -361,10 +570,17 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
         ProfileCommand::Show { name } => {
             let loaded = profile::load(name)?;
             match cli.format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()),
+                Format::Json => println!(
+                    "{}",
+                    serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()
+                ),
                 Format::Text => {
-                    let yaml = serde_saphyr::to_string(&loaded.doc).map_err(|e| Error::Usage(e.to_string()))?;
-                    print!("# {} ({}), extends resolved\n{yaml}", loaded.name, loaded.source);
+                    let yaml = serde_saphyr::to_string(&loaded.doc)
+                        .map_err(|e| Error::Usage(e.to_string()))?;
+                    print!(
+                        "# {} ({}), extends resolved\n{yaml}",
+                        loaded.name, loaded.source
+                    );
                 }
             }
         }

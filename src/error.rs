@@ -38,7 +38,9 @@ pub enum Error {
         msg: String,
     },
 
-    #[error("root {0} does not exist or is not a directory; pass an existing directory with --root")]
+    #[error(
+        "root {0} does not exist or is not a directory; pass an existing directory with --root"
+    )]
     RootMissing(PathBuf),
 
     #[error("path `{path}` is not allowed: {why}")]

@@ -14,7 +14,11 @@ pub const DIR: &str = "/var/lib/gdrprov";
 /// Placeholder in a planned state for "the backup this generation takes".
 pub const PENDING_BACKUP: &str = "<this generation>";
 const PRIVATE: WriteOptions = WriteOptions {
-    meta: Some(FileMeta { mode: 0o600, uid: 0, gid: 0 }),
+    meta: Some(FileMeta {
+        mode: 0o600,
+        uid: 0,
+        gid: 0,
+    }),
     new_mode: 0o600,
 };
 
@@ -130,9 +134,12 @@ impl<'a> StateStore<'a> {
     }
 
     pub fn read_backup(&self, rel: &str) -> Result<String> {
-        self.host
-            .read_text(&Self::path(rel))?
-            .ok_or_else(|| Error::Journal(format!("backup {} is missing", self.host.display(&Self::path(rel)))))
+        self.host.read_text(&Self::path(rel))?.ok_or_else(|| {
+            Error::Journal(format!(
+                "backup {} is missing",
+                self.host.display(&Self::path(rel))
+            ))
+        })
     }
 
     pub fn write_private(&self, rel: &str, data: &[u8]) -> Result<()> {
@@ -147,7 +154,10 @@ impl<'a> StateStore<'a> {
     pub fn generation_numbers(&self) -> Vec<u64> {
         self.all_dirs()
             .into_iter()
-            .filter(|n| self.host.exists(&Self::path(&format!("generations/{n}/journal.json"))))
+            .filter(|n| {
+                self.host
+                    .exists(&Self::path(&format!("generations/{n}/journal.json")))
+            })
             .collect()
     }
 
@@ -174,11 +184,15 @@ impl<'a> StateStore<'a> {
             .host
             .read_text(&Self::path(&rel))?
             .ok_or_else(|| Error::Journal(format!("generation {n} has no journal.json")))?;
-        serde_json::from_str(&text).map_err(|e| Error::Journal(format!("generation {n}: journal.json is damaged: {e}")))
+        serde_json::from_str(&text)
+            .map_err(|e| Error::Journal(format!("generation {n}: journal.json is damaged: {e}")))
     }
 
     pub fn save_generation(&self, g: &Generation) -> Result<()> {
-        self.write_private(&format!("generations/{}/journal.json", g.generation), &to_json(g)?)
+        self.write_private(
+            &format!("generations/{}/journal.json", g.generation),
+            &to_json(g)?,
+        )
     }
 
     /// Takes the apply lock of this root; fails at once if another run has it.
@@ -208,7 +222,10 @@ impl<'a> StateStore<'a> {
                     .filter(|s| !s.is_empty())
                     .map(|pid| format!(" (pid {pid})"))
                     .unwrap_or_default();
-                Err(Error::Locked { path: shown, holder })
+                Err(Error::Locked {
+                    path: shown,
+                    holder,
+                })
             }
             Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
         }
@@ -227,7 +244,8 @@ trait NoFollow {
 impl NoFollow for std::fs::OpenOptions {
     fn custom_flags_nofollow(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC).mode(0o600)
+        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+            .mode(0o600)
     }
 }
 

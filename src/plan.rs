@@ -68,7 +68,12 @@ impl Change {
     /// Unified diff of a file change, `None` for commands.
     pub fn diff(&self) -> Option<String> {
         let (path, before, after) = match &self.action {
-            Action::WriteFile { path, before, after, .. } => (path, before.as_deref().unwrap_or(""), after.as_str()),
+            Action::WriteFile {
+                path,
+                before,
+                after,
+                ..
+            } => (path, before.as_deref().unwrap_or(""), after.as_str()),
             Action::RemoveFile { path, before } => (path, before.as_str(), ""),
             Action::Run { .. } => return None,
         };
@@ -110,7 +115,11 @@ impl Plan {
     }
 
     pub fn reboot_reasons(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.changes.iter().filter_map(|c| c.reboot.clone()).collect();
+        let mut v: Vec<String> = self
+            .changes
+            .iter()
+            .filter_map(|c| c.reboot.clone())
+            .collect();
         for r in &self.reboot_pending {
             if !v.contains(r) {
                 v.push(r.clone());
@@ -121,51 +130,82 @@ impl Plan {
 }
 
 /// Builds the plan. Pure: reads the host through the context, writes nothing.
+/// Order: files first, then commands (unloads, loads, regeneration), so that
+/// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
-    let mut plan = Plan::default();
-    let mut changes = crate::modules::files::plan(ctx)?;
+    let mut part = crate::modules::bootcfg::plan(ctx)?;
+    part.absorb(crate::modules::kmod::plan(ctx)?);
+    part.absorb(crate::modules::services::plan(ctx)?);
+    let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
+    let mut changes = crate::modules::files::plan(ctx, &wanted)?;
+    changes.append(&mut part.edits);
 
-    // Commands owed from an earlier `--no-exec` apply come first in line.
-    let mut commands: Vec<CommandSpec> = ctx.state.pending_commands.clone();
-    changes.retain(|c| match &c.action {
-        Action::Run { command } => {
-            if !commands.contains(command) {
-                commands.push(command.clone());
-            }
-            false
-        }
-        _ => true,
-    });
     let mut state_after = ctx.state.clone();
     state_after.profiles = ctx.desired.names.clone();
+    if let Some(args) = part.kernel_args.take() {
+        state_after.kernel_args = args;
+    }
     for c in &changes {
         match &c.action {
-            Action::WriteFile { path, before, .. } if ctx.desired.doc.files.iter().any(|f| &f.path == path) => {
-                state_after.files.entry(path.clone()).or_insert_with(|| crate::journal::OwnedFile {
-                    original: before.as_ref().map(|_| crate::journal::PENDING_BACKUP.to_string()),
+            Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
+                state_after.files.entry(path.clone()).or_insert_with(|| {
+                    crate::journal::OwnedFile {
+                        original: before
+                            .as_ref()
+                            .map(|_| crate::journal::PENDING_BACKUP.to_string()),
+                    }
                 });
             }
             Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
-                if !ctx.desired.doc.files.iter().any(|f| &f.path == path) {
+                // An edit of a file gdrprov does not own (GRUB defaults) leaves
+                // ownership alone; an owned file no longer wanted is released.
+                if c.module == crate::modules::files::MODULE {
                     state_after.files.remove(path);
                 }
             }
             Action::Run { .. } => {}
         }
     }
+
+    // Commands owed from an earlier `--no-exec` apply come first.
+    let mut commands: Vec<Change> = ctx
+        .state
+        .pending_commands
+        .iter()
+        .map(|c| Change {
+            module: "pending".into(),
+            description: format!("{} (pending from an earlier --no-exec apply)", c.why),
+            action: Action::Run { command: c.clone() },
+            reboot: None,
+        })
+        .collect();
+    for c in part.commands {
+        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
+            (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
+            _ => false,
+        });
+        if !dup {
+            commands.push(c);
+        }
+    }
+    let mut plan = Plan {
+        reboot_pending: part.reboot_pending,
+        warnings: part.warnings,
+        ..Plan::default()
+    };
     if ctx.host.no_exec() {
-        plan.pending_commands = commands.clone();
-        state_after.pending_commands = commands;
+        // Nothing may run: the commands are owed, and remembered as such.
+        state_after.pending_commands = commands
+            .into_iter()
+            .filter_map(|c| match c.action {
+                Action::Run { command } => Some(command),
+                _ => None,
+            })
+            .collect();
+        plan.pending_commands = state_after.pending_commands.clone();
     } else {
         state_after.pending_commands.clear();
-        for command in commands {
-            changes.push(Change {
-                module: "run".into(),
-                description: command.why.clone(),
-                action: Action::Run { command },
-                reboot: None,
-            });
-        }
+        changes.extend(commands);
     }
     plan.changes = changes;
     plan.state_after = state_after;

@@ -119,7 +119,13 @@ pub fn text(r: &Report, style: Style) -> String {
     } else {
         format!("root {} (persistent state only)", r.root)
     };
-    let _ = writeln!(out, "gdrprov {}: {} on {}", r.command, r.profiles.join(" + "), target);
+    let _ = writeln!(
+        out,
+        "gdrprov {}: {} on {}",
+        r.command,
+        r.profiles.join(" + "),
+        target
+    );
     for w in r.warnings {
         let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
     }
@@ -129,7 +135,13 @@ pub fn text(r: &Report, style: Style) -> String {
         let _ = writeln!(out);
     }
     for (i, c) in r.changes.iter().enumerate() {
-        let _ = writeln!(out, "{:>3}. [{}] {}", i + 1, c.module, style.paint("1", &c.description));
+        let _ = writeln!(
+            out,
+            "{:>3}. [{}] {}",
+            i + 1,
+            c.module,
+            style.paint("1", &c.description)
+        );
         if let Some(cmd) = &c.command {
             let _ = writeln!(out, "     $ {}", cmd.join(" "));
         }
@@ -154,7 +166,10 @@ pub fn text(r: &Report, style: Style) -> String {
         }
     }
     if !r.pending_commands.is_empty() {
-        let _ = writeln!(out, "\nPending commands (--no-exec: not run; run them, or apply again without --no-exec):");
+        let _ = writeln!(
+            out,
+            "\nPending commands (--no-exec: not run; run them, or apply again without --no-exec):"
+        );
         for c in &r.pending_commands {
             let _ = writeln!(out, "     $ {c}");
         }
@@ -173,7 +188,11 @@ pub fn text(r: &Report, style: Style) -> String {
                 out,
                 "\nPlan: {} change(s): {files} file(s), {cmds} command(s){}.",
                 r.changes.len(),
-                if r.reboot_required { "; reboot required" } else { "" }
+                if r.reboot_required {
+                    "; reboot required"
+                } else {
+                    ""
+                }
             );
         }
         Some(o) => {
@@ -186,8 +205,16 @@ pub fn text(r: &Report, style: Style) -> String {
                 o.generation,
                 o.changed,
                 o.commands_run.len(),
-                if o.pending_commands.is_empty() { String::new() } else { format!(", {} pending", o.pending_commands.len()) },
-                if r.reboot_required { "; reboot required" } else { "; no reboot needed" }
+                if o.pending_commands.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} pending", o.pending_commands.len())
+                },
+                if r.reboot_required {
+                    "; reboot required"
+                } else {
+                    "; no reboot needed"
+                }
             );
         }
     }

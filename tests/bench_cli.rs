@@ -4,20 +4,32 @@
 use std::process::{Command, Output};
 
 fn gdrprov(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_gdrprov")).args(args).output().expect("run gdrprov")
+    Command::new(env!("CARGO_BIN_EXE_gdrprov"))
+        .args(args)
+        .output()
+        .expect("run gdrprov")
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 fn lib_present(name: &str) -> bool {
-    let out = Command::new("ldconfig").arg("-p").output().map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
-    out.map(|s| s.lines().any(|l| l.trim_start().starts_with(name))).unwrap_or(false)
+    let out = Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned());
+    out.map(|s| s.lines().any(|l| l.trim_start().starts_with(name)))
+        .unwrap_or(false)
 }
 
 fn rdma_devices_present() -> bool {
-    std::fs::read_dir("/sys/class/infiniband").map(|d| d.count() > 0).unwrap_or(false)
+    std::fs::read_dir("/sys/class/infiniband")
+        .map(|d| d.count() > 0)
+        .unwrap_or(false)
 }
 
 fn assert_clean_failure(o: &Output) -> String {
@@ -38,10 +50,16 @@ fn probe_explains_what_is_missing() {
     let err = assert_clean_failure(&gdrprov(&["bench", "probe"]));
     if lib_present("libibverbs.so.1") {
         assert!(err.contains("no RDMA device: "), "{err}");
-        assert!(err.contains("/sys/class/infiniband"), "names what it looked at: {err}");
+        assert!(
+            err.contains("/sys/class/infiniband"),
+            "names what it looked at: {err}"
+        );
     } else {
         assert!(err.contains("libibverbs is not installed"), "{err}");
-        assert!(err.contains("apt install libibverbs1"), "names the fix: {err}");
+        assert!(
+            err.contains("apt install libibverbs1"),
+            "names the fix: {err}"
+        );
     }
 }
 
@@ -51,9 +69,21 @@ fn loopback_in_host_memory_explains_what_is_missing() {
         eprintln!("skipped: this host has RDMA devices");
         return;
     }
-    let o = gdrprov(&["bench", "loopback", "--memory", "host", "--size", "64K", "--duration", "1"]);
+    let o = gdrprov(&[
+        "bench",
+        "loopback",
+        "--memory",
+        "host",
+        "--size",
+        "64K",
+        "--duration",
+        "1",
+    ]);
     let err = assert_clean_failure(&o);
-    assert!(err.contains("no RDMA device") || err.contains("libibverbs is not installed"), "{err}");
+    assert!(
+        err.contains("no RDMA device") || err.contains("libibverbs is not installed"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -68,8 +98,14 @@ fn gpu_memory_without_libcuda_names_libcuda() {
         &["bench", "loopback", "--export-only"][..],
     ] {
         let err = assert_clean_failure(&gdrprov(args));
-        assert!(err.contains("libcuda (the NVIDIA driver's CUDA library) is not loadable"), "{args:?}: {err}");
-        assert!(err.contains("--memory host"), "names the alternative: {err}");
+        assert!(
+            err.contains("libcuda (the NVIDIA driver's CUDA library) is not loadable"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("--memory host"),
+            "names the alternative: {err}"
+        );
     }
 }
 
@@ -81,7 +117,10 @@ fn default_memory_falls_back_to_host_and_says_why() {
     }
     let o = gdrprov(&["bench", "loopback"]);
     let err = assert_clean_failure(&o);
-    assert!(err.contains("memory: host (no GPU memory: libcuda not found)"), "{err}");
+    assert!(
+        err.contains("memory: host (no GPU memory: libcuda not found)"),
+        "{err}"
+    );
 }
 
 /// The missing-libibverbs path for real, on a host that has the library: hide it in a private mount
@@ -91,7 +130,10 @@ fn missing_libibverbs_is_an_error_not_a_panic() {
     let Ok(real) = std::fs::canonicalize("/usr/lib/x86_64-linux-gnu/libibverbs.so.1") else {
         // Absent: the plain probe test above covers this case directly.
         let err = assert_clean_failure(&gdrprov(&["bench", "probe"]));
-        assert!(err.contains("libibverbs") || err.contains("no RDMA device"), "{err}");
+        assert!(
+            err.contains("libibverbs") || err.contains("no RDMA device"),
+            "{err}"
+        );
         return;
     };
     let script = format!(
@@ -99,7 +141,10 @@ fn missing_libibverbs_is_an_error_not_a_panic() {
         real.display(),
         env!("CARGO_BIN_EXE_gdrprov")
     );
-    let o = match Command::new("unshare").args(["-m", "sh", "-c", &script]).output() {
+    let o = match Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+    {
         Ok(o) => o,
         Err(_) => {
             eprintln!("skipped: no unshare");
@@ -112,7 +157,10 @@ fn missing_libibverbs_is_an_error_not_a_panic() {
         return;
     }
     let err = assert_clean_failure(&o);
-    assert!(err.contains("libibverbs is not installed or not loadable"), "{err}");
+    assert!(
+        err.contains("libibverbs is not installed or not loadable"),
+        "{err}"
+    );
 }
 
 #[test]

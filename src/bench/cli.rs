@@ -92,7 +92,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().map_err(|_| format!("`{s}` is not a size (examples: 65536, 64K, 8MiB)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("`{s}` is not a size (examples: 65536, 64K, 8MiB)"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1 << 10,
@@ -100,7 +102,9 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         "g" | "gb" | "gib" => 1 << 30,
         _ => return Err(format!("`{s}`: unknown unit `{unit}` (use K, M or G)")),
     };
-    let v = n.checked_mul(mult).ok_or_else(|| format!("`{s}` is too large"))?;
+    let v = n
+        .checked_mul(mult)
+        .ok_or_else(|| format!("`{s}` is too large"))?;
     if v == 0 {
         return Err("size must be > 0".into());
     }
@@ -111,14 +115,16 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub fn parse_dev_port(s: &str) -> Result<(String, Option<u8>), BenchError> {
     match s.rsplit_once(':') {
         Some((dev, port)) if !dev.is_empty() => {
-            let p: u8 = port
-                .parse()
-                .ok()
-                .filter(|&p| p > 0)
-                .ok_or_else(|| BenchError::InvalidArgument(format!("`{s}`: port must be a number from 1 (DEV:PORT)")))?;
+            let p: u8 = port.parse().ok().filter(|&p| p > 0).ok_or_else(|| {
+                BenchError::InvalidArgument(format!(
+                    "`{s}`: port must be a number from 1 (DEV:PORT)"
+                ))
+            })?;
             Ok((dev.to_string(), Some(p)))
         }
-        _ if s.is_empty() || s.contains(':') => Err(BenchError::InvalidArgument(format!("`{s}` is not DEV[:PORT]"))),
+        _ if s.is_empty() || s.contains(':') => Err(BenchError::InvalidArgument(format!(
+            "`{s}` is not DEV[:PORT]"
+        ))),
         _ => Ok((s.to_string(), None)),
     }
 }
@@ -155,14 +161,27 @@ impl LoopbackArgs {
         let length = match (self.iters, self.duration) {
             (Some(n), _) if n > 0 => RunLength::Iterations(n),
             (Some(_), _) => return Err(BenchError::InvalidArgument("--iters must be > 0".into())),
-            (None, Some(d)) if d.is_finite() && d > 0.0 && d < 86_400.0 => RunLength::Duration(Duration::from_secs_f64(d)),
-            (None, Some(d)) => return Err(BenchError::InvalidArgument(format!("--duration {d}: must be > 0 seconds"))),
-            (None, None) => RunLength::Duration(Duration::from_secs(if self.sweep { 1 } else { 5 })),
+            (None, Some(d)) if d.is_finite() && d > 0.0 && d < 86_400.0 => {
+                RunLength::Duration(Duration::from_secs_f64(d))
+            }
+            (None, Some(d)) => {
+                return Err(BenchError::InvalidArgument(format!(
+                    "--duration {d}: must be > 0 seconds"
+                )))
+            }
+            (None, None) => {
+                RunLength::Duration(Duration::from_secs(if self.sweep { 1 } else { 5 }))
+            }
         };
-        for (name, v) in [("--min-fraction", self.min_fraction), ("--min-gbps", self.min_gbps)] {
+        for (name, v) in [
+            ("--min-fraction", self.min_fraction),
+            ("--min-gbps", self.min_gbps),
+        ] {
             if let Some(x) = v {
                 if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
-                    return Err(BenchError::InvalidArgument(format!("{name} {x} is out of range")));
+                    return Err(BenchError::InvalidArgument(format!(
+                        "{name} {x} is out of range"
+                    )));
                 }
             }
         }
@@ -194,7 +213,9 @@ pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> 
     let opts = args.to_options(format)?;
     if args.export_only {
         if args.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
-            return Err(BenchError::InvalidArgument("--export-only needs --memory cuda-dmabuf".into()));
+            return Err(BenchError::InvalidArgument(
+                "--export-only needs --memory cuda-dmabuf".into(),
+            ));
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         let r = export_only(args.gpu, size)?;
@@ -232,7 +253,13 @@ pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchErro
         }
         BenchFormat::Json => println!("{}", to_json(&probes)?),
     }
-    Ok(if probes.iter().all(|p| p.support == DmabufSupport::Supported) { 0 } else { 1 })
+    Ok(
+        if probes.iter().all(|p| p.support == DmabufSupport::Supported) {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 /// Dispatch `gdrprov bench <command>`.
@@ -264,7 +291,10 @@ mod tests {
     #[test]
     fn dev_port() {
         assert_eq!(parse_dev_port("mlx5_0").unwrap(), ("mlx5_0".into(), None));
-        assert_eq!(parse_dev_port("mlx5_0:2").unwrap(), ("mlx5_0".into(), Some(2)));
+        assert_eq!(
+            parse_dev_port("mlx5_0:2").unwrap(),
+            ("mlx5_0".into(), Some(2))
+        );
         assert!(parse_dev_port("mlx5_0:0").is_err());
         assert!(parse_dev_port("mlx5_0:x").is_err());
         assert!(parse_dev_port(":1").is_err());
@@ -279,7 +309,16 @@ mod tests {
             #[command(flatten)]
             a: LoopbackArgs,
         }
-        let t = T::try_parse_from(["t", "--device", "rxe0:1", "--size", "64K,1M,8M", "--duration", "2"]).unwrap();
+        let t = T::try_parse_from([
+            "t",
+            "--device",
+            "rxe0:1",
+            "--size",
+            "64K,1M,8M",
+            "--duration",
+            "2",
+        ])
+        .unwrap();
         let o = t.a.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.device.as_deref(), Some("rxe0"));
         assert_eq!(o.port, Some(1));
@@ -291,7 +330,8 @@ mod tests {
         assert_eq!(o.length, RunLength::Duration(Duration::from_secs(5)));
         assert!(T::try_parse_from(["t", "--sweep", "--size", "1M"]).is_err());
         assert!(T::try_parse_from(["t", "--duration", "1", "--iters", "5"]).is_err());
-        let t = T::try_parse_from(["t", "--sweep", "--iters", "100", "--memory", "cuda-peermem"]).unwrap();
+        let t = T::try_parse_from(["t", "--sweep", "--iters", "100", "--memory", "cuda-peermem"])
+            .unwrap();
         let o = t.a.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.sizes.len(), 12);
         assert_eq!(o.memory, Some(MemoryKind::CudaPeermem));

@@ -40,7 +40,8 @@ pub fn ensure_libcuda() -> Result<(), BenchError> {
     // SAFETY: is_culib_present only tries to dlopen the candidate names.
     if !unsafe { sys::is_culib_present() } {
         return Err(BenchError::LibcudaMissing {
-            detail: "no libcuda.so / libcuda.so.1 on the library path (ldconfig -p | grep libcuda)".to_string(),
+            detail: "no libcuda.so / libcuda.so.1 on the library path (ldconfig -p | grep libcuda)"
+                .to_string(),
         });
     }
     // SAFETY: present, checked just above, so culib() does not panic.
@@ -49,7 +50,9 @@ pub fn ensure_libcuda() -> Result<(), BenchError> {
         let name = format!("{s}\0");
         // SAFETY: only the address is looked up.
         if unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_err() {
-            return Err(BenchError::CudaSymbolMissing { symbol: (*s).to_string() });
+            return Err(BenchError::CudaSymbolMissing {
+                symbol: (*s).to_string(),
+            });
         }
     }
     Ok(())
@@ -60,12 +63,16 @@ fn error_text(res: sys::CUresult) -> (String, String) {
     let mut text: *const c_char = std::ptr::null();
     // SAFETY: symbols checked in ensure_libcuda; the driver returns static strings.
     unsafe {
-        let n = if sys::cuGetErrorName(res, &mut name) == sys::CUresult::CUDA_SUCCESS && !name.is_null() {
+        let n = if sys::cuGetErrorName(res, &mut name) == sys::CUresult::CUDA_SUCCESS
+            && !name.is_null()
+        {
             CStr::from_ptr(name).to_string_lossy().into_owned()
         } else {
             format!("CUDA error {}", res as u32)
         };
-        let t = if sys::cuGetErrorString(res, &mut text) == sys::CUresult::CUDA_SUCCESS && !text.is_null() {
+        let t = if sys::cuGetErrorString(res, &mut text) == sys::CUresult::CUDA_SUCCESS
+            && !text.is_null()
+        {
             CStr::from_ptr(text).to_string_lossy().into_owned()
         } else {
             String::new()
@@ -89,7 +96,13 @@ fn check(op: &'static str, res: sys::CUresult) -> Result<(), BenchError> {
         }
         _ => "",
     };
-    Err(BenchError::Cuda { op, code: res as u32, name, message, hint: hint.to_string() })
+    Err(BenchError::Cuda {
+        op,
+        code: res as u32,
+        name,
+        message,
+        hint: hint.to_string(),
+    })
 }
 
 /// A GPU chosen for the benchmark, with its primary context current on this thread.
@@ -128,10 +141,15 @@ impl Gpu {
             let mut dev: sys::CUdevice = 0;
             check("cuDeviceGet", sys::cuDeviceGet(&mut dev, ordinal))?;
             let mut buf = [0 as c_char; 256];
-            check("cuDeviceGetName", sys::cuDeviceGetName(buf.as_mut_ptr(), 256, dev))?;
+            check(
+                "cuDeviceGetName",
+                sys::cuDeviceGetName(buf.as_mut_ptr(), 256, dev),
+            )?;
             let name = CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned();
             let mut bus = [0 as c_char; 64];
-            let pci_bus_id = if sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, dev) == sys::CUresult::CUDA_SUCCESS {
+            let pci_bus_id = if sys::cuDeviceGetPCIBusId(bus.as_mut_ptr(), 64, dev)
+                == sys::CUresult::CUDA_SUCCESS
+            {
                 CStr::from_ptr(bus.as_ptr()).to_string_lossy().into_owned()
             } else {
                 String::new()
@@ -141,21 +159,39 @@ impl Gpu {
             let mut attr: c_int = 0;
             check(
                 "cuDeviceGetAttribute(DMA_BUF_SUPPORTED)",
-                sys::cuDeviceGetAttribute(&mut attr, sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, dev),
+                sys::cuDeviceGetAttribute(
+                    &mut attr,
+                    sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED,
+                    dev,
+                ),
             )?;
             let mut ctx: sys::CUcontext = std::ptr::null_mut();
-            check("cuDevicePrimaryCtxRetain", sys::cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
+            check(
+                "cuDevicePrimaryCtxRetain",
+                sys::cuDevicePrimaryCtxRetain(&mut ctx, dev),
+            )?;
             if let Err(e) = check("cuCtxSetCurrent", sys::cuCtxSetCurrent(ctx)) {
                 sys::cuDevicePrimaryCtxRelease_v2(dev);
                 return Err(e);
             }
-            Ok(Gpu { index, name, pci_bus_id, driver_version: version, dmabuf_supported: attr == 1, dev })
+            Ok(Gpu {
+                index,
+                name,
+                pci_bus_id,
+                driver_version: version,
+                dmabuf_supported: attr == 1,
+                dev,
+            })
         }
     }
 
     /// CUDA driver version as "13.0".
     pub fn driver_version_string(&self) -> String {
-        format!("{}.{}", self.driver_version / 1000, (self.driver_version % 1000) / 10)
+        format!(
+            "{}.{}",
+            self.driver_version / 1000,
+            (self.driver_version % 1000) / 10
+        )
     }
 
     /// Allocate `size` bytes (rounded up to a GPU page) of device memory.
@@ -164,7 +200,11 @@ impl Gpu {
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: symbols checked; context current.
         unsafe { check("cuMemAlloc", sys::cuMemAlloc_v2(&mut ptr, size))? };
-        Ok(GpuBuffer { _gpu: self, ptr, size })
+        Ok(GpuBuffer {
+            _gpu: self,
+            ptr,
+            size,
+        })
     }
 }
 
@@ -209,7 +249,9 @@ impl GpuBuffer<'_> {
                 ),
             )?;
             if fd < 0 {
-                return Err(BenchError::InvalidArgument("cuMemGetHandleForAddressRange returned no fd".into()));
+                return Err(BenchError::InvalidArgument(
+                    "cuMemGetHandleForAddressRange returned no fd".into(),
+                ));
             }
             Ok(OwnedFd::from_raw_fd(fd))
         }
@@ -233,19 +275,34 @@ impl GpuBuffer<'_> {
 
     pub fn fill(&self, byte: u8, len: usize) -> Result<(), BenchError> {
         // SAFETY: len <= size is checked by the caller's use; the driver checks bounds too.
-        unsafe { check("cuMemsetD8", sys::cuMemsetD8_v2(self.ptr, byte, len.min(self.size))) }
+        unsafe {
+            check(
+                "cuMemsetD8",
+                sys::cuMemsetD8_v2(self.ptr, byte, len.min(self.size)),
+            )
+        }
     }
 
     pub fn write(&self, data: &[u8]) -> Result<(), BenchError> {
         let n = data.len().min(self.size);
         // SAFETY: data is valid for n bytes.
-        unsafe { check("cuMemcpyHtoD", sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr().cast::<c_void>(), n)) }
+        unsafe {
+            check(
+                "cuMemcpyHtoD",
+                sys::cuMemcpyHtoD_v2(self.ptr, data.as_ptr().cast::<c_void>(), n),
+            )
+        }
     }
 
     pub fn read(&self, out: &mut [u8]) -> Result<(), BenchError> {
         let n = out.len().min(self.size);
         // SAFETY: out is valid for n bytes.
-        unsafe { check("cuMemcpyDtoH", sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast::<c_void>(), self.ptr, n)) }
+        unsafe {
+            check(
+                "cuMemcpyDtoH",
+                sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast::<c_void>(), self.ptr, n),
+            )
+        }
     }
 }
 
@@ -287,5 +344,6 @@ pub fn dmabuf_size(fd: &OwnedFd) -> Option<u64> {
 pub fn dmabuf_exporter(fd: &OwnedFd) -> Option<String> {
     use std::os::fd::AsRawFd;
     let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
-    info.lines().find_map(|l| l.strip_prefix("exp_name:").map(|v| v.trim().to_string()))
+    info.lines()
+        .find_map(|l| l.strip_prefix("exp_name:").map(|v| v.trim().to_string()))
 }

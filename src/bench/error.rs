@@ -23,23 +23,40 @@ pub enum BenchError {
     #[error("RDMA device `{name}` not found; devices present: {available}")]
     DeviceNotFound { name: String, available: String },
 
-    #[error("RDMA device `{device}` has no port {port} (it has {count}); ports are numbered from 1")]
+    #[error(
+        "RDMA device `{device}` has no port {port} (it has {count}); ports are numbered from 1"
+    )]
     PortNotFound { device: String, port: u8, count: u8 },
 
     #[error(
         "port {device}:{port} is not ACTIVE (state {state}{phys}): check the cable/link \
          (`ibstat`, `rdma link`), the subnet manager on InfiniBand (`opensm`), or the netdev on RoCE (`ip link set <dev> up`)"
     )]
-    PortNotActive { device: String, port: u8, state: String, phys: String },
+    PortNotActive {
+        device: String,
+        port: u8,
+        state: String,
+        phys: String,
+    },
 
-    #[error("no ACTIVE RDMA port: {summary}. Bring a link up, or name a port with --device DEV:PORT")]
+    #[error(
+        "no ACTIVE RDMA port: {summary}. Bring a link up, or name a port with --device DEV:PORT"
+    )]
     NoActivePort { summary: String },
 
     #[error("port {device}:{port} has no usable GID{detail}")]
-    NoGid { device: String, port: u8, detail: String },
+    NoGid {
+        device: String,
+        port: u8,
+        detail: String,
+    },
 
     #[error("{op} failed on {device}: {source}")]
-    Verbs { op: &'static str, device: String, source: io::Error },
+    Verbs {
+        op: &'static str,
+        device: String,
+        source: io::Error,
+    },
 
     #[error(
         "memlock limit too low: `ulimit -l` is {limit} bytes, the benchmark pins {needed} bytes. Raise it \
@@ -60,10 +77,20 @@ pub enum BenchError {
     PeermemNotLoaded { device: String, loaded: String },
 
     #[error("registering {what} memory on {device} failed: {source}{hint}")]
-    RegisterMr { what: &'static str, device: String, source: io::Error, hint: String },
+    RegisterMr {
+        what: &'static str,
+        device: String,
+        source: io::Error,
+        hint: String,
+    },
 
     #[error("RDMA WRITE failed on QP {qp}: completion status {status} ({code}){hint}")]
-    Completion { qp: usize, status: String, code: u32, hint: String },
+    Completion {
+        qp: usize,
+        status: String,
+        code: u32,
+        hint: String,
+    },
 
     #[error("RDMA transfer stalled: no completion for {secs} s (check the link, the GID index and the MTU)")]
     Stalled { secs: u64 },
@@ -81,7 +108,13 @@ pub enum BenchError {
     CudaSymbolMissing { symbol: String },
 
     #[error("{op} failed: {name} ({code}): {message}{hint}")]
-    Cuda { op: &'static str, code: u32, name: String, message: String, hint: String },
+    Cuda {
+        op: &'static str,
+        code: u32,
+        name: String,
+        message: String,
+        hint: String,
+    },
 
     #[error("GPU {index} not found: {count} CUDA device(s) visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)")]
     GpuNotFound { index: u32, count: i32 },
@@ -100,7 +133,11 @@ pub enum BenchError {
 impl BenchError {
     /// Wrap an ibverbs call's error.
     pub(crate) fn verbs(op: &'static str, device: &str, source: io::Error) -> Self {
-        BenchError::Verbs { op, device: device.to_string(), source }
+        BenchError::Verbs {
+            op,
+            device: device.to_string(),
+            source,
+        }
     }
 }
 

@@ -40,7 +40,10 @@ pub fn gid_to_string(raw: &[u8; 16]) -> String {
 /// RoCE v2 with an IPv4-mapped address (what NCCL and perftest users pick), RoCE v2 global IPv6,
 /// any RoCE v2, then RoCE v1. Zero entries are never chosen.
 pub fn select_gid(ethernet: bool, gids: &[GidCandidate]) -> Option<u32> {
-    let usable: Vec<&GidCandidate> = gids.iter().filter(|g| g.raw.iter().any(|&b| b != 0)).collect();
+    let usable: Vec<&GidCandidate> = gids
+        .iter()
+        .filter(|g| g.raw.iter().any(|&b| b != 0))
+        .collect();
     if !ethernet {
         return usable.iter().min_by_key(|g| g.index).map(|g| g.index);
     }
@@ -51,7 +54,10 @@ pub fn select_gid(ethernet: bool, gids: &[GidCandidate]) -> Option<u32> {
         (GidKind::IbOrRoceV1, true, _) => 3,
         (GidKind::IbOrRoceV1, _, _) => 4,
     };
-    usable.iter().min_by_key(|g| (rank(g), g.index)).map(|g| g.index)
+    usable
+        .iter()
+        .min_by_key(|g| (rank(g), g.index))
+        .map(|g| g.index)
 }
 
 #[cfg(test)]
@@ -63,7 +69,11 @@ mod tests {
     }
 
     fn c(index: u32, s: &str, kind: GidKind) -> GidCandidate {
-        GidCandidate { index, raw: gid(s), kind }
+        GidCandidate {
+            index,
+            raw: gid(s),
+            kind,
+        }
     }
 
     #[test]
@@ -80,20 +90,29 @@ mod tests {
         assert_eq!(select_gid(true, &table), Some(3));
         assert_eq!(select_gid(true, &table[..3]), Some(1));
         assert_eq!(select_gid(true, &[table[0], table[2], table[4]]), Some(2));
-        assert_eq!(select_gid(true, &[table[0], table[1], table[4], table[5]]), Some(5));
+        assert_eq!(
+            select_gid(true, &[table[0], table[1], table[4], table[5]]),
+            Some(5)
+        );
     }
 
     #[test]
     fn rxe_table() {
         // soft-RoCE: index 0 link-local (v2), index 1 the IPv4 address (v2).
-        let table = [c(0, "fe80::5054:ff:fe12:3456", GidKind::RoceV2), c(1, "::ffff:10.0.2.15", GidKind::RoceV2)];
+        let table = [
+            c(0, "fe80::5054:ff:fe12:3456", GidKind::RoceV2),
+            c(1, "::ffff:10.0.2.15", GidKind::RoceV2),
+        ];
         assert_eq!(select_gid(true, &table), Some(1));
         assert_eq!(gid_to_string(&table[1].raw), "::ffff:10.0.2.15");
     }
 
     #[test]
     fn infiniband_uses_port_gid_and_skips_zero() {
-        let table = [c(0, "fe80::248a:703:49:d4c0", GidKind::IbOrRoceV1), c(1, "::", GidKind::IbOrRoceV1)];
+        let table = [
+            c(0, "fe80::248a:703:49:d4c0", GidKind::IbOrRoceV1),
+            c(1, "::", GidKind::IbOrRoceV1),
+        ];
         assert_eq!(select_gid(false, &table), Some(0));
         assert_eq!(select_gid(true, &[c(0, "::", GidKind::RoceV2)]), None);
         assert_eq!(select_gid(false, &[]), None);

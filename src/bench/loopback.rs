@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use sideway::ibverbs::completion::{BasicCompletionQueue, WorkCompletionStatus};
 use sideway::ibverbs::memory_region::MemoryRegion;
-use sideway::ibverbs::queue_pair::{PostSendGuard, QueuePair, SetScatterGatherEntry, WorkRequestFlags};
+use sideway::ibverbs::queue_pair::{
+    PostSendGuard, QueuePair, SetScatterGatherEntry, WorkRequestFlags,
+};
 
 use super::cuda::{dmabuf_exporter, dmabuf_size, gpu_count, Gpu};
 use super::error::BenchError;
@@ -78,7 +80,11 @@ pub fn default_fraction(memory: MemoryKind) -> f64 {
 
 /// Judge the largest size's average against the threshold.
 pub fn evaluate_threshold(
-    results: &[SizeResult], line_rate: Option<f64>, software: Option<&str>, fraction: f64, min_gbps: Option<f64>,
+    results: &[SizeResult],
+    line_rate: Option<f64>,
+    software: Option<&str>,
+    fraction: f64,
+    min_gbps: Option<f64>,
 ) -> Threshold {
     let at = results.iter().max_by_key(|r| r.bytes);
     let at_bytes = at.map(|r| r.bytes);
@@ -101,7 +107,9 @@ pub fn evaluate_threshold(
         passed: None,
     };
     if let Some(dev) = software {
-        return not_applicable(format!("software RDMA device {dev} has no meaningful line rate; use --min-gbps for a floor"));
+        return not_applicable(format!(
+            "software RDMA device {dev} has no meaningful line rate; use --min-gbps for a floor"
+        ));
     }
     let Some(line) = line_rate else {
         return not_applicable("the port reports no line rate; use --min-gbps for a floor".into());
@@ -175,7 +183,10 @@ pub fn choose_memory(asked: Option<MemoryKind>) -> (MemoryKind, Option<String>) 
     match gpu_count() {
         Ok(n) if n > 0 => (MemoryKind::CudaDmabuf, Some("a GPU is present".into())),
         Ok(_) => (MemoryKind::Host, Some("no GPU visible to CUDA".into())),
-        Err(e) => (MemoryKind::Host, Some(format!("no GPU memory: {}", short(&e)))),
+        Err(e) => (
+            MemoryKind::Host,
+            Some(format!("no GPU memory: {}", short(&e))),
+        ),
     }
 }
 
@@ -187,7 +198,12 @@ fn short(e: &BenchError) -> String {
 }
 
 /// Allocate a GPU buffer, export it as dma-buf when asked; fill in the GPU info.
-fn gpu_buffer<'g>(gpu: &'g Gpu, size: usize, kind: MemoryKind, info: &mut GpuInfo) -> Result<Buffer<'g>, BenchError> {
+fn gpu_buffer<'g>(
+    gpu: &'g Gpu,
+    size: usize,
+    kind: MemoryKind,
+    info: &mut GpuInfo,
+) -> Result<Buffer<'g>, BenchError> {
     let mem = gpu.alloc(size)?;
     let dmabuf = if kind == MemoryKind::CudaDmabuf {
         let fd = mem.export_dmabuf()?;
@@ -204,7 +220,10 @@ fn gpu_buffer<'g>(gpu: &'g Gpu, size: usize, kind: MemoryKind, info: &mut GpuInf
 fn open_gpu(index: u32, kind: MemoryKind) -> Result<Gpu, BenchError> {
     let gpu = Gpu::open(index)?;
     if kind == MemoryKind::CudaDmabuf && !gpu.dmabuf_supported {
-        return Err(BenchError::GpuNoDmabuf { index, name: gpu.name.clone() });
+        return Err(BenchError::GpuNoDmabuf {
+            index,
+            name: gpu.name.clone(),
+        });
     }
     Ok(gpu)
 }
@@ -215,7 +234,13 @@ pub fn export_only(gpu_index: u32, size: u64) -> Result<ExportReport, BenchError
     let mut info = gpu_info(&gpu);
     let buf = gpu_buffer(&gpu, usize_of(size)?, MemoryKind::CudaDmabuf, &mut info)?;
     let allocated = buf.len() as u64;
-    let valid = matches!(&buf, Buffer::Gpu { dmabuf: Some(_), .. });
+    let valid = matches!(
+        &buf,
+        Buffer::Gpu {
+            dmabuf: Some(_),
+            ..
+        }
+    );
     // Round-trip a pattern through the allocation, so "allocated" means usable.
     let mut buf = buf;
     let mut pattern = vec![0u8; 4096];
@@ -224,7 +249,12 @@ pub fn export_only(gpu_index: u32, size: u64) -> Result<ExportReport, BenchError
     let mut back = vec![0u8; 4096];
     buf.read(&mut back)?;
     let ok = valid && compare(&pattern, &back).0 == 0 && info.dmabuf_bytes == Some(allocated);
-    Ok(ExportReport { gpu: info, allocated_bytes: allocated, dmabuf_fd_valid: valid, passed: ok })
+    Ok(ExportReport {
+        gpu: info,
+        allocated_bytes: allocated,
+        dmabuf_fd_valid: valid,
+        passed: ok,
+    })
 }
 
 fn usize_of(n: u64) -> Result<usize, BenchError> {
@@ -232,16 +262,25 @@ fn usize_of(n: u64) -> Result<usize, BenchError> {
 }
 
 /// Run the loopback benchmark. `notes` receives progress lines for people (GPU steps done).
-pub fn run_loopback(opts: &LoopbackOptions, notes: &mut dyn FnMut(&str)) -> Result<LoopbackReport, BenchError> {
+pub fn run_loopback(
+    opts: &LoopbackOptions,
+    notes: &mut dyn FnMut(&str),
+) -> Result<LoopbackReport, BenchError> {
     if opts.sizes.is_empty() || opts.sizes.contains(&0) {
-        return Err(BenchError::InvalidArgument("message sizes must be > 0".into()));
+        return Err(BenchError::InvalidArgument(
+            "message sizes must be > 0".into(),
+        ));
     }
     if opts.qps == 0 || opts.tx_depth == 0 {
-        return Err(BenchError::InvalidArgument("--qps and --tx-depth must be > 0".into()));
+        return Err(BenchError::InvalidArgument(
+            "--qps and --tx-depth must be > 0".into(),
+        ));
     }
     let max_size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
     if max_size > u64::from(u32::MAX) {
-        return Err(BenchError::InvalidArgument(format!("message size {max_size} exceeds 4 GiB - 1")));
+        return Err(BenchError::InvalidArgument(format!(
+            "message size {max_size} exceeds 4 GiB - 1"
+        )));
     }
     let buf_size = usize_of(max_size)?;
     let (memory, memory_note) = choose_memory(opts.memory);
@@ -250,7 +289,11 @@ pub fn run_loopback(opts: &LoopbackOptions, notes: &mut dyn FnMut(&str)) -> Resu
     }
 
     // GPU side first: it needs no RDMA device, and a host without one still learns that this half works.
-    let gpu = if memory.is_gpu() { Some(open_gpu(opts.gpu, memory)?) } else { None };
+    let gpu = if memory.is_gpu() {
+        Some(open_gpu(opts.gpu, memory)?)
+    } else {
+        None
+    };
     let mut ginfo = gpu.as_ref().map(gpu_info);
     let (mut src, mut dst) = match (&gpu, ginfo.as_mut()) {
         (Some(g), Some(info)) => {
@@ -268,26 +311,38 @@ pub fn run_loopback(opts: &LoopbackOptions, notes: &mut dyn FnMut(&str)) -> Resu
             ));
             (s, d)
         }
-        _ => (Buffer::Host(HostBuf::new(buf_size)?), Buffer::Host(HostBuf::new(buf_size)?)),
+        _ => (
+            Buffer::Host(HostBuf::new(buf_size)?),
+            Buffer::Host(HostBuf::new(buf_size)?),
+        ),
     };
 
     let (ctx_a, port_a) = verbs::select_port(opts.device.as_deref(), opts.port, opts.gid_index)?;
     let side_a = Side::new(ctx_a, port_a)?;
     let same = opts.to_device.is_none()
-        || (opts.to_device == Some(side_a.port.device.clone()) && opts.to_port.unwrap_or(side_a.port.port) == side_a.port.port);
+        || (opts.to_device == Some(side_a.port.device.clone())
+            && opts.to_port.unwrap_or(side_a.port.port) == side_a.port.port);
     let side_b = if same {
         None
     } else {
-        let dev = opts.to_device.clone().unwrap_or_else(|| side_a.port.device.clone());
+        let dev = opts
+            .to_device
+            .clone()
+            .unwrap_or_else(|| side_a.port.device.clone());
         let (ctx_b, port_b) = verbs::select_port(Some(&dev), opts.to_port, opts.gid_index)?;
         Some(Side::new(ctx_b, port_b)?)
     };
     let b = side_b.as_ref().unwrap_or(&side_a);
 
-    let dmabuf_probe: Option<DmabufProbe> = probe::probe_dmabuf_support(Some(&side_a.port.device)).ok();
+    let dmabuf_probe: Option<DmabufProbe> =
+        probe::probe_dmabuf_support(Some(&side_a.port.device)).ok();
 
     if memory != MemoryKind::CudaDmabuf {
-        let pinned = if memory == MemoryKind::Host { 2 * buf_size as u64 } else { 0 };
+        let pinned = if memory == MemoryKind::Host {
+            2 * buf_size as u64
+        } else {
+            0
+        };
         check_memlock(pinned + 4096)?;
     }
     let src_mr = src.register(&side_a, memory)?;
@@ -295,7 +350,11 @@ pub fn run_loopback(opts: &LoopbackOptions, notes: &mut dyn FnMut(&str)) -> Resu
     let scratch = HostBuf::new(4096)?;
     // SAFETY: scratch lives until the end of this function, after every QP using it is destroyed.
     let scratch_mr = unsafe {
-        side_a.pd.reg_mr(scratch.addr() as usize, scratch.len(), sideway::ibverbs::AccessFlags::LocalWrite)
+        side_a.pd.reg_mr(
+            scratch.addr() as usize,
+            scratch.len(),
+            sideway::ibverbs::AccessFlags::LocalWrite,
+        )
     }
     .map_err(|e| BenchError::verbs("ibv_reg_mr(scratch)", &side_a.port.device, verbs::io_of(e)))?;
 
@@ -305,20 +364,53 @@ pub fn run_loopback(opts: &LoopbackOptions, notes: &mut dyn FnMut(&str)) -> Resu
     let mut pairs = verbs::connect_pairs(&side_a, b, &cq_a, &cq_b, opts.qps, depth)?;
 
     let software = side_a.port.software || b.port.software;
-    let line_rate = if software { None } else { side_a.port.line_rate_gbps };
+    let line_rate = if software {
+        None
+    } else {
+        side_a.port.line_rate_gbps
+    };
     let mut results = Vec::new();
     for &size in &opts.sizes {
-        let target = Target { src: &src_mr, src_addr: src.addr(), dst_rkey: dst_mr.rkey(), dst_addr: dst.addr() };
-        let mut r = measure(&mut pairs, &cq_a, &target, size, opts.length, depth, opts.progress)?;
+        let target = Target {
+            src: &src_mr,
+            src_addr: src.addr(),
+            dst_rkey: dst_mr.rkey(),
+            dst_addr: dst.addr(),
+        };
+        let mut r = measure(
+            &mut pairs,
+            &cq_a,
+            &target,
+            size,
+            opts.length,
+            depth,
+            opts.progress,
+        )?;
         r.line_rate_fraction = line_rate.map(|l| r.average_gbps / l);
         results.push(r);
     }
 
-    let data_check = data_check(&mut pairs, &cq_a, &mut src, &mut dst, &src_mr, &dst_mr, &scratch_mr, &scratch, max_size)?;
+    let data_check = data_check(
+        &mut pairs,
+        &cq_a,
+        &mut src,
+        &mut dst,
+        &src_mr,
+        &dst_mr,
+        &scratch_mr,
+        &scratch,
+        max_size,
+    )?;
     drop(pairs);
 
-    let fraction = opts.min_line_rate_fraction.unwrap_or_else(|| default_fraction(memory));
-    let sw_name = if software { Some(side_a.port.device.as_str()) } else { None };
+    let fraction = opts
+        .min_line_rate_fraction
+        .unwrap_or_else(|| default_fraction(memory));
+    let sw_name = if software {
+        Some(side_a.port.device.as_str())
+    } else {
+        None
+    };
     let threshold = evaluate_threshold(&results, line_rate, sw_name, fraction, opts.min_gbps);
     let passed = data_check.passed && threshold.passed != Some(false);
     Ok(LoopbackReport {
@@ -354,7 +446,9 @@ pub const MAX_IN_FLIGHT: u64 = 32 << 20;
 /// (outstanding WRITEs, WRITEs per signaled completion) for a message size: tx depth capped by
 /// MAX_IN_FLIGHT (at least 2), signaling about four times per window, at most every 16 WRITEs.
 pub fn effective_depth(tx_depth: u32, size: u64) -> (u32, u32) {
-    let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1)).unwrap_or(u32::MAX).max(2);
+    let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1))
+        .unwrap_or(u32::MAX)
+        .max(2);
     let depth = tx_depth.min(cap).max(1);
     let batch = (depth / 4).clamp(1, 16);
     (depth, batch)
@@ -368,24 +462,48 @@ fn completion_error(qp: usize, status: u32) -> BenchError {
         12 => ": transport retry exceeded (the peer is unreachable: GID index, RoCE netdev or IB link)",
         _ => "",
     };
-    BenchError::Completion { qp, status: name, code: status, hint: hint.to_string() }
+    BenchError::Completion {
+        qp,
+        status: name,
+        code: status,
+        hint: hint.to_string(),
+    }
 }
 
 /// Post `n` WRITEs of `size` on QP `i`, the last one signaled with wr_id = (i << 32) | n.
-fn post_writes(pair: &mut QpPair, i: usize, n: u32, size: u64, t: &Target<'_>) -> Result<(), BenchError> {
+fn post_writes(
+    pair: &mut QpPair,
+    i: usize,
+    n: u32,
+    size: u64,
+    t: &Target<'_>,
+) -> Result<(), BenchError> {
     let mut guard = pair.send.start_post_send();
     for k in 0..n {
-        let flags = if k + 1 == n { WorkRequestFlags::Signaled } else { WorkRequestFlags::none() };
+        let flags = if k + 1 == n {
+            WorkRequestFlags::Signaled
+        } else {
+            WorkRequestFlags::none()
+        };
         let wr_id = ((i as u64) << 32) | u64::from(n);
-        let h = guard.construct_wr(wr_id, flags).setup_write(t.dst_rkey, t.dst_addr);
+        let h = guard
+            .construct_wr(wr_id, flags)
+            .setup_write(t.dst_rkey, t.dst_addr);
         // SAFETY: the source MR covers [src_addr, src_addr + size) and outlives the QP's use of it.
         unsafe { h.setup_sge(t.src.lkey(), t.src_addr, size as u32) };
     }
-    guard.post().map_err(|e| BenchError::verbs("ibv_post_send", "", std::io::Error::other(e.to_string())))
+    guard
+        .post()
+        .map_err(|e| BenchError::verbs("ibv_post_send", "", std::io::Error::other(e.to_string())))
 }
 
 fn measure(
-    pairs: &mut [QpPair], cq: &BasicCompletionQueue, t: &Target<'_>, size: u64, length: RunLength, depth: u32,
+    pairs: &mut [QpPair],
+    cq: &BasicCompletionQueue,
+    t: &Target<'_>,
+    size: u64,
+    length: RunLength,
+    depth: u32,
     progress: bool,
 ) -> Result<SizeResult, BenchError> {
     let n_qps = pairs.len();
@@ -403,12 +521,18 @@ fn measure(
     };
     let sample_from = start + margin;
     let sample_to = end.map(|e| e - margin);
-    let mut base: Option<(Instant, u64)> = if margin.is_zero() { Some((start, 0)) } else { None };
+    let mut base: Option<(Instant, u64)> = if margin.is_zero() {
+        Some((start, 0))
+    } else {
+        None
+    };
     let mut last: (Instant, u64) = (start, 0);
     // Peak = the best window; windows span many signaled completions so that one completion
     // covering a batch of WRITEs does not read as a burst.
     let window = match length {
-        RunLength::Duration(d) => (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500)),
+        RunLength::Duration(d) => {
+            (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500))
+        }
         RunLength::Iterations(_) => Duration::from_millis(100),
     };
     let mut win_start: (Instant, u64) = (start, 0);
@@ -419,7 +543,10 @@ fn measure(
             RunLength::Duration(d) => d.as_millis() as u64,
             RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
         };
-        let pb = indicatif::ProgressBar::with_draw_target(Some(total), indicatif::ProgressDrawTarget::stderr());
+        let pb = indicatif::ProgressBar::with_draw_target(
+            Some(total),
+            indicatif::ProgressDrawTarget::stderr(),
+        );
         pb.set_message(format!("{} B", size));
         pb
     });
@@ -474,19 +601,26 @@ fn measure(
                 last = (now, completed_total);
                 let dt = now.duration_since(win_start.0);
                 if dt >= window {
-                    peak = peak.max(gbps((completed_total - win_start.1) * size, dt.as_secs_f64()));
+                    peak = peak.max(gbps(
+                        (completed_total - win_start.1) * size,
+                        dt.as_secs_f64(),
+                    ));
                     win_start = (now, completed_total);
                 }
             }
             last_activity = now;
         } else if now.duration_since(last_activity) > STALL && outstanding.iter().any(|&o| o > 0) {
-            return Err(BenchError::Stalled { secs: STALL.as_secs() });
+            return Err(BenchError::Stalled {
+                secs: STALL.as_secs(),
+            });
         }
         if let Some(pb) = &bar {
             if now.duration_since(last_progress) > Duration::from_millis(100) {
                 last_progress = now;
                 match length {
-                    RunLength::Duration(_) => pb.set_position(now.duration_since(start).as_millis() as u64),
+                    RunLength::Duration(_) => {
+                        pb.set_position(now.duration_since(start).as_millis() as u64)
+                    }
                     RunLength::Iterations(_) => pb.set_position(completed_total),
                 }
             }
@@ -504,15 +638,26 @@ fn measure(
     let (secs, count) = if secs > 0.0 && count > 0 {
         (secs, count)
     } else {
-        (Instant::now().duration_since(start).as_secs_f64(), completed_total)
+        (
+            Instant::now().duration_since(start).as_secs_f64(),
+            completed_total,
+        )
     };
     let average = gbps(count * size, secs);
     Ok(SizeResult {
         bytes: size,
         iterations: completed_total,
-        peak_gbps: if peak > 0.0 { peak.max(average) } else { average },
+        peak_gbps: if peak > 0.0 {
+            peak.max(average)
+        } else {
+            average
+        },
         average_gbps: average,
-        msg_rate_mpps: if secs > 0.0 { count as f64 / secs / 1e6 } else { 0.0 },
+        msg_rate_mpps: if secs > 0.0 {
+            count as f64 / secs / 1e6
+        } else {
+            0.0
+        },
         line_rate_fraction: None,
         seconds: secs,
     })
@@ -530,15 +675,23 @@ fn wait_one(cq: &BasicCompletionQueue) -> Result<(), BenchError> {
             }
         }
         if start.elapsed() > STALL {
-            return Err(BenchError::Stalled { secs: STALL.as_secs() });
+            return Err(BenchError::Stalled {
+                secs: STALL.as_secs(),
+            });
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 fn data_check(
-    pairs: &mut [QpPair], cq: &BasicCompletionQueue, src: &mut Buffer<'_>, dst: &mut Buffer<'_>,
-    src_mr: &Arc<MemoryRegion>, dst_mr: &Arc<MemoryRegion>, scratch_mr: &Arc<MemoryRegion>, scratch: &HostBuf,
+    pairs: &mut [QpPair],
+    cq: &BasicCompletionQueue,
+    src: &mut Buffer<'_>,
+    dst: &mut Buffer<'_>,
+    src_mr: &Arc<MemoryRegion>,
+    dst_mr: &Arc<MemoryRegion>,
+    scratch_mr: &Arc<MemoryRegion>,
+    scratch: &HostBuf,
     size: u64,
 ) -> Result<DataCheck, BenchError> {
     let n = usize_of(size)?;
@@ -550,16 +703,29 @@ fn data_check(
         fill_pattern(&mut expected, 0x6764_7270_0000 + i as u64);
         src.write(&expected)?;
         dst.fill(0, n)?;
-        let t = Target { src: src_mr, src_addr: src.addr(), dst_rkey: dst_mr.rkey(), dst_addr: dst.addr() };
+        let t = Target {
+            src: src_mr,
+            src_addr: src.addr(),
+            dst_rkey: dst_mr.rkey(),
+            dst_addr: dst.addr(),
+        };
         post_writes(pair, i, 1, size, &t)?;
         wait_one(cq)?;
         // Flush: an RDMA READ on the same QP completes only after the WRITE has landed (NCCL's method).
         {
             let mut guard = pair.send.start_post_send();
-            let h = guard.construct_wr(((i as u64) << 32) | 1, WorkRequestFlags::Signaled).setup_read(dst_mr.rkey(), dst.addr());
+            let h = guard
+                .construct_wr(((i as u64) << 32) | 1, WorkRequestFlags::Signaled)
+                .setup_read(dst_mr.rkey(), dst.addr());
             // SAFETY: scratch MR covers 4096 bytes; we read 8.
             unsafe { h.setup_sge(scratch_mr.lkey(), scratch.addr(), 8) };
-            guard.post().map_err(|e| BenchError::verbs("ibv_post_send(READ)", "", std::io::Error::other(e.to_string())))?;
+            guard.post().map_err(|e| {
+                BenchError::verbs(
+                    "ibv_post_send(READ)",
+                    "",
+                    std::io::Error::other(e.to_string()),
+                )
+            })?;
         }
         wait_one(cq)?;
         dst.read(&mut actual)?;
@@ -569,7 +735,13 @@ fn data_check(
         }
         mismatched += m;
     }
-    Ok(DataCheck { passed: mismatched == 0, bytes: size, qps: pairs.len() as u32, mismatched_bytes: mismatched, first_mismatch: first })
+    Ok(DataCheck {
+        passed: mismatched == 0,
+        bytes: size,
+        qps: pairs.len() as u32,
+        mismatched_bytes: mismatched,
+        first_mismatch: first,
+    })
 }
 
 #[cfg(test)]

@@ -54,7 +54,9 @@ impl HostBuf {
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(BenchError::InvalidArgument(format!("cannot allocate {size} bytes of host memory")));
+            return Err(BenchError::InvalidArgument(format!(
+                "cannot allocate {size} bytes of host memory"
+            )));
         }
         Ok(HostBuf { ptr, layout })
     }
@@ -87,7 +89,10 @@ impl Drop for HostBuf {
 /// One benchmark buffer.
 pub enum Buffer<'g> {
     Host(HostBuf),
-    Gpu { mem: GpuBuffer<'g>, dmabuf: Option<OwnedFd> },
+    Gpu {
+        mem: GpuBuffer<'g>,
+        dmabuf: Option<OwnedFd>,
+    },
 }
 
 impl Buffer<'_> {
@@ -151,9 +156,18 @@ impl Buffer<'_> {
         let device = side.port.device.clone();
         let len = self.len();
         let res = match (self, kind) {
-            (Buffer::Gpu { mem, dmabuf: Some(fd) }, MemoryKind::CudaDmabuf) => {
+            (
+                Buffer::Gpu {
+                    mem,
+                    dmabuf: Some(fd),
+                },
+                MemoryKind::CudaDmabuf,
+            ) => {
                 // SAFETY: fd is a live dma-buf covering [0, len) of this allocation; iova = its GPU VA.
-                unsafe { side.pd.reg_dmabuf_mr(0, len, mem.ptr, fd.as_raw_fd(), access) }
+                unsafe {
+                    side.pd
+                        .reg_dmabuf_mr(0, len, mem.ptr, fd.as_raw_fd(), access)
+                }
             }
             // SAFETY: addr is valid for len bytes (host memory, or GPU memory nvidia_peermem can pin).
             _ => unsafe { side.pd.reg_mr(self.addr() as usize, len, access) },
@@ -163,19 +177,33 @@ impl Buffer<'_> {
                 RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
                 _ => 0,
             };
-            registration_error(kind, &device, errno, len as u64, memlock_limit(), Path::new("/"))
+            registration_error(
+                kind,
+                &device,
+                errno,
+                len as u64,
+                memlock_limit(),
+                Path::new("/"),
+            )
         })
     }
 }
 
 /// RLIMIT_MEMLOCK soft limit in bytes (None = unlimited) and whether the process is root.
 pub fn memlock_limit() -> (Option<u64>, bool) {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: r is a valid out-pointer.
     let ok = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } == 0;
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let limit = if !ok || r.rlim_cur == libc::RLIM_INFINITY { None } else { Some(r.rlim_cur) };
+    let limit = if !ok || r.rlim_cur == libc::RLIM_INFINITY {
+        None
+    } else {
+        Some(r.rlim_cur)
+    };
     (limit, root)
 }
 
@@ -189,12 +217,20 @@ pub fn check_memlock(needed: u64) -> Result<(), BenchError> {
 
 /// Map a failed registration's errno to the error that names its cause.
 pub fn registration_error(
-    kind: MemoryKind, device: &str, errno: i32, needed: u64, memlock: (Option<u64>, bool), root: &Path,
+    kind: MemoryKind,
+    device: &str,
+    errno: i32,
+    needed: u64,
+    memlock: (Option<u64>, bool),
+    root: &Path,
 ) -> BenchError {
     let device = device.to_string();
     match (kind, errno) {
         (MemoryKind::CudaDmabuf, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT | libc::ENOSYS) => {
-            BenchError::DmabufMrUnsupported { device, errno: errno_name(errno) }
+            BenchError::DmabufMrUnsupported {
+                device,
+                errno: errno_name(errno),
+            }
         }
         (MemoryKind::CudaPeermem, libc::EFAULT | libc::EINVAL) => {
             let loaded = if root.join("sys/module/nvidia_peermem").exists() {
@@ -208,7 +244,10 @@ pub fn registration_error(
         (MemoryKind::Host | MemoryKind::CudaPeermem, libc::ENOMEM | libc::EPERM | libc::EAGAIN)
             if matches!(memlock, (Some(l), false) if l < needed.saturating_mul(2)) =>
         {
-            BenchError::MemlockTooLow { limit: memlock.0.unwrap_or(0), needed: needed.saturating_mul(2) }
+            BenchError::MemlockTooLow {
+                limit: memlock.0.unwrap_or(0),
+                needed: needed.saturating_mul(2),
+            }
         }
         _ => BenchError::RegisterMr {
             what: kind.label(),
@@ -226,14 +265,45 @@ mod tests {
     #[test]
     fn registration_errors_name_the_cause() {
         let root = tempfile::tempdir().unwrap();
-        let e = registration_error(MemoryKind::CudaDmabuf, "rxe0", libc::EOPNOTSUPP, 1 << 23, (None, true), root.path());
-        assert!(e.to_string().contains("does not support dma-buf MRs"), "{e}");
-        let e = registration_error(MemoryKind::CudaPeermem, "mlx5_0", libc::EFAULT, 1 << 23, (None, true), root.path());
+        let e = registration_error(
+            MemoryKind::CudaDmabuf,
+            "rxe0",
+            libc::EOPNOTSUPP,
+            1 << 23,
+            (None, true),
+            root.path(),
+        );
+        assert!(
+            e.to_string().contains("does not support dma-buf MRs"),
+            "{e}"
+        );
+        let e = registration_error(
+            MemoryKind::CudaPeermem,
+            "mlx5_0",
+            libc::EFAULT,
+            1 << 23,
+            (None, true),
+            root.path(),
+        );
         assert!(e.to_string().contains("nvidia_peermem not loaded"), "{e}");
         assert!(e.to_string().contains("absent"), "{e}");
-        let e = registration_error(MemoryKind::Host, "mlx5_0", libc::ENOMEM, 1 << 23, (Some(65536), false), root.path());
+        let e = registration_error(
+            MemoryKind::Host,
+            "mlx5_0",
+            libc::ENOMEM,
+            1 << 23,
+            (Some(65536), false),
+            root.path(),
+        );
         assert!(e.to_string().contains("memlock limit too low"), "{e}");
-        let e = registration_error(MemoryKind::Host, "mlx5_0", libc::ENOMEM, 1 << 23, (None, true), root.path());
+        let e = registration_error(
+            MemoryKind::Host,
+            "mlx5_0",
+            libc::ENOMEM,
+            1 << 23,
+            (None, true),
+            root.path(),
+        );
         assert!(e.to_string().contains("Cannot allocate memory"), "{e}");
     }
 

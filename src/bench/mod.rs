@@ -15,7 +15,9 @@ pub mod report;
 pub mod sysfs;
 pub mod verbs;
 
-pub use cli::{run, run_bench, run_probe, BenchArgs, BenchCommand, BenchFormat, LoopbackArgs, ProbeArgs};
+pub use cli::{
+    run, run_bench, run_probe, BenchArgs, BenchCommand, BenchFormat, LoopbackArgs, ProbeArgs,
+};
 pub use error::BenchError;
 pub use loopback::{export_only, run_loopback, LoopbackOptions, RunLength};
 pub use memory::MemoryKind;

@@ -50,7 +50,10 @@ pub fn probe_dmabuf_support(device: Option<&str>) -> Result<DmabufProbe, BenchEr
 
 /// Probe every device libibverbs sees.
 pub fn probe_all() -> Result<Vec<DmabufProbe>, BenchError> {
-    verbs::device_names()?.iter().map(|n| probe_device(n)).collect()
+    verbs::device_names()?
+        .iter()
+        .map(|n| probe_device(n))
+        .collect()
 }
 
 fn probe_device(name: &str) -> Result<DmabufProbe, BenchError> {
@@ -63,7 +66,9 @@ fn probe_device(name: &str) -> Result<DmabufProbe, BenchError> {
             detail: "libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than v34)".to_string(),
         });
     }
-    let pd = ctx.alloc_pd().map_err(|e| BenchError::verbs("ibv_alloc_pd", name, verbs::io_of(e)))?;
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| BenchError::verbs("ibv_alloc_pd", name, verbs::io_of(e)))?;
     // SAFETY: fd -1 is never a valid dma-buf: the call can only fail; a zero-length MR is never used.
     let res = unsafe { pd.reg_dmabuf_mr(0, 0, 0, -1, AccessFlags::LocalWrite) };
     let errno = match res {
@@ -82,13 +87,24 @@ fn probe_device(name: &str) -> Result<DmabufProbe, BenchError> {
     };
     let support = classify_probe_errno(errno);
     let detail = match support {
-        DmabufSupport::Supported => format!("ibv_reg_dmabuf_mr(fd=-1) -> {}: the driver accepts dma-buf MRs", errno_name(errno)),
+        DmabufSupport::Supported => format!(
+            "ibv_reg_dmabuf_mr(fd=-1) -> {}: the driver accepts dma-buf MRs",
+            errno_name(errno)
+        ),
         DmabufSupport::Unsupported => {
             format!("ibv_reg_dmabuf_mr(fd=-1) -> {}: this RDMA driver/OFED does not support dma-buf MRs", errno_name(errno))
         }
-        DmabufSupport::Unknown => format!("ibv_reg_dmabuf_mr(fd=-1) -> {}: not a known answer", errno_name(errno)),
+        DmabufSupport::Unknown => format!(
+            "ibv_reg_dmabuf_mr(fd=-1) -> {}: not a known answer",
+            errno_name(errno)
+        ),
     };
-    Ok(DmabufProbe { device: name.to_string(), support, errno: Some(errno), detail })
+    Ok(DmabufProbe {
+        device: name.to_string(),
+        support,
+        errno: Some(errno),
+        detail,
+    })
 }
 
 #[cfg(test)]
@@ -98,8 +114,14 @@ mod tests {
     #[test]
     fn errno_meaning() {
         assert_eq!(classify_probe_errno(libc::EBADF), DmabufSupport::Supported);
-        assert_eq!(classify_probe_errno(libc::EOPNOTSUPP), DmabufSupport::Unsupported);
-        assert_eq!(classify_probe_errno(libc::EPROTONOSUPPORT), DmabufSupport::Unsupported);
+        assert_eq!(
+            classify_probe_errno(libc::EOPNOTSUPP),
+            DmabufSupport::Unsupported
+        );
+        assert_eq!(
+            classify_probe_errno(libc::EPROTONOSUPPORT),
+            DmabufSupport::Unsupported
+        );
         assert_eq!(classify_probe_errno(libc::EINVAL), DmabufSupport::Unknown);
     }
 }

@@ -108,10 +108,19 @@ fn port_line(p: &PortInfo) -> String {
 /// The text report.
 pub fn render_text(r: &LoopbackReport) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "RDMA WRITE loopback: {} -> {}", port_line(&r.from), port_line(&r.to));
+    let _ = writeln!(
+        s,
+        "RDMA WRITE loopback: {} -> {}",
+        port_line(&r.from),
+        port_line(&r.to)
+    );
     let _ = write!(s, "memory: {}", r.memory.label());
     if let Some(g) = &r.gpu {
-        let _ = write!(s, " on GPU {} {} ({}, CUDA driver {})", g.index, g.name, g.pci_bus_id, g.cuda_driver_version);
+        let _ = write!(
+            s,
+            " on GPU {} {} ({}, CUDA driver {})",
+            g.index, g.name, g.pci_bus_id, g.cuda_driver_version
+        );
         if let Some(b) = g.dmabuf_bytes {
             let _ = write!(s, ", dma-buf {}", human_bytes(b));
         }
@@ -125,7 +134,11 @@ pub fn render_text(r: &LoopbackReport) -> String {
     }
     match (r.line_rate_gbps, r.from.software) {
         (_, true) => {
-            let _ = writeln!(s, "line rate: n/a ({} is a software RDMA device)", r.from.device);
+            let _ = writeln!(
+                s,
+                "line rate: n/a ({} is a software RDMA device)",
+                r.from.device
+            );
         }
         (Some(l), false) => {
             let _ = writeln!(s, "line rate: {l} Gb/s");
@@ -140,7 +153,10 @@ pub fn render_text(r: &LoopbackReport) -> String {
         "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]"
     );
     for x in &r.results {
-        let frac = x.line_rate_fraction.map(|f| format!("{:.1}%", f * 100.0)).unwrap_or_else(|| "n/a".into());
+        let frac = x
+            .line_rate_fraction
+            .map(|f| format!("{:.1}%", f * 100.0))
+            .unwrap_or_else(|| "n/a".into());
         let _ = writeln!(
             s,
             " {:<12} {:<13} {:<17.2} {:<20.2} {:<14.6} {}",
@@ -161,20 +177,33 @@ pub fn render_text(r: &LoopbackReport) -> String {
             "data check: FAILED ({} of {} bytes differ, first at offset {})",
             d.mismatched_bytes,
             d.bytes,
-            d.first_mismatch.map(|o| o.to_string()).unwrap_or_else(|| "?".into())
+            d.first_mismatch
+                .map(|o| o.to_string())
+                .unwrap_or_else(|| "?".into())
         );
     }
     let t = &r.threshold;
     if !t.applicable {
-        let _ = writeln!(s, "threshold: not applicable ({})", t.reason.as_deref().unwrap_or("no line rate"));
+        let _ = writeln!(
+            s,
+            "threshold: not applicable ({})",
+            t.reason.as_deref().unwrap_or("no line rate")
+        );
     } else {
         let what = match (t.min_gbps, t.min_line_rate_fraction) {
             (Some(g), _) => format!("average >= {g} Gb/s"),
             (None, Some(f)) => format!("average >= {:.0}% of line rate", f * 100.0),
             (None, None) => "none".to_string(),
         };
-        let at = t.at_bytes.map(|b| format!(" at {}", human_bytes(b))).unwrap_or_default();
-        let verdict = if t.passed == Some(true) { "passed" } else { "FAILED" };
+        let at = t
+            .at_bytes
+            .map(|b| format!(" at {}", human_bytes(b)))
+            .unwrap_or_default();
+        let verdict = if t.passed == Some(true) {
+            "passed"
+        } else {
+            "FAILED"
+        };
         let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
     }
     let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
@@ -239,7 +268,13 @@ mod tests {
                 line_rate_fraction: None,
                 seconds: 1.28,
             }],
-            data_check: DataCheck { passed: true, bytes: 8 << 20, qps: 1, mismatched_bytes: 0, first_mismatch: None },
+            data_check: DataCheck {
+                passed: true,
+                bytes: 8 << 20,
+                qps: 1,
+                mismatched_bytes: 0,
+                first_mismatch: None,
+            },
             threshold: Threshold {
                 applicable: false,
                 reason: Some("software RDMA device rxe0 has no meaningful line rate".into()),
@@ -255,11 +290,23 @@ mod tests {
     #[test]
     fn text_report_reads_like_ib_write_bw() {
         let t = render_text(&report());
-        assert!(t.contains("rxe0:1 (RoCE, GID index 1 ::ffff:10.0.2.15, MTU 1024)"), "{t}");
-        assert!(t.contains("line rate: n/a (rxe0 is a software RDMA device)"), "{t}");
-        assert!(t.contains(" 65536        1000          0.52              0.41"), "{t}");
+        assert!(
+            t.contains("rxe0:1 (RoCE, GID index 1 ::ffff:10.0.2.15, MTU 1024)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("line rate: n/a (rxe0 is a software RDMA device)"),
+            "{t}"
+        );
+        assert!(
+            t.contains(" 65536        1000          0.52              0.41"),
+            "{t}"
+        );
         assert!(t.contains("data check: passed (8 MiB written"), "{t}");
-        assert!(t.contains("threshold: not applicable (software RDMA device"), "{t}");
+        assert!(
+            t.contains("threshold: not applicable (software RDMA device"),
+            "{t}"
+        );
         assert!(t.ends_with("result: PASS\n"), "{t}");
     }
 
@@ -267,7 +314,13 @@ mod tests {
     fn failed_check_and_threshold_are_shown() {
         let mut r = report();
         r.from.software = false;
-        r.data_check = DataCheck { passed: false, bytes: 4096, qps: 1, mismatched_bytes: 7, first_mismatch: Some(12) };
+        r.data_check = DataCheck {
+            passed: false,
+            bytes: 4096,
+            qps: 1,
+            mismatched_bytes: 7,
+            first_mismatch: Some(12),
+        };
         r.threshold = Threshold {
             applicable: true,
             reason: None,
@@ -279,8 +332,14 @@ mod tests {
         r.passed = false;
         let t = render_text(&r);
         assert!(t.contains("line rate: 10 Gb/s"), "{t}");
-        assert!(t.contains("data check: FAILED (7 of 4096 bytes differ, first at offset 12)"), "{t}");
-        assert!(t.contains("threshold: average >= 90% of line rate at 8 MiB: FAILED"), "{t}");
+        assert!(
+            t.contains("data check: FAILED (7 of 4096 bytes differ, first at offset 12)"),
+            "{t}"
+        );
+        assert!(
+            t.contains("threshold: average >= 90% of line rate at 8 MiB: FAILED"),
+            "{t}"
+        );
         assert!(t.ends_with("result: FAIL\n"), "{t}");
     }
 

@@ -23,13 +23,13 @@ pub fn parse_rate_gbps(rate: &str) -> Option<f64> {
 /// Nominal per-lane data rate in Gb/s for `ibv_port_attr.active_speed` (or `active_speed_ex`).
 pub fn lane_gbps(active_speed: u32) -> Option<f64> {
     Some(match active_speed {
-        1 => 2.5,   // SDR
-        2 => 5.0,   // DDR
-        4 => 10.0,  // QDR
-        8 => 10.0,  // FDR10
-        16 => 14.0, // FDR
-        32 => 25.0, // EDR
-        64 => 50.0, // HDR
+        1 => 2.5,     // SDR
+        2 => 5.0,     // DDR
+        4 => 10.0,    // QDR
+        8 => 10.0,    // FDR10
+        16 => 14.0,   // FDR
+        32 => 25.0,   // EDR
+        64 => 50.0,   // HDR
         128 => 100.0, // NDR
         256 => 200.0, // XDR
         _ => return None,
@@ -56,7 +56,10 @@ pub fn line_rate_from_speed_width(active_speed: u32, active_width: u8) -> Option
 /// Software RDMA devices (soft-RoCE `rxe`, soft-iWARP `siw`) have no meaningful line rate.
 pub fn is_software_device(name: &str, vendor_id: u32) -> bool {
     // rxe reports vendor 0xffffff, siw 0x626d74 ("bmt").
-    name.starts_with("rxe") || name.starts_with("siw") || vendor_id == 0x00ff_ffff || vendor_id == 0x0062_6d74
+    name.starts_with("rxe")
+        || name.starts_with("siw")
+        || vendor_id == 0x00ff_ffff
+        || vendor_id == 0x0062_6d74
 }
 
 /// Pairs of (NIC core driver, its RDMA driver).
@@ -78,7 +81,10 @@ const RDMA_DRIVERS: &[(&str, &str)] = &[
 /// RDMA devices the kernel shows under `ROOT/sys/class/infiniband`, sorted; None if the folder is absent.
 pub fn kernel_rdma_devices(root: &Path) -> Option<Vec<String>> {
     let dir = fs::read_dir(root.join("sys/class/infiniband")).ok()?;
-    let mut names: Vec<String> = dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = dir
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     Some(names)
 }
@@ -86,7 +92,12 @@ pub fn kernel_rdma_devices(root: &Path) -> Option<Vec<String>> {
 /// Loaded modules from `ROOT/proc/modules`.
 pub fn loaded_modules(root: &Path) -> Vec<String> {
     fs::read_to_string(root.join("proc/modules"))
-        .map(|s| s.lines().filter_map(|l| l.split_whitespace().next()).map(str::to_string).collect())
+        .map(|s| {
+            s.lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -102,13 +113,19 @@ pub fn diagnose_no_device(root: &Path) -> String {
             devs.join(", ")
         );
     }
-    let class_state = if class.is_some() { "/sys/class/infiniband is empty" } else { "/sys/class/infiniband is absent" };
+    let class_state = if class.is_some() {
+        "/sys/class/infiniband is empty"
+    } else {
+        "/sys/class/infiniband is absent"
+    };
     for (core, ib) in RDMA_DRIVERS {
         if has(core) && core == ib {
             return format!("{core} loaded but {class_state}: create a device (`rdma link add <name> type {} netdev <nic>`)", core.trim_start_matches("rdma_"));
         }
         if has(core) && !has(ib) {
-            return format!("{core} loaded but {ib} is not, and {class_state}: load it (`modprobe {ib}`)");
+            return format!(
+                "{core} loaded but {ib} is not, and {class_state}: load it (`modprobe {ib}`)"
+            );
         }
         if has(core) && has(ib) {
             return format!(
@@ -116,7 +133,11 @@ pub fn diagnose_no_device(root: &Path) -> String {
             );
         }
     }
-    let ib_core = if has("ib_core") { " (ib_core is loaded)" } else { "" };
+    let ib_core = if has("ib_core") {
+        " (ib_core is loaded)"
+    } else {
+        ""
+    };
     format!(
         "no RDMA NIC driver is loaded{ib_core} and {class_state}. On a host without an RDMA NIC, a soft-RoCE \
          device can stand in for tests: `modprobe rdma_rxe && rdma link add rxe0 type rxe netdev <nic>`"
@@ -125,7 +146,9 @@ pub fn diagnose_no_device(root: &Path) -> String {
 
 /// Read the port's sysfs rate file, if present.
 pub fn read_port_rate(root: &Path, device: &str, port: u8) -> Option<f64> {
-    let s = fs::read_to_string(root.join(format!("sys/class/infiniband/{device}/ports/{port}/rate"))).ok()?;
+    let s =
+        fs::read_to_string(root.join(format!("sys/class/infiniband/{device}/ports/{port}/rate")))
+            .ok()?;
     parse_rate_gbps(s.trim())
 }
 
@@ -180,14 +203,20 @@ mod tests {
 
     #[test]
     fn diagnosis_names_the_cause() {
-        let d = fixture("mlx5_core 2056192 1 mlx5_ib, Live 0x0\nib_core 1 0 - Live 0x0\n", Some(&[]));
+        let d = fixture(
+            "mlx5_core 2056192 1 mlx5_ib, Live 0x0\nib_core 1 0 - Live 0x0\n",
+            Some(&[]),
+        );
         let why = diagnose_no_device(d.path());
         assert!(why.contains("mlx5_core loaded but mlx5_ib is not"), "{why}");
         assert!(why.contains("/sys/class/infiniband is empty"), "{why}");
 
         let d = fixture("mlx5_ib 1 0 - Live 0x0\nmlx5_core 1 0 - Live 0x0\n", None);
         let why = diagnose_no_device(d.path());
-        assert!(why.contains("mlx5_core and mlx5_ib loaded but /sys/class/infiniband is absent"), "{why}");
+        assert!(
+            why.contains("mlx5_core and mlx5_ib loaded but /sys/class/infiniband is absent"),
+            "{why}"
+        );
 
         let d = fixture("nvidia 1 0 - Live 0x0\n", None);
         let why = diagnose_no_device(d.path());
@@ -196,7 +225,10 @@ mod tests {
 
         let d = fixture("rdma_rxe 1 0 - Live 0x0\n", Some(&[]));
         let why = diagnose_no_device(d.path());
-        assert!(why.contains("rdma_rxe loaded but /sys/class/infiniband is empty"), "{why}");
+        assert!(
+            why.contains("rdma_rxe loaded but /sys/class/infiniband is empty"),
+            "{why}"
+        );
         assert!(why.contains("rdma link add"), "{why}");
 
         let d = fixture("mlx5_core 1 0 - Live 0x0\n", Some(&["mlx5_0"]));

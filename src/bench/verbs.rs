@@ -28,8 +28,12 @@ pub fn ensure_libibverbs() -> Result<(), BenchError> {
     match unsafe { libloading::Library::new(LIBIBVERBS) } {
         Ok(_) => Ok(()),
         Err(e) => {
-            let why = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.to_string());
-            Err(BenchError::LibibverbsMissing { detail: format!("cannot load {LIBIBVERBS} ({why})") })
+            let why = std::error::Error::source(&e)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|| e.to_string());
+            Err(BenchError::LibibverbsMissing {
+                detail: format!("cannot load {LIBIBVERBS} ({why})"),
+            })
         }
     }
 }
@@ -52,13 +56,19 @@ pub fn device_names() -> Result<Vec<String>, BenchError> {
     ensure_libibverbs()?;
     let list = DeviceList::new().map_err(|e| BenchError::NoRdmaDevice {
         why: match to_io(e).raw_os_error() {
-            Some(code) => format!("{} (ibv_get_device_list: {})", sysfs::diagnose_no_device(Path::new("/")), super::error::errno_name(code)),
+            Some(code) => format!(
+                "{} (ibv_get_device_list: {})",
+                sysfs::diagnose_no_device(Path::new("/")),
+                super::error::errno_name(code)
+            ),
             None => sysfs::diagnose_no_device(Path::new("/")),
         },
     })?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
     if names.is_empty() {
-        return Err(BenchError::NoRdmaDevice { why: sysfs::diagnose_no_device(Path::new("/")) });
+        return Err(BenchError::NoRdmaDevice {
+            why: sysfs::diagnose_no_device(Path::new("/")),
+        });
     }
     Ok(names)
 }
@@ -66,12 +76,17 @@ pub fn device_names() -> Result<Vec<String>, BenchError> {
 /// Open a device by name.
 pub fn open_device(name: &str) -> Result<Arc<DeviceContext>, BenchError> {
     let names = device_names()?;
-    let list = DeviceList::new().map_err(|e| BenchError::verbs("ibv_get_device_list", name, to_io(e)))?;
-    let dev = list.iter().find(|d| d.name() == name).ok_or_else(|| BenchError::DeviceNotFound {
-        name: name.to_string(),
-        available: names.join(", "),
-    })?;
-    dev.open().map_err(|e| BenchError::verbs("ibv_open_device", name, to_io(e)))
+    let list =
+        DeviceList::new().map_err(|e| BenchError::verbs("ibv_get_device_list", name, to_io(e)))?;
+    let dev = list
+        .iter()
+        .find(|d| d.name() == name)
+        .ok_or_else(|| BenchError::DeviceNotFound {
+            name: name.to_string(),
+            available: names.join(", "),
+        })?;
+    dev.open()
+        .map_err(|e| BenchError::verbs("ibv_open_device", name, to_io(e)))
 }
 
 fn to_io<E: std::error::Error>(e: E) -> std::io::Error {
@@ -160,20 +175,40 @@ fn mtu_enum(raw: u32) -> Mtu {
 
 /// Number of physical ports and the vendor id of an opened device.
 pub fn device_ports(ctx: &DeviceContext, name: &str) -> Result<(u8, u32), BenchError> {
-    let attr = ctx.query_device().map_err(|e| BenchError::verbs("ibv_query_device", name, to_io(e)))?;
-    Ok((attr.attr.orig_attr.phys_port_cnt, attr.attr.orig_attr.vendor_id))
+    let attr = ctx
+        .query_device()
+        .map_err(|e| BenchError::verbs("ibv_query_device", name, to_io(e)))?;
+    Ok((
+        attr.attr.orig_attr.phys_port_cnt,
+        attr.attr.orig_attr.vendor_id,
+    ))
 }
 
 /// Query a port; `gid_index` overrides the GID choice on RoCE.
-pub fn query_port(ctx: &DeviceContext, name: &str, port: u8, gid_index: Option<u32>) -> Result<PortInfo, BenchError> {
+pub fn query_port(
+    ctx: &DeviceContext,
+    name: &str,
+    port: u8,
+    gid_index: Option<u32>,
+) -> Result<PortInfo, BenchError> {
     let (count, vendor) = device_ports(ctx, name)?;
     if port == 0 || port > count {
-        return Err(BenchError::PortNotFound { device: name.to_string(), port, count });
+        return Err(BenchError::PortNotFound {
+            device: name.to_string(),
+            port,
+            count,
+        });
     }
-    let attr = ctx.query_port(port).map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
+    let attr = ctx
+        .query_port(port)
+        .map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
     let a = attr.attr;
     let ethernet = a.link_layer == IBV_LINK_LAYER_ETHERNET;
-    let speed = if a.active_speed_ex != 0 { a.active_speed_ex } else { u32::from(a.active_speed) };
+    let speed = if a.active_speed_ex != 0 {
+        a.active_speed_ex
+    } else {
+        u32::from(a.active_speed)
+    };
     let line_rate = sysfs::read_port_rate(Path::new("/"), name, port)
         .or_else(|| sysfs::line_rate_from_speed_width(speed, a.active_width));
     let mut info = PortInfo {
@@ -202,14 +237,23 @@ pub fn query_port(ctx: &DeviceContext, name: &str, port: u8, gid_index: Option<u
                 Ok(1) => GidKind::RoceV2,
                 _ => GidKind::IbOrRoceV1,
             };
-            gids.push(GidCandidate { index, raw: g.raw, kind });
+            gids.push(GidCandidate {
+                index,
+                raw: g.raw,
+                kind,
+            });
         }
     }
     let chosen = match gid_index {
         Some(i) => {
-            let g = gids.iter().find(|g| g.index == i && g.raw.iter().any(|&b| b != 0)).ok_or_else(|| {
-                BenchError::NoGid { device: name.to_string(), port, detail: format!(" at index {i} (entry empty or absent)") }
-            })?;
+            let g = gids
+                .iter()
+                .find(|g| g.index == i && g.raw.iter().any(|&b| b != 0))
+                .ok_or_else(|| BenchError::NoGid {
+                    device: name.to_string(),
+                    port,
+                    detail: format!(" at index {i} (entry empty or absent)"),
+                })?;
             Some(g.index)
         }
         None => select_gid(ethernet, &gids),
@@ -225,7 +269,8 @@ pub fn query_port(ctx: &DeviceContext, name: &str, port: u8, gid_index: Option<u
         return Err(BenchError::NoGid {
             device: name.to_string(),
             port,
-            detail: ": a RoCE port needs an IP address on its netdev (`ip addr add ... dev <nic>`)".to_string(),
+            detail: ": a RoCE port needs an IP address on its netdev (`ip addr add ... dev <nic>`)"
+                .to_string(),
         });
     }
     Ok(info)
@@ -234,13 +279,18 @@ pub fn query_port(ctx: &DeviceContext, name: &str, port: u8, gid_index: Option<u
 /// Pick and check the port: the named one (must be ACTIVE), or the first ACTIVE port of the named
 /// device, or the first ACTIVE port of any device.
 pub fn select_port(
-    device: Option<&str>, port: Option<u8>, gid_index: Option<u32>,
+    device: Option<&str>,
+    port: Option<u8>,
+    gid_index: Option<u32>,
 ) -> Result<(Arc<DeviceContext>, PortInfo), BenchError> {
     let names = device_names()?;
     let candidates: Vec<String> = match device {
         Some(d) => {
             if !names.iter().any(|n| n == d) {
-                return Err(BenchError::DeviceNotFound { name: d.to_string(), available: names.join(", ") });
+                return Err(BenchError::DeviceNotFound {
+                    name: d.to_string(),
+                    available: names.join(", "),
+                });
             }
             vec![d.to_string()]
         }
@@ -260,19 +310,27 @@ pub fn select_port(
                 return Ok((ctx, info));
             }
             if port.is_some() {
-                let attr = ctx.query_port(p).map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
+                let attr = ctx
+                    .query_port(p)
+                    .map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
                 let phys = phys_state_name(attr.attr.phys_state);
                 return Err(BenchError::PortNotActive {
                     device: name.clone(),
                     port: p,
                     state: info.state,
-                    phys: if phys.is_empty() { String::new() } else { format!(", physical state {phys}") },
+                    phys: if phys.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", physical state {phys}")
+                    },
                 });
             }
             seen.push(format!("{name}:{p} {}", info.state));
         }
     }
-    Err(BenchError::NoActivePort { summary: seen.join(", ") })
+    Err(BenchError::NoActivePort {
+        summary: seen.join(", "),
+    })
 }
 
 /// One end of the loopback: an opened device, its port and a protection domain.
@@ -284,14 +342,17 @@ pub struct Side {
 
 impl Side {
     pub fn new(ctx: Arc<DeviceContext>, port: PortInfo) -> Result<Side, BenchError> {
-        let pd = ctx.alloc_pd().map_err(|e| BenchError::verbs("ibv_alloc_pd", &port.device, to_io(e)))?;
+        let pd = ctx
+            .alloc_pd()
+            .map_err(|e| BenchError::verbs("ibv_alloc_pd", &port.device, to_io(e)))?;
         Ok(Side { ctx, pd, port })
     }
 
     pub fn create_cq(&self, cqe: u32) -> Result<Arc<BasicCompletionQueue>, BenchError> {
         let mut b = self.ctx.create_cq_builder();
         b.setup_cqe(cqe);
-        b.build().map_err(|e| BenchError::verbs("ibv_create_cq", &self.port.device, to_io(e)))
+        b.build()
+            .map_err(|e| BenchError::verbs("ibv_create_cq", &self.port.device, to_io(e)))
     }
 }
 
@@ -301,7 +362,11 @@ pub struct QpPair {
     pub recv: BasicQueuePair,
 }
 
-fn make_qp(side: &Side, cq: &Arc<BasicCompletionQueue>, depth: u32) -> Result<BasicQueuePair, BenchError> {
+fn make_qp(
+    side: &Side,
+    cq: &Arc<BasicCompletionQueue>,
+    depth: u32,
+) -> Result<BasicQueuePair, BenchError> {
     let mut b = side.pd.create_qp_builder();
     b.setup_send_cq(Arc::clone(cq))
         .setup_recv_cq(Arc::clone(cq))
@@ -310,17 +375,28 @@ fn make_qp(side: &Side, cq: &Arc<BasicCompletionQueue>, depth: u32) -> Result<Ba
         .setup_max_send_sge(1)
         .setup_max_recv_sge(1)
         .setup_max_inline_data(0);
-    let mut qp = b.build().map_err(|e| BenchError::verbs("ibv_create_qp", &side.port.device, to_io(e)))?;
+    let mut qp = b
+        .build()
+        .map_err(|e| BenchError::verbs("ibv_create_qp", &side.port.device, to_io(e)))?;
     let mut attr = QueuePairAttribute::new();
     attr.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)
         .setup_port(side.port.port)
-        .setup_access_flags(AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead);
-    qp.modify(&attr).map_err(|e| BenchError::verbs("ibv_modify_qp(INIT)", &side.port.device, to_io(e)))?;
+        .setup_access_flags(
+            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead,
+        );
+    qp.modify(&attr)
+        .map_err(|e| BenchError::verbs("ibv_modify_qp(INIT)", &side.port.device, to_io(e)))?;
     Ok(qp)
 }
 
-fn connect(qp: &mut BasicQueuePair, local: &Side, remote: &PortInfo, remote_qpn: u32, psn: u32) -> Result<(), BenchError> {
+fn connect(
+    qp: &mut BasicQueuePair,
+    local: &Side,
+    remote: &PortInfo,
+    remote_qpn: u32,
+    psn: u32,
+) -> Result<(), BenchError> {
     let dev = &local.port.device;
     let mtu = local.port.active_mtu_raw.min(remote.active_mtu_raw).max(1);
     let mut attr = QueuePairAttribute::new();
@@ -331,16 +407,24 @@ fn connect(qp: &mut BasicQueuePair, local: &Side, remote: &PortInfo, remote_qpn:
         .setup_max_dest_read_atomic(1)
         .setup_min_rnr_timer(12);
     let mut ah = AddressHandleAttribute::new();
-    ah.setup_port(local.port.port).setup_service_level(0).setup_dest_lid(remote.lid);
+    ah.setup_port(local.port.port)
+        .setup_service_level(0)
+        .setup_dest_lid(remote.lid);
     if local.port.link_layer == "Ethernet" {
         let (Some(gid), Some(src)) = (remote.gid_raw, local.port.gid_index) else {
-            return Err(BenchError::NoGid { device: dev.clone(), port: local.port.port, detail: String::new() });
+            return Err(BenchError::NoGid {
+                device: dev.clone(),
+                port: local.port.port,
+                detail: String::new(),
+            });
         };
-        let src = u8::try_from(src).map_err(|_| BenchError::InvalidArgument(format!("GID index {src} > 255")))?;
+        let src = u8::try_from(src)
+            .map_err(|_| BenchError::InvalidArgument(format!("GID index {src} > 255")))?;
         ah.setup_grh(&Gid { raw: gid }, 0, src, 64, 0);
     }
     attr.setup_address_vector(&ah);
-    qp.modify(&attr).map_err(|e| BenchError::verbs("ibv_modify_qp(RTR)", dev, to_io(e)))?;
+    qp.modify(&attr)
+        .map_err(|e| BenchError::verbs("ibv_modify_qp(RTR)", dev, to_io(e)))?;
     let mut attr = QueuePairAttribute::new();
     attr.setup_state(QueuePairState::ReadyToSend)
         .setup_sq_psn(psn)
@@ -348,14 +432,20 @@ fn connect(qp: &mut BasicQueuePair, local: &Side, remote: &PortInfo, remote_qpn:
         .setup_retry_cnt(7)
         .setup_rnr_retry(7)
         .setup_max_read_atomic(1);
-    qp.modify(&attr).map_err(|e| BenchError::verbs("ibv_modify_qp(RTS)", dev, to_io(e)))?;
+    qp.modify(&attr)
+        .map_err(|e| BenchError::verbs("ibv_modify_qp(RTS)", dev, to_io(e)))?;
     Ok(())
 }
 
 /// Create `n` QP pairs between two sides (which may be the same device and port) and connect
 /// each pair to itself in-process: no out-of-band exchange is needed.
 pub fn connect_pairs(
-    a: &Side, b: &Side, a_cq: &Arc<BasicCompletionQueue>, b_cq: &Arc<BasicCompletionQueue>, n: u32, depth: u32,
+    a: &Side,
+    b: &Side,
+    a_cq: &Arc<BasicCompletionQueue>,
+    b_cq: &Arc<BasicCompletionQueue>,
+    n: u32,
+    depth: u32,
 ) -> Result<Vec<QpPair>, BenchError> {
     let mut pairs = Vec::new();
     for i in 0..n {

@@ -43,13 +43,19 @@ pub fn os_release(host: &Host) -> OsRelease {
     };
     let id = get("ID");
     let like = get("ID_LIKE").unwrap_or_default();
-    let words: Vec<&str> = id.iter().map(String::as_str).chain(like.split_whitespace()).collect();
+    let words: Vec<&str> = id
+        .iter()
+        .map(String::as_str)
+        .chain(like.split_whitespace())
+        .collect();
     let family = if words.iter().any(|w| matches!(*w, "debian" | "ubuntu")) {
         OsFamily::Debian
-    } else if words
-        .iter()
-        .any(|w| matches!(*w, "rhel" | "fedora" | "centos" | "rocky" | "almalinux" | "alinux" | "anolis"))
-    {
+    } else if words.iter().any(|w| {
+        matches!(
+            *w,
+            "rhel" | "fedora" | "centos" | "rocky" | "almalinux" | "alinux" | "anolis"
+        )
+    }) {
         OsFamily::Rhel
     } else {
         OsFamily::Unknown

@@ -37,14 +37,15 @@ pub fn check_profile_path(path: &str) -> Result<()> {
     if path.len() > 4096 {
         return bad("it is longer than 4096 bytes");
     }
-    for c in Path::new(path).components() {
-        match c {
-            Component::RootDir | Component::Normal(_) => {}
-            _ => return bad("`.` and `..` are not allowed; write the plain path"),
-        }
-    }
-    if path.ends_with('/') || path == "/" {
+    if path.ends_with('/') {
         return bad("it names a directory, not a file");
+    }
+    // Checked on the raw text: Path::components would quietly drop `.`.
+    if path[1..]
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return bad("`.`, `..` and empty components are not allowed; write the plain path");
     }
     Ok(())
 }
@@ -189,7 +190,14 @@ mod tests {
     #[test]
     fn profile_paths_must_be_plain_and_absolute() {
         assert!(check_profile_path("/etc/nccl.conf").is_ok());
-        for bad in ["etc/nccl.conf", "/etc/../shadow", "/etc/./x", "/", "/etc/", "/etc/a\nb"] {
+        for bad in [
+            "etc/nccl.conf",
+            "/etc/../shadow",
+            "/etc/./x",
+            "/",
+            "/etc/",
+            "/etc/a\nb",
+        ] {
             assert!(check_profile_path(bad).is_err(), "{bad:?} accepted");
         }
     }

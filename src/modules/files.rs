@@ -1,5 +1,6 @@
-//! `files:` — whole files gdrprov owns, from inline content or a template.
-//! A file dropped from the profiles is removed if gdrprov created it, or put
+//! Whole files gdrprov owns: the profile's `files:` (inline content or a
+//! template) and the files other modules generate (modprobe.d, modules-load.d).
+//! A file no profile wants any more is removed if gdrprov created it, or put
 //! back as it was before gdrprov first wrote it.
 
 use crate::error::{Error, Result};
@@ -10,43 +11,84 @@ use handlebars::Handlebars;
 
 pub const MODULE: &str = "files";
 
-pub fn plan(ctx: &Context) -> Result<Vec<Change>> {
-    let mut changes = Vec::new();
+/// A whole file with the content it must have.
+#[derive(Debug, Clone)]
+pub struct ManagedFile {
+    pub path: String,
+    pub content: String,
+    pub mode: u32,
+    /// Which module wants it, for the change description.
+    pub module: &'static str,
+    pub reboot: Option<String>,
+}
+
+/// Every whole file the desired state asks for: the profile's, then the
+/// generated ones. Two wanting one path with different content is an error.
+pub fn desired(ctx: &Context, generated: Vec<ManagedFile>) -> Result<Vec<ManagedFile>> {
+    let mut out = Vec::new();
     for spec in &ctx.desired.doc.files {
-        let after = render(ctx, spec)?;
-        let before = ctx.host.read_text(&spec.path)?;
-        if before.as_deref() == Some(after.as_str()) {
-            continue;
-        }
-        let new_mode = match &spec.mode {
-            Some(m) => parse_mode(m).map_err(|why| Error::BadPath { path: spec.path.clone(), why })?,
+        let mode = match &spec.mode {
+            Some(m) => parse_mode(m).map_err(|why| Error::BadPath {
+                path: spec.path.clone(),
+                why,
+            })?,
             None => 0o644,
         };
-        let what = if before.is_some() { "Update" } else { "Create" };
-        changes.push(Change {
-            module: MODULE.into(),
-            description: format!("{what} {}", spec.path),
-            action: Action::WriteFile {
-                path: spec.path.clone(),
-                before,
-                after,
-                new_mode,
-                meta: None,
-            },
+        out.push(ManagedFile {
+            path: spec.path.clone(),
+            content: render(ctx, spec)?,
+            mode,
+            module: MODULE,
             reboot: None,
         });
     }
-    // Files gdrprov owns that no profile asks for any more.
+    for g in generated {
+        if let Some(other) = out.iter().find(|f| f.path == g.path) {
+            return Err(Error::Refused(format!(
+                "{} is written by gdrprov's {} module; the profile's `files:` entry for it ({}) would fight it: remove that entry",
+                g.path, g.module, other.module
+            )));
+        }
+        out.push(g);
+    }
+    Ok(out)
+}
+
+pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
+    let mut changes = Vec::new();
+    for f in wanted {
+        let before = ctx.host.read_text(&f.path)?;
+        if before.as_deref() == Some(f.content.as_str()) {
+            continue;
+        }
+        let what = if before.is_some() { "Update" } else { "Create" };
+        changes.push(Change {
+            module: f.module.into(),
+            description: format!("{what} {}", f.path),
+            action: Action::WriteFile {
+                path: f.path.clone(),
+                before,
+                after: f.content.clone(),
+                new_mode: f.mode,
+                meta: None,
+            },
+            reboot: f.reboot.clone(),
+        });
+    }
+    // Files gdrprov owns that nothing asks for any more.
     for (path, owned) in &ctx.state.files {
-        if ctx.desired.doc.files.iter().any(|f| &f.path == path) {
+        if wanted.iter().any(|f| &f.path == path) {
             continue;
         }
         let current = ctx.host.read_text(path)?;
         match (&owned.original, current) {
             (None, Some(before)) => changes.push(Change {
                 module: MODULE.into(),
-                description: format!("Remove {path} (no profile manages it any more)"),
-                action: Action::RemoveFile { path: path.clone(), before },
+                description: format!("Remove {path} (no profile asks for it any more)"),
+                action: Action::RemoveFile {
+                    path: path.clone(),
+                    before,
+                },
                 reboot: None,
             }),
             (Some(orig), current) => {
@@ -72,6 +114,14 @@ pub fn plan(ctx: &Context) -> Result<Vec<Change>> {
     Ok(changes)
 }
 
+/// The comment gdrprov puts at the top of the files it generates.
+pub fn header(ctx: &Context) -> String {
+    format!(
+        "# Managed by gdrprov (profile: {}). Edits here are replaced by `gdrprov apply`;\n# `gdrprov rollback` restores the previous file.",
+        ctx.desired.names.join(", ")
+    )
+}
+
 fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
     let Some(template) = &spec.template else {
         return Ok(spec.content.clone().unwrap_or_default());
@@ -87,10 +137,7 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
     }
     vars.insert(
         "gdrprov_header".into(),
-        serde_json::Value::String(format!(
-            "# Managed by gdrprov (profile: {}). Edits here are replaced by `gdrprov apply`;\n# `gdrprov rollback` restores the previous file.",
-            ctx.desired.names.join(", ")
-        )),
+        serde_json::Value::String(header(ctx)),
     );
     vars.insert("profiles".into(), serde_json::json!(ctx.desired.names));
     let mut hb = Handlebars::new();
@@ -100,6 +147,11 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
         .map_err(|e| Error::Template {
             template: template.clone(),
             path: spec.path.clone(),
-            msg: e.to_string().lines().next().unwrap_or("render error").to_string(),
+            msg: e
+                .to_string()
+                .lines()
+                .next()
+                .unwrap_or("render error")
+                .to_string(),
         })
 }

@@ -2,13 +2,28 @@
 //! the gdrprov binary itself.
 
 pub const PROFILES: &[(&str, &str)] = &[
-    ("rdma-dmabuf", include_str!("../../profiles/rdma-dmabuf.yaml")),
-    ("legacy-peermem", include_str!("../../profiles/legacy-peermem.yaml")),
-    ("gds-iommu-off", include_str!("../../profiles/gds-iommu-off.yaml")),
-    ("erdma-cloud", include_str!("../../profiles/erdma-cloud.yaml")),
+    (
+        "rdma-dmabuf",
+        include_str!("../../profiles/rdma-dmabuf.yaml"),
+    ),
+    (
+        "legacy-peermem",
+        include_str!("../../profiles/legacy-peermem.yaml"),
+    ),
+    (
+        "gds-iommu-off",
+        include_str!("../../profiles/gds-iommu-off.yaml"),
+    ),
+    (
+        "erdma-cloud",
+        include_str!("../../profiles/erdma-cloud.yaml"),
+    ),
 ];
 
-pub const TEMPLATES: &[(&str, &str)] = &[("nccl.conf.hbs", include_str!("../../templates/nccl.conf.hbs"))];
+pub const TEMPLATES: &[(&str, &str)] = &[(
+    "nccl.conf.hbs",
+    include_str!("../../templates/nccl.conf.hbs"),
+)];
 
 pub fn profile(name: &str) -> Option<&'static str> {
     PROFILES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)

@@ -82,7 +82,9 @@ fn short_message(e: &serde_saphyr::Error) -> String {
     let msg = first.trim_start_matches("error: ");
     // Drop a leading "line N column M: ": the location is already in front.
     match msg.split_once(": ") {
-        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => rest.to_string(),
+        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => {
+            rest.to_string()
+        }
         _ => msg.to_string(),
     }
 }
@@ -124,7 +126,11 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
         }
     }
     if !looks_like_path {
-        if let Some(name) = builtin::PROFILES.iter().map(|(n, _)| *n).find(|n| *n == spec) {
+        if let Some(name) = builtin::PROFILES
+            .iter()
+            .map(|(n, _)| *n)
+            .find(|n| *n == spec)
+        {
             return Ok(Origin::Builtin(name));
         }
     }
@@ -136,11 +142,16 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
 
 fn read_origin(origin: &Origin) -> Result<String> {
     match origin {
-        Origin::Builtin(n) => builtin::profile(n).map(str::to_string).ok_or_else(|| Error::UnknownProfile {
-            name: n.to_string(),
-            known: builtin::names().join(", "),
-        }),
-        Origin::File(p) => std::fs::read_to_string(p).map_err(|e| Error::io("read profile", p.display().to_string(), e)),
+        Origin::Builtin(n) => {
+            builtin::profile(n)
+                .map(str::to_string)
+                .ok_or_else(|| Error::UnknownProfile {
+                    name: n.to_string(),
+                    known: builtin::names().join(", "),
+                })
+        }
+        Origin::File(p) => std::fs::read_to_string(p)
+            .map_err(|e| Error::io("read profile", p.display().to_string(), e)),
     }
 }
 
@@ -176,8 +187,14 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
 /// Checks what the YAML types cannot: names, paths, arguments, templates.
 fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
     let file = origin.label();
-    let invalid = |msg: String| Error::ProfileInvalid { file: file.clone(), msg };
-    for (key, list) in [("modules.present", &doc.modules.present), ("modules.absent", &doc.modules.absent)] {
+    let invalid = |msg: String| Error::ProfileInvalid {
+        file: file.clone(),
+        msg,
+    };
+    for (key, list) in [
+        ("modules.present", &doc.modules.present),
+        ("modules.absent", &doc.modules.absent),
+    ] {
         for m in list {
             check_module_name(m).map_err(|why| invalid(format!("{key}: {why}")))?;
         }
@@ -191,29 +208,53 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         }
     }
     for s in &doc.services.disabled {
-        if s.is_empty() || !s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c)) {
+        if s.is_empty()
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+        {
             return Err(invalid(format!(
                 "services.disabled: `{s}` is not a systemd unit name (letters, digits, `-_.@`)"
             )));
         }
     }
-    for (key, list) in [("boot.cmdline.present", &doc.boot.cmdline.present), ("boot.cmdline.absent", &doc.boot.cmdline.absent)] {
+    for (key, list) in [
+        ("boot.cmdline.present", &doc.boot.cmdline.present),
+        ("boot.cmdline.absent", &doc.boot.cmdline.absent),
+    ] {
         for a in list {
-            crate::modules::cmdline_arg::validate(a).map_err(|why| invalid(format!("{key}: {why}")))?;
+            crate::boot::cmdline::validate_arg(a)
+                .map_err(|why| invalid(format!("{key}: {why}")))?;
         }
     }
     if let Some(entry) = &doc.boot.entry {
-        if entry.is_empty() || entry.len() > 64 || !entry.chars().all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)) {
+        if entry.is_empty()
+            || entry.len() > 64
+            || !entry
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
+        {
             return Err(invalid(format!(
                 "boot.entry: `{entry}` must be 1-64 letters, digits, `-` or `_`"
             )));
         }
     }
     for (i, f) in doc.files.iter_mut().enumerate() {
-        crate::host::check_profile_path(&f.path).map_err(|e| invalid(format!("files[{i}].path: {e}")))?;
+        crate::host::check_profile_path(&f.path)
+            .map_err(|e| invalid(format!("files[{i}].path: {e}")))?;
         match (&f.content, &f.template) {
-            (Some(_), Some(_)) => return Err(invalid(format!("files[{i}] ({}): give either `content` or `template`, not both", f.path))),
-            (None, None) => return Err(invalid(format!("files[{i}] ({}): give `content` or `template`", f.path))),
+            (Some(_), Some(_)) => {
+                return Err(invalid(format!(
+                    "files[{i}] ({}): give either `content` or `template`, not both",
+                    f.path
+                )))
+            }
+            (None, None) => {
+                return Err(invalid(format!(
+                    "files[{i}] ({}): give `content` or `template`",
+                    f.path
+                )))
+            }
             _ => {}
         }
         if let Some(mode) = &f.mode {
@@ -261,7 +302,12 @@ pub fn parse_mode(mode: &str) -> std::result::Result<u32, String> {
 }
 
 fn check_module_name(m: &str) -> std::result::Result<(), String> {
-    if m.is_empty() || m.len() > 56 || !m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if m.is_empty()
+        || m.len() > 56
+        || !m
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         return Err(format!(
             "`{m}` is not a kernel module name (letters, digits, `_` or `-`, at most 56)"
         ));

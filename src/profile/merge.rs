@@ -30,7 +30,10 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         extends: Vec::new(),
         requires: Requires {
             kernel: child.requires.kernel.or(parent.requires.kernel),
-            nvidia_driver: child.requires.nvidia_driver.or(parent.requires.nvidia_driver),
+            nvidia_driver: child
+                .requires
+                .nvidia_driver
+                .or(parent.requires.nvidia_driver),
             cuda: child.requires.cuda.or(parent.requires.cuda),
             ofed: child.requires.ofed.or(parent.requires.ofed),
             perftest: child.requires.perftest.or(parent.requires.perftest),
@@ -70,7 +73,7 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
 /// the same key (`iommu=pt` vs `iommu=off`, or `iommu` meaning any value).
 pub fn args_clash(a: &str, b: &str) -> bool {
     let key = |s: &str| s.split('=').next().unwrap_or(s).to_string();
-    a == b || (key(a) == key(b) && (!a.contains('=') || !b.contains('=') || a != b))
+    key(a) == key(b)
 }
 
 fn union(mut a: Vec<String>, b: Vec<String>) -> Vec<String> {
@@ -131,8 +134,15 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         let src = format!("{} ({})", p.name, p.source);
         let d = &p.doc;
         if let Some(entry) = &d.boot.entry {
-            if let Some((_, _, other)) = entries.iter().find(|(e, b, _)| e == entry && *b != d.boot) {
-                return Err(conflict(format!("boot entry `{entry}`"), other, "one set of boot settings", &src, "another"));
+            if let Some((_, _, other)) = entries.iter().find(|(e, b, _)| e == entry && *b != d.boot)
+            {
+                return Err(conflict(
+                    format!("boot entry `{entry}`"),
+                    other,
+                    "one set of boot settings",
+                    &src,
+                    "another",
+                ));
             }
             if !entries.iter().any(|(e, _, _)| e == entry) {
                 entries.push((entry.clone(), d.boot.clone(), src.clone()));
@@ -141,7 +151,13 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
             if let Some(mode) = d.boot.iommu.filter(|m| *m != IommuMode::Unmanaged) {
                 match &iommu_src {
                     Some((m, other)) if *m != mode => {
-                        return Err(conflict("boot.iommu".into(), other, &format!("{m:?}").to_lowercase(), &src, &format!("{mode:?}").to_lowercase()));
+                        return Err(conflict(
+                            "boot.iommu".into(),
+                            other,
+                            &format!("{m:?}").to_lowercase(),
+                            &src,
+                            &format!("{mode:?}").to_lowercase(),
+                        ));
                     }
                     _ => iommu_src = Some((mode, src.clone())),
                 }
@@ -149,24 +165,41 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
             } else if doc.boot.iommu.is_none() {
                 doc.boot.iommu = d.boot.iommu;
             }
-            for (list, present) in [(&d.boot.cmdline.present, true), (&d.boot.cmdline.absent, false)] {
+            for (list, present) in [
+                (&d.boot.cmdline.present, true),
+                (&d.boot.cmdline.absent, false),
+            ] {
                 for a in list {
-                    if let Some((b, _, other)) = arg_src
-                        .iter()
-                        .find(|(b, bp, _)| args_clash(a, b) && (*bp != present || (present && a != b)))
-                    {
-                        return Err(conflict(format!("kernel argument `{a}`"), other, &describe_arg(b, arg_src.iter().any(|(x, p, _)| x == b && *p)), &src, &describe_arg(a, present)));
+                    if let Some((b, _, other)) = arg_src.iter().find(|(b, bp, _)| {
+                        args_clash(a, b) && (*bp != present || (present && a != b))
+                    }) {
+                        return Err(conflict(
+                            format!("kernel argument `{a}`"),
+                            other,
+                            &describe_arg(b, arg_src.iter().any(|(x, p, _)| x == b && *p)),
+                            &src,
+                            &describe_arg(a, present),
+                        ));
                     }
                     arg_src.push((a.clone(), present, src.clone()));
                 }
             }
-            doc.boot.cmdline.present = union(doc.boot.cmdline.present, d.boot.cmdline.present.clone());
+            doc.boot.cmdline.present =
+                union(doc.boot.cmdline.present, d.boot.cmdline.present.clone());
             doc.boot.cmdline.absent = union(doc.boot.cmdline.absent, d.boot.cmdline.absent.clone());
         }
         for (list, present) in [(&d.modules.present, true), (&d.modules.absent, false)] {
             for m in list {
-                if let Some((_, _, other)) = module_src.iter().find(|(x, p, _)| x == m && *p != present) {
-                    return Err(conflict(format!("module `{m}`"), other, if present { "absent" } else { "present" }, &src, if present { "present" } else { "absent" }));
+                if let Some((_, _, other)) =
+                    module_src.iter().find(|(x, p, _)| x == m && *p != present)
+                {
+                    return Err(conflict(
+                        format!("module `{m}`"),
+                        other,
+                        if present { "absent" } else { "present" },
+                        &src,
+                        if present { "present" } else { "absent" },
+                    ));
                 }
                 module_src.push((m.clone(), present, src.clone()));
             }
@@ -176,7 +209,13 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         for (m, o) in &d.modules.options {
             if let Some((prev, other)) = option_src.get(m) {
                 if prev != o {
-                    return Err(conflict(format!("modules.options.{m}"), other, &format!("\"{prev}\""), &src, &format!("\"{o}\"")));
+                    return Err(conflict(
+                        format!("modules.options.{m}"),
+                        other,
+                        &format!("\"{prev}\""),
+                        &src,
+                        &format!("\"{o}\""),
+                    ));
                 }
             }
             option_src.insert(m.clone(), (o.clone(), src.clone()));
@@ -186,7 +225,13 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         for f in &d.files {
             if let Some((prev, other)) = file_src.get(&f.path) {
                 if prev != f {
-                    return Err(conflict(format!("file {}", f.path), other, "one content", &src, "another"));
+                    return Err(conflict(
+                        format!("file {}", f.path),
+                        other,
+                        "one content",
+                        &src,
+                        "another",
+                    ));
                 }
                 continue;
             }
@@ -196,14 +241,23 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         for (k, v) in &d.vars {
             if let Some((prev, other)) = var_src.get(k) {
                 if prev != v {
-                    return Err(conflict(format!("vars.{k}"), other, &prev.to_string(), &src, &v.to_string()));
+                    return Err(conflict(
+                        format!("vars.{k}"),
+                        other,
+                        &prev.to_string(),
+                        &src,
+                        &v.to_string(),
+                    ));
                 }
             }
             var_src.insert(k.clone(), (v.clone(), src.clone()));
             doc.vars.insert(k.clone(), v.clone());
         }
         doc.requires = and_requires(doc.requires, d.requires.clone());
-        doc.verify.min_line_rate_fraction = match (doc.verify.min_line_rate_fraction, d.verify.min_line_rate_fraction) {
+        doc.verify.min_line_rate_fraction = match (
+            doc.verify.min_line_rate_fraction,
+            d.verify.min_line_rate_fraction,
+        ) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         };
@@ -220,7 +274,13 @@ fn describe_arg(a: &str, present: bool) -> String {
     format!("`{a}` {}", if present { "present" } else { "absent" })
 }
 
-fn conflict(what: String, first: &str, first_value: &str, second: &str, second_value: &str) -> Error {
+fn conflict(
+    what: String,
+    first: &str,
+    first_value: &str,
+    second: &str,
+    second_value: &str,
+) -> Error {
     Error::ProfileConflict {
         what,
         first: first.to_string(),

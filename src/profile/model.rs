@@ -16,7 +16,11 @@ pub struct ProfileDoc {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Profiles this one builds on (built-in names or paths relative to this file).
-    #[serde(default, skip_serializing_if = "Vec::is_empty", deserialize_with = "one_or_many")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "one_or_many"
+    )]
     #[schemars(with = "OneOrMany")]
     pub extends: Vec<String>,
     #[serde(default, skip_serializing_if = "Requires::is_empty")]
@@ -306,7 +310,10 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
         fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
             Ok(vec![s.to_string()])
         }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
             let mut v = Vec::new();
             while let Some(s) = seq.next_element::<String>()? {
                 v.push(s);
@@ -326,12 +333,17 @@ impl<'de> Deserialize<'de> for VersionReq {
         impl<'de> serde::de::Visitor<'de> for V {
             type Value = VersionReq;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a version constraint like \">= 5.12\", or a map with `version` and `severity`")
+                f.write_str(
+                    "a version constraint like \">= 5.12\", or a map with `version` and `severity`",
+                )
             }
             fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
                 Ok(VersionReq::Short(s.to_string()))
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
                 VersionReqFull::deserialize(serde::de::value::MapAccessDeserializer::new(map))
                     .map(VersionReq::Full)
             }

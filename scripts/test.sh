@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The project's test command: installs the system tools the tests drive for
+# real (bash, util-linux's setpriv, GRUB's grub-script-check, kmod), then runs
+# every unit and integration test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+command -v setpriv >/dev/null || need+=(util-linux)
+command -v grub-script-check >/dev/null || need+=(grub-common)
+command -v modprobe >/dev/null || need+=(kmod)
+if ((${#need[@]})); then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "scripts/test.sh: missing ${need[*]}: install them (apt-get install ${need[*]}) or run as root" >&2
+    exit 1
+  fi
+fi
+cargo test --all-targets 2>&1
