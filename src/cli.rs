@@ -361,6 +361,20 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
+    // Only an interrupted run to undo (its apply never completed): putting
+    // its files back is the whole rollback.
+    let only_recovery =
+        a.generation.is_none() && apply::interrupted(&store) && !apply::any_in_effect(&store);
+    if only_recovery {
+        if !a.yes {
+            confirm("An interrupted gdrprov run left files half-changed; put them back?")?;
+        }
+        let _lock = store.lock()?;
+        for note in apply::recover(&host, &store)? {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        return Ok(exit::OK);
+    }
     if !a.yes {
         let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
         if cli.format == Format::Text {
