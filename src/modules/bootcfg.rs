@@ -18,6 +18,7 @@ pub const MODULE: &str = "boot";
 const DEFAULTS: &str = "/etc/default/grub";
 const DEFAULTS_D: &str = "/etc/default/grub.d";
 const BLS_DIR: &str = "/boot/loader/entries";
+const GRUB_CFG: &str = "/boot/grub/grub.cfg";
 
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
@@ -151,6 +152,17 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                         "grub.cfg was regenerated with the wanted kernel arguments".to_string()
                     }),
                 });
+                // Never unbootable: GRUB's own parser checks what was
+                // generated; if it refuses, the defaults are put back and
+                // grub.cfg is generated again from them.
+                if let Some(check) = grub_script_check(ctx.host) {
+                    part.commands.push(Change {
+                        module: MODULE.into(),
+                        description: check.why.clone(),
+                        action: Action::Run { command: check },
+                        reboot: None,
+                    });
+                }
             }
         }
     }
@@ -193,6 +205,7 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
             host.display(DEFAULTS)
         )));
     };
+    check_defaults_text(host, DEFAULTS, &main)?;
     let mut files = vec![(DEFAULTS.to_string(), main)];
     let mut names: Vec<String> = host
         .list_dir(DEFAULTS_D)
@@ -203,10 +216,35 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
     for n in names {
         let path = format!("{DEFAULTS_D}/{n}");
         if let Some(text) = host.read_text(&path)? {
+            check_defaults_text(host, &path, &text)?;
             files.push((path, text));
         }
     }
     Ok(files)
+}
+
+/// The largest GRUB defaults file gdrprov reads (real ones are a few KiB).
+const MAX_DEFAULTS_LEN: usize = 256 * 1024;
+
+/// Refuses what no real GRUB defaults file holds and a shell would read
+/// differently from gdrprov: a NUL byte, or megabytes of text.
+fn check_defaults_text(host: &Host, path: &str, text: &str) -> Result<()> {
+    let why = if text.len() > MAX_DEFAULTS_LEN {
+        format!(
+            "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
+            text.len(),
+            MAX_DEFAULTS_LEN / 1024
+        )
+    } else if let Some(i) = text.find('\0') {
+        let line = text[..i].matches('\n').count() + 1;
+        format!("line {line} holds a NUL byte, which the shell that grub-mkconfig runs reads differently")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Refused(format!(
+        "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
+        host.display(path)
+    )))
 }
 
 fn regenerate_command(host: &Host) -> CommandSpec {
@@ -222,6 +260,19 @@ fn regenerate_command(host: &Host) -> CommandSpec {
         )
     };
     spec.regenerating()
+}
+
+/// `grub-script-check /boot/grub/grub.cfg` when the root has the tool.
+fn grub_script_check(host: &Host) -> Option<CommandSpec> {
+    ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
+        .iter()
+        .any(|p| host.exists(p))
+        .then(|| {
+            CommandSpec::new(
+                &["grub-script-check", GRUB_CFG],
+                format!("Check that GRUB accepts the regenerated {GRUB_CFG} (grub-script-check)"),
+            )
+        })
 }
 
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument
