@@ -301,10 +301,12 @@ fn make_plan(
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(crate::bootcmd::trial_specs),
     };
-    let mut plan = plan::build(&ctx)?;
+    // Requirements first: every failed one is reported, before any
+    // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
-    plan.warnings
-        .extend(crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?);
+    let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
+    let mut plan = plan::build(&ctx)?;
+    plan.warnings.extend(warnings);
     Ok(plan)
 }
 
@@ -461,6 +463,20 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
+    // Only an interrupted run to undo (its apply never completed): putting
+    // its files back is the whole rollback.
+    let only_recovery =
+        a.generation.is_none() && apply::interrupted(&store) && !apply::any_in_effect(&store);
+    if only_recovery {
+        if !a.yes {
+            confirm("An interrupted gdrprov run left files half-changed; put them back?")?;
+        }
+        let _lock = store.lock()?;
+        for note in apply::recover(&host, &store)? {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        return Ok(exit::OK);
+    }
     if !a.yes {
         let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
         if cli.format == Format::Text {

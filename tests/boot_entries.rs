@@ -703,7 +703,7 @@ fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     let out = gdrprov()
         .args([
             "apply",
-            "erdma-cloud",
+            "legacy-peermem",
             "--trial",
             "-y",
             "--no-exec",

@@ -350,14 +350,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     "grub.cfg was regenerated with the wanted kernel arguments".to_string()
                 }),
             ));
-            if !extras.is_empty() {
-                part.commands.push(run_change(
-                    CommandSpec::new(
-                        &["grub-script-check", GRUB_CFG],
-                        format!("Check that GRUB accepts the regenerated {GRUB_CFG}"),
-                    ),
-                    None,
-                ));
+            // Never unbootable: GRUB's own parser checks what was generated
+            // (whenever the root has it); if it refuses, the defaults and
+            // scripts are put back and grub.cfg is generated again from them.
+            // An extra entry is gdrprov's own script: always have GRUB check it.
+            if let Some(check) = grub_script_check(ctx.host, !extras.is_empty()) {
+                part.commands.push(run_change(check, None));
             }
         }
         if let Some(id) = &trial_id {
@@ -477,6 +475,7 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
             host.display(DEFAULTS)
         )));
     };
+    check_defaults_text(host, DEFAULTS, &main)?;
     let mut files = vec![(DEFAULTS.to_string(), main)];
     let mut names: Vec<String> = host
         .list_dir(DEFAULTS_D)
@@ -487,10 +486,35 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
     for n in names {
         let path = format!("{DEFAULTS_D}/{n}");
         if let Some(text) = host.read_text(&path)? {
+            check_defaults_text(host, &path, &text)?;
             files.push((path, text));
         }
     }
     Ok(files)
+}
+
+/// The largest GRUB defaults file gdrprov reads (real ones are a few KiB).
+const MAX_DEFAULTS_LEN: usize = 256 * 1024;
+
+/// Refuses what no real GRUB defaults file holds and a shell would read
+/// differently from gdrprov: a NUL byte, or megabytes of text.
+fn check_defaults_text(host: &Host, path: &str, text: &str) -> Result<()> {
+    let why = if text.len() > MAX_DEFAULTS_LEN {
+        format!(
+            "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
+            text.len(),
+            MAX_DEFAULTS_LEN / 1024
+        )
+    } else if let Some(i) = text.find('\0') {
+        let line = text[..i].matches('\n').count() + 1;
+        format!("line {line} holds a NUL byte, which the shell that grub-mkconfig runs reads differently")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Refused(format!(
+        "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
+        host.display(path)
+    )))
 }
 
 fn regenerate_command(host: &Host) -> CommandSpec {
@@ -506,6 +530,21 @@ fn regenerate_command(host: &Host) -> CommandSpec {
         )
     };
     spec.regenerating()
+}
+
+/// `grub-script-check /boot/grub/grub.cfg` when the root has the tool (or
+/// `always`).
+fn grub_script_check(host: &Host, always: bool) -> Option<CommandSpec> {
+    (always
+        || ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
+            .iter()
+            .any(|p| host.exists(p)))
+    .then(|| {
+        CommandSpec::new(
+            &["grub-script-check", GRUB_CFG],
+            format!("Check that GRUB accepts the regenerated {GRUB_CFG} (grub-script-check)"),
+        )
+    })
 }
 
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument
