@@ -18,6 +18,8 @@ pub mod exit {
     pub const ERROR: i32 = 1;
     /// `--detailed-exitcode`: changes are pending.
     pub const CHANGES: i32 = 2;
+    /// `verify`: a check failed; the host is not ready.
+    pub const NOT_READY: i32 = 3;
 }
 
 #[derive(Debug, Parser)]
@@ -56,11 +58,47 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Undo applies: restore every file of a generation (default: the latest) byte for byte.
     Rollback(RollbackArgs),
+    /// Check the host against profiles after apply and reboot, down to an RDMA loopback
+    /// into GPU memory. Exit 0 ready, 3 not ready.
+    Verify(VerifyArgs),
     /// List the journal's generations.
     History,
     /// Built-in profiles, validation and the JSON schema.
     #[command(subcommand)]
     Profile(ProfileCommand),
+    /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
+    Bench(crate::bench::BenchArgs),
+    /// Every fact about the host (GPUs, driver, CUDA, RDMA, IOMMU, PCIe); --snapshot copies them.
+    Inventory(InventoryArgs),
+    /// Which profile fits this host and what stands in the way: findings with cause and fix.
+    Doctor(DoctorArgs),
+    /// Boot entries: list them, set the default, boot one once.
+    #[command(subcommand)]
+    Boot(crate::bootcmd::BootCommand),
+    /// Make a trial boot (`apply --trial`) permanent, once it is what runs.
+    Commit(crate::bootcmd::CommitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InventoryArgs {
+    /// Copy every file the probes read, and the output of every command they ran, into DIR
+    /// (a new directory): `--root DIR` then gives the same answers on any machine.
+    #[arg(long, value_name = "DIR")]
+    pub snapshot: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Profiles to check the host against (default: every built-in profile, and the best fit).
+    #[arg(value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// An NCCL log (NCCL_DEBUG=INFO) whose lines are mapped to findings.
+    #[arg(long, value_name = "FILE")]
+    pub nccl_log: Option<PathBuf>,
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +113,9 @@ pub struct TargetArgs {
     /// taking effect at the next boot. For image builds.
     #[arg(long)]
     pub no_reboot: bool,
+    /// Go ahead even though the profile's hard requirements fail (they become warnings).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]
@@ -99,12 +140,13 @@ pub struct ApplyArgs {
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
-    /// Apply even though requirements fail.
-    #[arg(long)]
-    pub force: bool,
     /// With --dry-run: exit 2 when changes are pending.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Put the boot arguments in a one-shot entry for the next boot only
+    /// (`gdrprov commit` makes them the default); other changes apply as usual.
+    #[arg(long)]
+    pub trial: bool,
     #[command(flatten)]
     pub target: TargetArgs,
 }
@@ -122,6 +164,27 @@ pub struct RollbackArgs {
     /// Restore files even if they were edited after gdrprov wrote them.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[arg(required = true, value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Skip the RDMA loopback bandwidth test.
+    #[arg(long)]
+    pub no_loopback: bool,
+    /// RDMA device for the loopback (default: the first ACTIVE port).
+    #[arg(long, value_name = "DEV")]
+    pub device: Option<String>,
+    /// Seconds the loopback runs (default 3).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Loopback floor in Gb/s instead of the line-rate fraction (software RDMA devices).
+    #[arg(long, value_name = "GBPS")]
+    pub min_gbps: Option<f64>,
+    /// CPU vendor when the root cannot tell (see plan).
+    #[arg(long, value_enum, value_name = "VENDOR")]
+    pub cpu_vendor: Option<CpuVendor>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -168,18 +231,39 @@ pub fn main() -> i32 {
 
 pub fn run(cli: &Cli) -> Result<i32> {
     match &cli.command {
-        Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode),
+        Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode, false),
         Command::Apply(a) if a.dry_run => {
-            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode)
+            cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode, a.trial)
         }
         Command::Apply(a) => cmd_apply(cli, a),
         Command::Rollback(a) => cmd_rollback(cli, a),
+        Command::Verify(a) => cmd_verify(cli, a),
         Command::History => cmd_history(cli),
         Command::Profile(p) => cmd_profile(cli, p),
+        Command::Bench(b) => {
+            let format = if cli.format == Format::Json {
+                crate::bench::BenchFormat::Json
+            } else {
+                crate::bench::BenchFormat::Text
+            };
+            crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
+        }
+        Command::Inventory(a) => {
+            crate::inventory::run(&cli.root, cli.format, a.snapshot.as_deref(), a.cpu_vendor)
+        }
+        Command::Doctor(a) => crate::doctor::run(
+            &cli.root,
+            cli.format,
+            &a.profiles,
+            a.nccl_log.as_deref(),
+            a.cpu_vendor,
+        ),
+        Command::Boot(b) => crate::bootcmd::boot(cli, b),
+        Command::Commit(a) => crate::bootcmd::commit(cli, a),
     }
 }
 
-fn style(cli: &Cli) -> Style {
+pub(crate) fn style(cli: &Cli) -> Style {
     Style {
         color: match cli.color {
             Color::Always => true,
@@ -199,7 +283,12 @@ fn load_profiles(specs: &[String]) -> Result<Composed> {
     profile::compose(&loaded)
 }
 
-fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Plan> {
+fn make_plan(
+    host: &Host,
+    desired: &Composed,
+    target: &TargetArgs,
+    trial: Option<&[String]>,
+) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
     let store = StateStore::new(host);
     let state = store.load_state()?;
@@ -210,21 +299,32 @@ fn make_plan(host: &Host, desired: &Composed, target: &TargetArgs) -> Result<Pla
         state: &state,
         state_store: &store,
         live_changes: host.is_live() && !target.no_reboot,
+        trial: trial.map(crate::bootcmd::trial_specs),
     };
-    plan::build(&ctx)
+    let mut plan = plan::build(&ctx)?;
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    plan.warnings
+        .extend(crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?);
+    Ok(plan)
 }
 
-fn print_report(cli: &Cli, r: &render::Report) {
+pub(crate) fn print_report(cli: &Cli, r: &render::Report) {
     match cli.format {
         Format::Json => println!("{}", render::json(r)),
         Format::Text => print!("{}", render::text(r, style(cli))),
     }
 }
 
-fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) -> Result<i32> {
+fn cmd_plan(
+    cli: &Cli,
+    specs: &[String],
+    target: &TargetArgs,
+    detailed: bool,
+    trial: bool,
+) -> Result<i32> {
     let desired = load_profiles(specs)?;
     let host = Host::open(&cli.root, target.no_exec)?;
-    let plan = make_plan(&host, &desired, target)?;
+    let plan = make_plan(&host, &desired, target, trial.then_some(specs))?;
     print_report(
         cli,
         &render::report("plan", &host, desired.names.clone(), &plan, None),
@@ -236,7 +336,7 @@ fn cmd_plan(cli: &Cli, specs: &[String], target: &TargetArgs, detailed: bool) ->
     })
 }
 
-fn require_root(host: &Host, action: &str) -> Result<()> {
+pub(crate) fn require_root(host: &Host, action: &str) -> Result<()> {
     let uid = nix::unistd::geteuid();
     if host.is_live() && !uid.is_root() {
         return Err(Error::NotRoot {
@@ -265,7 +365,7 @@ fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
 }
 
 /// Asks on a terminal; refuses without one (no silent yes in scripts).
-fn confirm(question: &str) -> Result<()> {
+pub(crate) fn confirm(question: &str) -> Result<()> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Error::Refused(
@@ -286,14 +386,15 @@ fn confirm(question: &str) -> Result<()> {
     }
 }
 
-fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+    let trial = a.trial.then_some(a.profiles.as_slice());
     let desired = load_profiles(&a.profiles)?;
     let host = Host::open(&cli.root, a.target.no_exec)?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
-    let plan = make_plan(&host, &desired, &a.target)?;
+    let plan = make_plan(&host, &desired, &a.target, trial)?;
     if plan.is_empty() && !apply::interrupted(&store) {
         print_report(
             cli,
@@ -317,13 +418,12 @@ fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
     let _lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
-    let locked_plan = make_plan(&host, &desired, &a.target)?;
+    let locked_plan = make_plan(&host, &desired, &a.target, trial)?;
     if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
         return Err(Error::Refused(
             "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
         ));
     }
-    let _ = a.force;
     if locked_plan.is_empty() {
         for note in &recovered {
             eprintln!("gdrprov: recovered: {note}");
@@ -401,6 +501,41 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
         &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
     );
     Ok(exit::OK)
+}
+
+fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
+    let desired = load_profiles(&a.profiles)?;
+    // Verify changes nothing and runs nothing but read-only probes.
+    let host = Host::open(&cli.root, true)?;
+    // Requirements are a check of their own here, not a gate.
+    let target = TargetArgs {
+        no_exec: true,
+        cpu_vendor: a.cpu_vendor,
+        no_reboot: false,
+        force: true,
+    };
+    let plan = make_plan(&host, &desired, &target, None)?;
+    let facts = Facts::gather(&host, a.cpu_vendor);
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    let choice = crate::verify::LoopbackChoice {
+        skip: a.no_loopback,
+        device: a.device.clone(),
+        seconds: a.duration,
+        min_gbps: a.min_gbps,
+    };
+    let report = crate::verify::run(&host, &desired, &plan, &reqs, &choice)?;
+    match cli.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+        Format::Text => print!("{}", crate::verify::text(&report)),
+    }
+    Ok(if report.ready {
+        exit::OK
+    } else {
+        exit::NOT_READY
+    })
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {

@@ -36,6 +36,26 @@ pub struct State {
     /// Commands an apply with `--no-exec` left for later.
     #[serde(default)]
     pub pending_commands: Vec<CommandSpec>,
+    /// A trial boot set up by `apply --trial` and not yet committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<Trial>,
+}
+
+/// A pending trial boot: the profiles whose command line the one-shot entry
+/// holds, and how to recognise that it is what runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Trial {
+    /// The profiles as given to `apply` (files made absolute), for `commit`.
+    pub profiles: Vec<String>,
+    /// The boot entry id given to grub-reboot / grub2-reboot.
+    pub entry: String,
+    /// The entry's kernel arguments (root= and ro aside).
+    pub args: Vec<String>,
+    /// Arguments of the default entry that the trial entry does not have:
+    /// when one of them is running, the trial is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -3,13 +3,21 @@
 //! profile + facts → plan (pure) → apply (journal) → render.
 
 pub mod apply;
+pub mod bench;
 pub mod boot;
+pub mod bootcmd;
 pub mod cli;
+pub mod doctor;
 pub mod error;
 pub mod facts;
 pub mod host;
+pub mod inventory;
 pub mod journal;
 pub mod modules;
 pub mod plan;
 pub mod profile;
 pub mod render;
+pub mod requirements;
+pub mod snapshot;
+pub mod verify;
+pub mod versions;

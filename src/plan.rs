@@ -18,6 +18,9 @@ pub struct Context<'a> {
     /// Whether the running kernel may be changed now (live root, not
     /// `--no-reboot`); otherwise only persistent state is planned.
     pub live_changes: bool,
+    /// `apply --trial`: the profiles as given (for `commit`); the boot
+    /// arguments go to a one-shot entry and the default entry is left alone.
+    pub trial: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -139,13 +142,21 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::modules::files::plan(ctx, &wanted)?;
     changes.append(&mut part.edits);
+    // Changes that must follow the commands (see `Part::late_paths`).
+    let (mut late, early): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|c| {
+        c.path()
+            .is_some_and(|p| part.late_paths.iter().any(|l| l == p))
+    });
+    changes = early;
+    late.append(&mut part.late);
 
     let mut state_after = ctx.state.clone();
     state_after.profiles = ctx.desired.names.clone();
     if let Some(args) = part.kernel_args.take() {
         state_after.kernel_args = args;
     }
-    for c in &changes {
+    state_after.trial = part.trial.take();
+    for c in changes.iter().chain(&late) {
         match &c.action {
             Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
                 state_after.files.entry(path.clone()).or_insert_with(|| {
@@ -172,6 +183,14 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         .state
         .pending_commands
         .iter()
+        // A one-shot boot of a trial that is no longer pending is not owed.
+        .filter(|c| {
+            state_after.trial.is_some()
+                || !matches!(
+                    c.argv.first().map(String::as_str),
+                    Some("grub-reboot" | "grub2-reboot")
+                )
+        })
         .map(|c| Change {
             module: "pending".into(),
             description: format!("{} (pending from an earlier --no-exec apply)", c.why),
@@ -207,6 +226,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         state_after.pending_commands.clear();
         changes.extend(commands);
     }
+    changes.extend(late);
     plan.changes = changes;
     plan.state_after = state_after;
     Ok(plan)

@@ -21,5 +21,6 @@
 
 pub mod cmdline;
 pub mod desired;
+pub mod entries;
 pub mod grub_defaults;
 mod shell;

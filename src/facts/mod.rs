@@ -1,7 +1,24 @@
 //! Read-only probes of a root. Each copes with its subject being absent and
-//! says so; none of them fails.
+//! says so; none of them fails. Every read goes through [`Host`], so the
+//! probes work the same on `/`, an image, or a snapshot (`inventory --snapshot`).
 
+pub mod boot;
+pub mod cuda;
+pub mod erdma;
+pub mod gpu;
+pub mod iommu;
+pub mod kernel;
+pub mod kmod;
+pub mod limits;
+pub mod nccl;
+pub mod nvidia;
+pub mod ofed;
 mod os;
+pub mod pci;
+pub mod pcie;
+pub mod perftest;
+pub mod rdma;
+mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};
 
@@ -16,6 +33,34 @@ pub struct Facts {
     pub proc_cmdline: Option<String>,
     /// Whether the root is the running system.
     pub live: bool,
+    /// Whether the root is a snapshot (`inventory --snapshot`): commands were replayed.
+    pub snapshot: bool,
+    pub kernel: kernel::KernelFacts,
+    pub boot: boot::BootFacts,
+    pub nvidia_driver: nvidia::DriverFacts,
+    pub gpus: Vec<gpu::Gpu>,
+    pub cuda: cuda::CudaFacts,
+    pub ofed: ofed::OfedFacts,
+    pub perftest: perftest::PerftestFacts,
+    pub nccl: nccl::NcclFacts,
+    pub erdma: erdma::ErdmaFacts,
+    pub rdma_devices: Vec<rdma::RdmaDevice>,
+    pub iommu: iommu::IommuFacts,
+    pub modules: kmod::ModuleFacts,
+    pub limits: limits::LimitsFacts,
+    pub pcie: Vec<pcie::PciePath>,
+    /// Kernel log errors and warnings about the GPU and RDMA modules.
+    pub kernel_log: Vec<String>,
+}
+
+/// How much to ask.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Depth {
+    /// Files and probe commands only (plan, apply): fast, loads no library.
+    #[default]
+    Files,
+    /// Also ask the CUDA driver API on a running system (inventory, doctor).
+    WithCuda,
 }
 
 /// The distribution family of a root, from its os-release.
@@ -24,14 +69,117 @@ pub fn os_family(host: &Host) -> OsFamily {
 }
 
 impl Facts {
+    /// The facts `plan` and `apply` need: no library is loaded.
     pub fn gather(host: &Host, cpu_override: Option<CpuVendor>) -> Facts {
+        Facts::gather_with(host, cpu_override, Depth::Files)
+    }
+
+    pub fn gather_with(host: &Host, cpu_override: Option<CpuVendor>, depth: Depth) -> Facts {
+        let proc_cmdline = host
+            .read_fact("/proc/cmdline")
+            .map(|s| s.trim().to_string());
+        let kernel = kernel::probe(host);
+        let nvidia_driver = nvidia::probe(host, &kernel.installed);
+        let pci_devices = pci::devices(host);
+        let mut gpus = gpu::probe(host, &pci_devices);
+        let runtime = match depth {
+            Depth::WithCuda => host.probe("cuda", cuda::libcuda_probe),
+            Depth::Files => None,
+        };
+        let cuda = cuda::probe(host, nvidia_driver.major(), runtime);
+        refine_gpus(&mut gpus, &cuda);
+        let modules = kmod::probe(host, proc_cmdline.as_deref());
+        let rdma_devices = rdma::probe(host);
+        let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
+        let pcie = pcie::probe(host, &gpus, &rdma_devices);
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
-            proc_cmdline: host
-                .read_fact("/proc/cmdline")
-                .map(|s| s.trim().to_string()),
             live: host.is_live(),
+            snapshot: host.is_snapshot(),
+            boot: boot::probe(host),
+            ofed: ofed::probe(host),
+            perftest: perftest::probe(host),
+            nccl: nccl::probe(host),
+            erdma: erdma::probe(host, &modules.loaded),
+            iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
+            limits: limits::probe(host),
+            kernel_log: kmod::kernel_log(host),
+            proc_cmdline,
+            kernel,
+            nvidia_driver,
+            gpus,
+            cuda,
+            rdma_devices,
+            modules,
+            pcie,
         }
+    }
+
+    /// The CUDA device that is this GPU, if the driver API answered.
+    pub fn cuda_device(&self, gpu: &gpu::Gpu) -> Option<&cuda::CudaDevice> {
+        let rt = self.cuda.runtime.as_ref()?;
+        rt.devices.iter().find(|d| {
+            d.pci_bus_id
+                .as_deref()
+                .is_some_and(|b| same_bus_id(b, &gpu.pci))
+        })
+    }
+}
+
+/// `00000000:3B:00.0` (CUDA) and `0000:3b:00.0` (sysfs) name the same device.
+pub fn same_bus_id(a: &str, b: &str) -> bool {
+    let tail = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        let parts: Vec<&str> = s.rsplitn(3, ':').collect();
+        if parts.len() < 2 {
+            return (0u64, s.clone());
+        }
+        let domain = parts
+            .get(2)
+            .and_then(|d| u64::from_str_radix(d, 16).ok())
+            .unwrap_or(0);
+        (domain, format!("{}:{}", parts[1], parts[0]))
+    };
+    tail(a) == tail(b)
+}
+
+/// The compute capability, when CUDA gave it, names the architecture better
+/// than the device ID, and CUDA's name is the marketing name.
+fn refine_gpus(gpus: &mut [gpu::Gpu], cuda: &cuda::CudaFacts) {
+    let Some(rt) = &cuda.runtime else { return };
+    for g in gpus.iter_mut() {
+        let Some(d) = rt.devices.iter().find(|d| {
+            d.pci_bus_id
+                .as_deref()
+                .is_some_and(|b| same_bus_id(b, &g.pci))
+        }) else {
+            continue;
+        };
+        if let Some((maj, min)) = d
+            .compute_capability
+            .as_deref()
+            .and_then(|c| c.split_once('.'))
+        {
+            if let (Ok(a), Ok(b)) = (maj.parse(), min.parse()) {
+                let arch = gpu::Arch::from_compute_capability(a, b);
+                if arch != gpu::Arch::Unknown {
+                    g.arch = arch;
+                    g.arch_source = "compute-capability";
+                }
+            }
+        }
+        if g.name.is_none() {
+            g.name = d.name.clone();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bus_ids_match_across_spellings() {
+        assert!(super::same_bus_id("00000000:3B:00.0", "0000:3b:00.0"));
+        assert!(!super::same_bus_id("00000000:3B:00.0", "0000:3c:00.0"));
     }
 }

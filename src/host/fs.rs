@@ -61,20 +61,77 @@ impl Host {
     /// Reads a file for a fact: missing or unreadable gives `None`, invalid
     /// UTF-8 is replaced. Probes report "absent", they never fail.
     pub fn read_fact(&self, path: &str) -> Option<String> {
+        self.log(|r| {
+            r.files.insert(path.to_string());
+        });
         self.read(path)
             .ok()
             .flatten()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
+    /// Reads a binary file for a fact (PCI config space), at most `max` bytes.
+    pub fn read_fact_bytes(&self, path: &str, max: usize) -> Option<Vec<u8>> {
+        self.log(|r| {
+            r.files.insert(path.to_string());
+        });
+        let mut b = self.read(path).ok().flatten()?;
+        b.truncate(max);
+        Some(b)
+    }
+
     pub fn exists(&self, path: &str) -> bool {
+        self.log(|r| {
+            r.paths.insert(path.to_string());
+        });
         self.resolve(path)
             .map(|r| std::fs::symlink_metadata(&r.real).is_ok())
             .unwrap_or(false)
     }
 
+    /// The path inside the root that `path` names once every symlink is
+    /// followed (chroot semantics); `None` when it does not exist. For sysfs:
+    /// `/sys/bus/pci/devices/0000:3b:00.0` gives `/sys/devices/pci0000:3a/...`.
+    pub fn canonical(&self, path: &str) -> Option<String> {
+        self.log(|r| {
+            r.paths.insert(path.to_string());
+        });
+        let r = self.resolve(path).ok()?;
+        std::fs::symlink_metadata(&r.real).ok()?;
+        Some(r.logical)
+    }
+
+    /// The last component of the path a symlink points to (a sysfs `driver`
+    /// link gives the driver's name); `None` when it is not a symlink.
+    pub fn link_name(&self, path: &str) -> Option<String> {
+        let c = self.canonical(path)?;
+        let base = c.rsplit('/').next()?.to_string();
+        (!base.is_empty()).then_some(base)
+    }
+
+    /// Names in a directory that start with `prefix`, sorted (a snapshot
+    /// copies only those).
+    pub fn list_dir_prefix(&self, path: &str, prefix: &str) -> Vec<String> {
+        self.log(|r| {
+            r.dir_prefixes
+                .entry(path.to_string())
+                .or_default()
+                .insert(prefix.to_string());
+        });
+        let mut v = self.list_dir_unlogged(path);
+        v.retain(|n| n.starts_with(prefix));
+        v
+    }
+
     /// Names in a directory, sorted; empty when it does not exist.
     pub fn list_dir(&self, path: &str) -> Vec<String> {
+        self.log(|r| {
+            r.dirs.insert(path.to_string());
+        });
+        self.list_dir_unlogged(path)
+    }
+
+    fn list_dir_unlogged(&self, path: &str) -> Vec<String> {
         let Ok(r) = self.resolve(path) else {
             return Vec::new();
         };
@@ -82,6 +139,7 @@ impl Host {
             .map(|rd| {
                 rd.filter_map(|e| e.ok())
                     .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n != super::KEEP_FILE)
                     .collect()
             })
             .unwrap_or_default();

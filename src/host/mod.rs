@@ -5,20 +5,27 @@
 
 mod fs;
 mod path;
+mod record;
 mod runner;
 
 pub use fs::{FileMeta, WriteOptions};
 pub use path::{check_profile_path, InRoot};
+pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec};
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone)]
 pub struct Host {
     root: PathBuf,
     live: bool,
     no_exec: bool,
+    /// Set by `inventory --snapshot`: every fact read and command run is logged.
+    recorder: Option<Arc<Mutex<Recording>>>,
+    /// Set when the root is a snapshot: commands are answered from it, never run.
+    replay: Option<Arc<Recording>>,
 }
 
 impl Host {
@@ -31,10 +38,17 @@ impl Host {
             return Err(Error::RootMissing(root.into()));
         }
         let live = canonical == Path::new("/");
+        let replay = if live {
+            None
+        } else {
+            record::load_replay(&canonical).map(Arc::new)
+        };
         Ok(Host {
             root: canonical,
             live,
             no_exec,
+            recorder: None,
+            replay,
         })
     }
 

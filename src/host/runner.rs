@@ -80,11 +80,20 @@ impl Host {
     /// Runs a read-only probe command (e.g. `modinfo`). Gives `None` when
     /// nothing may run (`--no-exec`) or the tool is missing: a fact is then
     /// "absent", never an error.
+    /// On a snapshot root the recorded output is returned and nothing runs.
     pub fn query(&self, argv: &[&str]) -> Option<CommandOutput> {
+        if let Some(answer) = self.replayed(argv) {
+            return answer;
+        }
         if self.no_exec() {
             return None;
         }
-        self.spawn(&CommandSpec::new(argv, "probe")).ok()
+        let out = self.spawn(&CommandSpec::new(argv, "probe")).ok();
+        // chroot's own failures (125: could not chroot, 126/127: the tool is
+        // not in the image or not runnable) read as absent.
+        let out = out.filter(|o| self.is_live() || !matches!(o.code, Some(125..=127)));
+        self.log_command(argv, out.as_ref());
+        out
     }
 
     fn spawn(&self, spec: &CommandSpec) -> Result<CommandOutput> {

@@ -7,48 +7,107 @@
 
 use super::Part;
 use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
-use crate::boot::{cmdline, grub_defaults};
+use crate::boot::{cmdline, entries, grub_defaults};
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, OsFamily};
 use crate::host::{CommandSpec, Host};
+use crate::journal::Trial;
+use crate::modules::files::ManagedFile;
 use crate::plan::{Action, Change, Context};
 use crate::profile::IommuMode;
 
 pub const MODULE: &str = "boot";
 const DEFAULTS: &str = "/etc/default/grub";
 const DEFAULTS_D: &str = "/etc/default/grub.d";
-const BLS_DIR: &str = "/boot/loader/entries";
-const GRUB_CFG: &str = "/boot/grub/grub.cfg";
+pub const BLS_DIR: &str = "/boot/loader/entries";
+pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
+pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
 
-pub fn plan(ctx: &Context) -> Result<Part> {
-    let mut part = Part::default();
-    let boot = &ctx.desired.doc.boot;
-    let managed = boot.iommu.is_some_and(|m| m != IommuMode::Unmanaged) || !boot.cmdline.is_empty();
-    if !managed && ctx.state.kernel_args.is_empty() {
-        return Ok(part);
-    }
-    if !ctx.desired.entries.is_empty() {
-        return Err(Error::Refused(
-            "`boot.entry` (an extra boot entry) is not supported by this version of gdrprov yet; drop `entry:` to apply the arguments to the default entry".into(),
-        ));
-    }
-    let wants = BootWants {
+fn wants_of(boot: &crate::profile::Boot, vendor: Vendor) -> BootWants {
+    BootWants {
         iommu: match boot.iommu {
             Some(IommuMode::Passthrough) => IommuIntent::Passthrough,
             Some(IommuMode::Off) => IommuIntent::Off,
             Some(IommuMode::On) => IommuIntent::On,
             Some(IommuMode::Unmanaged) | None => IommuIntent::Unmanaged,
         },
-        vendor: match ctx.facts.cpu_vendor {
-            CpuVendor::Intel => Vendor::Intel,
-            CpuVendor::Amd => Vendor::Amd,
-            CpuVendor::Other => Vendor::Other,
-            CpuVendor::Unknown => Vendor::Unknown,
-        },
+        vendor,
         present: boot.cmdline.present.clone(),
         absent: boot.cmdline.absent.clone(),
+    }
+}
+
+fn is_managed(boot: &crate::profile::Boot) -> bool {
+    boot.iommu.is_some_and(|m| m != IommuMode::Unmanaged) || !boot.cmdline.is_empty()
+}
+
+/// Whether a path is an extra boot entry gdrprov generates.
+pub fn is_entry_file(path: &str) -> bool {
+    path.starts_with(entries::GRUBD_PREFIX)
+        || (path.starts_with(BLS_DIR) && path.contains(entries::BLS_INFIX))
+}
+
+fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
+    Change {
+        module: MODULE.into(),
+        description: spec.why.clone(),
+        action: Action::Run { command: spec },
+        reboot,
+    }
+}
+
+/// An extra entry to write: its name, its profile's own arguments (for the
+/// title) and its whole command line.
+struct Extra {
+    name: String,
+    own: Vec<String>,
+    args: Vec<String>,
+}
+
+pub fn plan(ctx: &Context) -> Result<Part> {
+    let mut part = Part::default();
+    let boot = &ctx.desired.doc.boot;
+    let managed = is_managed(boot);
+    let owned_entries: Vec<String> = ctx
+        .state
+        .files
+        .keys()
+        .filter(|p| is_entry_file(p))
+        .cloned()
+        .collect();
+    if ctx.trial.is_some() && !managed {
+        return Err(Error::Refused(
+            "--trial puts the profiles' kernel command line in a one-shot boot entry, but they set none for the default entry (`boot.iommu` or `boot.cmdline`); apply without --trial".into(),
+        ));
+    }
+    if !managed
+        && ctx.state.kernel_args.is_empty()
+        && ctx.desired.entries.is_empty()
+        && owned_entries.is_empty()
+    {
+        return Ok(part);
+    }
+    if let Some((name, _)) = ctx
+        .desired
+        .entries
+        .iter()
+        .find(|(n, _)| n == entries::TRIAL_ENTRY)
+    {
+        return Err(Error::Refused(format!(
+            "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
+        )));
+    }
+    let vendor = match ctx.facts.cpu_vendor {
+        CpuVendor::Intel => Vendor::Intel,
+        CpuVendor::Amd => Vendor::Amd,
+        CpuVendor::Other => Vendor::Other,
+        CpuVendor::Unknown => Vendor::Unknown,
     };
-    if wants.iommu == IommuIntent::Passthrough && ctx.facts.cpu_vendor == CpuVendor::Unknown {
+    let wants = wants_of(boot, vendor);
+    let any_passthrough = std::iter::once(boot)
+        .chain(ctx.desired.entries.iter().map(|(_, b)| b))
+        .any(|b| b.iommu == Some(IommuMode::Passthrough));
+    if any_passthrough && ctx.facts.cpu_vendor == CpuVendor::Unknown {
         part.warnings.push(
             "the CPU vendor is unknown (no /proc/cpuinfo in the root): adding intel_iommu=on, which AMD hosts ignore; pass --cpu-vendor to be exact".into(),
         );
@@ -63,118 +122,309 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
         .map_err(|e| Error::Refused(e.to_string()))?;
-    part.kernel_args = Some(args.owned.clone());
+    let trial = ctx.trial.is_some();
+    let bls = ctx.facts.os.family == OsFamily::Rhel;
 
+    // The default entry; a trial leaves it exactly as it is.
     let reboot_reason = describe(&args.add, &args.remove);
-    let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
-        .map_err(|e| grub_error(ctx.host, e))?;
-    let edited = !edits.is_empty();
-    for e in edits {
-        let before = files
-            .iter()
-            .find(|(n, _)| *n == e.name)
-            .map(|(_, c)| c.clone());
-        part.edits.push(Change {
-            module: MODULE.into(),
-            description: format!(
-                "Edit the kernel command line in {}: {}",
-                e.name, reboot_reason
-            ),
-            action: Action::WriteFile {
-                path: e.name.clone(),
-                before,
-                after: e.new_content,
-                new_mode: 0o644,
-                meta: None,
-            },
-            reboot: Some(format!("kernel command line: {reboot_reason}")),
-        });
+    let mut edited = false;
+    if !trial {
+        part.kernel_args = Some(args.owned.clone());
+        let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
+            .map_err(|e| grub_error(ctx.host, e))?;
+        edited = !edits.is_empty();
+        for e in edits {
+            let before = files
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .map(|(_, c)| c.clone());
+            part.edits.push(Change {
+                module: MODULE.into(),
+                description: format!(
+                    "Edit the kernel command line in {}: {}",
+                    e.name, reboot_reason
+                ),
+                action: Action::WriteFile {
+                    path: e.name.clone(),
+                    before,
+                    after: e.new_content,
+                    new_mode: 0o644,
+                    meta: None,
+                },
+                reboot: Some(format!("kernel command line: {reboot_reason}")),
+            });
+        }
+        if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
+            let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+            part.reboot_pending.push(format!(
+                "the running kernel's command line differs: {}",
+                text.join("; ")
+            ));
+        }
     }
 
-    match ctx.facts.os.family {
-        OsFamily::Rhel => {
-            let stale = bls_needing_change(ctx.host, &args.wanted, &args.remove);
-            if !stale.is_empty() {
-                let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
-                let add: Vec<&String> = args.wanted.iter().collect();
-                argv.push(format!(
-                    "--args={}",
-                    add.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")
-                ));
-                if !args.remove.is_empty() {
-                    argv.push(format!("--remove-args={}", args.remove.join(" ")));
-                }
-                let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
-                let spec = CommandSpec::new(
-                    &argv_ref,
-                    format!(
-                        "Update the kernel arguments of the boot entries ({}) with grubby",
-                        stale.join(", ")
-                    ),
-                );
-                part.commands.push(Change {
-                    module: MODULE.into(),
-                    description: spec.why.clone(),
-                    action: Action::Run { command: spec },
-                    reboot: Some(format!(
-                        "kernel command line: {}",
-                        describe(&args.wanted, &args.remove)
-                    )),
-                });
-            }
+    // Extra entries start from the default entry's command line (as it will
+    // be after this plan) and apply their own profile's rules to it.
+    let bls_default = if bls {
+        bls_default_entry(ctx.host)
+    } else {
+        None
+    };
+    let (base_now, base_after) = match &bls_default {
+        Some((_, _, e)) => {
+            let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
+                .map_err(|e| Error::Refused(e.to_string()))?
+                .result;
+            (e.options.clone(), after)
         }
-        _ => {
-            let stale = !edited && grub_cfg_stale(ctx.host, &args.wanted);
-            if edited || stale {
-                if edited {
-                    // /bin/sh is what grub-mkconfig sources these files with.
-                    for path in std::iter::once(DEFAULTS.to_string())
-                        .chain(files.iter().skip(1).map(|(n, _)| n.clone()))
-                    {
-                        let spec = CommandSpec::new(
-                            &["sh", "-n", &path],
-                            format!("Check that {path} is still valid shell"),
-                        );
-                        part.commands.push(Change {
-                            module: MODULE.into(),
-                            description: spec.why.clone(),
-                            action: Action::Run { command: spec },
-                            reboot: None,
-                        });
-                    }
-                }
-                let spec = regenerate_command(ctx.host);
-                part.commands.push(Change {
-                    module: MODULE.into(),
-                    description: spec.why.clone(),
-                    action: Action::Run { command: spec },
-                    reboot: stale.then(|| {
-                        "grub.cfg was regenerated with the wanted kernel arguments".to_string()
-                    }),
-                });
-                // Never unbootable: GRUB's own parser checks what was
-                // generated; if it refuses, the defaults are put back and
-                // grub.cfg is generated again from them.
-                if let Some(check) = grub_script_check(ctx.host) {
-                    part.commands.push(Change {
+        None => (current.clone(), args.result.clone()),
+    };
+    let base = if trial { &base_now } else { &base_after };
+    let mut extras = Vec::new();
+    for (name, b) in &ctx.desired.entries {
+        let p = desired::plan_args(base, &wants_of(b, vendor), &[], None)
+            .map_err(|e| Error::Refused(format!("boot entry `{name}`: {e}")))?;
+        extras.push(Extra {
+            name: name.clone(),
+            own: p.wanted,
+            args: p.result,
+        });
+    }
+    if trial {
+        extras.push(Extra {
+            name: entries::TRIAL_ENTRY.into(),
+            own: args.wanted.clone(),
+            args: base_after.clone(),
+        });
+    }
+    if bls && !extras.is_empty() && bls_default.is_none() {
+        return Err(Error::Refused(format!(
+            "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
+            ctx.host.display(BLS_DIR),
+            extras
+                .iter()
+                .map(|x| x.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+
+    // The entry files, and whether any will change.
+    let header = crate::modules::files::header(ctx);
+    let mut wanted_paths = Vec::new();
+    let mut scripts_changed = Vec::new();
+    let mut trial_id = None;
+    for x in &extras {
+        let (path, content, mode, id) = match &bls_default {
+            Some((default_id, text, e)) => {
+                let id = entries::bls_derived_id(default_id, &e.version, &x.name);
+                (
+                    format!("{BLS_DIR}/{id}.conf"),
+                    entries::bls_derived(text, &id, &x.name, &x.args),
+                    0o644,
+                    id,
+                )
+            }
+            None => {
+                let title = entries::title(&x.name, &x.own);
+                let script =
+                    entries::grubd_script(&header, &x.name, &title, &x.args).map_err(|e| {
+                        Error::Refused(format!(
+                            "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
+                            x.name,
+                            ctx.host.display(DEFAULTS)
+                        ))
+                    })?;
+                (entries::grubd_path(&x.name), script, 0o755, x.name.clone())
+            }
+        };
+        if wanted_paths.iter().any(|(p, _)| *p == path) {
+            return Err(Error::Refused(format!(
+                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
+            )));
+        }
+        if x.name == entries::TRIAL_ENTRY {
+            trial_id = Some(id);
+        }
+        if ctx.host.read_text(&path)?.as_deref() != Some(content.as_str()) {
+            scripts_changed.push(path.clone());
+        }
+        wanted_paths.push((path.clone(), content.clone()));
+        part.files.push(ManagedFile {
+            path,
+            content,
+            mode,
+            module: MODULE,
+            reboot: None,
+        });
+    }
+    let removed = owned_entries
+        .iter()
+        .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && ctx.host.exists(p));
+
+    if bls {
+        let stale = if trial {
+            Vec::new()
+        } else {
+            bls_needing_change(ctx.host, &args.wanted, &args.remove)
+        };
+        if !stale.is_empty() {
+            let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
+            argv.push(format!("--args={}", args.wanted.join(" ")));
+            if !args.remove.is_empty() {
+                argv.push(format!("--remove-args={}", args.remove.join(" ")));
+            }
+            let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let spec = CommandSpec::new(
+                &argv_ref,
+                format!(
+                    "Update the kernel arguments of the boot entries ({}) with grubby",
+                    stale.join(", ")
+                ),
+            );
+            part.commands.push(run_change(
+                spec,
+                Some(format!(
+                    "kernel command line: {}",
+                    describe(&args.wanted, &args.remove)
+                )),
+            ));
+            // grubby --update-kernel=ALL edits gdrprov's entries too: write
+            // them after it, even when they are already right.
+            for (path, content) in &wanted_paths {
+                part.late_paths.push(path.clone());
+                if !scripts_changed.contains(path) {
+                    part.late.push(Change {
                         module: MODULE.into(),
-                        description: check.why.clone(),
-                        action: Action::Run { command: check },
+                        description: format!(
+                            "Write {path} again after grubby (grubby --update-kernel=ALL edits every entry)"
+                        ),
+                        action: Action::WriteFile {
+                            path: path.clone(),
+                            before: Some(content.clone()),
+                            after: content.clone(),
+                            new_mode: 0o644,
+                            meta: None,
+                        },
                         reboot: None,
                     });
                 }
             }
         }
+        if let Some(id) = &trial_id {
+            part.commands.push(trial_command(ctx, "grub2-reboot", id));
+        }
+    } else {
+        let wanted_default: &[String] = if trial { &[] } else { &args.wanted };
+        let stale = !edited
+            && scripts_changed.is_empty()
+            && !removed
+            && grub_cfg_stale(ctx.host, wanted_default, &extras);
+        if edited || stale || removed || !scripts_changed.is_empty() {
+            if edited {
+                // /bin/sh is what grub-mkconfig sources these files with.
+                for path in std::iter::once(DEFAULTS.to_string())
+                    .chain(files.iter().skip(1).map(|(n, _)| n.clone()))
+                {
+                    part.commands.push(run_change(
+                        CommandSpec::new(
+                            &["sh", "-n", &path],
+                            format!("Check that {path} is still valid shell"),
+                        ),
+                        None,
+                    ));
+                }
+            }
+            for path in &scripts_changed {
+                part.commands.push(run_change(
+                    CommandSpec::new(
+                        &["sh", "-n", path],
+                        format!("Check that the generated {path} is valid shell"),
+                    ),
+                    None,
+                ));
+            }
+            part.commands.push(run_change(
+                regenerate_command(ctx.host),
+                stale.then(|| {
+                    "grub.cfg was regenerated with the wanted kernel arguments".to_string()
+                }),
+            ));
+            // Never unbootable: GRUB's own parser checks what was generated;
+            // if it refuses, the defaults are put back and grub.cfg is
+            // generated again from them.
+            if !extras.is_empty() || has_grub_script_check(ctx.host) {
+                part.commands.push(run_change(
+                    CommandSpec::new(
+                        &["grub-script-check", GRUB_CFG],
+                        format!("Check that GRUB accepts the regenerated {GRUB_CFG}"),
+                    ),
+                    None,
+                ));
+            }
+        }
+        if let Some(id) = &trial_id {
+            part.commands.push(trial_command(ctx, "grub-reboot", id));
+        }
     }
 
-    if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
-        let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
-        part.reboot_pending.push(format!(
-            "the running kernel's command line differs: {}",
-            text.join("; ")
-        ));
+    if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
+        part.reboot_pending.push(trial_reason(&id));
+        part.trial = Some(Trial {
+            profiles: specs.clone(),
+            entry: id,
+            removed: base_now
+                .iter()
+                .filter(|a| !base_after.contains(a))
+                .cloned()
+                .collect(),
+            args: base_after,
+        });
     }
     Ok(part)
+}
+
+fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {
+    let _ = ctx;
+    run_change(
+        CommandSpec::new(
+            &[tool, id],
+            format!(
+                "Boot entry {id} at the next boot only ({tool}); later boots use the default again"
+            ),
+        ),
+        Some(trial_reason(id)),
+    )
+}
+
+fn trial_reason(id: &str) -> String {
+    format!(
+        "trial boot: the next boot (only) uses boot entry {id}; after it, `gdrprov verify` then `gdrprov commit` make it the default"
+    )
+}
+
+/// The BLS entry extra entries are derived from: the one `saved_entry`
+/// names, else the newest kernel's. Gives (id, text, parsed).
+pub fn bls_default_entry(host: &Host) -> Option<(String, String, entries::BlsEntry)> {
+    let env = host.read_fact(GRUBENV_BLS).unwrap_or_default();
+    let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
+    let saved = entries::grubenv_get(&env, "saved_entry");
+    let mut all: Vec<(String, String, entries::BlsEntry)> = host
+        .list_dir(BLS_DIR)
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
+        .filter(|id| !id.contains(entries::BLS_INFIX))
+        .filter_map(|id| {
+            let text = host.read_fact(&format!("{BLS_DIR}/{id}.conf"))?;
+            let e = entries::parse_bls(&id, &text, &kernelopts);
+            Some((id, text, e))
+        })
+        .collect();
+    all.sort_by(|a, b| entries::version_cmp(&a.2.version, &b.2.version));
+    if let Some(i) = saved.and_then(|s| all.iter().position(|(id, _, _)| *id == s)) {
+        return Some(all.swap_remove(i));
+    }
+    all.pop()
 }
 
 fn describe(add: &[String], remove: &[String]) -> String {
@@ -262,38 +512,38 @@ fn regenerate_command(host: &Host) -> CommandSpec {
     spec.regenerating()
 }
 
-/// `grub-script-check /boot/grub/grub.cfg` when the root has the tool.
-fn grub_script_check(host: &Host) -> Option<CommandSpec> {
+/// Whether the root has `grub-script-check` (grub-common).
+fn has_grub_script_check(host: &Host) -> bool {
     ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
         .iter()
         .any(|p| host.exists(p))
-        .then(|| {
-            CommandSpec::new(
-                &["grub-script-check", GRUB_CFG],
-                format!("Check that GRUB accepts the regenerated {GRUB_CFG} (grub-script-check)"),
-            )
-        })
 }
 
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument
-/// (its defaults were edited but it was never regenerated).
-fn grub_cfg_stale(host: &Host, wanted: &[String]) -> bool {
-    let Some(cfg) = host.read_fact("/boot/grub/grub.cfg") else {
+/// (its defaults were edited but it was never regenerated), or lacks an
+/// extra entry or has it with other arguments.
+fn grub_cfg_stale(host: &Host, wanted: &[String], extras: &[Extra]) -> bool {
+    let Some(cfg) = host.read_fact(GRUB_CFG) else {
         return false;
     };
-    cfg.lines()
-        .map(str::trim_start)
-        .filter(|l| l.starts_with("linux") && l.contains("vmlinuz"))
-        .any(|l| {
-            let args = cmdline::split(l);
-            wanted.iter().any(|w| !args.contains(w))
-        })
+    let menu = entries::parse_grub_cfg(&cfg);
+    let default_stale = menu
+        .iter()
+        .filter(|m| !m.id.as_deref().is_some_and(entries::is_gdrprov_id))
+        .filter(|m| m.kernel.as_deref().is_some_and(|k| k.contains("vmlinuz")))
+        .any(|m| wanted.iter().any(|w| !m.args.contains(w)));
+    let extra_stale = extras.iter().any(|x| {
+        !menu
+            .iter()
+            .any(|m| m.id.as_deref() == Some(x.name.as_str()) && m.args.ends_with(&x.args))
+    });
+    default_stale || extra_stale
 }
 
 /// BLS entries whose `options` lack a wanted argument or hold one to remove.
 fn bls_needing_change(host: &Host, wanted: &[String], remove: &[String]) -> Vec<String> {
     let kernelopts = host
-        .read_fact("/boot/grub2/grubenv")
+        .read_fact(GRUBENV_BLS)
         .and_then(|env| {
             env.lines()
                 .find_map(|l| l.strip_prefix("kernelopts=").map(str::to_string))
@@ -301,7 +551,7 @@ fn bls_needing_change(host: &Host, wanted: &[String], remove: &[String]) -> Vec<
         .unwrap_or_default();
     host.list_dir(BLS_DIR)
         .into_iter()
-        .filter(|n| n.ends_with(".conf"))
+        .filter(|n| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
         .filter(|n| {
             let text = host
                 .read_fact(&format!("{BLS_DIR}/{n}"))

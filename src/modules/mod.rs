@@ -20,6 +20,12 @@ pub struct Part {
     pub kernel_args: Option<Vec<String>>,
     pub reboot_pending: Vec<String>,
     pub warnings: Vec<String>,
+    /// The trial boot this plan sets up (`apply --trial`); `None` clears one.
+    pub trial: Option<crate::journal::Trial>,
+    /// Paths whose changes must come after the commands (BLS entries that
+    /// grubby would otherwise rewrite), and extra such rewrites.
+    pub late_paths: Vec<String>,
+    pub late: Vec<Change>,
 }
 
 impl Part {
@@ -32,5 +38,10 @@ impl Part {
         self.commands.extend(other.commands);
         self.reboot_pending.extend(other.reboot_pending);
         self.warnings.extend(other.warnings);
+        if other.trial.is_some() {
+            self.trial = other.trial;
+        }
+        self.late_paths.extend(other.late_paths);
+        self.late.extend(other.late);
     }
 }

@@ -1,0 +1,106 @@
+//! The RDMA stack: MLNX_OFED / DOCA-OFED (`ofed_info -s`) or the
+//! distribution's inbox rdma-core (package database), or nothing.
+
+use super::util::{package_version, query_ok, version_in};
+use crate::host::Host;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OfedKindFact {
+    /// MLNX_OFED or DOCA-OFED.
+    Mlnx,
+    /// The distribution's rdma-core.
+    Inbox,
+    Absent,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OfedFacts {
+    pub kind: OfedKindFact,
+    /// `24.10-3.2.5.0` for MLNX_OFED; the rdma-core package version for inbox.
+    pub version: Option<String>,
+    /// What `ofed_info -s` printed, or the package that was found.
+    pub evidence: Option<String>,
+}
+
+/// `MLNX_OFED_LINUX-24.10-3.2.5.0:` or `OFED-internal-24.10-3.2.5:` (DOCA).
+pub fn parse_ofed_info(s: &str) -> Option<String> {
+    let line = s.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let rest = line
+        .split_once("MLNX_OFED_LINUX-")
+        .or_else(|| line.split_once("OFED-internal-"))
+        .or_else(|| line.split_once("DOCA"))
+        .map(|(_, r)| r)
+        .unwrap_or(line);
+    version_in(rest.trim_end_matches(':'))
+}
+
+pub fn probe(host: &Host) -> OfedFacts {
+    if let Some(out) = query_ok(host, &["ofed_info", "-s"]) {
+        if let Some(v) = parse_ofed_info(&out) {
+            return OfedFacts {
+                kind: OfedKindFact::Mlnx,
+                version: Some(v),
+                evidence: Some(format!("ofed_info -s: {}", out.trim())),
+            };
+        }
+    }
+    // In an image nothing may run: ofed_info is a script with the version in it.
+    if let Some(script) = host.read_fact("/usr/bin/ofed_info") {
+        if let Some(line) = script
+            .lines()
+            .find(|l| l.contains("MLNX_OFED_LINUX-") || l.contains("OFED-internal-"))
+        {
+            if let Some(v) = parse_ofed_info(line.trim().trim_start_matches("echo").trim()) {
+                return OfedFacts {
+                    kind: OfedKindFact::Mlnx,
+                    version: Some(v),
+                    evidence: Some("/usr/bin/ofed_info".into()),
+                };
+            }
+        }
+    }
+    if let Some((pkg, v)) = package_version(host, &["rdma-core", "libibverbs1", "libibverbs"]) {
+        return OfedFacts {
+            kind: OfedKindFact::Inbox,
+            version: Some(v),
+            evidence: Some(format!("package {pkg}")),
+        };
+    }
+    for lib in [
+        "/usr/lib/x86_64-linux-gnu/libibverbs.so.1",
+        "/usr/lib/aarch64-linux-gnu/libibverbs.so.1",
+        "/usr/lib64/libibverbs.so.1",
+        "/lib/x86_64-linux-gnu/libibverbs.so.1",
+    ] {
+        if host.exists(lib) {
+            return OfedFacts {
+                kind: OfedKindFact::Inbox,
+                version: None,
+                evidence: Some(lib.to_string()),
+            };
+        }
+    }
+    OfedFacts {
+        kind: OfedKindFact::Absent,
+        version: None,
+        evidence: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ofed_info_lines() {
+        use super::parse_ofed_info as p;
+        assert_eq!(
+            p("MLNX_OFED_LINUX-24.10-3.2.5.0:\n").as_deref(),
+            Some("24.10-3.2.5.0")
+        );
+        assert_eq!(
+            p("OFED-internal-25.01-0.6.0:\n").as_deref(),
+            Some("25.01-0.6.0")
+        );
+    }
+}

@@ -1,0 +1,126 @@
+//! RDMA devices from `/sys/class/infiniband`: ports, state, link layer
+//! (InfiniBand or RoCE), rate, the netdev behind each port and its MTU.
+
+use super::pci;
+use super::util::{read_int, read_trim};
+use crate::host::Host;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RdmaPort {
+    pub port: u32,
+    /// `ACTIVE`, `DOWN`, `INIT`, ... (the text after `4: `).
+    pub state: Option<String>,
+    pub phys_state: Option<String>,
+    /// `InfiniBand` or `Ethernet` (RoCE, iWARP, eRDMA).
+    pub link_layer: Option<String>,
+    /// `400 Gb/sec (4X NDR)`.
+    pub rate: Option<String>,
+    pub rate_gbps: Option<f64>,
+    pub netdev: Option<String>,
+    /// The netdev's MTU.
+    pub mtu: Option<u32>,
+}
+
+impl RdmaPort {
+    pub fn is_active(&self) -> bool {
+        self.state.as_deref() == Some("ACTIVE")
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RdmaDevice {
+    pub name: String,
+    /// Kernel driver of the PCI function (`mlx5_core`, `erdma`); `rdma_rxe`/`siw` for soft devices.
+    pub driver: Option<String>,
+    /// PCI address; `None` for soft devices (rxe, siw).
+    pub pci: Option<String>,
+    pub sysfs_path: Option<String>,
+    pub numa_node: Option<i64>,
+    pub ports: Vec<RdmaPort>,
+}
+
+impl RdmaDevice {
+    pub fn is_erdma(&self) -> bool {
+        self.driver.as_deref() == Some("erdma") || self.name.starts_with("erdma")
+    }
+    pub fn is_soft(&self) -> bool {
+        self.pci.is_none()
+    }
+}
+
+fn after_colon(s: Option<String>) -> Option<String> {
+    s.map(|v| match v.split_once(':') {
+        Some((_, r)) => r.trim().to_string(),
+        None => v,
+    })
+}
+
+pub fn probe(host: &Host) -> Vec<RdmaDevice> {
+    let mut out = Vec::new();
+    for name in host.list_dir("/sys/class/infiniband") {
+        let dir = format!("/sys/class/infiniband/{name}");
+        let dev_link = format!("{dir}/device");
+        let pci_path = host.canonical(&dev_link);
+        let pci_addr = pci_path
+            .as_deref()
+            .and_then(|p| p.rsplit('/').next())
+            .filter(|a| pci::is_address(a))
+            .map(String::from);
+        let driver = host.link_name(&format!("{dev_link}/driver")).or_else(|| {
+            if name.starts_with("rxe") {
+                Some("rdma_rxe".into())
+            } else if name.starts_with("siw") {
+                Some("siw".into())
+            } else {
+                None
+            }
+        });
+        let numa_node = pci_addr
+            .as_ref()
+            .and_then(|_| read_int(host, &format!("{dev_link}/numa_node")))
+            .filter(|n| *n >= 0);
+        let pci_netdevs = if pci_addr.is_some() {
+            host.list_dir(&format!("{dev_link}/net"))
+        } else {
+            Vec::new()
+        };
+        let mut ports = Vec::new();
+        for p in host.list_dir(&format!("{dir}/ports")) {
+            let Ok(num) = p.parse::<u32>() else { continue };
+            let pd = format!("{dir}/ports/{p}");
+            let rate = read_trim(host, &format!("{pd}/rate"));
+            let rate_gbps = rate
+                .as_deref()
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse::<f64>().ok());
+            let netdev = read_trim(host, &format!("{pd}/gid_attrs/ndevs/0"))
+                .or_else(|| pci_netdevs.get((num as usize).saturating_sub(1)).cloned())
+                .or_else(|| pci_netdevs.first().cloned());
+            let mtu = netdev
+                .as_ref()
+                .and_then(|n| read_int(host, &format!("/sys/class/net/{n}/mtu")))
+                .map(|m| m as u32);
+            ports.push(RdmaPort {
+                port: num,
+                state: after_colon(read_trim(host, &format!("{pd}/state"))),
+                phys_state: after_colon(read_trim(host, &format!("{pd}/phys_state"))),
+                link_layer: read_trim(host, &format!("{pd}/link_layer")),
+                rate,
+                rate_gbps,
+                netdev,
+                mtu,
+            });
+        }
+        ports.sort_by_key(|p| p.port);
+        out.push(RdmaDevice {
+            name,
+            driver,
+            pci: pci_addr,
+            sysfs_path: pci_path,
+            numa_node,
+            ports,
+        });
+    }
+    out
+}

@@ -1,0 +1,173 @@
+//! Recording and replaying what the fact probes read, for `inventory --snapshot`.
+//!
+//! A recording host logs every path a probe reads or lists and every probe
+//! command with its output. The snapshot copies those files (recreating the
+//! symlinks on the way, so sysfs paths still resolve inside the copy) and
+//! writes the command outputs to `.gdrprov-snapshot/commands.json`. A host
+//! opened on such a directory answers `query` from that file and runs nothing,
+//! so `inventory --root SNAP` gives the same answers on another machine.
+
+use super::{CommandOutput, Host};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// Directory inside a snapshot root holding command outputs and probe results.
+pub const SNAPSHOT_DIR: &str = ".gdrprov-snapshot";
+
+/// Placed in every empty directory of a snapshot so that git keeps it;
+/// directory listings never show it.
+pub const KEEP_FILE: &str = ".gdrprov-keep";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedCommand {
+    pub argv: Vec<String>,
+    /// `None` when the command could not be run (missing tool, or killed).
+    #[serde(default)]
+    pub code: Option<i32>,
+    #[serde(default)]
+    pub stdout: String,
+    #[serde(default)]
+    pub stderr: String,
+    /// False when the tool was not there: a replay then answers "absent".
+    #[serde(default = "yes")]
+    pub ran: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What the probes looked at.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Recording {
+    /// Files read (as asked for, before symlinks are followed).
+    #[serde(default)]
+    pub files: BTreeSet<String>,
+    /// Directories listed.
+    #[serde(default)]
+    pub dirs: BTreeSet<String>,
+    /// Directories listed for names with a prefix only (`libnccl.so.` in a
+    /// library directory): only those names are copied into a snapshot.
+    #[serde(default)]
+    pub dir_prefixes: BTreeMap<String, BTreeSet<String>>,
+    /// Paths whose existence or link target was looked at.
+    #[serde(default)]
+    pub paths: BTreeSet<String>,
+    #[serde(default)]
+    pub commands: Vec<RecordedCommand>,
+    /// In-process probes (the CUDA driver API), by name.
+    #[serde(default)]
+    pub probes: BTreeMap<String, serde_json::Value>,
+}
+
+impl Recording {
+    fn command(&self, argv: &[&str]) -> Option<&RecordedCommand> {
+        self.commands.iter().find(|c| c.argv == argv)
+    }
+}
+
+/// Loads the recorded commands and probes of a snapshot root, if it is one.
+pub(super) fn load_replay(root: &Path) -> Option<Recording> {
+    let dir = root.join(SNAPSHOT_DIR);
+    if !dir.is_dir() {
+        return None;
+    }
+    let mut rec = Recording::default();
+    if let Ok(text) = std::fs::read_to_string(dir.join("commands.json")) {
+        rec.commands = serde_json::from_str(&text).unwrap_or_default();
+    }
+    if let Ok(text) = std::fs::read_to_string(dir.join("probes.json")) {
+        rec.probes = serde_json::from_str(&text).unwrap_or_default();
+    }
+    Some(rec)
+}
+
+impl Host {
+    /// Starts logging every fact read and probe command (for `--snapshot`).
+    pub fn recording(mut self) -> Self {
+        self.recorder = Some(Arc::new(Mutex::new(Recording::default())));
+        self
+    }
+
+    /// What was logged so far.
+    pub fn recorded(&self) -> Option<Recording> {
+        let r = self.recorder.as_ref()?;
+        r.lock().ok().map(|g| g.clone())
+    }
+
+    /// True when the root is a snapshot taken with `inventory --snapshot`
+    /// (or a fixture written like one): commands are replayed, never run.
+    pub fn is_snapshot(&self) -> bool {
+        self.replay.is_some()
+    }
+
+    pub(super) fn log(&self, f: impl FnOnce(&mut Recording)) {
+        if let Some(r) = &self.recorder {
+            if let Ok(mut g) = r.lock() {
+                f(&mut g);
+            }
+        }
+    }
+
+    /// A snapshot's recorded answer to a command: `Some(None)` when the
+    /// snapshot says the tool was absent or never asked, `None` when this
+    /// root is not a snapshot.
+    pub(super) fn replayed(&self, argv: &[&str]) -> Option<Option<CommandOutput>> {
+        let replay = self.replay.as_ref()?;
+        let out = replay
+            .command(argv)
+            .filter(|c| c.ran)
+            .map(|c| CommandOutput {
+                code: c.code,
+                stdout: c.stdout.clone(),
+                stderr: c.stderr.clone(),
+            });
+        // A snapshot of a snapshot keeps what the first one recorded.
+        if replay.command(argv).is_some() {
+            self.log_command(argv, out.as_ref());
+        }
+        Some(out)
+    }
+
+    pub(super) fn log_command(&self, argv: &[&str], out: Option<&CommandOutput>) {
+        self.log(|r| {
+            if r.command(argv).is_none() {
+                r.commands.push(RecordedCommand {
+                    argv: argv.iter().map(|s| s.to_string()).collect(),
+                    code: out.and_then(|o| o.code),
+                    stdout: out.map(|o| o.stdout.clone()).unwrap_or_default(),
+                    stderr: out.map(|o| o.stderr.clone()).unwrap_or_default(),
+                    ran: out.is_some(),
+                });
+            }
+        });
+    }
+
+    /// An in-process probe (one that loads a library rather than reading a
+    /// file or running a command): computed on the running system only,
+    /// replayed from a snapshot, `None` on an image root.
+    pub fn probe<T>(&self, name: &str, compute: impl FnOnce() -> T) -> Option<T>
+    where
+        T: Serialize + serde::de::DeserializeOwned,
+    {
+        if let Some(replay) = &self.replay {
+            let v = replay.probes.get(name)?.clone();
+            self.log(|r| {
+                r.probes.insert(name.to_string(), v.clone());
+            });
+            return serde_json::from_value(v).ok();
+        }
+        if !self.is_live() {
+            return None;
+        }
+        let value = compute();
+        if let Ok(json) = serde_json::to_value(&value) {
+            self.log(|r| {
+                r.probes.insert(name.to_string(), json);
+            });
+        }
+        Some(value)
+    }
+}

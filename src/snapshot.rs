@@ -1,0 +1,277 @@
+//! `inventory --snapshot DIR`: copies every file the probes read, the
+//! directory listings they made and the symlinks on the way (sysfs is mostly
+//! symlinks), plus the output of every probe command and the CUDA driver
+//! API's answer, into DIR. A host opened on DIR replays the commands and runs
+//! nothing, so `inventory --root DIR` and `doctor --root DIR` give the same
+//! answers on any machine.
+
+use crate::error::{Error, Result};
+use crate::host::{Host, Recording, KEEP_FILE, SNAPSHOT_DIR};
+use std::collections::{BTreeSet, VecDeque};
+use std::ffi::OsString;
+use std::path::{Component, Path, PathBuf};
+
+/// Files larger than this are not copied (none of the probes needs one).
+const MAX_FILE: u64 = 2 << 20;
+
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub files: usize,
+    pub dirs: usize,
+    pub links: usize,
+    pub commands: usize,
+    pub skipped: Vec<String>,
+}
+
+struct Copier<'a> {
+    src: &'a Path,
+    dst: &'a Path,
+    summary: Summary,
+}
+
+fn components(p: &Path) -> VecDeque<OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Copier<'_> {
+    fn join(root: &Path, parts: &[OsString]) -> PathBuf {
+        let mut p = root.to_path_buf();
+        p.extend(parts);
+        p
+    }
+
+    fn link(&mut self, at: &Path, target: &Path) -> std::io::Result<()> {
+        if std::fs::symlink_metadata(at).is_ok() {
+            return Ok(());
+        }
+        if let Some(parent) = at.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::os::unix::fs::symlink(target, at)?;
+        self.summary.links += 1;
+        Ok(())
+    }
+
+    /// Walks `path` in the source with chroot semantics, recreating every
+    /// directory and symlink on the way in the destination. Returns the
+    /// resolved source and destination paths, or `None` when it is missing.
+    fn materialize(&mut self, path: &str) -> std::io::Result<Option<(PathBuf, PathBuf)>> {
+        let mut todo = components(Path::new(path));
+        let mut done: Vec<OsString> = Vec::new();
+        let mut hops = 0;
+        while let Some(name) = todo.pop_front() {
+            if name == ".." {
+                done.pop();
+                continue;
+            }
+            done.push(name);
+            let s = Self::join(self.src, &done);
+            let meta = match std::fs::symlink_metadata(&s) {
+                Ok(m) => m,
+                Err(_) => return Ok(None),
+            };
+            if meta.file_type().is_symlink() {
+                hops += 1;
+                if hops > 40 {
+                    return Ok(None);
+                }
+                let target = std::fs::read_link(&s)?;
+                self.link(&Self::join(self.dst, &done), &target)?;
+                done.pop();
+                if target.is_absolute() {
+                    done.clear();
+                }
+                let mut rest = components(&target);
+                rest.extend(todo.drain(..));
+                todo = rest;
+            } else if meta.is_dir() {
+                let d = Self::join(self.dst, &done);
+                if std::fs::symlink_metadata(&d).is_err() {
+                    std::fs::create_dir_all(&d)?;
+                    self.summary.dirs += 1;
+                }
+            } else if !todo.is_empty() {
+                return Ok(None);
+            }
+        }
+        Ok(Some((
+            Self::join(self.src, &done),
+            Self::join(self.dst, &done),
+        )))
+    }
+
+    fn copy_file(&mut self, path: &str) -> std::io::Result<()> {
+        let Some((s, d)) = self.materialize(path)? else {
+            return Ok(());
+        };
+        let meta = std::fs::metadata(&s)?;
+        if !meta.is_file() {
+            return Ok(());
+        }
+        // sysfs and procfs report sizes that are not the content's: read, then check.
+        let data = match std::fs::read(&s) {
+            Ok(d) => d,
+            Err(_) => return Ok(()),
+        };
+        if data.len() as u64 > MAX_FILE {
+            self.summary
+                .skipped
+                .push(format!("{path} ({} bytes)", data.len()));
+            return Ok(());
+        }
+        if let Some(p) = d.parent() {
+            std::fs::create_dir_all(p)?;
+        }
+        std::fs::write(&d, data)?;
+        self.summary.files += 1;
+        Ok(())
+    }
+
+    fn copy_listing(
+        &mut self,
+        path: &str,
+        prefixes: Option<&BTreeSet<String>>,
+    ) -> std::io::Result<()> {
+        let Some((s, d)) = self.materialize(path)? else {
+            return Ok(());
+        };
+        let Ok(rd) = std::fs::read_dir(&s) else {
+            return Ok(());
+        };
+        for e in rd.flatten() {
+            if let Some(ps) = prefixes {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !ps.iter().any(|p| name.starts_with(p.as_str())) {
+                    continue;
+                }
+            }
+            let at = d.join(e.file_name());
+            if std::fs::symlink_metadata(&at).is_ok() {
+                continue;
+            }
+            let Ok(ft) = e.file_type() else { continue };
+            if ft.is_symlink() {
+                if let Ok(t) = std::fs::read_link(e.path()) {
+                    self.link(&at, &t)?;
+                }
+            } else if ft.is_dir() {
+                std::fs::create_dir_all(&at)?;
+                self.summary.dirs += 1;
+            } else {
+                // Listed, not read: its name is the fact, so an empty file stands in.
+                std::fs::write(&at, b"")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn touch_path(&mut self, path: &str) -> std::io::Result<()> {
+        let Some((s, d)) = self.materialize(path)? else {
+            return Ok(());
+        };
+        if std::fs::metadata(&s).is_ok_and(|m| m.is_file())
+            && std::fs::symlink_metadata(&d).is_err()
+        {
+            std::fs::write(&d, b"")?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the snapshot of what `host` recorded into `dest`.
+pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
+    if dest.exists() {
+        let empty = std::fs::read_dir(dest)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            return Err(Error::Usage(format!(
+                "snapshot directory {} exists and is not empty; name a new directory",
+                dest.display()
+            )));
+        }
+    }
+    let io = |e: std::io::Error| Error::io("write snapshot", dest.display().to_string(), e);
+    std::fs::create_dir_all(dest).map_err(io)?;
+    let dest = std::fs::canonicalize(dest).map_err(io)?;
+    if dest.starts_with(host.root()) && host.root() != Path::new("/") {
+        return Err(Error::Usage(
+            "the snapshot directory must not be inside the root being read".into(),
+        ));
+    }
+    let mut c = Copier {
+        src: host.root(),
+        dst: &dest,
+        summary: Summary::default(),
+    };
+    for d in &rec.dirs {
+        c.copy_listing(d, None).map_err(io)?;
+    }
+    for (d, prefixes) in &rec.dir_prefixes {
+        if !rec.dirs.contains(d) {
+            c.copy_listing(d, Some(prefixes)).map_err(io)?;
+        }
+    }
+    for f in &rec.files {
+        c.copy_file(f).map_err(io)?;
+    }
+    for p in &rec.paths {
+        c.touch_path(p).map_err(io)?;
+    }
+    keep_empty_dirs(&dest).map_err(io)?;
+    let meta_dir = dest.join(SNAPSHOT_DIR);
+    std::fs::create_dir_all(&meta_dir).map_err(io)?;
+    let json = |v: &dyn erased::Json| v.to_json();
+    std::fs::write(meta_dir.join("commands.json"), json(&rec.commands)).map_err(io)?;
+    std::fs::write(meta_dir.join("probes.json"), json(&rec.probes)).map_err(io)?;
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let info = serde_json::json!({
+        "gdrprov": env!("CARGO_PKG_VERSION"),
+        "taken_unix": secs,
+        "source_root": host.root().display().to_string(),
+        "skipped": c.summary.skipped,
+    });
+    std::fs::write(
+        meta_dir.join("snapshot.json"),
+        serde_json::to_string_pretty(&info).unwrap_or_default(),
+    )
+    .map_err(io)?;
+    c.summary.commands = rec.commands.len();
+    Ok(c.summary)
+}
+
+/// Git drops empty directories; an empty `/sys/class/infiniband` is a fact.
+fn keep_empty_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut empty = true;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        empty = false;
+        if e.file_type()?.is_dir() {
+            keep_empty_dirs(&e.path())?;
+        }
+    }
+    if empty {
+        std::fs::write(dir.join(KEEP_FILE), b"")?;
+    }
+    Ok(())
+}
+
+mod erased {
+    pub trait Json {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string_pretty(self).unwrap_or_default()
+        }
+    }
+}

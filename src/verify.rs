@@ -1,0 +1,322 @@
+//! `gdrprov verify`: after the apply and the reboot, is the host what the
+//! profile says, and does GPUDirect RDMA actually move data? Each check
+//! passes, fails (with the cause) or is skipped (with the reason); the host
+//! is ready when none fails.
+
+use crate::bench::{self, LoopbackOptions, LoopbackReport, RunLength};
+use crate::error::Result;
+use crate::host::Host;
+use crate::journal::StateStore;
+use crate::modules::kmod;
+use crate::plan::Plan;
+use crate::profile::Composed;
+use crate::requirements::{ReqResult, Status as ReqStatus};
+use serde::Serialize;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Pass,
+    Fail,
+    Skip,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub status: Status,
+    pub detail: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub profiles: Vec<String>,
+    pub root: String,
+    pub live: bool,
+    pub ready: bool,
+    pub checks: Vec<Check>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loopback: Option<LoopbackReport>,
+}
+
+/// What the loopback part of verify may do.
+#[derive(Debug, Clone, Default)]
+pub struct LoopbackChoice {
+    pub skip: bool,
+    pub device: Option<String>,
+    pub seconds: Option<f64>,
+    pub min_gbps: Option<f64>,
+}
+
+/// Runs every check. `plan` is the plan of the same profiles against this
+/// host with nothing allowed to run (`--no-exec`).
+pub fn run(
+    host: &Host,
+    desired: &Composed,
+    plan: &Plan,
+    reqs: &[ReqResult],
+    loopback: &LoopbackChoice,
+) -> Result<Report> {
+    let mut checks = Vec::new();
+    let state = StateStore::new(host).load_state()?;
+
+    let failed: Vec<&ReqResult> = reqs.iter().filter(|r| r.blocks()).collect();
+    let unknown = reqs
+        .iter()
+        .filter(|r| r.status == ReqStatus::Unknown)
+        .count();
+    checks.push(if reqs.is_empty() {
+        skip("requirements", "the profile has none".into())
+    } else if failed.is_empty() {
+        pass(
+            "requirements",
+            &format!(
+                "{} met{}",
+                reqs.iter().filter(|r| r.status == ReqStatus::Ok).count(),
+                if unknown > 0 {
+                    format!(", {unknown} could not be determined")
+                } else {
+                    String::new()
+                }
+            ),
+        )
+    } else {
+        let list: Vec<&str> = failed.iter().map(|r| r.message.as_str()).collect();
+        fail(
+            "requirements",
+            format!("{}; see `gdrprov doctor`", list.join("; ")),
+        )
+    });
+
+    checks.push(if plan.is_empty() && state.pending_commands.is_empty() {
+        pass("configuration", "the host's files match the profile")
+    } else {
+        let mut what: Vec<String> = plan.changes.iter().map(|c| c.description.clone()).collect();
+        what.extend(
+            state
+                .pending_commands
+                .iter()
+                .map(|c| format!("still owed: `{}`", c.shell_line())),
+        );
+        fail(
+            "configuration",
+            format!(
+                "{} difference(s) from the profile: {}; run `gdrprov apply`",
+                what.len(),
+                what.join("; ")
+            ),
+        )
+    });
+
+    if !host.is_live() {
+        for name in ["reboot", "modules", "loopback"] {
+            checks.push(skip(
+                name,
+                format!("{} is not the running system", host.root().display()),
+            ));
+        }
+        return Ok(finish(host, desired, checks, None));
+    }
+
+    checks.push(if plan.reboot_pending.is_empty() {
+        pass(
+            "reboot",
+            "the running kernel has the configured command line and modules",
+        )
+    } else {
+        fail(
+            "reboot",
+            format!("reboot to finish: {}", plan.reboot_pending.join("; ")),
+        )
+    });
+
+    let m = &desired.doc.modules;
+    let wrongly_loaded: Vec<&String> = m
+        .absent
+        .iter()
+        .filter(|x| kmod::is_loaded(host, x))
+        .collect();
+    let missing: Vec<&String> = m
+        .present
+        .iter()
+        .filter(|x| !kmod::is_loaded(host, x))
+        .collect();
+    checks.push(if m.absent.is_empty() && m.present.is_empty() {
+        skip("modules", "the profile names no modules".into())
+    } else if wrongly_loaded.is_empty() && missing.is_empty() {
+        pass(
+            "modules",
+            &format!(
+                "loaded: {}; not loaded: {}",
+                list(&m.present),
+                list(&m.absent)
+            ),
+        )
+    } else {
+        let mut why = Vec::new();
+        if !wrongly_loaded.is_empty() {
+            why.push(format!(
+                "loaded but must be absent: {}",
+                list(&wrongly_loaded)
+            ));
+        }
+        if !missing.is_empty() {
+            why.push(format!(
+                "not loaded but must be present: {}",
+                list(&missing)
+            ));
+        }
+        fail("modules", why.join("; "))
+    });
+
+    let mut report = None;
+    if loopback.skip || desired.doc.verify.loopback == Some(false) {
+        checks.push(skip(
+            "loopback",
+            "turned off (--no-loopback or verify.loopback: false)".into(),
+        ));
+    } else {
+        let opts = LoopbackOptions {
+            device: loopback.device.clone(),
+            length: RunLength::Duration(Duration::from_secs_f64(loopback.seconds.unwrap_or(3.0))),
+            min_line_rate_fraction: desired.doc.verify.min_line_rate_fraction,
+            min_gbps: loopback.min_gbps,
+            ..LoopbackOptions::default()
+        };
+        let mut notes = Vec::new();
+        match bench::run_loopback(&opts, &mut |n: &str| notes.push(n.to_string())) {
+            Ok(r) => {
+                let detail = loopback_summary(&r, &notes);
+                checks.push(if r.passed {
+                    pass("loopback", &detail)
+                } else {
+                    fail("loopback", detail)
+                });
+                report = Some(r);
+            }
+            Err(e) => checks.push(fail("loopback", e.to_string())),
+        }
+    }
+    Ok(finish(host, desired, checks, report))
+}
+
+fn finish(
+    host: &Host,
+    desired: &Composed,
+    checks: Vec<Check>,
+    loopback: Option<LoopbackReport>,
+) -> Report {
+    Report {
+        profiles: desired.names.clone(),
+        root: host.root().display().to_string(),
+        live: host.is_live(),
+        ready: checks.iter().all(|c| c.status != Status::Fail),
+        checks,
+        loopback,
+    }
+}
+
+fn loopback_summary(r: &LoopbackReport, notes: &[String]) -> String {
+    let best = r.results.iter().max_by_key(|s| s.bytes);
+    let mut s = match best {
+        Some(b) => format!(
+            "{:.2} Gb/s average at {} bytes over {} ({:?} memory)",
+            b.average_gbps, b.bytes, r.from.device, r.memory
+        ),
+        None => "no result".into(),
+    };
+    if let (Some(line), Some(b)) = (r.line_rate_gbps, best) {
+        if line > 0.0 {
+            s.push_str(&format!(
+                " = {:.0}% of the {line:.0} Gb/s line rate",
+                100.0 * b.average_gbps / line
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "; data check {}",
+        if r.data_check.passed {
+            "passed"
+        } else {
+            "FAILED"
+        }
+    ));
+    if let Some(note) = &r.memory_note {
+        s.push_str(&format!("; {note}"));
+    }
+    if let Some(reason) = r
+        .threshold
+        .reason
+        .as_ref()
+        .filter(|_| !r.threshold.applicable)
+    {
+        s.push_str(&format!("; threshold not applicable: {reason}"));
+    }
+    for n in notes {
+        s.push_str(&format!("; {n}"));
+    }
+    s
+}
+
+fn list<S: AsRef<str>>(v: &[S]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.iter()
+            .map(|s| s.as_ref().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn pass(name: &'static str, detail: &str) -> Check {
+    Check {
+        name,
+        status: Status::Pass,
+        detail: detail.to_string(),
+    }
+}
+
+fn fail(name: &'static str, detail: String) -> Check {
+    Check {
+        name,
+        status: Status::Fail,
+        detail,
+    }
+}
+
+fn skip(name: &'static str, detail: String) -> Check {
+    Check {
+        name,
+        status: Status::Skip,
+        detail,
+    }
+}
+
+pub fn text(r: &Report) -> String {
+    let mut out = format!(
+        "gdrprov verify: {} on {}\n",
+        r.profiles.join(" + "),
+        if r.live {
+            "the running system".to_string()
+        } else {
+            r.root.clone()
+        }
+    );
+    for c in &r.checks {
+        let tag = match c.status {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skip => "skip",
+        };
+        out.push_str(&format!("  {tag}  {:<14} {}\n", c.name, c.detail));
+    }
+    let failed = r.checks.iter().filter(|c| c.status == Status::Fail).count();
+    if r.ready {
+        out.push_str("Result: READY — every check passed or does not apply.\n");
+    } else {
+        out.push_str(&format!("Result: NOT READY — {failed} check(s) failed.\n"));
+    }
+    out
+}

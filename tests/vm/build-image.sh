@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Build (or reuse) the testbed's Debian bookworm disk image: real GRUB in the MBR, kmod, rdma-core, perftest.
+#
+#   tests/vm/build-image.sh            build if the cached image for this recipe is missing; print its dir
+#   tests/vm/build-image.sh --force    rebuild even if cached
+#
+# Cache: ${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}/bookworm-KEY/, KEY = sha256 of tests/vm/image/*
+# (the recipe: image/build.sh, the package list, the hooks). It holds disk.raw (sparse, read-only; guests boot overlays of it), the ssh
+# key pair for root, and build.log. Images of other recipes are removed after 3 days unused.
+#
+# Packages come from the host's own apt sources (/etc/apt/sources.list.d/debian.sources, else
+# /etc/apt/sources.list), so no mirror host is named here. Needs root (mmdebstrap --mode=root, apt).
+set -euo pipefail
+VM_DIR=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$VM_DIR/lib.sh"
+
+force=0
+[ "${1:-}" = --force ] && force=1
+
+out=$(vm_image_dir)
+if [ "$force" = 0 ] && [ -f "$out/disk.raw" ]; then
+  touch "$out"; echo "$out"; exit 0
+fi
+
+vm_install_host_deps
+mkdir -p "$VM_CACHE"
+exec 9>"$VM_CACHE/.build.lock"
+flock -w 1800 9 || vm_die "another image build holds $VM_CACHE/.build.lock"
+if [ "$force" = 0 ] && [ -f "$out/disk.raw" ]; then touch "$out"; echo "$out"; exit 0; fi   # built while we waited
+
+sources=
+for f in /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list; do
+  [ -s "$f" ] && grep -q 'bookworm' "$f" && { sources=$f; break; }
+done
+[ -n "$sources" ] || vm_die "no apt sources for Debian bookworm on this host (looked at /etc/apt/sources.list.d/debian.sources, /etc/apt/sources.list)"
+
+t_all=$(date +%s)
+work="$VM_CACHE/.build-$$"
+rm -rf "$work"; mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+vm_log "building image $(basename "$out") (log: $out/build.log)"
+
+"$VM_DIR/image/build.sh" "$work" "$sources" ||
+  { cp "$work/build.log" "$VM_CACHE/failed-build.log" 2>/dev/null; vm_die "image build failed (log: $VM_CACHE/failed-build.log)"; }
+
+chmod 444 "$work/disk.raw"
+rm -rf "$out"
+mv "$work" "$out"
+trap - EXIT
+# Drop images of other recipes unused for 3 days (run.sh touches the image it uses). Not at once: two
+# checkouts with different recipes on one machine would otherwise delete each other's image on every build.
+find "$VM_CACHE" -maxdepth 1 -name 'bookworm-*' -type d ! -path "$out" -mtime +3 -exec rm -rf {} + 2>/dev/null || true
+vm_log "image ready in $(vm_since "$t_all") s: $out ($(du -h "$out/disk.raw" | cut -f1) used)"
+echo "$out"

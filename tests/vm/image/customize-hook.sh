@@ -1,0 +1,78 @@
+#!/bin/sh
+# mmdebstrap --customize-hook: runs after all packages are installed. $1 is the rootfs.
+# Environment from build-image.sh: VM_ROOT_UUID, VM_PUBKEY (path of the ssh public key).
+set -eu
+root=$1
+here=$(dirname "$0")
+
+echo gdrprov-vm > "$root/etc/hostname"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\tgdrprov-vm\n' > "$root/etc/hosts"
+printf 'UUID=%s\t/\text4\terrors=remount-ro\t0\t1\n' "$VM_ROOT_UUID" > "$root/etc/fstab"
+# A fixed machine id: every overlay of the image is a normal (not a first) boot.
+echo 4a0c7f1e9b2d4e6f8a1b3c5d7e9f0a2b > "$root/etc/machine-id"
+
+# ssh: root with the testbed's key only.
+install -d -m 700 "$root/root/.ssh"
+install -m 600 "$VM_PUBKEY" "$root/root/.ssh/authorized_keys"
+chroot "$root" passwd -d root >/dev/null   # console login on ttyS0 for debugging
+
+# Network: DHCP on the first (user-mode) NIC. Scenarios add .network files for other NICs.
+cat > "$root/etc/systemd/network/99-dhcp.network" <<'NET'
+[Match]
+Name=en*
+[Network]
+DHCP=ipv4
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+NET
+chroot "$root" systemctl enable systemd-networkd.service >/dev/null 2>&1
+# Boot speed under TCG (every boot costs CPU on a 2-core host): no wait-online, no timers, no e2scrub, no
+# modprobe@ units and debug mounts that nothing here uses.
+chroot "$root" systemctl mask systemd-networkd-wait-online.service apt-daily.timer \
+  apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+  modprobe@drm.service modprobe@efi_pstore.service modprobe@fuse.service modprobe@loop.service \
+  modprobe@dm_mod.service sys-kernel-debug.mount sys-kernel-tracing.mount dev-hugepages.mount >/dev/null 2>&1
+# ...and no autoloading of drivers for emulated hardware that the tests never touch (blacklist only stops
+# alias autoloading: an explicit modprobe still works). pcspkr and dummy stay loadable: dummy is the
+# stand-in for nvidia_peermem in the module tests (loadable, never autoloaded, not built in).
+cat > "$root/etc/modprobe.d/gdrprov-vm-boot-speed.conf" <<'MOD'
+# gdrprov testbed: skip drivers of emulated hardware the tests do not use (boot speed under TCG).
+blacklist kvm
+blacklist kvm_intel
+blacklist kvm_amd
+blacklist intel_powerclamp
+blacklist ccp
+blacklist cfg80211
+blacklist iTCO_wdt
+blacklist intel_pmc_bxt
+blacklist sr_mod
+blacklist sg
+blacklist ahci
+blacklist lpc_ich
+blacklist i2c_i801
+blacklist serio_raw
+blacklist psmouse
+blacklist evdev
+blacklist crc32_pclmul
+blacklist crct10dif_pclmul
+blacklist ghash_clmulni_intel
+blacklist sha1_ssse3
+blacklist sha256_ssse3
+blacklist sha512_ssse3
+blacklist aesni_intel
+blacklist qemu_fw_cfg
+MOD
+
+# GRUB: Debian's defaults (GRUB_DEFAULT=0, empty GRUB_CMDLINE_LINUX, recovery entries, submenu), except
+# no menu wait and a serial console so the boot can be followed in the log.
+sed -i \
+  -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
+  -e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0,115200n8"/' \
+  "$root/etc/default/grub"
+cat >> "$root/etc/default/grub" <<'GRUB'
+GRUB_TERMINAL="serial console"
+GRUB_SERIAL_COMMAND="serial --unit=0 --speed=115200"
+GRUB
+
+# The one-shot init that installs GRUB into the MBR on the first boot (see build-image.sh).
+install -m 755 "$here/install-grub-init.sh" "$root/usr/local/sbin/gdrprov-vm-install-grub"

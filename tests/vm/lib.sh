@@ -1,0 +1,415 @@
+# shellcheck shell=bash
+# Helpers for the gdrprov VM testbed: start Debian guests from throwaway overlays of the cached image, drive
+# them over ssh on a loopback port, reboot them for real, and always power them off.
+#
+# Source this file; it needs bash. Guests live under $VM_RUN_DIR/guests/NAME/ (pid, port, overlay, serial
+# log). Every guest is killed when the process that started it exits (trap), and run.sh kills whatever is
+# left under its run dir.
+#
+# Networking: user-mode NIC with restrict=on (the guest reaches nothing outside), an ssh forward bound to
+# 127.0.0.1 only, and for two-guest tests a socket NIC between guests on 127.0.0.1. No other traffic.
+
+VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
+VM_CACHE=${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}
+VM_MEM=${GDRPROV_VM_MEM:-2048}
+VM_SMP=${GDRPROV_VM_SMP:-2}
+# Timeouts (seconds). TCG on a busy 2-core machine is slow: generous, but bounded.
+VM_BOOT_TIMEOUT=${GDRPROV_VM_BOOT_TIMEOUT:-600}
+VM_SSH_TIMEOUT=${GDRPROV_VM_SSH_TIMEOUT:-600}
+
+vm_log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+vm_die() { vm_log "ERROR: $*"; exit 1; }
+
+# Elapsed seconds since $1 (an epoch in seconds).
+vm_since() { echo $(( $(date +%s) - $1 )); }
+
+# --- host dependencies -----------------------------------------------------------------------------------
+
+# Install, with apt, what the testbed needs on the host (Debian packages only). Idempotent and quiet when
+# everything is there. qemu-system-x86 and qemu-utils must come from the same release (a newer qemu-utils
+# from backports Breaks the older qemu-system-common), so qemu-utils is pinned to qemu-system-x86's
+# candidate version when qemu-system-x86 has to be installed.
+vm_install_host_deps() {
+  local need=() cmd pkg
+  for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
+             mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
+             flock:util-linux sha256sum:coreutils; do
+    command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
+  done
+  [ -d /usr/share/mmdebstrap/hooks/eatmydata ] || need+=(mmdebstrap)
+  [ ${#need[@]} -eq 0 ] && return 0
+  [ "$(id -u)" = 0 ] || vm_die "missing host packages (${need[*]}); install them as root: apt-get install ${need[*]}"
+  vm_log "installing host packages: ${need[*]}"
+  local apt=(apt-get -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends)
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -q -o DPkg::Lock::Timeout=600 update >/dev/null || vm_die "apt-get update failed"
+  local pkgs=() extra=()
+  for pkg in "${need[@]}"; do
+    case " ${pkgs[*]} " in *" $pkg "*) ;; *) pkgs+=("$pkg") ;; esac
+  done
+  if [[ " ${pkgs[*]} " == *" qemu-system-x86 "* ]]; then
+    local v
+    v=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
+    pkgs=("${pkgs[@]/qemu-utils/}")
+    [ -n "$v" ] && [ "$v" != "(none)" ] && extra=(--allow-downgrades "qemu-utils=$v")
+  fi
+  # A second try covers a dpkg run that another process disturbed.
+  "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null ||
+    "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null || vm_die "apt-get install ${pkgs[*]} failed"
+}
+
+# --- image -----------------------------------------------------------------------------------------------
+
+# The recipe key: sha256 of every file that decides what the image contains (image/*, in name order).
+vm_recipe_key() {
+  (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16)
+}
+
+# The image for this recipe (computed once; run.sh exports it to the scenarios).
+VM_IMAGE_DIR=${VM_IMAGE_DIR:-$VM_CACHE/bookworm-$(vm_recipe_key)}
+vm_image_dir() { echo "$VM_IMAGE_DIR"; }
+
+# --- accelerator -----------------------------------------------------------------------------------------
+
+# KVM only where it is real: here /dev/kvm is kvm_pvm, far slower than TCG for an ordinary guest kernel.
+vm_accel_args() {
+  if [ "${GDRPROV_VM_ACCEL:-auto}" = kvm ] ||
+     { [ "${GDRPROV_VM_ACCEL:-auto}" = auto ] && [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] &&
+       grep -qE '\b(vmx|svm)\b' /proc/cpuinfo; }; then
+    echo "-accel kvm -cpu host"
+  else
+    echo "-accel tcg,thread=multi,tb-size=512 -cpu ${GDRPROV_VM_CPU:-max,vendor=GenuineIntel}"
+  fi
+}
+
+# --- guests ----------------------------------------------------------------------------------------------
+
+vm_gdir() { echo "$VM_RUN_DIR/guests/$1"; }
+
+# A free TCP port on 127.0.0.1 (qemu still fails to bind if someone takes it first: callers retry).
+vm_free_port() {
+  local p
+  for _ in $(seq 50); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+# vm_launch NAME [QEMU ARGS...]: start qemu for guest NAME on a fresh overlay of the image; do not wait.
+# In the extra qemu args, @PORT2@ stands for a second free loopback port (saved in the guest's port2 file),
+# e.g. for `-netdev socket,listen=127.0.0.1:@PORT2@`. A port someone else took in between is retried.
+vm_launch() {
+  local name=$1; shift
+  local d; d=$(vm_gdir "$name")
+  local img; img=$(vm_image_dir)/disk.raw
+  [ -f "$img" ] || vm_die "no image at $img (run tests/vm/build-image.sh)"
+  [ -e "$d/pid" ] && vm_guest_alive "$name" && vm_die "guest $name is already running"
+  rm -rf "$d"; mkdir -p "$d"
+  echo "${VM_OWNER:-$$}" > "$d/owner"
+  date +%s > "$d/started"
+  qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
+  local port port2 try a args
+  for try in 1 2 3 4 5; do
+    port=$(vm_free_port) || vm_die "no free loopback port"
+    port2=$(vm_free_port) || vm_die "no free loopback port"
+    args=()
+    for a in "$@"; do args+=("${a//@PORT2@/$port2}"); done
+    # shellcheck disable=SC2046
+    if qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) \
+         -smp "$VM_SMP" -m "$VM_MEM" \
+         -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
+         -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
+         -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=" \
+         "${args[@]}" \
+         -display none -vga none -monitor none -parallel none \
+         -serial "file:$d/serial.log" -pidfile "$d/pid" -daemonize 2>"$d/qemu.err"; then
+      echo "$port" > "$d/port"; echo "$port2" > "$d/port2"
+      break
+    fi
+    grep -qiE 'forward|bind|address already in use|listen' "$d/qemu.err" ||
+      { cat "$d/qemu.err" >&2; vm_die "qemu failed to start guest $name"; }
+    vm_log "a port was busy for $name ($(head -c 200 "$d/qemu.err")), retrying"
+  done
+  [ -f "$d/port" ] || vm_die "could not start guest $name"
+  vm_log "guest $name: qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
+}
+
+# vm_wait_up NAME: wait for ssh after vm_launch, then open the multiplexed ssh connection.
+vm_wait_up() {
+  vm_wait_ssh "$1" "$VM_BOOT_TIMEOUT"
+  vm_log "guest $1: up in $(vm_since "$(cat "$(vm_gdir "$1")/started")") s"
+  vm_mux_start "$1"
+}
+
+# vm_start NAME [QEMU ARGS...]: vm_launch, then vm_wait_up.
+vm_start() {
+  vm_launch "$@"
+  vm_wait_up "$1"
+}
+
+vm_guest_alive() {
+  local pid; pid=$(cat "$(vm_gdir "$1")/pid" 2>/dev/null) || return 1
+  kill -0 "$pid" 2>/dev/null
+}
+
+# ssh options for guest NAME (ssh takes the first value of an option: put overrides before these). Commands go through one multiplexed connection per boot (an ssh handshake
+# under TCG costs about a second); without a master they connect directly.
+vm_ssh_opts() {
+  local d; d=$(vm_gdir "$1")
+  echo "-F /dev/null -i $(vm_image_dir)/id_ed25519 -p $(cat "$d/port") -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=6 -o ControlMaster=no -o ControlPath=${TMPDIR:-/tmp}/gdrprov-vm-%C"
+}
+
+# The master connection: started in the background with its stdio closed (a master spawned by an ordinary
+# command keeps that command's stderr open, which hangs $(...)). Stopped before a reboot.
+vm_mux_start() {
+  # shellcheck disable=SC2046
+  timeout 60 ssh -o ControlMaster=yes -o ControlPersist=yes $(vm_ssh_opts "$1") -f -N root@127.0.0.1 \
+    </dev/null >/dev/null 2>&1 || vm_log "guest $1: no ssh master connection (commands connect directly)"
+}
+vm_mux_stop() {
+  # shellcheck disable=SC2046
+  timeout 10 ssh $(vm_ssh_opts "$1") -O exit root@127.0.0.1 </dev/null >/dev/null 2>&1 || true
+}
+
+# vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
+vm_wait_ssh() {
+  local name=$1 limit=$2 t0; t0=$(date +%s)
+  while :; do
+    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
+    # shellcheck disable=SC2046
+    timeout 30 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
+    if [ "$(vm_since "$t0")" -ge "$limit" ]; then
+      vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
+    fi
+    sleep 2
+  done
+}
+
+vm_tail_serial() {
+  vm_log "last lines of $(vm_gdir "$1")/serial.log:"
+  tail -n 25 "$(vm_gdir "$1")/serial.log" 2>/dev/null | sed 's/^/    serial| /' >&2
+}
+
+# vm_ssh NAME CMD...: run CMD (a shell command line) in the guest as root; its output is also appended to
+# the guest's ssh.log. Returns CMD's exit status. Bounded by $VM_SSH_TIMEOUT.
+vm_ssh() {
+  local name=$1; shift
+  local d; d=$(vm_gdir "$name")
+  printf '\n### %s $ %s\n' "$(date +%H:%M:%S)" "$*" >> "$d/ssh.log"
+  local rc=0
+  # shellcheck disable=SC2046
+  timeout "$VM_SSH_TIMEOUT" ssh $(vm_ssh_opts "$name") root@127.0.0.1 "$*" </dev/null \
+    > >(tee -a "$d/ssh.log") 2> >(tee -a "$d/ssh.log" >&2) || rc=$?
+  printf '### rc=%s\n' "$rc" >> "$d/ssh.log"
+  return "$rc"
+}
+
+# vm_ssh_in NAME CMD...: like vm_ssh, with this process's stdin fed to CMD (e.g. a file written in the guest).
+vm_ssh_in() {
+  local name=$1; shift
+  local d; d=$(vm_gdir "$name")
+  printf '\n### %s $ %s  (stdin)\n' "$(date +%H:%M:%S)" "$*" >> "$d/ssh.log"
+  # shellcheck disable=SC2046
+  timeout "$VM_SSH_TIMEOUT" ssh $(vm_ssh_opts "$name") root@127.0.0.1 "$*" 2>>"$d/ssh.log"
+}
+
+# vm_copy_in NAME FILE DEST: copy a host file into the guest (over ssh; no scp/sftp needed in the guest).
+vm_copy_in() {
+  local name=$1 src=$2 dest=$3 mode
+  mode=$(stat -c %a "$src")
+  vm_ssh_in "$name" "mkdir -p \"\$(dirname '$dest')\" && cat > '$dest.tmp' && chmod $mode '$dest.tmp' && mv '$dest.tmp' '$dest'" < "$src" ||
+    vm_die "copy of $src into $name:$dest failed"
+}
+
+# vm_copy_out NAME SRC DESTDIR: copy a guest file or directory tree out (tar over ssh).
+vm_copy_out() {
+  local name=$1 src=$2 dest=$3
+  mkdir -p "$dest"
+  # shellcheck disable=SC2046
+  timeout "$VM_SSH_TIMEOUT" ssh $(vm_ssh_opts "$name") root@127.0.0.1 "tar -C \"\$(dirname '$src')\" -cf - \"\$(basename '$src')\"" </dev/null |
+    tar -C "$dest" -xf - || vm_die "copy of $name:$src out failed"
+}
+
+vm_boot_id() { vm_ssh "$1" cat /proc/sys/kernel/random/boot_id 2>/dev/null; }
+
+# vm_reboot NAME: reboot the guest for real (through GRUB) and wait until ssh answers with a new boot id.
+vm_reboot() {
+  local name=$1 old new t0; t0=$(date +%s)
+  old=$(vm_boot_id "$name") || vm_die "guest $name: no boot id before reboot"
+  vm_ssh "$name" 'systemctl reboot --no-block' >/dev/null 2>&1 || true
+  vm_mux_stop "$name"
+  while :; do
+    sleep 3
+    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
+    # shellcheck disable=SC2046
+    new=$(timeout 20 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
+    [ -n "$new" ] && [ "$new" != "$old" ] && break
+    if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
+      vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
+    fi
+  done
+  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_mux_start "$name"
+}
+
+# vm_poweroff NAME: clean poweroff, then kill if it has not stopped after 60 s. Keeps the guest's logs.
+vm_poweroff() {
+  local name=$1 d pid t0; d=$(vm_gdir "$name"); t0=$(date +%s)
+  pid=$(cat "$d/pid" 2>/dev/null) || return 0
+  if kill -0 "$pid" 2>/dev/null; then
+    # shellcheck disable=SC2046
+    timeout 20 ssh $(vm_ssh_opts "$name") root@127.0.0.1 'systemctl poweroff --no-block' </dev/null >/dev/null 2>&1 || true
+    vm_mux_stop "$name"
+    for _ in $(seq 60); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      vm_log "guest $name: did not power off, killing qemu $pid"
+      kill "$pid" 2>/dev/null || true; sleep 2; kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$d/pid" "$d/overlay.qcow2"
+  vm_log "guest $name: off ($(vm_since "$t0") s)"
+}
+
+# vm_kill NAME: stop the guest now (no clean shutdown): for traps.
+vm_kill() {
+  local d pid; d=$(vm_gdir "$1")
+  pid=$(cat "$d/pid" 2>/dev/null) || return 0
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "gdrprov-vm-$1 "; then
+    kill "$pid" 2>/dev/null || true
+    for _ in 1 2 3 4 5; do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  vm_mux_stop "$1"
+  rm -f "$d/pid" "$d/overlay.qcow2"
+}
+
+# Kill the guests this process started (owner = this process), or all of them with "all".
+vm_cleanup() {
+  set +e   # in the exit trap: one guest that is already gone must not stop the others' cleanup
+  local which=${1:-mine} g name
+  [ -n "${VM_RUN_DIR:-}" ] && [ -d "$VM_RUN_DIR/guests" ] || return 0
+  for g in "$VM_RUN_DIR"/guests/*/; do
+    name=$(basename "$g")
+    [ -e "$g/pid" ] || continue
+    if [ "$which" = all ] || [ "$(cat "$g/owner" 2>/dev/null)" = "$$" ]; then
+      vm_kill "$name"
+    fi
+  done
+}
+
+# Install the exit trap: every guest started by this process is killed when it exits, whatever the reason.
+vm_trap() {
+  trap 'vm_cleanup ${VM_TRAP_SCOPE:-mine}' EXIT
+  trap 'exit 130' INT TERM HUP
+}
+
+# --- shared guest ----------------------------------------------------------------------------------------
+
+# vm_shared: make sure the guest "shared" runs (one booted guest reused by scenarios that leave no lasting
+# state behind); owned by run.sh, which powers it off at the end. Echo its name.
+vm_shared() {
+  if ! { vm_guest_alive shared && vm_ssh shared true >/dev/null 2>&1; }; then
+    vm_kill shared
+    VM_OWNER=run vm_start shared >&2
+    vm_ssh shared 'mkdir -p /root/gdrprov-bin' >/dev/null
+    [ -n "${GDRPROV_BIN:-}" ] && vm_copy_in shared "$GDRPROV_BIN" /usr/local/bin/gdrprov
+  fi
+  echo shared
+}
+
+# vm_fresh NAME: a fresh guest owned by the calling scenario, with gdrprov copied in.
+vm_fresh() {
+  vm_start "$1"
+  [ -n "${GDRPROV_BIN:-}" ] && vm_copy_in "$1" "$GDRPROV_BIN" /usr/local/bin/gdrprov
+  return 0
+}
+
+# --- guest facts used by scenarios -----------------------------------------------------------------------
+
+# The guest's first NIC with a global IPv4 address (the user-mode NIC; there is no default route).
+vm_nic() { vm_ssh "$1" "ip -o -4 addr show scope global | awk '{print \$2; exit}'"; }
+
+# vm_rxe NAME NETDEV [RXEDEV]: load rdma_rxe and add a soft-RoCE device on NETDEV; wait for PORT_ACTIVE.
+vm_rxe() {
+  local name=$1 nic=$2 dev=${3:-rxe0}
+  vm_ssh "$name" "modprobe rdma_rxe && { rdma link show $dev/1 >/dev/null 2>&1 || rdma link add $dev type rxe netdev $nic; } &&
+    for i in \$(seq 30); do ibv_devinfo -d $dev | grep -q PORT_ACTIVE && exit 0; sleep 1; done; ibv_devinfo -d $dev; exit 1" >/dev/null ||
+    vm_die "guest $name: $dev on $nic is not PORT_ACTIVE"
+}
+
+# vm_rxe_gid_index NAME DEV IPV4: the GID table index of DEV port 1 that holds RoCE v2 ::ffff:IPV4.
+vm_rxe_gid_index() {
+  local name=$1 dev=$2 ip=$3 hex
+  hex=$(printf '%02x%02x:%02x%02x' $(echo "$ip" | tr . ' '))
+  vm_ssh "$name" "cd /sys/class/infiniband/$dev/ports/1 && for i in \$(seq 0 15); do
+      g=\$(cat gids/\$i 2>/dev/null) || continue
+      t=\$(cat gid_attrs/types/\$i 2>/dev/null)
+      [ \"\$g\" = '0000:0000:0000:0000:0000:ffff:$hex' ] && [ \"\$t\" = 'RoCE v2' ] && { echo \$i; exit 0; }
+    done; exit 1" || vm_die "guest $name: no RoCE v2 GID for $ip on $dev"
+}
+
+# vm_ib_write_bw SERVER CLIENT DEV GIDX SIZE SERVER_ADDR [EXTRA OPTS]: run Debian's perftest ib_write_bw
+# (server in guest SERVER, client in guest CLIENT, which may be the same guest for a loopback) and echo the
+# average bandwidth in Gb/s. Full outputs go to the guests' ssh.log.
+vm_ib_write_bw() {
+  local srv=$1 cli=$2 dev=$3 gidx=$4 size=$5 addr=$6 extra=${7:-}
+  local port=$(( 18515 + RANDOM % 1000 ))
+  local opts="-d $dev -x $gidx -s $size -F --report_gbits -p $port $extra"
+  vm_ssh "$srv" "nohup ib_write_bw $opts </dev/null >/tmp/ib_write_bw-server-$port.log 2>&1 &
+    for i in \$(seq 60); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.5; done; exit 1" >/dev/null ||
+    vm_die "ib_write_bw server in $srv did not listen on port $port"
+  local out
+  out=$(vm_ssh "$cli" "timeout 120 ib_write_bw $opts $addr") || {
+    vm_ssh "$srv" "cat /tmp/ib_write_bw-server-$port.log; pkill -f '[i]b_write_bw.*-p $port' || true" >&2
+    vm_die "ib_write_bw client in $cli failed"; }
+  vm_ssh "$srv" "for i in \$(seq 20); do pgrep -f '[i]b_write_bw.*-p $port' >/dev/null || exit 0; sleep 0.5; done; pkill -f '[i]b_write_bw.*-p $port'; exit 0" >/dev/null || true
+  printf '%s\n' "$out" | awk -v s="$size" '$1 == s { print $4; found = 1 } END { exit !found }' ||
+    vm_die "no result line for size $size in ib_write_bw output"
+}
+
+# --- gdrprov feature probes (scenarios skip, never fake a pass, while a feature is missing) --------------
+
+# gdrprov_has SUBCOMMAND... [-- WORD]: the host binary has that subcommand (its --help works and names it),
+# and, after --, its help mentions WORD (an option such as --trial).
+gdrprov_has() {
+  local words=() want=
+  while [ $# -gt 0 ]; do
+    if [ "$1" = -- ]; then want=$2; break; fi
+    words+=("$1"); shift
+  done
+  [ -x "${GDRPROV_BIN:-}" ] || return 1
+  local help
+  help=$("$GDRPROV_BIN" "${words[@]}" --help 2>/dev/null) || return 1
+  printf '%s' "$help" | grep -qi 'usage' || return 1
+  printf '%s' "$help" | grep -q -- "${words[${#words[@]}-1]}" || return 1
+  [ -z "$want" ] || printf '%s' "$help" | grep -q -- "$want"
+}
+
+# baseline_covered_by SCENARIO SUBCOMMAND...: a baseline scenario (the same steps by hand, without gdrprov)
+# skips once gdrprov has every SUBCOMMAND, because SCENARIO then covers it through gdrprov; with
+# GDRPROV_VM_BASELINES=1 it runs anyway (to tell a testbed problem from a gdrprov one).
+baseline_covered_by() {
+  local by=$1 sub; shift
+  [ "${GDRPROV_VM_BASELINES:-0}" = 1 ] && return 0
+  for sub in "$@"; do gdrprov_has "$sub" || return 0; done
+  skip "baseline covered by $by (GDRPROV_VM_BASELINES=1 runs it anyway)"
+}
+
+# skip REASON: end the scenario as skipped (exit 77).
+skip() { echo "SKIP: $*"; exit 77; }
+
+# require_gdrprov SUBCOMMAND... [-- WORD]: skip unless gdrprov_has says yes.
+require_gdrprov() {
+  gdrprov_has "$@" || skip "gdrprov ${*} not implemented yet"
+}
+
+# --- assertions ------------------------------------------------------------------------------------------
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+ok() { echo "  ok: $*"; }
+info() { echo "  info: $*"; }
+
+# assert_contains HAYSTACK NEEDLE WHAT
+assert_contains() { case "$1" in *"$2"*) ok "$3" ;; *) fail "$3: '$2' not in: $1" ;; esac; }
+assert_not_contains() { case "$1" in *"$2"*) fail "$3: '$2' unexpectedly in: $1" ;; *) ok "$3" ;; esac; }

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# gdrprov real-host VM testbed: build (or reuse) the Debian guest image, build gdrprov, run the scenarios in
+# tests/vm/scenarios/ against real guests that really reboot, and print one line per scenario and a total.
+#
+#   tests/vm/run.sh                 all scenarios
+#   tests/vm/run.sh 07 base-grub    only scenarios whose file name contains one of the words
+#   tests/vm/run.sh --list          list the scenarios
+#
+# Environment:
+#   GDRPROV_BIN=PATH        use this gdrprov binary instead of building one
+#   GDRPROV_VM_CARGO_PROFILE=release|dev   the cargo profile to build (default release)
+#   GDRPROV_VM_LOGS=DIR     where logs go (default: target/vm-logs/<date-time>)
+#   GDRPROV_VM_CACHE=DIR    image cache (default: ~/.cache/gdrprov-vm)
+#   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 1800)
+#   GDRPROV_VM_ACCEL=auto|tcg|kvm    (default auto: KVM only where it is real, TCG otherwise)
+#
+# Exit status: 0 when no scenario failed. The last line is "N passed, N failed" (", N skipped" when any).
+set -uo pipefail
+VM_DIR=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$VM_DIR/../.." && pwd)
+export VM_DIR
+# shellcheck source=lib.sh
+. "$VM_DIR/lib.sh"
+
+if [ "${1:-}" = --list ]; then
+  for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
+    printf '%-28s %s\n' "$(basename "$f" .sh)" "$(sed -n 's/^# Scenario: //p' "$f" | head -1)"
+  done
+  exit 0
+fi
+
+t_run=$(date +%s)
+export VM_RUN_DIR=${GDRPROV_VM_LOGS:-$REPO/target/vm-logs/$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$VM_RUN_DIR/guests"
+VM_RUN_DIR=$(cd "$VM_RUN_DIR" && pwd)
+VM_TRAP_SCOPE=all   # not exported: a scenario's own trap kills only the guests it started
+vm_trap             # whatever happens, every guest of this run is killed on exit
+
+summary=()
+note() { summary+=("$1"); echo "$1"; }
+
+# 1. Image (cached by recipe hash).
+t=$(date +%s)
+"$VM_DIR/build-image.sh" >"$VM_RUN_DIR/build-image.out" 2>&1 || {
+  cat "$VM_RUN_DIR/build-image.out"; echo "image build failed"; echo "0 passed, 1 failed"; exit 1; }
+note "image: $(tail -1 "$VM_RUN_DIR/build-image.out") ($(vm_since "$t") s)"
+export VM_IMAGE_DIR
+
+# 2. gdrprov, built fresh (release) unless GDRPROV_BIN names one.
+t=$(date +%s)
+if [ -z "${GDRPROV_BIN:-}" ]; then
+  profile=${GDRPROV_VM_CARGO_PROFILE:-release}
+  if ! (cd "$REPO" && cargo build --profile "$profile" --quiet) >"$VM_RUN_DIR/cargo-build.out" 2>&1; then
+    cat "$VM_RUN_DIR/cargo-build.out"; echo "cargo build --profile $profile failed"; echo "0 passed, 1 failed"; exit 1
+  fi
+  [ "$profile" = dev ] && profile=debug
+  GDRPROV_BIN=$REPO/target/$profile/gdrprov
+fi
+[ -x "$GDRPROV_BIN" ] || { echo "no gdrprov binary at $GDRPROV_BIN"; echo "0 passed, 1 failed"; exit 1; }
+# A stripped copy travels into the guests (a debug build is ~90 MB, ~15 MB stripped).
+if command -v strip >/dev/null && strip -o "$VM_RUN_DIR/gdrprov" "$GDRPROV_BIN" 2>/dev/null; then
+  GDRPROV_BIN=$VM_RUN_DIR/gdrprov
+fi
+export GDRPROV_BIN
+note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
+
+# 3. Scenarios.
+scenarios=()
+for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
+  if [ $# -eq 0 ]; then scenarios+=("$f"); continue; fi
+  for w in "$@"; do
+    case "$(basename "$f")" in *"$w"*) scenarios+=("$f"); break ;; esac
+  done
+done
+[ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
+
+passed=0 failed=0 skipped=0
+for f in "${scenarios[@]}"; do
+  name=$(basename "$f" .sh)
+  log="$VM_RUN_DIR/$name.log"
+  echo "=== $name"
+  t=$(date +%s)
+  timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-1800}" bash "$f" >"$log" 2>&1
+  rc=$?
+  secs=$(vm_since "$t")
+  case $rc in
+    0) passed=$((passed + 1)); status=PASS; why= ;;
+    77) skipped=$((skipped + 1)); status=SKIP; why=" ($(sed -n 's/^SKIP: //p' "$log" | tail -1))" ;;
+    124) failed=$((failed + 1)); status=FAIL; why=" (timed out)" ;;
+    *) failed=$((failed + 1)); status=FAIL; why=" (exit $rc)" ;;
+  esac
+  grep -E '^  (ok|info): ' "$log" | sed 's/^/   /'
+  if [ "$status" = FAIL ]; then
+    echo "   --- last lines of $log:"; tail -n 30 "$log" | sed 's/^/   | /'
+  fi
+  note "$(printf '%-4s %-28s %4d s%s' "$status" "$name" "$secs" "$why")"
+done
+
+# 4. The shared guest (if any scenario used it) is powered off cleanly; the trap kills anything left.
+[ -e "$(vm_gdir shared)/pid" ] && vm_poweroff shared 2>>"$VM_RUN_DIR/run.log"
+
+echo
+echo "=== summary (logs: $VM_RUN_DIR)"
+printf '%s\n' "${summary[@]}"
+echo "total: $(vm_since "$t_run") s"
+line="$passed passed, $failed failed"
+[ "$skipped" -gt 0 ] && line="$line, $skipped skipped"
+echo "$line"
+[ "$failed" -eq 0 ]
