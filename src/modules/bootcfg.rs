@@ -350,12 +350,17 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     "grub.cfg was regenerated with the wanted kernel arguments".to_string()
                 }),
             ));
-            // Never unbootable: GRUB's own parser checks what was generated
-            // (whenever the root has it); if it refuses, the defaults and
-            // scripts are put back and grub.cfg is generated again from them.
-            // An extra entry is gdrprov's own script: always have GRUB check it.
-            if let Some(check) = grub_script_check(ctx.host, !extras.is_empty()) {
-                part.commands.push(run_change(check, None));
+            // Never unbootable: GRUB's own parser checks what was generated;
+            // if it refuses, the defaults are put back and grub.cfg is
+            // generated again from them.
+            if !extras.is_empty() || has_grub_script_check(ctx.host) {
+                part.commands.push(run_change(
+                    CommandSpec::new(
+                        &["grub-script-check", GRUB_CFG],
+                        format!("Check that GRUB accepts the regenerated {GRUB_CFG}"),
+                    ),
+                    None,
+                ));
             }
         }
         if let Some(id) = &trial_id {
@@ -532,19 +537,11 @@ fn regenerate_command(host: &Host) -> CommandSpec {
     spec.regenerating()
 }
 
-/// `grub-script-check /boot/grub/grub.cfg` when the root has the tool (or
-/// `always`).
-fn grub_script_check(host: &Host, always: bool) -> Option<CommandSpec> {
-    (always
-        || ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
-            .iter()
-            .any(|p| host.exists(p)))
-    .then(|| {
-        CommandSpec::new(
-            &["grub-script-check", GRUB_CFG],
-            format!("Check that GRUB accepts the regenerated {GRUB_CFG} (grub-script-check)"),
-        )
-    })
+/// Whether the root has `grub-script-check` (grub-common).
+fn has_grub_script_check(host: &Host) -> bool {
+    ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
+        .iter()
+        .any(|p| host.exists(p))
 }
 
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument
