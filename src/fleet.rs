@@ -173,11 +173,7 @@ pub fn prometheus(r: &Report) -> String {
                 "# HELP gdrprov_loopback_gbps Average RDMA WRITE loopback bandwidth at the largest message size, Gb/s."
             );
             let _ = writeln!(s, "# TYPE gdrprov_loopback_gbps gauge");
-            let _ = writeln!(
-                s,
-                "gdrprov_loopback_gbps{{{labels}}} {}",
-                b.average_gbps
-            );
+            let _ = writeln!(s, "gdrprov_loopback_gbps{{{labels}}} {}", b.average_gbps);
             if let Some(f) = b.line_rate_fraction {
                 let _ = writeln!(
                     s,

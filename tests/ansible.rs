@@ -85,7 +85,10 @@ fn check_mode_diff_then_apply_then_idempotent() {
         .find(|d| d["after_header"] == "/etc/nccl.conf")
         .unwrap_or_else(|| panic!("{diff:#?}"));
     assert_eq!(nccl["before"], "");
-    assert!(nccl["after"].as_str().unwrap().contains("NCCL_DMABUF_ENABLE=1"));
+    assert!(nccl["after"]
+        .as_str()
+        .unwrap()
+        .contains("NCCL_DMABUF_ENABLE=1"));
     assert!(diff.iter().any(|d| d["after_header"] == "/etc/default/grub"
         && d["after"].as_str().unwrap().contains("iommu=pt")));
     assert_eq!(check["reboot_required"], true, "{check:#}");
@@ -110,25 +113,42 @@ fn module_mode_without_ansible() {
     let args = t.path().join("args.json");
     let pristine = snapshot(&root);
     // Errors are one JSON object with failed: true, exit 1.
-    std::fs::write(&args, r#"{"profile": "no-such-profile", "no_exec": true, "root": "/nonexistent-root"}"#).unwrap();
+    std::fs::write(
+        &args,
+        r#"{"profile": "no-such-profile", "no_exec": true, "root": "/nonexistent-root"}"#,
+    )
+    .unwrap();
     let out = gdrprov().arg(&args).output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["failed"], true, "{v}");
     assert_eq!(v["changed"], false);
-    assert!(v["msg"].as_str().unwrap().contains("no-such-profile"), "{v}");
+    assert!(
+        v["msg"].as_str().unwrap().contains("no-such-profile"),
+        "{v}"
+    );
     // Rolled back with nothing applied: no change.
     std::fs::write(
         &args,
-        format!(r#"{{"state": "rolled_back", "no_exec": true, "root": "{}"}}"#, root.display()),
+        format!(
+            r#"{{"state": "rolled_back", "no_exec": true, "root": "{}"}}"#,
+            root.display()
+        ),
     )
     .unwrap();
-    let out = gdrprov().args(["ansible-module".as_ref(), args.as_os_str()]).output().unwrap();
+    let out = gdrprov()
+        .args(["ansible-module".as_ref(), args.as_os_str()])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["changed"], false, "{v}");
     assert_eq!(v["failed"], false, "{v}");
     // Apply; verify fails (with --no-exec update-grub is still owed, and msg says so); roll back.
-    for (state, changed) in [("applied", true), ("verified", false), ("rolled_back", true)] {
+    for (state, changed) in [
+        ("applied", true),
+        ("verified", false),
+        ("rolled_back", true),
+    ] {
         std::fs::write(
             &args,
             format!(
@@ -144,7 +164,11 @@ fn module_mode_without_ansible() {
             assert_eq!(out.status.code(), Some(1));
             assert_eq!(v["failed"], true, "{v}");
             let msg = v["msg"].as_str().unwrap();
-            assert!(msg.starts_with("not ready: configuration:") && msg.contains("still owed: `update-grub`"), "{msg}");
+            assert!(
+                msg.starts_with("not ready: configuration:")
+                    && msg.contains("still owed: `update-grub`"),
+                "{msg}"
+            );
         } else {
             assert_eq!(v["failed"], false, "{state}: {v}");
         }

@@ -4,10 +4,10 @@
 use super::files::{self, ManagedFile};
 use super::Part;
 use crate::error::{Error, Result};
-use crate::profile::builtin;
-use handlebars::Handlebars;
 use crate::host::{CommandSpec, Host};
 use crate::plan::{Action, Change, Context};
+use crate::profile::builtin;
+use handlebars::Handlebars;
 
 pub const MODULE: &str = "services";
 
@@ -97,7 +97,7 @@ fn is_active(host: &Host, unit: &str) -> bool {
 /// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
 /// Variables: `gdrprov-bin` (default /usr/local/bin/gdrprov),
 /// `first-boot-profiles` (default: the profiles applied, which must then be
-/// built-in names), `gdrprov-textfile` (node-exporter metrics file).
+/// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
 fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
     let vars = &ctx.desired.doc.vars;
     let var = |k: &str| -> Option<String> {
@@ -111,12 +111,13 @@ fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
     let profiles = match var("first-boot-profiles") {
         Some(p) => p,
         None => {
-            let names = ctx.trial.clone().unwrap_or_else(|| ctx.desired.names.clone());
-            if let Some(n) = names.iter().find(|n| {
-                crate::profile::builtin::profile(n).is_none() && !n.starts_with('/')
-            }) {
+            let names = &ctx.desired.names;
+            if let Some(n) = names
+                .iter()
+                .find(|n| crate::profile::builtin::profile(n).is_none())
+            {
                 return Err(Error::Refused(format!(
-                    "verify.first-boot: the unit must name the profiles to verify, and `{n}` is neither built in nor an absolute path; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
+                    "verify.first-boot: the unit must name the profiles to verify, and `{n}` is not a built-in profile; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
                 )));
             }
             names.join(" ")
