@@ -46,43 +46,69 @@ pub fn execute(
         state_after: State::default(),
     };
     // Backups first: nothing is touched until every copy is safely on disk.
-    for (i, change) in plan.changes.iter().enumerate() {
-        generation
-            .steps
-            .push(prepare_step(host, store, n, i, change)?);
+    // If that fails (a full disk), the half-made generation is removed: the
+    // host is untouched and the journal holds no trace of the attempt.
+    let prepared = (|| {
+        for (i, change) in plan.changes.iter().enumerate() {
+            generation
+                .steps
+                .push(prepare_step(host, store, n, i, change)?);
+        }
+        generation.state_after = finalize_state(&plan.state_after, &generation, n);
+        store.save_generation(&generation)?;
+        store.reserve(n, reserve_bytes(plan))
+    })();
+    if let Err(e) = prepared {
+        return Err(match store.remove_generation_dir(n) {
+            Ok(()) => Error::Refused(format!(
+                "{e}\nNothing was changed: the backups could not be saved, and the partial generation {n} was removed."
+            )),
+            Err(e2) => Error::Refused(format!(
+                "{e}\nNothing was changed: the backups could not be saved (removing the partial generation {n} also failed: {e2})."
+            )),
+        });
     }
-    generation.state_after = finalize_state(&plan.state_after, &generation, n);
-    store.save_generation(&generation)?;
 
     let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
     let mut commands_run = Vec::new();
-    for i in 0..generation.steps.len() {
-        let result = run_step(host, store, &generation.steps[i], &plan.changes[i]);
-        match result {
-            Ok(ran) => {
-                commands_run.extend(ran);
-                generation.steps[i].done = true;
-                store.save_generation(&generation)?;
-            }
-            Err(e) => {
-                let reverted = revert(host, store, &mut generation);
-                return Err(match reverted {
-                    Ok(()) => Error::Refused(format!(
-                        "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted)."
-                    )),
-                    Err(e2) => Error::Journal(format!(
-                        "{e}\nPutting files back ALSO failed: {e2}. Run `gdrprov rollback --generation {n}` once the cause is fixed."
-                    )),
-                });
+    // Every failure from here on, of a step or of the journal write after
+    // it (a full disk), puts every file back.
+    let mut state_saved = false;
+    let ran = (|| {
+        for i in 0..generation.steps.len() {
+            let ran = run_step(host, store, &generation.steps[i], &plan.changes[i])?;
+            commands_run.extend(ran);
+            generation.steps[i].done = true;
+            store.save_generation(&generation)?;
+            if fault_after == Some(i + 1) {
+                std::process::abort();
             }
         }
-        if fault_after == Some(i + 1) {
-            std::process::abort();
-        }
+        store.save_state(&generation.state_after)?;
+        state_saved = true;
+        generation.status = Status::Complete;
+        store.save_generation(&generation)
+    })();
+    if let Err(e) = ran {
+        // Free the reserve first: putting files back needs that space.
+        let _ = store.release_reserve(n);
+        let reverted = revert(host, store, &mut generation).and_then(|r| {
+            if state_saved {
+                store.save_state(&generation.state_before)?;
+            }
+            Ok(r)
+        });
+        return Err(match reverted {
+            Ok(r) => Error::Refused(format!(
+                "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted).{}",
+                regen_note(&r)
+            )),
+            Err(e2) => Error::Journal(format!(
+                "{e}\nPutting files back ALSO failed: {e2}. Run `gdrprov rollback --generation {n}` once the cause is fixed."
+            )),
+        });
     }
-    store.save_state(&generation.state_after)?;
-    generation.status = Status::Complete;
-    store.save_generation(&generation)?;
+    let _ = store.release_reserve(n);
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
@@ -97,6 +123,24 @@ pub fn execute(
         pending_commands: plan.pending_commands.clone(),
         recovered: Vec::new(),
     })
+}
+
+/// Disk space set aside before the first write: enough to write back every
+/// file's old content and the journal twice over, whole pages each.
+fn reserve_bytes(plan: &Plan) -> u64 {
+    let page = |n: usize| (n as u64).div_ceil(4096) * 4096;
+    let files: u64 = plan
+        .changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::WriteFile { before, after, .. } => {
+                page(before.as_ref().map_or(0, String::len)) + page(after.len())
+            }
+            Action::RemoveFile { before, .. } => page(before.len()),
+            Action::Run { .. } => 0,
+        })
+        .sum();
+    files + 64 * 1024
 }
 
 /// The planned state, with "the backup this generation takes" made concrete.
@@ -221,19 +265,62 @@ fn last_lines(stderr: &str, stdout: &str) -> String {
     lines[lines.len().saturating_sub(3)..].join(" / ")
 }
 
-/// Puts back every file a generation's done steps touched, newest first,
-/// then re-runs regeneration commands it had run. Marks it reverted.
-fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<()> {
+/// What a revert could not finish: regeneration commands it did not run
+/// (`--no-exec`: owed, like any pending command) or that failed.
+#[derive(Debug, Default)]
+struct Reverted {
+    skipped: Vec<CommandSpec>,
+    failed: Vec<String>,
+}
+
+/// Puts back every file a generation's steps touched, newest first, then
+/// re-runs the regeneration commands it had started. Marks it reverted.
+fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
-    if !host.no_exec() {
-        for step in g.steps.iter().filter(|s| s.done) {
-            if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
-                let _ = host.run(cmd);
+    // The step that failed, or was running when the process was killed, may
+    // have half-regenerated its output (grub.cfg): it runs again too.
+    let started = g
+        .steps
+        .iter()
+        .position(|s| !s.done)
+        .map_or(g.steps.len(), |i| i + 1);
+    let mut out = Reverted::default();
+    for step in &g.steps[..started] {
+        let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) else {
+            continue;
+        };
+        if host.no_exec() {
+            if !out.skipped.contains(cmd) {
+                out.skipped.push(cmd.clone());
             }
+            continue;
+        }
+        match host.run(cmd) {
+            Ok(o) if o.success() => {}
+            Ok(o) => out.failed.push(format!(
+                "`{}` (exit {}: {})",
+                cmd.shell_line(),
+                o.code.map_or_else(|| "by signal".into(), |c| c.to_string()),
+                last_lines(&o.stderr, &o.stdout)
+            )),
+            Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
         }
     }
     g.status = Status::Reverted;
-    store.save_generation(g)
+    store.save_generation(g)?;
+    Ok(out)
+}
+
+/// The message tail for regeneration a revert could not do.
+fn regen_note(r: &Reverted) -> String {
+    if r.failed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nRegenerating from the restored files ALSO failed: {}; fix the cause and run it by hand before rebooting.",
+            r.failed.join("; ")
+        )
+    }
 }
 
 /// Restores the `before` copy of each selected file step, newest first. A
@@ -276,6 +363,15 @@ pub fn interrupted(store: &StateStore) -> bool {
     })
 }
 
+/// Whether an apply is in effect (complete and not rolled back).
+pub fn any_in_effect(store: &StateStore) -> bool {
+    store.generation_numbers().into_iter().any(|n| {
+        store.load_generation(n).is_ok_and(|g| {
+            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
+        })
+    })
+}
+
 /// Finishes a run that was killed half-way: its files are put back and it is
 /// marked reverted. Called under the lock before any new apply or rollback.
 pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
@@ -283,10 +379,18 @@ pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
     for n in store.generation_numbers() {
         let mut g = store.load_generation(n)?;
         if g.status == Status::InProgress {
-            revert(host, store, &mut g)?;
-            store.save_state(&g.state_before)?;
+            let _ = store.release_reserve(n);
+            let r = revert(host, store, &mut g)?;
+            let mut state = g.state_before.clone();
+            for cmd in &r.skipped {
+                if !state.pending_commands.contains(cmd) {
+                    state.pending_commands.push(cmd.clone());
+                }
+            }
+            store.save_state(&state)?;
             notes.push(format!(
-                "generation {n} was interrupted; every file it touched was put back as it was before it"
+                "generation {n} was interrupted; every file it touched was put back as it was before it{}",
+                regen_note(&r)
             ));
         }
     }

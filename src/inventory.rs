@@ -43,7 +43,7 @@ pub fn run(
                 }))
                 .unwrap_or_default()
             ),
-            Format::Text => {
+            Format::Text | Format::Prometheus => {
                 println!(
                     "Snapshot of {} written to {}: {} files, {} symlinks, {} directories, {} command outputs.",
                     host.display("/"),
@@ -82,7 +82,7 @@ pub fn run(
             }))
             .unwrap_or_default()
         ),
-        Format::Text => print!("{}", text(&host, &facts)),
+        Format::Text | Format::Prometheus => print!("{}", text(&host, &facts)),
     }
     Ok(0)
 }

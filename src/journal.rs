@@ -162,10 +162,19 @@ impl<'a> StateStore<'a> {
         })
     }
 
+    /// Creates a directory of the state dir (0700), with `/var/lib` made
+    /// 0755 first when an image root lacks it.
+    fn create_private_dir(&self, dir: &str) -> Result<()> {
+        if let Some((parent, _)) = DIR.rsplit_once('/') {
+            self.host.create_dir_all(parent, 0o755)?;
+        }
+        self.host.create_dir_all(dir, 0o700)
+    }
+
     pub fn write_private(&self, rel: &str, data: &[u8]) -> Result<()> {
         let path = Self::path(rel);
         if let Some((dir, _)) = path.rsplit_once('/') {
-            self.host.create_dir_all(dir, 0o700)?;
+            self.create_private_dir(dir)?;
         }
         self.host.write_atomic(&path, data, PRIVATE)
     }
@@ -215,9 +224,43 @@ impl<'a> StateStore<'a> {
         )
     }
 
+    /// Removes a generation that could not be started (its backups could
+    /// not all be written), so that it leaves no trace.
+    pub fn remove_generation_dir(&self, n: u64) -> Result<()> {
+        self.host
+            .remove_dir_all(&Self::path(&format!("generations/{n}")))
+    }
+
+    /// Sets aside `bytes` of disk space beside a generation's backups
+    /// (`generations/N/reserve`), so that a run that fills the disk half-way
+    /// can free it and still put every file back.
+    pub fn reserve(&self, n: u64, bytes: u64) -> Result<()> {
+        let path = Self::path(&format!("generations/{n}/reserve"));
+        let r = self.host.resolve(&path)?;
+        let shown = self.host.display(&r.logical);
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags_nofollow()
+            .open(&r.real)
+            .map_err(|e| Error::io("reserve space in", shown.clone(), e))?;
+        let len = i64::try_from(bytes).unwrap_or(i64::MAX);
+        nix::fcntl::posix_fallocate(&file, 0, len)
+            .map_err(|e| Error::io("reserve space in", shown.clone(), e.into()))?;
+        file.sync_all()
+            .map_err(|e| Error::io("reserve space in", shown, e))
+    }
+
+    /// Frees the space set aside by [`StateStore::reserve`].
+    pub fn release_reserve(&self, n: u64) -> Result<()> {
+        self.host
+            .remove(&Self::path(&format!("generations/{n}/reserve")))
+    }
+
     /// Takes the apply lock of this root; fails at once if another run has it.
     pub fn lock(&self) -> Result<Lock> {
-        self.host.create_dir_all(DIR, 0o700)?;
+        self.create_private_dir(DIR)?;
         let path = Self::path("lock");
         let r = self.host.resolve(&path)?;
         let shown = self.host.display(&r.logical);

@@ -149,13 +149,8 @@ pub fn render_text(r: &LoopbackReport) -> String {
     }
     let _ = writeln!(
         s,
-        " {:<12} {:<13} {:<17} {:<20} {:<14} {}",
-        "#bytes",
-        "#iterations",
-        "BW peak[Gb/sec]",
-        "BW average[Gb/sec]",
-        "MsgRate[Mpps]",
-        "of line rate"
+        " {:<12} {:<13} {:<17} {:<20} {:<14} of line rate",
+        "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]"
     );
     for x in &r.results {
         let frac = x

@@ -23,6 +23,17 @@ pub enum ArgError {
         /// Byte offset of the character in `arg`.
         index: usize,
     },
+    /// The argument is longer than any kernel command line can hold.
+    #[error(
+        "kernel argument starting {start:?} is {len} bytes long: gdrprov refuses arguments over \
+         {MAX_ARG_LEN} bytes (the whole kernel command line holds 2048 bytes on x86 and arm64)"
+    )]
+    TooLong {
+        /// The first bytes of the argument.
+        start: String,
+        /// Its length in bytes.
+        len: usize,
+    },
     /// The argument starts with `=`.
     #[error("kernel argument {arg:?} has no name before '=': write it as name=value")]
     EmptyKey {
@@ -30,6 +41,9 @@ pub enum ArgError {
         arg: String,
     },
 }
+
+/// The longest argument gdrprov writes, in bytes.
+pub const MAX_ARG_LEN: usize = 1024;
 
 /// Whitespace as the kernel's `isspace` sees it.
 pub fn is_kernel_space(c: char) -> bool {
@@ -119,6 +133,16 @@ pub fn same_arg(a: &str, b: &str) -> bool {
 pub fn validate_arg(arg: &str) -> Result<(), ArgError> {
     if arg.is_empty() {
         return Err(ArgError::Empty);
+    }
+    if arg.len() > MAX_ARG_LEN {
+        let cut = (0..=32)
+            .rev()
+            .find(|&i| arg.is_char_boundary(i))
+            .unwrap_or(0);
+        return Err(ArgError::TooLong {
+            start: arg[..cut].to_owned(),
+            len: arg.len(),
+        });
     }
     if let Some((index, c)) = arg.char_indices().find(|&(_, c)| forbidden(c).is_some()) {
         return Err(ArgError::ForbiddenChar {

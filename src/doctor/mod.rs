@@ -601,7 +601,7 @@ pub fn run(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         ),
-        Format::Text => print!("{}", text(&facts, &report)),
+        Format::Text | Format::Prometheus => print!("{}", text(&facts, &report)),
     }
     Ok(if blocked { EXIT_BLOCKED } else { 0 })
 }

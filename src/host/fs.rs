@@ -160,24 +160,40 @@ impl Host {
         }
     }
 
-    /// Creates a directory and its parents inside the root (mode `mode` for the
-    /// ones created).
+    /// Creates a directory and its parents inside the root, each one created
+    /// with exactly `mode` (the umask does not narrow it: a root-run tool
+    /// under umask 077 must not make /etc/x unreadable to services).
     pub fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
         // Resolution follows every symlink that exists (inside the root); what
         // is missing after that is plain names, created as real directories.
         let r = self.resolve(path)?;
+        let shown = || self.display(&r.logical);
         match std::fs::metadata(&r.real) {
-            Ok(m) if m.is_dir() => Ok(()),
-            Ok(_) => Err(Error::BadPath {
-                path: self.display(&r.logical),
-                why: "exists and is not a directory".into(),
-            }),
-            Err(_) => std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(mode)
-                .create(&r.real)
-                .map_err(|e| Error::io("create directory", self.display(&r.logical), e)),
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) => {
+                return Err(Error::BadPath {
+                    path: shown(),
+                    why: "exists and is not a directory".into(),
+                })
+            }
+            Err(_) => {}
         }
+        let mut missing = Vec::new();
+        let mut p = r.real.as_path();
+        while p.starts_with(&self.root) && p != self.root && std::fs::symlink_metadata(p).is_err() {
+            missing.push(p);
+            p = p.parent().unwrap_or(Path::new("/"));
+        }
+        for d in missing.into_iter().rev() {
+            match std::fs::DirBuilder::new().mode(mode).create(d) {
+                Ok(()) => std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
+                    .map_err(|e| Error::io("create directory", shown(), e))?,
+                // Another run made it first: fine.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
+                Err(e) => return Err(Error::io("create directory", shown(), e)),
+            }
+        }
+        Ok(())
     }
 
     /// Writes a file atomically, creating its parent directories.
@@ -216,6 +232,23 @@ impl Host {
             return Err(Error::io("write", shown, e));
         }
         Ok(())
+    }
+
+    /// Removes a directory gdrprov made and everything in it (a generation
+    /// that could not be completed); one already gone is not an error.
+    pub fn remove_dir_all(&self, path: &str) -> Result<()> {
+        let r = self.resolve(path)?;
+        if r.real == self.root {
+            return Err(Error::BadPath {
+                path: self.display(&r.logical),
+                why: "refusing to remove the root".into(),
+            });
+        }
+        match std::fs::remove_dir_all(&r.real) {
+            Ok(()) => Ok(()),
+            Err(e) if is_absent(&e) => Ok(()),
+            Err(e) => Err(Error::io("remove", self.display(&r.logical), e)),
+        }
     }
 
     /// Removes a file; a file already gone is not an error.

@@ -350,7 +350,10 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     "grub.cfg was regenerated with the wanted kernel arguments".to_string()
                 }),
             ));
-            if !extras.is_empty() {
+            // Never unbootable: GRUB's own parser checks what was generated;
+            // if it refuses, the defaults are put back and grub.cfg is
+            // generated again from them.
+            if !extras.is_empty() || has_grub_script_check(ctx.host) {
                 part.commands.push(run_change(
                     CommandSpec::new(
                         &["grub-script-check", GRUB_CFG],
@@ -365,6 +368,31 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
 
+    // A pending trial replaced before it booted: its one-shot next_entry
+    // would name an entry that is gone (GRUB would then boot entry 0 once).
+    if let (Some(old), None) = (&ctx.state.trial, &ctx.trial) {
+        let (env, tool) = if bls {
+            (GRUBENV_BLS, "grub2-editenv")
+        } else {
+            ("/boot/grub/grubenv", "grub-editenv")
+        };
+        let next = ctx
+            .host
+            .read_fact(env)
+            .and_then(|t| entries::grubenv_get(&t, "next_entry"));
+        if next.as_deref() == Some(old.entry.as_str()) {
+            part.commands.push(run_change(
+                CommandSpec::new(
+                    &[tool, env, "unset", "next_entry"],
+                    format!(
+                        "Cancel the one-shot boot of the replaced trial entry {}",
+                        old.entry
+                    ),
+                ),
+                None,
+            ));
+        }
+    }
     if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
         part.reboot_pending.push(trial_reason(&id));
         part.trial = Some(Trial {
@@ -452,6 +480,7 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
             host.display(DEFAULTS)
         )));
     };
+    check_defaults_text(host, DEFAULTS, &main)?;
     let mut files = vec![(DEFAULTS.to_string(), main)];
     let mut names: Vec<String> = host
         .list_dir(DEFAULTS_D)
@@ -462,10 +491,35 @@ fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
     for n in names {
         let path = format!("{DEFAULTS_D}/{n}");
         if let Some(text) = host.read_text(&path)? {
+            check_defaults_text(host, &path, &text)?;
             files.push((path, text));
         }
     }
     Ok(files)
+}
+
+/// The largest GRUB defaults file gdrprov reads (real ones are a few KiB).
+const MAX_DEFAULTS_LEN: usize = 256 * 1024;
+
+/// Refuses what no real GRUB defaults file holds and a shell would read
+/// differently from gdrprov: a NUL byte, or megabytes of text.
+fn check_defaults_text(host: &Host, path: &str, text: &str) -> Result<()> {
+    let why = if text.len() > MAX_DEFAULTS_LEN {
+        format!(
+            "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
+            text.len(),
+            MAX_DEFAULTS_LEN / 1024
+        )
+    } else if let Some(i) = text.find('\0') {
+        let line = text[..i].matches('\n').count() + 1;
+        format!("line {line} holds a NUL byte, which the shell that grub-mkconfig runs reads differently")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Refused(format!(
+        "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
+        host.display(path)
+    )))
 }
 
 fn regenerate_command(host: &Host) -> CommandSpec {
@@ -481,6 +535,13 @@ fn regenerate_command(host: &Host) -> CommandSpec {
         )
     };
     spec.regenerating()
+}
+
+/// Whether the root has `grub-script-check` (grub-common).
+fn has_grub_script_check(host: &Host) -> bool {
+    ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
+        .iter()
+        .any(|p| host.exists(p))
 }
 
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument

@@ -280,6 +280,13 @@ fn resolve_template(t: &str, origin: &Origin) -> std::result::Result<String, Str
     if builtin::template(t).is_some() {
         return Ok(t.to_string());
     }
+    // A template is rendered into the root: it must not pull in a file from
+    // elsewhere on the machine gdrprov runs on (`../../etc/shadow`).
+    if t.starts_with('/') || t.split('/').any(|c| c == "..") {
+        return Err(format!(
+            "template `{t}`: a template file must lie next to the profile or below it; absolute paths and `..` are not allowed"
+        ));
+    }
     if let Some(dir) = origin.dir() {
         let p = dir.join(t);
         if p.is_file() {

@@ -294,6 +294,10 @@ pub fn h100_node(open: bool, driver: &str) -> HostGen {
     g.dir("/sys/kernel/iommu_groups/12");
     g.file("/sys/kernel/iommu_groups/12/type", "identity\n");
     g.file(
+        "/etc/default/grub",
+        "GRUB_DEFAULT=0\nGRUB_TIMEOUT=0\nGRUB_CMDLINE_LINUX_DEFAULT=\"\"\nGRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on\"\n",
+    );
+    g.file(
         "/usr/local/cuda-12.4/version.json",
         r#"{"cuda": {"name": "CUDA SDK", "version": "12.4.131"}}"#,
     );
