@@ -372,7 +372,7 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
         return Ok(v);
     }
     drop(store);
-    let (host, profiles, plan, outcome) = cli::rollback_generations(
+    let Some((host, profiles, plan, outcome)) = cli::rollback_generations(
         cli,
         &RollbackArgs {
             generation: None,
@@ -380,7 +380,15 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
             no_exec: a.no_exec,
             force: a.force,
         },
-    )?;
+    )?
+    else {
+        return Ok(json!({
+            "changed": true,
+            "failed": false,
+            "msg": "an interrupted gdrprov run was put back; no apply was in effect",
+            "reboot_required": false,
+        }));
+    };
     let mut v = result(&host, profiles, &plan, Some(&outcome), a, "rollback");
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));

@@ -517,7 +517,9 @@ fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
 }
 
 fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
-    let (host, profiles, plan, outcome) = rollback_generations(cli, a)?;
+    let Some((host, profiles, plan, outcome)) = rollback_generations(cli, a)? else {
+        return Ok(exit::OK);
+    };
     print_report(
         cli,
         &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
@@ -525,11 +527,12 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// The rollback itself: (host, profiles, plan, outcome).
+/// The rollback itself: (host, profiles, plan, outcome); `None` when the
+/// only thing to undo was an interrupted run, now put back.
 pub(crate) fn rollback_generations(
     cli: &Cli,
     a: &RollbackArgs,
-) -> Result<(Host, Vec<String>, Plan, apply::Outcome)> {
+) -> Result<Option<(Host, Vec<String>, Plan, apply::Outcome)>> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
@@ -545,7 +548,7 @@ pub(crate) fn rollback_generations(
         for note in apply::recover(&host, &store)? {
             eprintln!("gdrprov: recovered: {note}");
         }
-        return Ok(exit::OK);
+        return Ok(None);
     }
     if !a.yes {
         let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
@@ -569,7 +572,7 @@ pub(crate) fn rollback_generations(
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     outcome.recovered = recovered;
     drop(lock);
-    Ok((host, profiles, plan, outcome))
+    Ok(Some((host, profiles, plan, outcome)))
 }
 
 fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
