@@ -527,12 +527,12 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// The rollback itself: (host, profiles, plan, outcome); `None` when the
-/// only thing to undo was an interrupted run, now put back.
-pub(crate) fn rollback_generations(
-    cli: &Cli,
-    a: &RollbackArgs,
-) -> Result<Option<(Host, Vec<String>, Plan, apply::Outcome)>> {
+/// What a rollback did: the host, the profiles it undid, its plan and outcome.
+pub(crate) type RolledBack = (Host, Vec<String>, Plan, apply::Outcome);
+
+/// The rollback itself; `None` when the only thing to undo was an
+/// interrupted run, now put back.
+pub(crate) fn rollback_generations(cli: &Cli, a: &RollbackArgs) -> Result<Option<RolledBack>> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);

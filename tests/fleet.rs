@@ -69,7 +69,8 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     );
 
     if tool("systemd-analyze") {
-        for file in [UNIT] {
+        {
+            let file = UNIT;
             let out = std::process::Command::new("systemd-analyze")
                 .args(["verify", &root.join(file).display().to_string()])
                 .output()

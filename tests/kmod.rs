@@ -169,8 +169,7 @@ fn a_module_missing_for_the_kernel_names_its_package_and_changes_nothing() {
             "apply",
             "erdma-cloud",
             "-y",
-            // The example is an H100 host without eRDMA: its requirement fails
-            // first; forced past it, the module check is what refuses.
+            // Past the requirements gate (eRDMA is absent), to the module check.
             "--force",
             "--root",
             root.to_str().unwrap(),
