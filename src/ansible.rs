@@ -371,7 +371,6 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
         }
         return Ok(v);
     }
-    drop(store);
     let (host, profiles, plan, outcome) = cli::rollback_generations(
         cli,
         &RollbackArgs {
