@@ -915,6 +915,10 @@ fn yaml_bombs_and_junk_fail_fast() {
             format!("vars: {}", "[".repeat(10_000)).into_bytes(),
         ),
         (
+            "10,000 [ in vars.a".into(),
+            format!("vars:\n  a: {}", "[".repeat(10_000)).into_bytes(),
+        ),
+        (
             "10,000 [ ]".into(),
             format!("vars: {}{}", "[".repeat(10_000), "]".repeat(10_000)).into_bytes(),
         ),
@@ -923,8 +927,8 @@ fn yaml_bombs_and_junk_fail_fast() {
             format!("vars: {}", "{a: ".repeat(10_000)).into_bytes(),
         ),
         (
-            "10,000 nested maps".into(),
-            (0..10_000)
+            "1,000 nested maps".into(),
+            (0..1_000)
                 .map(|i| format!("{}k:\n", " ".repeat(i)))
                 .collect::<String>()
                 .into_bytes(),
