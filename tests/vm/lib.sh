@@ -401,7 +401,8 @@ skip() { echo "SKIP: $*"; exit 77; }
 
 # require_gdrprov SUBCOMMAND... [-- WORD]: skip unless gdrprov_has says yes.
 require_gdrprov() {
-  gdrprov_has "$@" || skip "gdrprov ${*} not implemented yet"
+  local what=${*/#-- /}; what=${what// -- / }
+  gdrprov_has "$@" || skip "gdrprov $what not implemented yet"
 }
 
 # --- assertions ------------------------------------------------------------------------------------------
