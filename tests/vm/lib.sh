@@ -355,7 +355,9 @@ vm_rxe_gid_index() {
 vm_ib_write_bw() {
   local srv=$1 cli=$2 dev=$3 gidx=$4 size=$5 addr=$6 extra=${7:-}
   local port=$(( 18515 + RANDOM % 1000 ))
-  local opts="-d $dev -x $gidx -s $size -F --report_gbits -p $port $extra"
+  # -u 20: a 4 s QP timeout (default 67 ms): a TCG guest starved of CPU acks late, and RC gives up after
+  # 7 retries with status 9 (retry exceeded).
+  local opts="-d $dev -x $gidx -s $size -F --report_gbits -u 20 -p $port $extra"
   vm_ssh "$srv" "nohup ib_write_bw $opts </dev/null >/tmp/ib_write_bw-server-$port.log 2>&1 &
     for i in \$(seq 60); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.5; done; exit 1" >/dev/null ||
     vm_die "ib_write_bw server in $srv did not listen on port $port"
