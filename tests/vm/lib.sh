@@ -33,7 +33,7 @@ vm_install_host_deps() {
   local need=() cmd pkg
   for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
              mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
-             flock:util-linux sha256sum:coreutils; do
+             flock:util-linux sha256sum:coreutils python3:python3; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
   done
   [ -d /usr/share/mmdebstrap/hooks/eatmydata ] || need+=(mmdebstrap)
