@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs the system tools the tests drive for
-# real (bash, util-linux's setpriv, GRUB's grub-script-check, kmod), then runs
+# real (bash, util-linux's setpriv, GRUB's grub-script-check, kmod, systemd-analyze,
+# pciutils' setpci), then runs
 # every unit and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,8 @@ need=()
 command -v setpriv >/dev/null || need+=(util-linux)
 command -v grub-script-check >/dev/null || need+=(grub-common)
 command -v modprobe >/dev/null || need+=(kmod)
+command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v setpci >/dev/null || need+=(pciutils)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
