@@ -217,6 +217,7 @@ fn acs_node() -> hostgen::HostGen {
     );
     g.acs("0000:01:00.0", 0);
     g.dir("/etc/systemd/system");
+    g.file("/usr/bin/setpci", "");
     g
 }
 

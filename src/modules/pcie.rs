@@ -103,7 +103,8 @@ fn unit_bridges(ctx: &Context) -> Vec<String> {
 
 pub fn bridges_in_unit(unit: &str) -> Vec<String> {
     unit.lines()
-        .filter_map(|l| l.strip_prefix("ExecStart=/usr/bin/setpci -s "))
+        .filter(|l| l.starts_with("ExecStart="))
+        .filter_map(|l| l.split_once("setpci -s ").map(|(_, r)| r))
         .filter_map(|r| r.split_whitespace().next())
         .map(String::from)
         .collect()
@@ -118,7 +119,20 @@ pub fn setpci_args(bridge: &str) -> Vec<String> {
     ]
 }
 
-pub fn unit(header: &str, bridges: &[String]) -> String {
+/// Where the root has setpci (Debian: /usr/bin, RHEL: /usr/sbin); a bare
+/// name (systemd >= 239 searches its fixed path) when it has none.
+pub fn setpci_path(host: &Host) -> Option<&'static str> {
+    [
+        "/usr/sbin/setpci",
+        "/usr/bin/setpci",
+        "/sbin/setpci",
+        "/bin/setpci",
+    ]
+    .into_iter()
+    .find(|p| host.exists(p))
+}
+
+pub fn unit(header: &str, setpci: &str, bridges: &[String]) -> String {
     let mut s = format!(
         "{header}\n# ACS redirects peer-to-peer PCIe traffic (GPUDirect RDMA) to the root complex;\n# the setting does not survive a reboot, so it is cleared at every boot on the\n# bridges between a GPU and an RDMA NIC.\n[Unit]\nDescription=gdrprov: clear PCIe ACS control between GPUs and RDMA NICs\nDefaultDependencies=no\nAfter=sysinit.target\nBefore=network-pre.target nvidia-persistenced.service\nWants=network-pre.target\nConditionVirtualization=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
     );
@@ -153,9 +167,19 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     if bridges.is_empty() {
         return Ok(part);
     }
+    if setpci_path(ctx.host).is_none() {
+        part.warnings.push(format!(
+            "pcie.acs: setpci is not installed in {}: install pciutils, or {UNIT} fails at boot",
+            ctx.host.display("/usr")
+        ));
+    }
     part.files.push(ManagedFile {
         path: UNIT_PATH.into(),
-        content: unit(&super::files::header(ctx), &bridges),
+        content: unit(
+            &super::files::header(ctx),
+            setpci_path(ctx.host).unwrap_or("setpci"),
+            &bridges,
+        ),
         mode: 0o644,
         module: MODULE,
         reboot: None,
