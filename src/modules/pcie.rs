@@ -137,9 +137,7 @@ pub fn unit(header: &str, setpci: &str, bridges: &[String]) -> String {
         "{header}\n# ACS redirects peer-to-peer PCIe traffic (GPUDirect RDMA) to the root complex;\n# the setting does not survive a reboot, so it is cleared at every boot on the\n# bridges between a GPU and an RDMA NIC.\n[Unit]\nDescription=gdrprov: clear PCIe ACS control between GPUs and RDMA NICs\nDefaultDependencies=no\nAfter=sysinit.target\nBefore=network-pre.target nvidia-persistenced.service\nWants=network-pre.target\nConditionVirtualization=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
     );
     for b in bridges {
-        s.push_str(&format!(
-            "ExecStart=/usr/bin/setpci -s {b} ECAP_ACS+0x6.w=0000\n"
-        ));
+        s.push_str(&format!("ExecStart={setpci} -s {b} ECAP_ACS+0x6.w=0000\n"));
     }
     s.push_str("\n[Install]\nWantedBy=multi-user.target\n");
     s

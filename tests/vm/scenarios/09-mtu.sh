@@ -10,9 +10,9 @@ require_gdrprov plan -- --detailed-exitcode
 
 g=mtu
 vm_fresh $g
-# The NIC that carries the default route (virtio_net).
-ifc=$(vm_ssh $g "ip -o route show default | awk '{print \$5; exit}'")
-[ -n "$ifc" ] || fail "no default-route interface in the guest"
+# The guest's NIC (virtio_net, the one with an IPv4 address).
+ifc=$(vm_nic $g)
+[ -n "$ifc" ] || fail "no NIC with an IPv4 address in the guest"
 mac=$(vm_ssh $g "cat /sys/class/net/$ifc/address")
 before=$(vm_ssh $g "cat /sys/class/net/$ifc/mtu")
 info "guest NIC $ifc ($mac) has MTU $before"
