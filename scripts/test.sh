@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs the system tools the tests drive for
 # real (bash, util-linux's setpriv, GRUB's grub-script-check, kmod, packer,
-# systemd-analyze; ansible-core from PyPI into target/ansible-venv), then runs
+# systemd-analyze, pciutils' setpci; ansible-core from PyPI into
+# target/ansible-venv), then runs
 # every unit and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,7 @@ command -v grub-script-check >/dev/null || need+=(grub-common)
 command -v modprobe >/dev/null || need+=(kmod)
 command -v packer >/dev/null || need+=(packer)
 command -v systemd-analyze >/dev/null || need+=(systemd)
+command -v setpci >/dev/null || need+=(pciutils)
 if ((${#need[@]})); then
   if [ "$(id -u)" = 0 ]; then
     export DEBIAN_FRONTEND=noninteractive

@@ -36,6 +36,10 @@ pub struct State {
     /// Commands an apply with `--no-exec` left for later.
     #[serde(default)]
     pub pending_commands: Vec<CommandSpec>,
+    /// Keys of /etc/nccl.conf gdrprov set (and so may change or remove);
+    /// every other line of that file belongs to the user.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nccl_keys: Vec<String>,
     /// A trial boot set up by `apply --trial` and not yet committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<Trial>,

@@ -139,6 +139,9 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     let mut part = crate::modules::bootcfg::plan(ctx)?;
     part.absorb(crate::modules::kmod::plan(ctx)?);
     part.absorb(crate::modules::services::plan(ctx)?);
+    part.absorb(crate::modules::network::plan(ctx)?);
+    part.absorb(crate::modules::pcie::plan(ctx)?);
+    part.absorb(crate::modules::nccl::plan(ctx)?);
     let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::modules::files::plan(ctx, &wanted)?;
     changes.append(&mut part.edits);
@@ -156,6 +159,9 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         state_after.kernel_args = args;
     }
     state_after.trial = part.trial.take();
+    if let Some(keys) = part.nccl_keys.take() {
+        state_after.nccl_keys = keys;
+    }
     for c in changes.iter().chain(&late) {
         match &c.action {
             Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {

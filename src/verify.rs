@@ -109,6 +109,32 @@ pub fn run(
         )
     });
 
+    // Read back from the root: sysfs and config space on the running system,
+    // or what an observed root (snapshot, fixture) shows.
+    let facts = crate::facts::Facts::gather(host, None);
+    for (name, result, none) in [
+        (
+            "mtu",
+            crate::modules::network::check(host, &facts, desired),
+            "the profile sets no MTU",
+        ),
+        (
+            "acs",
+            crate::modules::pcie::check(host, &facts, desired),
+            "the profile leaves ACS alone",
+        ),
+    ] {
+        checks.push(match result {
+            _ if !facts.observed => skip(
+                name,
+                format!("{} shows no system state", host.root().display()),
+            ),
+            None => skip(name, none.into()),
+            Some(Ok(detail)) => pass(name, &detail),
+            Some(Err(why)) => fail(name, why),
+        });
+    }
+
     if !host.is_live() {
         for name in ["reboot", "modules", "loopback"] {
             checks.push(skip(

@@ -54,7 +54,7 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
         stdout_of(&out)
     );
     let conf = std::fs::read_to_string(root.join("etc/nccl.conf")).unwrap();
-    assert!(conf.starts_with("# Managed by gdrprov"), "{conf}");
+    assert!(conf.starts_with("# NCCL reads this file"), "{conf}");
     assert!(conf.contains("NCCL_NET_GDR_LEVEL=PHB\n"));
     assert_eq!(
         std::fs::metadata(root.join("etc/nccl.conf"))
@@ -151,8 +151,10 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
         .args(["plan", "rdma-dmabuf", "--root", &r])
         .output()
         .unwrap();
+    // gdrprov owns only its keys: the user's line stays.
     assert!(
-        stdout_of(&out).contains("-NCCL_DEBUG=INFO"),
+        stdout_of(&out).contains("+NCCL_DMABUF_ENABLE=1")
+            && !stdout_of(&out).contains("-NCCL_DEBUG=INFO"),
         "{}",
         stdout_of(&out)
     );
@@ -260,9 +262,14 @@ fn json_output_has_the_documented_shape() {
     assert_eq!(v["live"], false);
     assert_eq!(v["profiles"][0], "legacy-peermem");
     assert_eq!(v["changed"], true);
-    let c = &v["changes"][0];
+    let c = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "/etc/nccl.conf")
+        .unwrap();
     assert_eq!(c["kind"], "write-file");
-    assert_eq!(c["path"], "/etc/nccl.conf");
+    assert_eq!(c["module"], "nccl");
     assert!(c["diff"]
         .as_str()
         .unwrap()
@@ -313,7 +320,7 @@ fn extends_and_relative_templates() {
     .unwrap();
     std::fs::write(
         dir.join("site.yaml"),
-        "extends: rdma-dmabuf\nvars:\n  nccl-net-gdr-level: PXB\n  site: lab\nmodules:\n  present: [nvidia_peermem]\nfiles:\n  - path: /etc/motd\n    template: motd.hbs\n",
+        "extends: rdma-dmabuf\nnccl:\n  NCCL_NET_GDR_LEVEL: PXB\nvars:\n  nccl-net-gdr-level: PXB\n  site: lab\nmodules:\n  present: [nvidia_peermem]\nfiles:\n  - path: /etc/motd\n    template: motd.hbs\n",
     )
     .unwrap();
     let out = gdrprov()

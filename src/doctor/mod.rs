@@ -416,7 +416,7 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
                     format!("eRDMA netdev {} has MTU {mtu}", p.netdev.as_deref().unwrap_or("?")),
                     format!("{} port {}: netdev {} MTU {mtu}", d.name, p.port, p.netdev.as_deref().unwrap_or("?")),
                     "eRDMA needs MTU 8500 (jumbo frames) or 1400; with NCCL LL128 another MTU corrupts data",
-                    format!("`ip link set {} mtu 8500` where jumbo frames are enabled, else 1400; make it persistent in the network configuration", p.netdev.as_deref().unwrap_or("<netdev>")),
+                    format!("`ip link set {} mtu 8500` where jumbo frames are enabled, else 1400; `gdrprov apply erdma-cloud` does both and persists it (network.mtu: auto, a systemd .link file)", p.netdev.as_deref().unwrap_or("<netdev>")),
                 ));
             }
         }

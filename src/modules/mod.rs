@@ -4,6 +4,9 @@
 pub mod bootcfg;
 pub mod files;
 pub mod kmod;
+pub mod nccl;
+pub mod network;
+pub mod pcie;
 pub mod services;
 
 use crate::plan::Change;
@@ -26,6 +29,8 @@ pub struct Part {
     /// grubby would otherwise rewrite), and extra such rewrites.
     pub late_paths: Vec<String>,
     pub late: Vec<Change>,
+    /// The keys of /etc/nccl.conf gdrprov owns after the change.
+    pub nccl_keys: Option<Vec<String>>,
 }
 
 impl Part {
@@ -43,5 +48,8 @@ impl Part {
         }
         self.late_paths.extend(other.late_paths);
         self.late.extend(other.late);
+        if other.nccl_keys.is_some() {
+            self.nccl_keys = other.nccl_keys;
+        }
     }
 }

@@ -264,6 +264,57 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
             f.template = Some(resolve_template(&t, origin).map_err(invalid)?);
         }
     }
+    for (k, v) in &doc.nccl {
+        if !k.starts_with("NCCL_")
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(invalid(format!(
+                "nccl: `{k}` is not an NCCL setting (NCCL_ followed by capitals, digits or `_`)"
+            )));
+        }
+        let ok = match v {
+            serde_json::Value::String(s) => !s.chars().any(|c| c.is_control()),
+            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
+            _ => false,
+        };
+        if !ok {
+            return Err(invalid(format!(
+                "nccl.{k}: give a single-line string or a number"
+            )));
+        }
+    }
+    if let Some(m) = &doc.network.mtu {
+        if m.devices.is_empty() {
+            return Err(invalid(
+                "network.mtu.devices: name at least one match, e.g. `{ rdma: \"erdma_*\" }`".into(),
+            ));
+        }
+        for (i, d) in m.devices.iter().enumerate() {
+            let set: Vec<&String> = [&d.rdma, &d.driver, &d.name]
+                .into_iter()
+                .flatten()
+                .collect();
+            if set.len() != 1 {
+                return Err(invalid(format!(
+                    "network.mtu.devices[{i}]: give exactly one of `rdma`, `driver` or `name` ({} given)",
+                    set.len()
+                )));
+            }
+            let v = set[0];
+            if v.is_empty()
+                || v.len() > 64
+                || !v
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.:*?@".contains(c))
+            {
+                return Err(invalid(format!(
+                    "network.mtu.devices[{i}]: `{v}` is not a device name or pattern (letters, digits, `-_.:@`, wildcards `*` `?`)"
+                )));
+            }
+        }
+    }
     if let Some(fr) = doc.verify.min_line_rate_fraction {
         if !(0.0..=1.0).contains(&fr) {
             return Err(invalid(format!(

@@ -57,6 +57,13 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         services: Services {
             disabled: union(parent.services.disabled, child.services.disabled),
         },
+        network: Network {
+            mtu: child.network.mtu.or(parent.network.mtu),
+        },
+        pcie: Pcie {
+            acs: child.pcie.acs.or(parent.pcie.acs),
+        },
+        nccl: overlay(parent.nccl, child.nccl),
         files,
         vars: overlay(parent.vars, child.vars),
         verify: Verify {
@@ -130,6 +137,9 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
     let mut option_src: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut file_src: BTreeMap<String, (FileSpec, String)> = BTreeMap::new();
     let mut var_src: BTreeMap<String, (serde_json::Value, String)> = BTreeMap::new();
+    let mut nccl_src: BTreeMap<String, (serde_json::Value, String)> = BTreeMap::new();
+    let mut mtu_src: Option<(MtuSpec, String)> = None;
+    let mut acs_src: Option<(AcsMode, String)> = None;
 
     for p in profiles {
         let src = format!("{} ({})", p.name, p.source);
@@ -239,6 +249,21 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
             file_src.insert(f.path.clone(), (f.clone(), src.clone()));
             doc.files.push(f.clone());
         }
+        for (k, v) in &d.nccl {
+            if let Some((prev, other)) = nccl_src.get(k) {
+                if prev != v {
+                    return Err(conflict(
+                        format!("nccl.{k}"),
+                        other,
+                        &prev.to_string(),
+                        &src,
+                        &v.to_string(),
+                    ));
+                }
+            }
+            nccl_src.insert(k.clone(), (v.clone(), src.clone()));
+            doc.nccl.insert(k.clone(), v.clone());
+        }
         for (k, v) in &d.vars {
             if let Some((prev, other)) = var_src.get(k) {
                 if prev != v {
@@ -253,6 +278,42 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
             }
             var_src.insert(k.clone(), (v.clone(), src.clone()));
             doc.vars.insert(k.clone(), v.clone());
+        }
+        if let Some(m) = &d.network.mtu {
+            match &mtu_src {
+                Some((prev, other)) if prev != m => {
+                    let show = |x: &MtuSpec| {
+                        let devs: Vec<String> = x.devices.iter().map(|d| d.to_string()).collect();
+                        format!("{} for [{}]", x.value, devs.join(", "))
+                    };
+                    return Err(conflict(
+                        "network.mtu".into(),
+                        other,
+                        &show(prev),
+                        &src,
+                        &show(m),
+                    ));
+                }
+                Some(_) => {}
+                None => mtu_src = Some((m.clone(), src.clone())),
+            }
+            doc.network.mtu = Some(m.clone());
+        }
+        if let Some(a) = d.pcie.acs {
+            match &acs_src {
+                Some((prev, other)) if *prev != a => {
+                    return Err(conflict(
+                        "pcie.acs".into(),
+                        other,
+                        &format!("{prev:?}").to_lowercase(),
+                        &src,
+                        &format!("{a:?}").to_lowercase(),
+                    ));
+                }
+                Some(_) => {}
+                None => acs_src = Some((a, src.clone())),
+            }
+            doc.pcie.acs = Some(a);
         }
         doc.requires = and_requires(doc.requires, d.requires.clone());
         doc.verify.min_line_rate_fraction = match (

@@ -31,6 +31,14 @@ pub struct ProfileDoc {
     pub modules: Modules,
     #[serde(default, skip_serializing_if = "Services::is_empty")]
     pub services: Services,
+    #[serde(default, skip_serializing_if = "Network::is_empty")]
+    pub network: Network,
+    #[serde(default, skip_serializing_if = "Pcie::is_empty")]
+    pub pcie: Pcie,
+    /// Settings gdrprov owns in `/etc/nccl.conf` (`NCCL_KEY: value`); every
+    /// other line of that file is left as it is.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub nccl: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<FileSpec>,
     /// Variables for templates (`{{name}}`), overridable per file.
@@ -252,6 +260,187 @@ impl Services {
     pub fn is_empty(&self) -> bool {
         self.disabled.is_empty()
     }
+}
+
+/// `network:` — settings of the network interfaces behind the RDMA devices.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Network {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtu: Option<MtuSpec>,
+}
+
+impl Network {
+    pub fn is_empty(&self) -> bool {
+        *self == Network::default()
+    }
+}
+
+/// The MTU of some interfaces: persisted in a systemd `.link` file and set
+/// on the running system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MtuSpec {
+    /// Which interfaces: `{ rdma: "erdma_*" }` (the netdevs of these RDMA
+    /// devices), `{ driver: "virtio_net" }`, `{ name: "eth1" }`, or a list.
+    #[serde(deserialize_with = "one_or_many_match")]
+    #[schemars(with = "OneOrManyMatch")]
+    pub devices: Vec<NetMatch>,
+    /// Bytes (68..=9216), or `auto`: 8500 where the interface allows jumbo
+    /// frames, else 1400 (the eRDMA rule for NCCL's LL128 protocol).
+    pub value: MtuValue,
+}
+
+/// One way of naming interfaces; exactly one key. `*` and `?` are wildcards.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NetMatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl std::fmt::Display for NetMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match (&self.rdma, &self.driver, &self.name) {
+            (Some(r), _, _) => write!(f, "rdma: {r}"),
+            (_, Some(d), _) => write!(f, "driver: {d}"),
+            (_, _, Some(n)) => write!(f, "name: {n}"),
+            _ => f.write_str("(nothing)"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum MtuValue {
+    Bytes(u32),
+    #[serde(with = "auto_str")]
+    #[schemars(with = "AutoWord")]
+    Auto,
+}
+
+impl std::fmt::Display for MtuValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            MtuValue::Bytes(n) => write!(f, "{n}"),
+            MtuValue::Auto => f.write_str("auto"),
+        }
+    }
+}
+
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum AutoWord {
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+mod auto_str {
+    pub fn serialize<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("auto")
+    }
+}
+
+impl<'de> Deserialize<'de> for MtuValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = MtuValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an MTU in bytes (68 to 9216) or `auto`")
+            }
+            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<MtuValue, E> {
+                if (68..=9216).contains(&n) {
+                    Ok(MtuValue::Bytes(n as u32))
+                } else {
+                    Err(E::custom(format!(
+                        "MTU {n} is out of range: give 68 to 9216 bytes, or `auto`"
+                    )))
+                }
+            }
+            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<MtuValue, E> {
+                if n < 0 {
+                    return Err(E::custom(format!(
+                        "MTU {n} is out of range: give 68 to 9216 bytes, or `auto`"
+                    )));
+                }
+                self.visit_u64(n as u64)
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<MtuValue, E> {
+                match s {
+                    "auto" => Ok(MtuValue::Auto),
+                    _ => match s.parse::<u64>() {
+                        Ok(n) => self.visit_u64(n),
+                        Err(_) => Err(E::custom(format!(
+                            "`{s}` is not an MTU: give 68 to 9216 bytes, or `auto`"
+                        ))),
+                    },
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrManyMatch {
+    One(NetMatch),
+    Many(Vec<NetMatch>),
+}
+
+fn one_or_many_match<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<NetMatch>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<NetMatch>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a match like `{ rdma: \"erdma_*\" }`, `{ driver: NAME }`, `{ name: IFNAME }`, or a list of them")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            NetMatch::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                .map(|m| vec![m])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(m) = seq.next_element::<NetMatch>()? {
+                v.push(m);
+            }
+            Ok(v)
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// `pcie:` — PCIe settings between GPUs and RDMA NICs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Pcie {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acs: Option<AcsMode>,
+}
+
+impl Pcie {
+    pub fn is_empty(&self) -> bool {
+        *self == Pcie::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AcsMode {
+    /// On bare metal, clear ACS control at every boot on the bridges between
+    /// a GPU and an RDMA NIC (never in a VM).
+    Disable,
+    /// Leave ACS as it is.
+    Unmanaged,
 }
 
 /// A file gdrprov owns: inline `content` or a handlebars `template`.

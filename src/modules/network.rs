@@ -1,0 +1,355 @@
+//! `network.mtu:` — the MTU of the interfaces behind the RDMA devices.
+//!
+//! Persisted as one systemd `.link` file per interface (or per driver), which
+//! udev applies when the device appears whatever network manager the
+//! distribution uses (NetworkManager, systemd-networkd, ifupdown, netplan,
+//! network-scripts); set now on the running system with `ip link`.
+
+use super::files::ManagedFile;
+use super::Part;
+use crate::error::Result;
+use crate::facts::Facts;
+use crate::host::{CommandSpec, Host};
+use crate::plan::{Action, Change, Context};
+use crate::profile::{Composed, MtuValue, NetMatch};
+
+pub const MODULE: &str = "network";
+pub const LINK_DIR: &str = "/etc/systemd/network";
+/// The eRDMA guide: 8500 with jumbo frames, 1400 without; NCCL's LL128
+/// protocol is only safe with one of them.
+pub const JUMBO_MTU: u32 = 8500;
+pub const SMALL_MTU: u32 = 1400;
+
+/// One network interface as sysfs shows it.
+#[derive(Debug, Clone)]
+pub struct Iface {
+    pub name: String,
+    pub mtu: Option<u32>,
+    pub max_mtu: Option<u32>,
+    pub address: Option<String>,
+    pub driver: Option<String>,
+}
+
+/// What the profile wants for one interface.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    pub iface: Iface,
+    pub mtu: u32,
+    /// Why this value (`auto` resolution), for descriptions.
+    pub why: String,
+}
+
+pub fn iface(host: &Host, name: &str) -> Iface {
+    let base = format!("/sys/class/net/{name}");
+    let num = |f: &str| {
+        host.read_fact(&format!("{base}/{f}"))
+            .and_then(|s| s.trim().parse::<u32>().ok())
+    };
+    let max_mtu = num("max_mtu").or_else(|| {
+        // The kernel gives max_mtu only over netlink.
+        if !host.is_live() && !host.is_snapshot() {
+            return None;
+        }
+        let out = host.query(&["ip", "-d", "-j", "link", "show", "dev", name])?;
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
+        v.get(0)?.get("max_mtu")?.as_u64().map(|n| n as u32)
+    });
+    Iface {
+        name: name.to_string(),
+        mtu: num("mtu"),
+        max_mtu,
+        address: host
+            .read_fact(&format!("{base}/address"))
+            .map(|s| s.trim().to_ascii_lowercase())
+            .filter(|a| !a.is_empty() && a != "00:00:00:00:00:00"),
+        driver: host.link_name(&format!("{base}/device/driver")),
+    }
+}
+
+/// `*` and `?` wildcards.
+pub fn glob(pattern: &str, s: &str) -> bool {
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match (p.first(), s.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
+            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
+            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
+            _ => false,
+        }
+    }
+    go(pattern.as_bytes(), s.as_bytes())
+}
+
+/// The interfaces a match names, in order, without duplicates.
+pub fn resolve(host: &Host, facts: &Facts, matches: &[NetMatch]) -> Vec<Iface> {
+    let mut names: Vec<String> = Vec::new();
+    let all = host.list_dir("/sys/class/net");
+    for m in matches {
+        if let Some(r) = &m.rdma {
+            for d in facts.rdma_devices.iter().filter(|d| glob(r, &d.name)) {
+                let mut found: Vec<String> =
+                    d.ports.iter().filter_map(|p| p.netdev.clone()).collect();
+                if found.is_empty() {
+                    found = host.list_dir(&format!("/sys/class/infiniband/{}/device/net", d.name));
+                }
+                names.extend(found);
+            }
+        }
+        if let Some(n) = &m.name {
+            names.extend(all.iter().filter(|x| glob(n, x)).cloned());
+        }
+        if let Some(drv) = &m.driver {
+            names.extend(
+                all.iter()
+                    .filter(|x| {
+                        host.link_name(&format!("/sys/class/net/{x}/device/driver"))
+                            .is_some_and(|d| glob(drv, &d))
+                    })
+                    .cloned(),
+            );
+        }
+    }
+    let mut out: Vec<Iface> = Vec::new();
+    for n in names {
+        if n != "lo" && !out.iter().any(|i| i.name == n) {
+            out.push(iface(host, &n));
+        }
+    }
+    out
+}
+
+/// `auto`: 8500 when the interface allows it, else 1400.
+pub fn auto_mtu(i: &Iface) -> (u32, String) {
+    match i.max_mtu {
+        Some(m) if m >= JUMBO_MTU => (
+            JUMBO_MTU,
+            format!("auto: its max MTU {m} allows jumbo frames"),
+        ),
+        Some(m) => (
+            SMALL_MTU,
+            format!("auto: its max MTU {m} is below {JUMBO_MTU}, no jumbo frames"),
+        ),
+        None => match i.mtu {
+            Some(m) if m >= JUMBO_MTU => (
+                JUMBO_MTU,
+                format!("auto: its max MTU is unknown but it runs jumbo frames (MTU {m}) now"),
+            ),
+            _ => (
+                SMALL_MTU,
+                "auto: its max MTU is unknown, so the value every NIC accepts".into(),
+            ),
+        },
+    }
+}
+
+/// What the profile wants, per interface; warnings for what cannot be known.
+pub fn wanted(host: &Host, facts: &Facts, desired: &Composed) -> (Vec<Wanted>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let Some(spec) = &desired.doc.network.mtu else {
+        return (Vec::new(), warnings);
+    };
+    let ifaces = resolve(host, facts, &spec.devices);
+    let mut out = Vec::new();
+    for i in ifaces {
+        let (mtu, why) = match spec.value {
+            MtuValue::Bytes(n) => {
+                if let Some(max) = i.max_mtu.filter(|m| n > *m) {
+                    warnings.push(format!(
+                        "{}: the profile wants MTU {n} but the interface allows at most {max}; the kernel will refuse it",
+                        i.name
+                    ));
+                }
+                (n, "set by the profile".to_string())
+            }
+            MtuValue::Auto => {
+                if i.max_mtu.is_none() && i.mtu.is_none_or(|m| m < JUMBO_MTU) {
+                    warnings.push(format!(
+                        "{}: its max MTU could not be read, so `auto` uses {SMALL_MTU}; give a number to use jumbo frames",
+                        i.name
+                    ));
+                }
+                auto_mtu(&i)
+            }
+        };
+        out.push(Wanted { iface: i, mtu, why });
+    }
+    (out, warnings)
+}
+
+pub fn link_path(ifname: &str) -> String {
+    format!("{LINK_DIR}/10-gdrprov-{ifname}.link")
+}
+
+fn link_file(header: &str, match_line: &str, what: &str, mtu: u32, why: &str) -> String {
+    // A .link file replaces 99-default.link for the devices it matches, so
+    // it carries the default naming and MAC policies too: names stay as they are.
+    format!(
+        "{header}\n# MTU of {what} ({why}), applied by udev when the device appears.\n[Match]\n{match_line}\n\n[Link]\nNamePolicy=kernel database onboard slot path\nMACAddressPolicy=persistent\nMTUBytes={mtu}\n"
+    )
+}
+
+pub fn plan(ctx: &Context) -> Result<Part> {
+    let mut part = Part::default();
+    let Some(spec) = &ctx.desired.doc.network.mtu else {
+        return Ok(part);
+    };
+    let header = super::files::header(ctx);
+    let (wanted, warnings) = wanted(ctx.host, ctx.facts, ctx.desired);
+    part.warnings.extend(warnings);
+    // Matching by driver with a fixed value: one file for the driver, so
+    // interfaces that appear later (or in an image) get it too.
+    let by_driver: Vec<&String> = spec
+        .devices
+        .iter()
+        .filter_map(|d| d.driver.as_ref())
+        .collect();
+    if let (MtuValue::Bytes(n), true) = (spec.value, by_driver.len() == spec.devices.len()) {
+        for drv in &by_driver {
+            let safe: String = drv
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            part.files.push(ManagedFile {
+                path: format!("{LINK_DIR}/10-gdrprov-driver-{safe}.link"),
+                content: link_file(
+                    &header,
+                    &format!("Driver={drv}"),
+                    &format!("interfaces of driver {drv}"),
+                    n,
+                    "set by the profile",
+                ),
+                mode: 0o644,
+                module: MODULE,
+                reboot: None,
+            });
+        }
+    } else {
+        for w in &wanted {
+            let m = match &w.iface.address {
+                Some(a) => format!("MACAddress={a}"),
+                None => {
+                    part.warnings.push(format!(
+                        "{}: no MAC address to match on; the .link file matches its current name, which is only stable if the name is",
+                        w.iface.name
+                    ));
+                    format!("OriginalName={}", w.iface.name)
+                }
+            };
+            part.files.push(ManagedFile {
+                path: link_path(&w.iface.name),
+                content: link_file(&header, &m, &w.iface.name, w.mtu, &w.why),
+                mode: 0o644,
+                module: MODULE,
+                reboot: None,
+            });
+        }
+    }
+    if wanted.is_empty() {
+        let devs: Vec<String> = spec.devices.iter().map(|d| d.to_string()).collect();
+        part.warnings.push(format!(
+            "network.mtu: no interface matches [{}]; no MTU is set",
+            devs.join(", ")
+        ));
+    }
+    for w in &wanted {
+        if w.iface.mtu == Some(w.mtu) {
+            continue;
+        }
+        if ctx.live_changes {
+            let n = w.mtu.to_string();
+            let spec = CommandSpec::new(
+                &["ip", "link", "set", "dev", &w.iface.name, "mtu", &n],
+                format!(
+                    "Set the MTU of {} to {n} now (was {}; {})",
+                    w.iface.name,
+                    w.iface.mtu.map_or("unknown".into(), |m| m.to_string()),
+                    w.why
+                ),
+            );
+            part.commands.push(Change {
+                module: MODULE.into(),
+                description: spec.why.clone(),
+                action: Action::Run { command: spec },
+                reboot: None,
+            });
+        } else if ctx.host.is_live() {
+            part.reboot_pending.push(format!(
+                "{} has MTU {}; --no-reboot leaves it until the next boot, which sets {}",
+                w.iface.name,
+                w.iface.mtu.map_or("unknown".into(), |m| m.to_string()),
+                w.mtu
+            ));
+        }
+    }
+    Ok(part)
+}
+
+/// `verify`: the running MTU of every interface is what the profile wants.
+pub fn check(
+    host: &Host,
+    facts: &Facts,
+    desired: &Composed,
+) -> Option<std::result::Result<String, String>> {
+    desired.doc.network.mtu.as_ref()?;
+    let (wanted, _) = wanted(host, facts, desired);
+    if wanted.is_empty() {
+        return Some(Err("no interface matches network.mtu.devices".into()));
+    }
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    for w in &wanted {
+        let now = iface(host, &w.iface.name).mtu;
+        if now == Some(w.mtu) {
+            ok.push(format!("{} {}", w.iface.name, w.mtu));
+        } else {
+            bad.push(format!(
+                "{} has MTU {} (/sys/class/net/{}/mtu), wanted {}",
+                w.iface.name,
+                now.map_or("unknown".into(), |m| m.to_string()),
+                w.iface.name,
+                w.mtu
+            ));
+        }
+    }
+    Some(if bad.is_empty() {
+        Ok(ok.join(", "))
+    } else {
+        Err(bad.join("; "))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs() {
+        assert!(glob("erdma_*", "erdma_0"));
+        assert!(glob("eth?", "eth1"));
+        assert!(!glob("eth?", "eth10"));
+        assert!(glob("*", ""));
+        assert!(!glob("mlx5_*", "erdma_0"));
+    }
+
+    #[test]
+    fn auto_follows_max_mtu() {
+        let mut i = Iface {
+            name: "eth0".into(),
+            mtu: Some(1500),
+            max_mtu: Some(9000),
+            address: None,
+            driver: None,
+        };
+        assert_eq!(auto_mtu(&i).0, 8500);
+        i.max_mtu = Some(1500);
+        assert_eq!(auto_mtu(&i).0, 1400);
+        i.max_mtu = None;
+        assert_eq!(auto_mtu(&i).0, 1400);
+    }
+}

@@ -1,0 +1,266 @@
+//! `pcie.acs: disable` — on bare metal, ACS request/completion redirect on a
+//! PCIe bridge between a GPU and an RDMA NIC sends every peer-to-peer
+//! transfer up to the root complex. The ACS control register is not kept
+//! across a reboot, so a boot-time unit clears it on exactly those bridges
+//! (by PCI address) at every boot; the running system gets `setpci` now.
+//! Never in a VM: a guest needs ACS for device isolation; ATS on the NIC is
+//! the way there.
+
+use super::files::ManagedFile;
+use super::Part;
+use crate::error::Result;
+use crate::facts::pcie::AcsBridge;
+use crate::facts::Facts;
+use crate::host::{CommandSpec, Host};
+use crate::plan::{Action, Change, Context};
+use crate::profile::{AcsMode, Composed};
+
+pub const MODULE: &str = "pcie";
+pub const UNIT: &str = "gdrprov-acs.service";
+pub const UNIT_PATH: &str = "/etc/systemd/system/gdrprov-acs.service";
+const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service";
+
+const VM_VENDORS: &[&str] = &[
+    "QEMU",
+    "KVM",
+    "Amazon EC2",
+    "Alibaba Cloud",
+    "Microsoft Corporation",
+    "Google",
+    "VMware",
+    "innotek",
+    "Xen",
+    "OpenStack",
+    "Red Hat",
+    "Nutanix",
+];
+
+/// Why the root looks like a virtual machine, if it does.
+pub fn hypervisor(host: &Host) -> Option<String> {
+    if let Some(t) = host.read_fact("/sys/hypervisor/type") {
+        let t = t.trim();
+        if !t.is_empty() {
+            return Some(format!("/sys/hypervisor/type is `{t}`"));
+        }
+    }
+    if let Some(cpu) = host.read_fact("/proc/cpuinfo") {
+        if cpu
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        {
+            return Some("the CPU flags in /proc/cpuinfo include `hypervisor`".into());
+        }
+    }
+    for f in ["sys_vendor", "product_name"] {
+        if let Some(v) = host.read_fact(&format!("/sys/class/dmi/id/{f}")) {
+            let v = v.trim();
+            if VM_VENDORS.iter().any(|x| v.contains(x)) {
+                return Some(format!("DMI {f} is `{v}`"));
+            }
+        }
+    }
+    None
+}
+
+/// The bridges between a GPU and an RDMA NIC whose ACS blocks peer-to-peer.
+pub fn blocking_bridges(facts: &Facts) -> Vec<AcsBridge> {
+    let mut out: Vec<AcsBridge> = Vec::new();
+    for p in &facts.pcie {
+        for b in p.acs_blocking() {
+            if !out.iter().any(|o| o.bridge == b.bridge) {
+                out.push(b.clone());
+            }
+        }
+    }
+    out.sort_by(|a, b| a.bridge.cmp(&b.bridge));
+    out
+}
+
+/// The bridges the unit clears: those it names already (so a bridge fixed
+/// by `setpci` stays in it) plus those blocking now.
+fn unit_bridges(ctx: &Context) -> Vec<String> {
+    let mut v: Vec<String> = ctx
+        .host
+        .read_fact(UNIT_PATH)
+        .map(|u| bridges_in_unit(&u))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|b| {
+            ctx.facts
+                .pcie
+                .iter()
+                .any(|p| p.bridges.iter().any(|x| &x.bridge == b))
+        })
+        .collect();
+    for b in blocking_bridges(ctx.facts) {
+        if !v.contains(&b.bridge) {
+            v.push(b.bridge);
+        }
+    }
+    v.sort();
+    v
+}
+
+pub fn bridges_in_unit(unit: &str) -> Vec<String> {
+    unit.lines()
+        .filter(|l| l.starts_with("ExecStart="))
+        .filter_map(|l| l.split_once("setpci -s ").map(|(_, r)| r))
+        .filter_map(|r| r.split_whitespace().next())
+        .map(String::from)
+        .collect()
+}
+
+pub fn setpci_args(bridge: &str) -> Vec<String> {
+    vec![
+        "setpci".into(),
+        "-s".into(),
+        bridge.into(),
+        "ECAP_ACS+0x6.w=0000".into(),
+    ]
+}
+
+/// Where the root has setpci (Debian: /usr/bin, RHEL: /usr/sbin); a bare
+/// name (systemd >= 239 searches its fixed path) when it has none.
+pub fn setpci_path(host: &Host) -> Option<&'static str> {
+    [
+        "/usr/sbin/setpci",
+        "/usr/bin/setpci",
+        "/sbin/setpci",
+        "/bin/setpci",
+    ]
+    .into_iter()
+    .find(|p| host.exists(p))
+}
+
+pub fn unit(header: &str, setpci: &str, bridges: &[String]) -> String {
+    let mut s = format!(
+        "{header}\n# ACS redirects peer-to-peer PCIe traffic (GPUDirect RDMA) to the root complex;\n# the setting does not survive a reboot, so it is cleared at every boot on the\n# bridges between a GPU and an RDMA NIC.\n[Unit]\nDescription=gdrprov: clear PCIe ACS control between GPUs and RDMA NICs\nDefaultDependencies=no\nAfter=sysinit.target\nBefore=network-pre.target nvidia-persistenced.service\nWants=network-pre.target\nConditionVirtualization=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+    );
+    for b in bridges {
+        s.push_str(&format!("ExecStart={setpci} -s {b} ECAP_ACS+0x6.w=0000\n"));
+    }
+    s.push_str("\n[Install]\nWantedBy=multi-user.target\n");
+    s
+}
+
+pub fn plan(ctx: &Context) -> Result<Part> {
+    let mut part = Part::default();
+    if ctx.desired.doc.pcie.acs != Some(AcsMode::Disable) {
+        return Ok(part);
+    }
+    let blocking = blocking_bridges(ctx.facts);
+    if let Some(why) = hypervisor(ctx.host) {
+        if !blocking.is_empty() || !ctx.facts.pcie.is_empty() {
+            part.warnings.push(format!(
+                "pcie.acs: this is a virtual machine ({why}): ACS is left on, a guest needs it for device isolation; enable ATS on the NIC instead (e.g. `mlxconfig -d DEV set ATS_ENABLED=true`) so peer-to-peer traffic is translated on the device"
+            ));
+        } else {
+            part.warnings.push(format!(
+                "pcie.acs: this is a virtual machine ({why}): ACS is left on; enable ATS on the NIC instead"
+            ));
+        }
+        return Ok(part);
+    }
+    let bridges = unit_bridges(ctx);
+    if bridges.is_empty() {
+        return Ok(part);
+    }
+    if setpci_path(ctx.host).is_none() {
+        part.warnings.push(format!(
+            "pcie.acs: setpci is not installed in {}: install pciutils, or {UNIT} fails at boot",
+            ctx.host.display("/usr")
+        ));
+    }
+    part.files.push(ManagedFile {
+        path: UNIT_PATH.into(),
+        content: unit(
+            &super::files::header(ctx),
+            setpci_path(ctx.host).unwrap_or("setpci"),
+            &bridges,
+        ),
+        mode: 0o644,
+        module: MODULE,
+        reboot: None,
+    });
+    if !ctx.host.exists(WANTS_LINK) {
+        let spec = CommandSpec::new(
+            &["systemctl", "enable", UNIT],
+            format!("Enable {UNIT} so ACS is cleared at every boot"),
+        );
+        part.commands.push(Change {
+            module: MODULE.into(),
+            description: spec.why.clone(),
+            action: Action::Run { command: spec },
+            reboot: None,
+        });
+    }
+    for b in &blocking {
+        if ctx.live_changes {
+            let argv = setpci_args(&b.bridge);
+            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let spec = CommandSpec::new(
+                &argv,
+                format!(
+                    "Clear ACS control on bridge {} now (it is {})",
+                    b.bridge,
+                    b.bits.clone().unwrap_or_default()
+                ),
+            );
+            part.commands.push(Change {
+                module: MODULE.into(),
+                description: spec.why.clone(),
+                action: Action::Run { command: spec },
+                reboot: None,
+            });
+        } else if ctx.host.is_live() {
+            part.reboot_pending.push(format!(
+                "ACS is on at bridge {}; --no-reboot leaves it until the next boot, where {UNIT} clears it",
+                b.bridge
+            ));
+        }
+    }
+    Ok(part)
+}
+
+/// `verify`: no bridge between a GPU and an RDMA NIC has ACS redirect on.
+pub fn check(
+    host: &Host,
+    facts: &Facts,
+    desired: &Composed,
+) -> Option<std::result::Result<String, String>> {
+    if desired.doc.pcie.acs != Some(AcsMode::Disable) {
+        return None;
+    }
+    if let Some(why) = hypervisor(host) {
+        return Some(Ok(format!(
+            "virtual machine ({why}): ACS left on by design; enable ATS on the NIC"
+        )));
+    }
+    let all: Vec<&AcsBridge> = facts.pcie.iter().flat_map(|p| p.bridges.iter()).collect();
+    let blocking = blocking_bridges(facts);
+    if !blocking.is_empty() {
+        let v: Vec<String> = blocking
+            .iter()
+            .map(|b| format!("{} ({})", b.bridge, b.bits.clone().unwrap_or_default()))
+            .collect();
+        return Some(Err(format!(
+            "ACS redirect still on at {}; run `gdrprov apply` or reboot",
+            v.join(", ")
+        )));
+    }
+    if all.iter().any(|b| b.control.is_none()) && all.iter().all(|b| b.control.is_none()) {
+        return Some(Ok(
+            "no bridge between a GPU and an RDMA NIC has a readable ACS capability".into(),
+        ));
+    }
+    let read: Vec<String> = all
+        .iter()
+        .filter(|b| b.control.is_some())
+        .map(|b| format!("{} ACSCtl {:#06x}", b.bridge, b.control.unwrap_or(0)))
+        .collect();
+    Some(Ok(if read.is_empty() {
+        "no PCIe bridge between a GPU and an RDMA NIC".into()
+    } else {
+        read.join(", ")
+    }))
+}
