@@ -353,6 +353,25 @@ fn restore_files(
     Ok(())
 }
 
+/// Restoring these files only changes the host at the next boot: the kernel
+/// command line, boot entries, module blocks and loads, link settings.
+fn boot_time_effect(path: &str) -> Option<String> {
+    const BOOT_TIME: &[(&str, &str)] = &[
+        ("/etc/default/grub", "the kernel command line"),
+        ("/etc/grub.d/", "the boot entries"),
+        ("/boot/loader/entries/", "the boot entries"),
+        ("/etc/modprobe.d/", "kernel module settings"),
+        ("/etc/modules-load.d/", "modules loaded at boot"),
+        ("/etc/systemd/network/", "network link settings"),
+    ];
+    BOOT_TIME
+        .iter()
+        .find(|(prefix, _)| path.starts_with(prefix))
+        .map(|(_, what)| {
+            format!("{what} restored by the rollback take effect at the next boot ({path})")
+        })
+}
+
 /// Whether a run was killed half-way and needs `recover`.
 pub fn interrupted(store: &StateStore) -> bool {
     store.generation_numbers().into_iter().any(|n| {
@@ -478,7 +497,7 @@ pub fn plan_rollback(
                         new_mode: 0o644,
                         meta: step.before_meta,
                     },
-                    reboot: None,
+                    reboot: boot_time_effect(path),
                 },
                 None => Change {
                     module: "rollback".into(),
@@ -487,7 +506,7 @@ pub fn plan_rollback(
                         path: path.clone(),
                         before: current.unwrap_or_default(),
                     },
-                    reboot: None,
+                    reboot: boot_time_effect(path),
                 },
             });
         }

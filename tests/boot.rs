@@ -243,7 +243,7 @@ fn rollback_restores_grub_defaults_byte_for_byte() {
     let pristine = snapshot(&root);
     assert!(apply(&root, "rdma-dmabuf").status.success());
     assert!(apply(&root, "gds-iommu-off").status.success());
-    gdrprov()
+    let out = gdrprov()
         .args([
             "rollback",
             "--generation",
@@ -253,8 +253,17 @@ fn rollback_restores_grub_defaults_byte_for_byte() {
             "--root",
             root.to_str().unwrap(),
         ])
-        .assert()
-        .success();
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    assert!(
+        text.contains("Reboot required:")
+            && text.contains(
+                "the kernel command line restored by the rollback take effect at the next boot"
+            ),
+        "a restored command line needs a reboot: {text}"
+    );
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine),
