@@ -252,7 +252,7 @@ fn list(cli: &Cli) -> Result<i32> {
             });
             println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
         }
-        Format::Text => {
+        Format::Text | Format::Prometheus => {
             if info.entries.is_empty() {
                 println!("No boot entries found in {}.", host.display("/boot"));
             }
@@ -349,7 +349,7 @@ fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
                 "{}",
                 serde_json::json!({"command": host.effective_argv(spec), "ran": false})
             ),
-            Format::Text => println!("Would run (--no-exec): {line}"),
+            Format::Text | Format::Prometheus => println!("Would run (--no-exec): {line}"),
         }
         return Ok(());
     }
@@ -372,7 +372,7 @@ fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
             "{}",
             serde_json::json!({"command": host.effective_argv(spec), "ran": true})
         ),
-        Format::Text => println!("Ran: {line}\n{}.", spec.why),
+        Format::Text | Format::Prometheus => println!("Ran: {line}\n{}.", spec.why),
     }
     Ok(())
 }

@@ -77,6 +77,19 @@ pub enum Command {
     Boot(crate::bootcmd::BootCommand),
     /// Make a trial boot (`apply --trial`) permanent, once it is what runs.
     Commit(crate::bootcmd::CommitArgs),
+    /// Run as an Ansible module: read the module arguments from ARGS_FILE, print Ansible's JSON.
+    /// (`gdrprov ARGS_FILE` does the same, as Ansible runs a binary module.)
+    AnsibleModule {
+        #[arg(value_name = "ARGS_FILE")]
+        args_file: PathBuf,
+    },
+    /// Shell completions for bash, zsh or fish, on standard output.
+    Completions {
+        #[arg(value_enum)]
+        shell: crate::fleet::Shell,
+    },
+    /// The manual page (roff), on standard output: `gdrprov man | man -l -`.
+    Man,
 }
 
 #[derive(Debug, Args)]
@@ -185,6 +198,14 @@ pub struct VerifyArgs {
     /// CPU vendor when the root cannot tell (see plan).
     #[arg(long, value_enum, value_name = "VENDOR")]
     pub cpu_vendor: Option<CpuVendor>,
+    /// Write a readiness marker into DIR: `ready` (with the summary) or `failed` (with the
+    /// reasons), removing the other; for the first-boot unit (`/run/gdrprov`).
+    #[arg(long, value_name = "DIR")]
+    pub marker_dir: Option<PathBuf>,
+    /// Also write Prometheus metrics to FILE atomically (node-exporter's textfile collector,
+    /// e.g. /var/lib/node_exporter/textfile_collector/gdrprov.prom).
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,6 +228,10 @@ pub enum ProfileCommand {
 
 /// Parses the arguments and runs the command; returns the exit code.
 pub fn main() -> i32 {
+    // Ansible runs a binary module as `MODULE ARGS_FILE`.
+    if let Some(path) = crate::ansible::args_file_from_argv() {
+        return crate::ansible::main(&path);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -230,6 +255,11 @@ pub fn main() -> i32 {
 }
 
 pub fn run(cli: &Cli) -> Result<i32> {
+    if cli.format == Format::Prometheus && !matches!(cli.command, Command::Verify(_)) {
+        return Err(Error::Usage(
+            "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
+        ));
+    }
     match &cli.command {
         Command::Plan(a) => cmd_plan(cli, &a.profiles, &a.target, a.detailed_exitcode, false),
         Command::Apply(a) if a.dry_run => {
@@ -260,6 +290,9 @@ pub fn run(cli: &Cli) -> Result<i32> {
         ),
         Command::Boot(b) => crate::bootcmd::boot(cli, b),
         Command::Commit(a) => crate::bootcmd::commit(cli, a),
+        Command::AnsibleModule { args_file } => Ok(crate::ansible::main(args_file)),
+        Command::Completions { shell } => crate::fleet::completions(*shell),
+        Command::Man => crate::fleet::man(),
     }
 }
 
@@ -275,7 +308,7 @@ pub(crate) fn style(cli: &Cli) -> Style {
     }
 }
 
-fn load_profiles(specs: &[String]) -> Result<Composed> {
+pub(crate) fn load_profiles(specs: &[String]) -> Result<Composed> {
     let loaded = specs
         .iter()
         .map(|s| profile::load(s))
@@ -283,7 +316,7 @@ fn load_profiles(specs: &[String]) -> Result<Composed> {
     profile::compose(&loaded)
 }
 
-fn make_plan(
+pub(crate) fn make_plan(
     host: &Host,
     desired: &Composed,
     target: &TargetArgs,
@@ -301,17 +334,19 @@ fn make_plan(
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(crate::bootcmd::trial_specs),
     };
-    let mut plan = plan::build(&ctx)?;
+    // Requirements first: every failed one is reported, before any
+    // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
-    plan.warnings
-        .extend(crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?);
+    let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
+    let mut plan = plan::build(&ctx)?;
+    plan.warnings.extend(warnings);
     Ok(plan)
 }
 
 pub(crate) fn print_report(cli: &Cli, r: &render::Report) {
     match cli.format {
         Format::Json => println!("{}", render::json(r)),
-        Format::Text => print!("{}", render::text(r, style(cli))),
+        Format::Text | Format::Prometheus => print!("{}", render::text(r, style(cli))),
     }
 }
 
@@ -386,7 +421,31 @@ pub(crate) fn confirm(question: &str) -> Result<()> {
     }
 }
 
+/// What an apply did (or, with nothing to do, found): for the report.
+pub(crate) struct Applied {
+    pub host: Host,
+    pub names: Vec<String>,
+    pub plan: Plan,
+    pub outcome: Option<apply::Outcome>,
+}
+
 pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+    let done = apply_profiles(cli, a)?;
+    print_report(
+        cli,
+        &render::report(
+            "apply",
+            &done.host,
+            done.names.clone(),
+            &done.plan,
+            done.outcome.as_ref(),
+        ),
+    );
+    Ok(exit::OK)
+}
+
+/// The apply itself, printing nothing but the confirmation prompt (without --yes).
+pub(crate) fn apply_profiles(cli: &Cli, a: &ApplyArgs) -> Result<Applied> {
     let trial = a.trial.then_some(a.profiles.as_slice());
     let desired = load_profiles(&a.profiles)?;
     let host = Host::open(&cli.root, a.target.no_exec)?;
@@ -395,12 +454,14 @@ pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &a.target, trial)?;
+    let names = desired.names.clone();
     if plan.is_empty() && !apply::interrupted(&store) {
-        print_report(
-            cli,
-            &render::report("apply", &host, desired.names.clone(), &plan, None),
-        );
-        return Ok(exit::OK);
+        return Ok(Applied {
+            host,
+            names,
+            plan,
+            outcome: None,
+        });
     }
     require_chroot_rights(&host, &plan)?;
     if !a.yes {
@@ -408,14 +469,14 @@ pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
             print!(
                 "{}",
                 render::text(
-                    &render::report("plan", &host, desired.names.clone(), &plan, None),
+                    &render::report("plan", &host, names.clone(), &plan, None),
                     style(cli)
                 )
             );
         }
         confirm("Apply these changes?")?;
     }
-    let _lock = store.lock()?;
+    let lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
     let locked_plan = make_plan(&host, &desired, &a.target, trial)?;
@@ -428,25 +489,23 @@ pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
         for note in &recovered {
             eprintln!("gdrprov: recovered: {note}");
         }
-        print_report(
-            cli,
-            &render::report("apply", &host, desired.names.clone(), &locked_plan, None),
-        );
-        return Ok(exit::OK);
+        drop(lock);
+        return Ok(Applied {
+            host,
+            names,
+            plan: locked_plan,
+            outcome: None,
+        });
     }
     let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
     outcome.recovered = recovered;
-    print_report(
-        cli,
-        &render::report(
-            "apply",
-            &host,
-            desired.names.clone(),
-            &locked_plan,
-            Some(&outcome),
-        ),
-    );
-    Ok(exit::OK)
+    drop(lock);
+    Ok(Applied {
+        host,
+        names,
+        plan: locked_plan,
+        outcome: Some(outcome),
+    })
 }
 
 fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
@@ -458,6 +517,22 @@ fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
 }
 
 fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
+    let Some((host, profiles, plan, outcome)) = rollback_generations(cli, a)? else {
+        return Ok(exit::OK);
+    };
+    print_report(
+        cli,
+        &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
+    );
+    Ok(exit::OK)
+}
+
+/// What a rollback did: the host, the profiles it undid, its plan and outcome.
+pub(crate) type RolledBack = (Host, Vec<String>, Plan, apply::Outcome);
+
+/// The rollback itself; `None` when the only thing to undo was an
+/// interrupted run, now put back.
+pub(crate) fn rollback_generations(cli: &Cli, a: &RollbackArgs) -> Result<Option<RolledBack>> {
     let host = Host::open(&cli.root, a.no_exec)?;
     require_root(&host, "rollback")?;
     let store = StateStore::new(&host);
@@ -473,7 +548,7 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
         for note in apply::recover(&host, &store)? {
             eprintln!("gdrprov: recovered: {note}");
         }
-        return Ok(exit::OK);
+        return Ok(None);
     }
     if !a.yes {
         let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
@@ -489,21 +564,51 @@ fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
         }
         confirm(&format!("Roll back generation(s) {undoes:?}?"))?;
     }
-    let _lock = store.lock()?;
+    let lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
     require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     outcome.recovered = recovered;
-    print_report(
-        cli,
-        &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
-    );
-    Ok(exit::OK)
+    drop(lock);
+    Ok(Some((host, profiles, plan, outcome)))
 }
 
 fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
+    let report = match verify_host(cli, a) {
+        Ok(r) => r,
+        Err(e) => {
+            // The marker says why, so that a unit's failure is visible without the journal.
+            if let Some(dir) = &a.marker_dir {
+                let _ = crate::fleet::write_marker(dir, false, &e.to_string());
+            }
+            return Err(e);
+        }
+    };
+    if let Some(dir) = &a.marker_dir {
+        crate::fleet::write_marker(dir, report.ready, &crate::fleet::marker_text(&report))?;
+    }
+    if let Some(path) = &a.textfile {
+        crate::fleet::write_textfile(path, &crate::fleet::prometheus(&report))?;
+    }
+    match cli.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        ),
+        Format::Text => print!("{}", crate::verify::text(&report)),
+        Format::Prometheus => print!("{}", crate::fleet::prometheus(&report)),
+    }
+    Ok(if report.ready {
+        exit::OK
+    } else {
+        exit::NOT_READY
+    })
+}
+
+/// Runs verify's checks (and the loopback) and returns the report.
+pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Report> {
     let desired = load_profiles(&a.profiles)?;
     // Verify changes nothing and runs nothing but read-only probes.
     let host = Host::open(&cli.root, true)?;
@@ -514,7 +619,12 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
         no_reboot: false,
         force: true,
     };
-    let plan = make_plan(&host, &desired, &target, None)?;
+    // During a trial boot the configuration to compare with is the trial's.
+    let trial = StateStore::new(&host)
+        .load_state()?
+        .trial
+        .map(|t| t.profiles);
+    let plan = make_plan(&host, &desired, &target, trial.as_deref())?;
     let facts = Facts::gather(&host, a.cpu_vendor);
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
@@ -523,19 +633,7 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
         seconds: a.duration,
         min_gbps: a.min_gbps,
     };
-    let report = crate::verify::run(&host, &desired, &plan, &reqs, &choice)?;
-    match cli.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        ),
-        Format::Text => print!("{}", crate::verify::text(&report)),
-    }
-    Ok(if report.ready {
-        exit::OK
-    } else {
-        exit::NOT_READY
-    })
+    crate::verify::run(&host, &desired, &plan, &reqs, &choice)
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {
@@ -551,7 +649,7 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
             "{}",
             serde_json::to_string_pretty(&gens).unwrap_or_default()
         ),
-        Format::Text => {
+        Format::Text | Format::Prometheus => {
             if gens.is_empty() {
                 println!(
                     "No generations: gdrprov has not changed {}.",
@@ -595,7 +693,7 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
                         .collect();
                     println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
                 }
-                Format::Text => {
+                Format::Text | Format::Prometheus => {
                     for (n, d) in rows {
                         println!(
                             "{n:<16} {}",
@@ -612,7 +710,7 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
                     "{}",
                     serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()
                 ),
-                Format::Text => {
+                Format::Text | Format::Prometheus => {
                     let yaml = serde_saphyr::to_string(&loaded.doc)
                         .map_err(|e| Error::Usage(e.to_string()))?;
                     print!(

@@ -43,7 +43,7 @@ pub fn run(
                 }))
                 .unwrap_or_default()
             ),
-            Format::Text => {
+            Format::Text | Format::Prometheus => {
                 println!(
                     "Snapshot of {} written to {}: {} files, {} symlinks, {} directories, {} command outputs.",
                     host.display("/"),
@@ -82,7 +82,7 @@ pub fn run(
             }))
             .unwrap_or_default()
         ),
-        Format::Text => print!("{}", text(&host, &facts)),
+        Format::Text | Format::Prometheus => print!("{}", text(&host, &facts)),
     }
     Ok(0)
 }
@@ -95,7 +95,9 @@ pub fn differing(a: &Facts, b: &Facts) -> Vec<String> {
         return vec!["(could not compare)".into()];
     };
     x.iter()
-        .filter(|(k, v)| !matches!(k.as_str(), "live" | "snapshot") && y.get(*k) != Some(*v))
+        .filter(|(k, v)| {
+            !matches!(k.as_str(), "live" | "snapshot" | "observed") && y.get(*k) != Some(*v)
+        })
         .map(|(k, _)| k.clone())
         .collect()
 }
@@ -360,8 +362,20 @@ pub fn text(host: &Host, f: &Facts) -> String {
                 .join(" ")
         }
     );
-    for b in &f.modules.blocked {
+    let (shown_blocked, other_blocked): (Vec<_>, Vec<_>) = f
+        .modules
+        .blocked
+        .iter()
+        .partition(|b| relevant_module(&b.module));
+    for b in &shown_blocked {
         let _ = writeln!(w, "  blocked: {} ({} in {})", b.module, b.how, b.file);
+    }
+    if !other_blocked.is_empty() {
+        let _ = writeln!(
+            w,
+            "  blocked, not GPU/RDMA: {} module(s) (--format json lists them)",
+            other_blocked.len()
+        );
     }
     if !f.modules.peermem_paths.is_empty() {
         let _ = writeln!(

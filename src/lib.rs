@@ -2,6 +2,7 @@
 //! that it is. One pipeline, each stage a module with one job:
 //! profile + facts → plan (pure) → apply (journal) → render.
 
+pub mod ansible;
 pub mod apply;
 pub mod bench;
 pub mod boot;
@@ -10,6 +11,7 @@ pub mod cli;
 pub mod doctor;
 pub mod error;
 pub mod facts;
+pub mod fleet;
 pub mod host;
 pub mod inventory;
 pub mod journal;

@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 pub enum Format {
     Text,
     Json,
+    /// Prometheus text exposition (node-exporter textfile); `verify` only.
+    Prometheus,
 }
 
 /// ANSI colour for diffs, only when asked or on a terminal.

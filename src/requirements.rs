@@ -132,7 +132,7 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
     if let Some(d) = &req.nvidia_driver {
         let drv = &facts.nvidia_driver;
         // Absent is sure on a running system (no /proc/driver/nvidia).
-        let known_absent = facts.live || facts.snapshot;
+        let known_absent = facts.observed;
         if let Some(v) = &d.version {
             let vr = VersionReq::Full(crate::profile::model::VersionReqFull {
                 version: v.clone(),
@@ -187,7 +187,7 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
     }
     if let Some(o) = &req.ofed {
         let ofed = &facts.ofed;
-        let sure = facts.live || facts.snapshot;
+        let sure = facts.observed;
         if let Some(k) = o.kind.filter(|k| *k != OfedKind::Any) {
             let actual = match ofed.kind {
                 OfedKindFact::Mlnx => Some("mlnx".to_string()),
@@ -242,7 +242,7 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
             "erdma",
             r,
             facts.erdma.version.as_deref(),
-            false,
+            facts.observed && !facts.erdma.present(),
         ));
     }
     if let Some(g) = &req.gpu {
@@ -268,7 +268,7 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
                         .filter(|x| x.arch != Arch::Unknown)
                         .collect();
                     let (actual, ok) = if facts.gpus.is_empty() {
-                        (None, (facts.live || facts.snapshot).then_some(false))
+                        (None, (facts.observed).then_some(false))
                     } else if known.is_empty() {
                         (None, None)
                     } else {

@@ -567,6 +567,13 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         serde_json::json!([]),
         "the default owns nothing yet"
     );
+    // The boot after a trial: GRUB has cleared next_entry, so commit owes no
+    // grub-editenv (the replaced-trial case is below).
+    std::fs::write(
+        root.join("boot/grub/grubenv"),
+        "# GRUB Environment Block\nnext_entry=\n",
+    )
+    .unwrap();
 
     // Still on the old command line: the trial did not boot.
     let before = snapshot(&root);
@@ -607,6 +614,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         "a committed trial owes no one-shot boot: {p:?}"
     );
     assert!(p.iter().any(|c| c.ends_with("update-grub")), "{p:?}");
+    assert!(!p.iter().any(|c| c.contains("grub-editenv")), "{p:?}");
     assert!(std::fs::read_to_string(root.join("etc/default/grub"))
         .unwrap()
         .contains("console=ttyS0,115200n8 iommu=pt intel_iommu=on\""));
@@ -637,8 +645,10 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         .success();
     let mut now = without_state(snapshot(&root));
     let mut was = without_state(pristine);
-    now.remove("proc/cmdline");
-    was.remove("proc/cmdline");
+    for test_edit in ["proc/cmdline", "boot/grub/grubenv"] {
+        now.remove(test_edit);
+        was.remove(test_edit);
+    }
     assert_same(&now, &was, "rollback of trial + commit");
 }
 
@@ -693,7 +703,7 @@ fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     let out = gdrprov()
         .args([
             "apply",
-            "erdma-cloud",
+            "legacy-peermem",
             "--trial",
             "-y",
             "--no-exec",
@@ -849,4 +859,50 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
         .args(["--root", r(&root)])
         .assert()
         .code(0);
+}
+
+#[test]
+fn a_trial_replaced_before_it_booted_cancels_its_one_shot_boot() {
+    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let out = gdrprov()
+        .args([
+            "apply",
+            "rdma-dmabuf",
+            "--trial",
+            "-y",
+            "--no-exec",
+            "--root",
+            r(&root),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // grub-reboot ran (as the pending command would have) and no boot since.
+    std::fs::write(
+        root.join("boot/grub/grubenv"),
+        "# GRUB Environment Block\nnext_entry=gdrprov-trial\n",
+    )
+    .unwrap();
+    let out = gdrprov()
+        .args([
+            "apply",
+            "rdma-dmabuf",
+            "-y",
+            "--no-exec",
+            "--format",
+            "json",
+            "--root",
+            r(&root),
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let p = pending(&json(&out));
+    assert!(
+        p.iter()
+            .any(|c| c.ends_with("grub-editenv /boot/grub/grubenv unset next_entry")),
+        "{p:?}"
+    );
+    assert!(!p.iter().any(|c| c.contains("grub-reboot")), "{p:?}");
+    assert!(state(&root).get("trial").is_none());
 }

@@ -169,6 +169,8 @@ fn a_module_missing_for_the_kernel_names_its_package_and_changes_nothing() {
             "apply",
             "erdma-cloud",
             "-y",
+            // Past the requirements gate (eRDMA is absent), to the module check.
+            "--force",
             "--root",
             root.to_str().unwrap(),
         ])

@@ -149,14 +149,17 @@ pub fn render_text(r: &LoopbackReport) -> String {
     }
     let _ = writeln!(
         s,
-        " {:<12} {:<13} {:<17} {:<20} {:<14} {}",
-        "#bytes",
-        "#iterations",
-        "BW peak[Gb/sec]",
-        "BW average[Gb/sec]",
-        "MsgRate[Mpps]",
-        "of line rate"
+        " {:<12} {:<13} {:<17} {:<20} {:<14} of line rate",
+        "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]"
     );
+    // perftest-like columns; small rates (software devices) keep four decimals.
+    let g = |v: f64| {
+        if v >= 10.0 {
+            format!("{v:.2}")
+        } else {
+            format!("{v:.4}")
+        }
+    };
     for x in &r.results {
         let frac = x
             .line_rate_fraction
@@ -164,8 +167,13 @@ pub fn render_text(r: &LoopbackReport) -> String {
             .unwrap_or_else(|| "n/a".into());
         let _ = writeln!(
             s,
-            " {:<12} {:<13} {:<17.2} {:<20.2} {:<14.6} {}",
-            x.bytes, x.iterations, x.peak_gbps, x.average_gbps, x.msg_rate_mpps, frac
+            " {:<12} {:<13} {:<17} {:<20} {:<14.6} {}",
+            x.bytes,
+            x.iterations,
+            g(x.peak_gbps),
+            g(x.average_gbps),
+            x.msg_rate_mpps,
+            frac
         );
     }
     let d = &r.data_check;

@@ -214,7 +214,7 @@ pub fn query_port(
     let mut info = PortInfo {
         device: name.to_string(),
         port,
-        state: format!("{}", port_state_name(a.state)),
+        state: port_state_name(a.state).to_string(),
         link_layer: if ethernet { "Ethernet" } else { "InfiniBand" },
         lid: a.lid,
         active_mtu_raw: a.active_mtu,

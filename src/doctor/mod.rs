@@ -116,8 +116,8 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
     };
     let (cause, fix): (String, String) = match r.what.as_str() {
         "kernel" => (
-            "dma-buf memory regions (ibv_reg_dmabuf_mr) arrived in Linux 5.12; this kernel cannot register GPU memory through dma-buf".into(),
-            "install and boot a kernel >= 5.12 (Ubuntu 20.04: the HWE kernel; RHEL 8: move to RHEL 9), or use the legacy-peermem profile".into(),
+            "the kernel is older than the profile needs".into(),
+            format!("install and boot a kernel {} (Ubuntu 20.04: the HWE kernel; RHEL 8: move to RHEL 9); for dma-buf the alternative is the legacy-peermem profile", r.wanted),
         ),
         "nvidia-driver flavor" => (
             "the proprietary NVIDIA kernel module cannot export GPU memory as dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0); only the open kernel modules can".into(),
@@ -156,6 +156,11 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
         ),
         _ => (String::new(), String::new()),
     };
+    let cause = match &r.reason {
+        Some(reason) if !cause.is_empty() => format!("{reason}; {cause}"),
+        Some(reason) => reason.clone(),
+        None => cause,
+    };
     Finding::new(
         &format!("requirement-{}", r.what.replace(' ', "-")),
         sev,
@@ -169,8 +174,13 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
 /// Every finding for the facts and a profile's intent (and requirements).
 pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
-    let sure = facts.live || facts.snapshot;
+    let sure = facts.observed;
+    // Without any GPU, `no-gpu` says it all: driver, CUDA and GPU requirements add nothing.
+    let no_gpu = sure && facts.gpus.is_empty();
     for r in reqs.iter().filter(|r| r.status == Status::Failed) {
+        if no_gpu && (r.what.starts_with("nvidia-driver") || r.what == "gpu" || r.what == "cuda") {
+            continue;
+        }
         out.push(req_finding(r, facts));
     }
     let failed = |w: &str| {
@@ -253,7 +263,7 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
                 None => {}
             }
         }
-        if let (Some(e), true) = (&rt.error, rt.devices.is_empty()) {
+        if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), no_gpu) {
             out.push(Finding::new(
                 "cuda-unavailable",
                 Sev::Warn,
@@ -381,6 +391,21 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
                 ));
             }
         }
+    }
+    if intent.erdma
+        && sure
+        && !facts.erdma.present()
+        && !facts.rdma_devices.iter().any(|d| d.is_erdma())
+        && !failed("erdma")
+    {
+        out.push(Finding::new(
+            "erdma-absent",
+            Sev::Error,
+            "no eRDMA driver or device",
+            "no erdma module loaded, no eRDMA device in /sys/class/infiniband, `eadm ver` does not answer",
+            "this is not an eRDMA instance, or the eRDMA driver is not installed",
+            "on an Alibaba Cloud eRDMA instance install the eRDMA driver (erdma-installer); elsewhere use rdma-dmabuf or legacy-peermem",
+        ));
     }
     for d in facts.rdma_devices.iter().filter(|d| d.is_erdma()) {
         for p in &d.ports {
@@ -576,7 +601,7 @@ pub fn run(
             "{}",
             serde_json::to_string_pretty(&report).unwrap_or_default()
         ),
-        Format::Text => print!("{}", text(&facts, &report)),
+        Format::Text | Format::Prometheus => print!("{}", text(&facts, &report)),
     }
     Ok(if blocked { EXIT_BLOCKED } else { 0 })
 }
@@ -598,7 +623,7 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         .unwrap_or("no GPU".into());
     let _ = writeln!(
         o,
-        "Host: {}; kernel {}; NVIDIA {} {}; {gpu}; {} RDMA device(s)",
+        "Host: {}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
         facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
         facts.kernel.effective().unwrap_or("unknown"),
         facts
@@ -607,8 +632,8 @@ pub fn text(facts: &Facts, r: &Report) -> String {
             .as_deref()
             .unwrap_or("driver absent"),
         match facts.nvidia_driver.flavor {
-            Flavor::Open => "(open)",
-            Flavor::Proprietary => "(proprietary)",
+            Flavor::Open => " (open)",
+            Flavor::Proprietary => " (proprietary)",
             Flavor::Unknown => "",
         },
         facts.rdma_devices.len()

@@ -114,8 +114,17 @@ pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
     };
     loaded.sort();
     loaded.dedup();
-    let mut blocked = Vec::new();
+    let mut blocked: Vec<BlockedModule> = Vec::new();
+    let mut seen_dirs: Vec<String> = Vec::new();
     for dir in MODPROBE_DIRS {
+        // /lib is /usr/lib on merged-/usr systems: read each directory once.
+        let Some(real) = host.canonical(dir) else {
+            continue;
+        };
+        if seen_dirs.contains(&real) {
+            continue;
+        }
+        seen_dirs.push(real);
         for f in host.list_dir(dir) {
             if f.ends_with(".conf") {
                 let path = format!("{dir}/{f}");
@@ -155,6 +164,10 @@ pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
 /// Kernel log lines (errors and warnings) about the GPU/RDMA modules, from
 /// `dmesg` (root only; a snapshot keeps them). At most 100 lines.
 pub fn kernel_log(host: &Host) -> Vec<String> {
+    // Chrooted into an image, dmesg would read the builder's kernel log.
+    if !host.is_live() && !host.is_snapshot() {
+        return Vec::new();
+    }
     let Some(out) = host.query(&["dmesg", "--level=err,warn"]) else {
         return Vec::new();
     };

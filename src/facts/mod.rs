@@ -35,6 +35,10 @@ pub struct Facts {
     pub live: bool,
     /// Whether the root is a snapshot (`inventory --snapshot`): commands were replayed.
     pub snapshot: bool,
+    /// Whether the root shows a system's state (running, snapshot, or an image
+    /// root carrying /sys or /proc/modules): then "not found" means absent,
+    /// not merely unknown.
+    pub observed: bool,
     pub kernel: kernel::KernelFacts,
     pub boot: boot::BootFacts,
     pub nvidia_driver: nvidia::DriverFacts,
@@ -75,6 +79,18 @@ impl Facts {
     }
 
     pub fn gather_with(host: &Host, cpu_override: Option<CpuVendor>, depth: Depth) -> Facts {
+        Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
+    }
+
+    /// As `gather_with`, with another CUDA prober (the bench module's cudarc
+    /// code can fill a [`cuda::CudaRuntime`]). Called on a running system
+    /// only; a snapshot replays what was recorded.
+    pub fn gather_using(
+        host: &Host,
+        cpu_override: Option<CpuVendor>,
+        depth: Depth,
+        cuda_probe: fn() -> cuda::CudaRuntime,
+    ) -> Facts {
         let proc_cmdline = host
             .read_fact("/proc/cmdline")
             .map(|s| s.trim().to_string());
@@ -83,7 +99,7 @@ impl Facts {
         let pci_devices = pci::devices(host);
         let mut gpus = gpu::probe(host, &pci_devices);
         let runtime = match depth {
-            Depth::WithCuda => host.probe("cuda", cuda::libcuda_probe),
+            Depth::WithCuda => host.probe("cuda", cuda_probe),
             Depth::Files => None,
         };
         let cuda = cuda::probe(host, nvidia_driver.major(), runtime);
@@ -97,6 +113,10 @@ impl Facts {
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
             live: host.is_live(),
             snapshot: host.is_snapshot(),
+            observed: host.is_live()
+                || host.is_snapshot()
+                || !pci_devices.is_empty()
+                || host.exists("/proc/modules"),
             boot: boot::probe(host),
             ofed: ofed::probe(host),
             perftest: perftest::probe(host),

@@ -368,6 +368,31 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
 
+    // A pending trial replaced before it booted: its one-shot next_entry
+    // would name an entry that is gone (GRUB would then boot entry 0 once).
+    if let (Some(old), None) = (&ctx.state.trial, &ctx.trial) {
+        let (env, tool) = if bls {
+            (GRUBENV_BLS, "grub2-editenv")
+        } else {
+            ("/boot/grub/grubenv", "grub-editenv")
+        };
+        let next = ctx
+            .host
+            .read_fact(env)
+            .and_then(|t| entries::grubenv_get(&t, "next_entry"));
+        if next.as_deref() == Some(old.entry.as_str()) {
+            part.commands.push(run_change(
+                CommandSpec::new(
+                    &[tool, env, "unset", "next_entry"],
+                    format!(
+                        "Cancel the one-shot boot of the replaced trial entry {}",
+                        old.entry
+                    ),
+                ),
+                None,
+            ));
+        }
+    }
     if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
         part.reboot_pending.push(trial_reason(&id));
         part.trial = Some(Trial {

@@ -1,10 +1,13 @@
 //! `services:` — systemd units that must be disabled, and stopped on the
 //! running system (the nv_peer_mem service conflicts with nvidia_peermem).
 
+use super::files::{self, ManagedFile};
 use super::Part;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
 use crate::plan::{Action, Change, Context};
+use crate::profile::builtin;
+use handlebars::Handlebars;
 
 pub const MODULE: &str = "services";
 
@@ -14,8 +17,17 @@ const UNIT_DIRS: &[&str] = &[
     "/lib/systemd/system",
 ];
 
+pub const VERIFY_UNIT: &str = "/etc/systemd/system/gdrprov-verify.service";
+/// Pulls the unit in at boot. A drop-in rather than the `.wants/` symlink of
+/// `systemctl enable`: a whole file gdrprov owns, diffed and rolled back like
+/// any other, and it works in an image root without running systemctl.
+pub const VERIFY_WANTS: &str = "/etc/systemd/system/multi-user.target.d/gdrprov-verify.conf";
+
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
+    if ctx.desired.doc.verify.first_boot == Some(true) {
+        part.files.extend(first_boot_unit(ctx)?);
+    }
     for name in &ctx.desired.doc.services.disabled {
         let unit = unit_name(name);
         if !exists(ctx.host, &unit, name) {
@@ -80,4 +92,92 @@ fn is_enabled(host: &Host, unit: &str, name: &str) -> bool {
 fn is_active(host: &Host, unit: &str) -> bool {
     host.query(&["systemctl", "is-active", "--quiet", unit])
         .is_some_and(|o| o.success())
+}
+
+/// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
+/// Variables: `gdrprov-bin` (default /usr/local/bin/gdrprov),
+/// `first-boot-profiles` (default: the profiles applied, which must then be
+/// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
+fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
+    let vars = &ctx.desired.doc.vars;
+    let var = |k: &str| -> Option<String> {
+        vars.get(k).map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    let bin = var("gdrprov-bin").unwrap_or_else(|| "/usr/local/bin/gdrprov".into());
+    let textfile = var("gdrprov-textfile").unwrap_or_default();
+    let profiles = match var("first-boot-profiles") {
+        Some(p) => p,
+        None => {
+            let names = &ctx.desired.names;
+            if let Some(n) = names
+                .iter()
+                .find(|n| crate::profile::builtin::profile(n).is_none())
+            {
+                return Err(Error::Refused(format!(
+                    "verify.first-boot: the unit must name the profiles to verify, and `{n}` is not a built-in profile; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
+                )));
+            }
+            names.join(" ")
+        }
+    };
+    for (what, v) in [
+        ("gdrprov-bin", &bin),
+        ("first-boot-profiles", &profiles),
+        ("gdrprov-textfile", &textfile),
+    ] {
+        if let Some(c) = v
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "/._-+:=, ".contains(*c)))
+        {
+            return Err(Error::Refused(format!(
+                "verify.first-boot: vars.{what} {v:?} has {c:?}, which systemd would interpret in ExecStart; use plain paths and names"
+            )));
+        }
+    }
+    if !bin.starts_with('/') {
+        return Err(Error::Refused(format!(
+            "verify.first-boot: vars.gdrprov-bin must be an absolute path, not {bin:?}"
+        )));
+    }
+    let source = builtin::template("gdrprov-verify.service.hbs").unwrap_or_default();
+    let data = serde_json::json!({
+        "gdrprov_header": files::header(ctx),
+        "gdrprov_bin": bin,
+        "gdrprov_textfile": textfile,
+        "verify_profiles": profiles,
+        "trial": ctx.trial.is_some(),
+    });
+    let mut hb = Handlebars::new();
+    hb.set_strict_mode(true);
+    hb.register_escape_fn(handlebars::no_escape);
+    let unit = hb
+        .render_template(source, &data)
+        .map_err(|e| Error::Template {
+            template: "gdrprov-verify.service.hbs".into(),
+            path: VERIFY_UNIT.into(),
+            msg: e.to_string(),
+        })?;
+    let wants = format!(
+        "{}\n[Unit]\nWants=gdrprov-verify.service\n",
+        files::header(ctx)
+    );
+    Ok(vec![
+        ManagedFile {
+            path: VERIFY_UNIT.into(),
+            content: unit,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        },
+        ManagedFile {
+            path: VERIFY_WANTS.into(),
+            content: wants,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        },
+    ])
 }

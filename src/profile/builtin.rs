@@ -20,10 +20,16 @@ pub const PROFILES: &[(&str, &str)] = &[
     ),
 ];
 
-pub const TEMPLATES: &[(&str, &str)] = &[(
-    "nccl.conf.hbs",
-    include_str!("../../templates/nccl.conf.hbs"),
-)];
+pub const TEMPLATES: &[(&str, &str)] = &[
+    (
+        "nccl.conf.hbs",
+        include_str!("../../templates/nccl.conf.hbs"),
+    ),
+    (
+        "gdrprov-verify.service.hbs",
+        include_str!("../../templates/gdrprov-verify.service.hbs"),
+    ),
+];
 
 pub fn profile(name: &str) -> Option<&'static str> {
     PROFILES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)

@@ -65,6 +65,7 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
                 .min_line_rate_fraction
                 .or(parent.verify.min_line_rate_fraction),
             loopback: child.verify.loopback.or(parent.verify.loopback),
+            first_boot: child.verify.first_boot.or(parent.verify.first_boot),
         },
     }
 }
@@ -262,6 +263,7 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
             (a, b) => a.or(b),
         };
         doc.verify.loopback = doc.verify.loopback.or(d.verify.loopback);
+        doc.verify.first_boot = doc.verify.first_boot.or(d.verify.first_boot);
     }
     Ok(Composed {
         names: profiles.iter().map(|p| p.name.clone()).collect(),

@@ -283,6 +283,10 @@ pub struct Verify {
     /// Run the RDMA loopback test in `verify` (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub loopback: Option<bool>,
+    /// Install `gdrprov-verify.service`, which runs `gdrprov verify` at every boot and writes
+    /// `/run/gdrprov/ready` or `/run/gdrprov/failed` (after `apply --trial`: then `gdrprov commit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_boot: Option<bool>,
 }
 
 impl Verify {

@@ -33,7 +33,7 @@ vm_install_host_deps() {
   local need=() cmd pkg
   for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
              mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
-             flock:util-linux sha256sum:coreutils; do
+             flock:util-linux sha256sum:coreutils python3:python3; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
   done
   [ -d /usr/share/mmdebstrap/hooks/eatmydata ] || need+=(mmdebstrap)
@@ -355,7 +355,9 @@ vm_rxe_gid_index() {
 vm_ib_write_bw() {
   local srv=$1 cli=$2 dev=$3 gidx=$4 size=$5 addr=$6 extra=${7:-}
   local port=$(( 18515 + RANDOM % 1000 ))
-  local opts="-d $dev -x $gidx -s $size -F --report_gbits -p $port $extra"
+  # -u 20: a 4 s QP timeout (default 67 ms): a TCG guest starved of CPU acks late, and RC gives up after
+  # 7 retries with status 9 (retry exceeded).
+  local opts="-d $dev -x $gidx -s $size -F --report_gbits -u 20 -p $port $extra"
   vm_ssh "$srv" "nohup ib_write_bw $opts </dev/null >/tmp/ib_write_bw-server-$port.log 2>&1 &
     for i in \$(seq 60); do ss -ltn | grep -q ':$port ' && exit 0; sleep 0.5; done; exit 1" >/dev/null ||
     vm_die "ib_write_bw server in $srv did not listen on port $port"
@@ -401,7 +403,8 @@ skip() { echo "SKIP: $*"; exit 77; }
 
 # require_gdrprov SUBCOMMAND... [-- WORD]: skip unless gdrprov_has says yes.
 require_gdrprov() {
-  gdrprov_has "$@" || skip "gdrprov ${*} not implemented yet"
+  local what=${*/#-- /}; what=${what// -- / }
+  gdrprov_has "$@" || skip "gdrprov $what not implemented yet"
 }
 
 # --- assertions ------------------------------------------------------------------------------------------

@@ -18,8 +18,18 @@ gidx=$(vm_rxe_gid_index $g rxe0 "$ip")
 # The NIC dma-buf probe: rxe implements no dma-buf MRs.
 out=$(vm_ssh $g "gdrprov bench probe --device rxe0" 2>&1) || true
 printf '%s\n' "$out" | sed 's/^/    probe| /'
-printf '%s' "$out" | grep -qi 'unsupported' || fail "bench probe does not report dma-buf as unsupported on rxe0"
-ok "NIC dma-buf probe: unsupported on rxe0"
+printf '%s' "$out" | grep -qiE 'unsupported|not supported' || fail "bench probe does not report dma-buf as unsupported on rxe0"
+json=$(vm_ssh $g "gdrprov --format json bench probe --device rxe0" 2>/dev/null) || true
+printf '%s' "$json" | python3 -c '
+import json, sys
+found = []
+def walk(x):
+    if isinstance(x, dict): [walk(v) for v in x.values()]
+    elif isinstance(x, list): [walk(v) for v in x]
+    elif isinstance(x, str) and x.lower() == "unsupported": found.append(x)
+walk(json.load(sys.stdin))
+sys.exit(0 if found else 1)' || fail "bench probe --format json has no \"unsupported\" for rxe0: $json"
+ok "NIC dma-buf probe: unsupported on rxe0 (text and JSON)"
 
 # Per size: gdrprov (with its data check) against ib_write_bw on the same device.
 printf '    %-9s %-8s %-12s %-14s %s\n' size iters gdrprov ib_write_bw ratio

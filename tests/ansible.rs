@@ -1,0 +1,181 @@
+//! gdrprov as an Ansible binary module, driven by real ansible-core
+//! (installed into target/ansible-venv by scripts/test.sh) against localhost
+//! and a copy of an example root: check mode with --diff reports a change and
+//! changes nothing, apply changes, a second apply changes nothing.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+fn ansible_playbook() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("ANSIBLE_PLAYBOOK") {
+        return Some(PathBuf::from(p));
+    }
+    let venv = repo().join("target/ansible-venv/bin/ansible-playbook");
+    if venv.exists() {
+        return Some(venv);
+    }
+    std::process::Command::new("ansible-playbook")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| PathBuf::from("ansible-playbook"))
+}
+
+/// Runs the playbook; returns the module's result for localhost.
+fn play(bin: &Path, dir: &Path, extra: &[&str]) -> serde_json::Value {
+    // The Python modules (copy) run with the Python ansible itself runs on.
+    let venv_python = bin.with_file_name("python3");
+    let python = if venv_python.exists() {
+        venv_python.display().to_string()
+    } else {
+        "auto_silent".to_string()
+    };
+    let out = std::process::Command::new(bin)
+        .args(["-i", "localhost,", "-c", "local", "site.yml"])
+        .args(extra)
+        .current_dir(dir)
+        .env("ANSIBLE_LOCAL_TEMP", dir.join("tmp"))
+        .env("ANSIBLE_REMOTE_TEMP", dir.join("tmp"))
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_PYTHON_INTERPRETER", python)
+        .env("LC_ALL", "C.UTF-8")
+        .output()
+        .unwrap();
+    // ansible-core has no json stdout callback (that is ansible.posix's), so
+    // the playbook writes the registered result to result.json.
+    assert!(
+        out.status.success(),
+        "ansible-playbook failed:\n{}\n{}",
+        stdout_of(&out),
+        stderr_of(&out)
+    );
+    let text = std::fs::read_to_string(dir.join("result.json")).unwrap();
+    std::fs::remove_file(dir.join("result.json")).unwrap();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn check_mode_diff_then_apply_then_idempotent() {
+    let Some(bin) = ansible_playbook() else {
+        eprintln!("SKIPPED: ansible-playbook is not installed (scripts/test.sh installs ansible-core into target/ansible-venv)");
+        return;
+    };
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let dir = t.path().join("play");
+    std::fs::create_dir_all(dir.join("library")).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_gdrprov"), dir.join("library/gdrprov")).unwrap();
+    std::fs::write(
+        dir.join("site.yml"),
+        format!(
+            "- hosts: all\n  gather_facts: false\n  tasks:\n    - gdrprov:\n        profile: rdma-dmabuf\n        root: {}\n        no_exec: true\n      register: r\n    - copy:\n        content: \"{{{{ r | to_json }}}}\"\n        dest: {}/result.json\n      check_mode: false\n      diff: false\n",
+            root.display(),
+            dir.display()
+        ),
+    )
+    .unwrap();
+    let pristine = snapshot(&root);
+
+    let check = play(&bin, &dir, &["--check", "--diff"]);
+    assert_eq!(check["changed"], true, "{check:#}");
+    let diff = check["diff"].as_array().expect("a diff list");
+    let nccl = diff
+        .iter()
+        .find(|d| d["after_header"] == "/etc/nccl.conf")
+        .unwrap_or_else(|| panic!("{diff:#?}"));
+    assert_eq!(nccl["before"], "");
+    assert!(nccl["after"]
+        .as_str()
+        .unwrap()
+        .contains("NCCL_DMABUF_ENABLE=1"));
+    assert!(diff.iter().any(|d| d["after_header"] == "/etc/default/grub"
+        && d["after"].as_str().unwrap().contains("iommu=pt")));
+    assert_eq!(check["reboot_required"], true, "{check:#}");
+    assert_eq!(check["plan"]["command"], "plan");
+    assert_same(&snapshot(&root), &pristine, "check mode changed the root");
+
+    let apply = play(&bin, &dir, &[]);
+    assert_eq!(apply["changed"], true, "{apply:#}");
+    assert_eq!(apply["plan"]["outcome"]["generation"], 1, "{apply:#}");
+    assert!(std::fs::read_to_string(root.join("etc/nccl.conf"))
+        .unwrap()
+        .contains("NCCL_DMABUF_ENABLE=1"));
+
+    let again = play(&bin, &dir, &["--diff"]);
+    assert_eq!(again["changed"], false, "{again:#}");
+    assert_eq!(again["diff"], serde_json::json!([]), "{again:#}");
+}
+
+#[test]
+fn module_mode_without_ansible() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let args = t.path().join("args.json");
+    let pristine = snapshot(&root);
+    // Errors are one JSON object with failed: true, exit 1.
+    std::fs::write(
+        &args,
+        r#"{"profile": "no-such-profile", "no_exec": true, "root": "/nonexistent-root"}"#,
+    )
+    .unwrap();
+    let out = gdrprov().arg(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["failed"], true, "{v}");
+    assert_eq!(v["changed"], false);
+    assert!(
+        v["msg"].as_str().unwrap().contains("no-such-profile"),
+        "{v}"
+    );
+    // Rolled back with nothing applied: no change.
+    std::fs::write(
+        &args,
+        format!(
+            r#"{{"state": "rolled_back", "no_exec": true, "root": "{}"}}"#,
+            root.display()
+        ),
+    )
+    .unwrap();
+    let out = gdrprov()
+        .args(["ansible-module".as_ref(), args.as_os_str()])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["changed"], false, "{v}");
+    assert_eq!(v["failed"], false, "{v}");
+    // Apply; verify fails (with --no-exec update-grub is still owed, and msg says so); roll back.
+    for (state, changed) in [
+        ("applied", true),
+        ("verified", false),
+        ("rolled_back", true),
+    ] {
+        std::fs::write(
+            &args,
+            format!(
+                r#"{{"profile": "rdma-dmabuf", "state": "{state}", "no_exec": true, "root": "{}", "_ansible_check_mode": false}}"#,
+                root.display()
+            ),
+        )
+        .unwrap();
+        let out = gdrprov().arg(&args).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["changed"], changed, "{state}: {v}");
+        if state == "verified" {
+            assert_eq!(out.status.code(), Some(1));
+            assert_eq!(v["failed"], true, "{v}");
+            let msg = v["msg"].as_str().unwrap();
+            assert!(
+                msg.starts_with("not ready: configuration:")
+                    && msg.contains("still owed: `update-grub`"),
+                "{msg}"
+            );
+        } else {
+            assert_eq!(v["failed"], false, "{state}: {v}");
+        }
+    }
+    assert_same(
+        &without_state(snapshot(&root)),
+        &without_state(pristine),
+        "apply then rollback through the module",
+    );
+}

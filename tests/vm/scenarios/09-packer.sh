@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Scenario: a real Packer build (examples/packer/gdrprov.json, null builder over SSH) bakes a profile with the
+# first-boot unit into the guest; after the reboot the unit has run and left /run/gdrprov/ready.
+set -euo pipefail
+. "$(dirname "$0")/../lib.sh"
+vm_trap
+require_gdrprov verify -- --marker-dir
+command -v packer >/dev/null || skip "packer is not installed on the host (apt-get install packer)"
+
+g=packer
+vm_fresh $g
+vm_ssh $g "rm -f /usr/local/bin/gdrprov"   # packer installs it
+work=$(mktemp -d); trap 'rm -rf "$work"; vm_cleanup mine' EXIT
+# rdma-dmabuf's boot and modules without its requirements (the testbed has no GPU, driver or RDMA
+# device) and without the loopback; the rest is checked for real.
+cat > "$work/site.yaml" <<'YAML'
+name: vm-site
+boot:
+  iommu: passthrough
+modules:
+  absent: [nvidia_peermem, nv_peer_mem]
+verify:
+  first-boot: true
+  loopback: false
+vars:
+  first-boot-profiles: /etc/gdrprov/site.yaml
+  gdrprov-textfile: /run/gdrprov/gdrprov.prom
+YAML
+d=$(vm_gdir $g)
+( cd "$(dirname "$0")/../../../examples/packer" &&
+  CHECKPOINT_DISABLE=1 PACKER_CACHE_DIR="$work/cache" timeout 1200 packer build -color=false \
+    -var "gdrprov_binary=$GDRPROV_BIN" -var "profile_file=$work/site.yaml" \
+    -var ssh_host=127.0.0.1 -var "ssh_port=$(cat "$d/port")" -var ssh_username=root \
+    -var "ssh_private_key_file=$(vm_image_dir)/id_ed25519" -var ssh_file_transfer_method=sftp \
+    -var sudo= -var cpu_vendor=intel gdrprov.json ) > "$work/packer.log" 2>&1 ||
+  { sed 's/^/    packer| /' "$work/packer.log"; fail "packer build failed"; }
+grep -E 'Done: generation|Build .* finished' "$work/packer.log" | sed 's/^/    packer| /'
+ok "packer build ran gdrprov apply --no-reboot in the guest"
+unit=$(vm_ssh $g "cat /etc/systemd/system/gdrprov-verify.service")
+assert_contains "$unit" "ExecStart=/usr/local/bin/gdrprov verify --marker-dir /run/gdrprov" "the unit is installed"
+lsmod_before=$(vm_ssh $g "lsmod | wc -l")
+info "modules loaded after the build: $lsmod_before lines of lsmod (the build loads or unloads none)"
+
+vm_reboot $g
+c=$(vm_ssh $g cat /proc/cmdline)
+assert_contains " $c " " iommu=pt " "the image boots with the baked command line"
+# The oneshot runs after boot; give it time under TCG.
+for _ in $(seq 60); do
+  vm_ssh $g "test -e /run/gdrprov/ready || test -e /run/gdrprov/failed" && break
+  sleep 5
+done
+st=$(vm_ssh $g "systemctl show -p ActiveState -p Result gdrprov-verify.service")
+info "gdrprov-verify.service: $(echo $st)"
+marker=$(vm_ssh $g "cat /run/gdrprov/ready 2>/dev/null || { echo FAILED; cat /run/gdrprov/failed; }")
+printf '%s\n' "$marker" | sed 's/^/    marker| /'
+assert_contains "$marker" "ready vm-site" "the first-boot unit verified the host and wrote /run/gdrprov/ready"
+prom=$(vm_ssh $g "cat /run/gdrprov/gdrprov.prom")
+assert_contains "$prom" 'gdrprov_check_ok{check="reboot"' "the unit wrote the Prometheus textfile"
+vm_poweroff $g
