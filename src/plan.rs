@@ -144,6 +144,17 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     part.absorb(crate::modules::nccl::plan(ctx)?);
     let wanted = crate::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::modules::files::plan(ctx, &wanted)?;
+    // A file an edit now manages key by key (nccl.conf) is no longer owned
+    // whole: the edit's change replaces the files module's remove/restore.
+    let edited: Vec<String> = part
+        .edits
+        .iter()
+        .filter_map(|e| e.path().map(String::from))
+        .collect();
+    changes.retain(|c| {
+        !(c.module == crate::modules::files::MODULE
+            && c.path().is_some_and(|p| edited.iter().any(|e| e == p)))
+    });
     changes.append(&mut part.edits);
     // Changes that must follow the commands (see `Part::late_paths`).
     let (mut late, early): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|c| {
@@ -161,6 +172,11 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     state_after.trial = part.trial.take();
     if let Some(keys) = part.nccl_keys.take() {
         state_after.nccl_keys = keys;
+    }
+    for p in &edited {
+        if !wanted.iter().any(|f| &f.path == p) {
+            state_after.files.remove(p);
+        }
     }
     for c in changes.iter().chain(&late) {
         match &c.action {

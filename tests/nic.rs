@@ -422,3 +422,45 @@ fn profile_errors_for_network_and_pcie() {
         stderr_of(&out)
     );
 }
+
+#[test]
+fn a_whole_nccl_conf_owned_before_becomes_key_by_key() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let r = s(&root);
+    std::fs::write(root.join("etc/nccl.conf"), "NCCL_DEBUG=INFO\n").unwrap();
+    let whole = t.path().join("whole.yaml");
+    std::fs::write(
+        &whole,
+        "files:\n  - path: /etc/nccl.conf\n    content: \"x=1\\n\"\n",
+    )
+    .unwrap();
+    gdrprov()
+        .args(["apply", &s(&whole), "-y", "--no-exec", "--root", &r])
+        .assert()
+        .success();
+    assert_eq!(read(&root, "/etc/nccl.conf"), "x=1\n");
+    let out = gdrprov()
+        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    // The user's original line, then gdrprov's keys.
+    assert_eq!(
+        read(&root, "/etc/nccl.conf"),
+        "NCCL_DEBUG=INFO\nNCCL_DMABUF_ENABLE=1\nNCCL_NET_GDR_LEVEL=PHB\n"
+    );
+    let state: serde_json::Value =
+        serde_json::from_str(&read(&root, "/var/lib/gdrprov/state.json")).unwrap();
+    assert!(state["files"].get("/etc/nccl.conf").is_none(), "{state:#}");
+    gdrprov()
+        .args([
+            "plan",
+            "rdma-dmabuf",
+            "--no-exec",
+            "--detailed-exitcode",
+            "--root",
+            &r,
+        ])
+        .assert()
+        .code(0);
+}

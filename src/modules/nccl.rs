@@ -231,7 +231,16 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         )));
     }
     let before = ctx.host.read_text(PATH)?;
-    let (after, what) = merge(before.as_deref(), owned, &wanted);
+    // A file an older gdrprov (or a `files:` entry) owned as a whole: start
+    // from what was there before gdrprov, the whole-file ownership ends.
+    let base = match ctx.state.files.get(PATH) {
+        Some(o) if !wanted.is_empty() => match &o.original {
+            Some(b) => Some(ctx.state_store.read_backup(b)?),
+            None => None,
+        },
+        _ => before.clone(),
+    };
+    let (after, what) = merge(base.as_deref(), owned, &wanted);
     part.nccl_keys = Some(wanted.keys().cloned().collect());
     if after == before {
         return Ok(part);
