@@ -26,12 +26,13 @@ GID=$("$GDRPROV" --format json bench loopback --device "$DEV" --memory "$MEMORY"
 GIDOPT=(); [ -n "$GID" ] && GIDOPT=(-x "$GID")
 
 perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
-  local s=$1 out
-  ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} \
+  local s=$1 out lim=$((DUR * 4 + 60))
+  # Bounded: perftest 4.5's server can wait forever when its client measured nothing.
+  timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} \
     >"$LOG/srv-$s.txt" 2>&1 &
   local srv=$!
   sleep 1
-  out=$(ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} 127.0.0.1 2>&1)
+  out=$(timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} 127.0.0.1 2>&1)
   wait "$srv" 2>/dev/null
   printf '%s\n' "$out" >"$LOG/cli-$s.txt"
   printf '%s\n' "$out" | awk -v s="$s" '$1 == s && NF >= 5 { print $4; exit }'
@@ -39,7 +40,7 @@ perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
 
 gdrprov_once() { # SIZE -> average Gb/s of gdrprov bench loopback
   local s=$1
-  "$GDRPROV" bench loopback --device "$DEV" --memory "$MEMORY" "${GIDOPT[@]/-x/--gid-index}" --size "$s" \
+  timeout $((DUR * 4 + 120)) "$GDRPROV" bench loopback --device "$DEV" --memory "$MEMORY" "${GIDOPT[@]/-x/--gid-index}" --size "$s" \
     --duration "$DUR" >"$LOG/gdr-$s.txt" 2>&1
   awk -v s="$s" '$1 == s && NF >= 5 { print $4; exit }' "$LOG/gdr-$s.txt"
 }

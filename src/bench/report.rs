@@ -312,7 +312,7 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains(" 65536        1000          0.52              0.41"),
+            t.contains(" 65536        1000          0.5200            0.4100"),
             "{t}"
         );
         assert!(t.contains("data check: passed (8 MiB written"), "{t}");
