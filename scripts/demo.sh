@@ -5,6 +5,7 @@
 # a second apply that changes nothing, and a rollback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/ensure-packages.sh build
 cargo build --release --quiet
 G=target/release/gdrprov
 echo "== gdrprov plan rdma-dmabuf --root examples/hosts/ubuntu-22.04-h100"
