@@ -609,6 +609,16 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
 
 /// Runs verify's checks (and the loopback) and returns the report.
 pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Report> {
+    for (flag, v) in [("--duration", a.duration), ("--min-gbps", a.min_gbps)] {
+        if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0 && *x < 86_400.0)) {
+            return Err(Error::Usage(format!(
+                "{flag} {x}: give a positive number (seconds below one day, Gb/s)"
+            )));
+        }
+    }
+    if let Some(d) = &a.device {
+        crate::bench::cli::parse_dev_port(d).map_err(|e| Error::Usage(format!("--device: {e}")))?;
+    }
     let desired = load_profiles(&a.profiles)?;
     // Verify changes nothing and runs nothing but read-only probes.
     let host = Host::open(&cli.root, true)?;

@@ -203,8 +203,14 @@ pub fn run(
             "turned off (--no-loopback or verify.loopback: false)".into(),
         ));
     } else {
+        let (device, port) = match loopback.device.as_deref().map(bench::cli::parse_dev_port) {
+            Some(Ok((d, p))) => (Some(d), p),
+            Some(Err(e)) => return Err(crate::error::Error::Usage(format!("--device: {e}"))),
+            None => (None, None),
+        };
         let opts = LoopbackOptions {
-            device: loopback.device.clone(),
+            device,
+            port,
             length: RunLength::Duration(Duration::from_secs_f64(loopback.seconds.unwrap_or(3.0))),
             min_line_rate_fraction: desired.doc.verify.min_line_rate_fraction,
             min_gbps: loopback.min_gbps,

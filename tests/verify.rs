@@ -119,3 +119,28 @@ fn on_the_running_system_each_missing_piece_is_named() {
         stdout_of(&out)
     );
 }
+
+#[test]
+fn bad_loopback_options_are_one_clear_error() {
+    for args in [
+        &["--duration=-1"][..],
+        &["--duration", "NaN"][..],
+        &["--min-gbps", "0"][..],
+        &["--device", "rxe0:x"][..],
+    ] {
+        let out = gdrprov()
+            .args([
+                "verify",
+                "rdma-dmabuf",
+                "--root",
+                "/nonexistent-root-is-checked-later",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
