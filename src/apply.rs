@@ -76,7 +76,7 @@ pub fn execute(
     let mut state_saved = false;
     let ran = (|| {
         for i in 0..generation.steps.len() {
-            let ran = run_step(host, store, &generation.steps[i], &plan.changes[i])?;
+            let ran = run_step(host, &plan.changes[i])?;
             commands_run.extend(ran);
             generation.steps[i].done = true;
             store.save_generation(&generation)?;
@@ -207,12 +207,7 @@ fn prepare_step(
 }
 
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(
-    host: &Host,
-    _store: &StateStore,
-    step: &Step,
-    change: &Change,
-) -> Result<Option<String>> {
+fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
     match &change.action {
         Action::WriteFile {
             path,
@@ -249,7 +244,6 @@ fn run_step(
                     ),
                 });
             }
-            let _ = step;
             Ok(Some(command.shell_line()))
         }
     }

@@ -323,11 +323,22 @@ pub(crate) fn make_plan(
     trial: Option<&[String]>,
 ) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
+    plan_with_facts(host, desired, target, trial, &facts)
+}
+
+/// `make_plan` for a caller that already gathered the facts (verify).
+fn plan_with_facts(
+    host: &Host,
+    desired: &Composed,
+    target: &TargetArgs,
+    trial: Option<&[String]>,
+    facts: &Facts,
+) -> Result<Plan> {
     let store = StateStore::new(host);
     let state = store.load_state()?;
     let ctx = Context {
         host,
-        facts: &facts,
+        facts,
         desired,
         state: &state,
         state_store: &store,
@@ -336,7 +347,7 @@ pub(crate) fn make_plan(
     };
     // Requirements first: every failed one is reported, before any
     // module can stop on a detail (a missing GRUB, a missing module).
-    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
     let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
     let mut plan = plan::build(&ctx)?;
     plan.warnings.extend(warnings);
@@ -634,8 +645,9 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         .load_state()?
         .trial
         .map(|t| t.profiles);
-    let plan = make_plan(&host, &desired, &target, trial.as_deref())?;
+    // One gathering of the facts serves the plan and the requirements check.
     let facts = Facts::gather(&host, a.cpu_vendor);
+    let plan = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: a.no_loopback,
