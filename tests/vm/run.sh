@@ -13,6 +13,7 @@
 #   GDRPROV_VM_CACHE=DIR    image cache (default: ~/.cache/gdrprov-vm)
 #   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 1800)
 #   GDRPROV_VM_ACCEL=auto|tcg|kvm    (default auto: KVM only where it is real, TCG otherwise)
+#   GDRPROV_VM_JOBS=N       scenarios at once (default 2)
 #
 # Exit status: 0 when no scenario failed. The last line is "N passed, N failed" (", N skipped" when any).
 set -uo pipefail
@@ -74,26 +75,71 @@ for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
 done
 [ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
 
-passed=0 failed=0 skipped=0
+# Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
+# overlays). Scenarios that use the one shared guest form a single job that runs them in order. Jobs
+# start longest first (cost = 1 + the reboots a scenario asks for, + 1 for a second guest): on two cores
+# one TCG guest keeps a core and a half busy while it boots and much less while it waits, so two lanes
+# finish the set sooner than one.
+JOBS=${GDRPROV_VM_JOBS:-2}
+case $JOBS in ''|*[!0-9]*|0) echo "GDRPROV_VM_JOBS must be a positive number, not '$JOBS'"; echo "0 passed, 1 failed"; exit 1 ;; esac
+cost() { local f=$1; echo $(( 1 + $(grep -c 'vm_reboot ' "$f") + $(grep -c '^vm_launch ' "$f") )); }
+shared=() jobs=()
 for f in "${scenarios[@]}"; do
-  name=$(basename "$f" .sh)
-  log="$VM_RUN_DIR/$name.log"
-  echo "=== $name"
-  t=$(date +%s)
+  if grep -q 'vm_shared' "$f"; then shared+=("$f"); else jobs+=("$(cost "$f") $f"); fi
+done
+if [ ${#shared[@]} -gt 0 ]; then
+  c=1; for f in "${shared[@]}"; do c=$((c + $(cost "$f") - 1)); done
+  jobs+=("$c ${shared[*]}")
+fi
+mapfile -t jobs < <(printf '%s\n' "${jobs[@]}" | sort -s -k1,1nr | cut -d' ' -f2-)
+
+# run_scenario FILE: run it, write its status line to $VM_RUN_DIR/NAME.status.
+run_scenario() {
+  local f=$1 name log t rc secs status why
+  name=$(basename "$f" .sh); log="$VM_RUN_DIR/$name.log"; t=$(date +%s)
   timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-1800}" bash "$f" >"$log" 2>&1
-  rc=$?
-  secs=$(vm_since "$t")
+  rc=$?; secs=$(vm_since "$t")
   case $rc in
-    0) passed=$((passed + 1)); status=PASS; why= ;;
-    77) skipped=$((skipped + 1)); status=SKIP; why=" ($(sed -n 's/^SKIP: //p' "$log" | tail -1))" ;;
-    124) failed=$((failed + 1)); status=FAIL; why=" (timed out)" ;;
-    *) failed=$((failed + 1)); status=FAIL; why=" (exit $rc)" ;;
+    0) status=PASS; why= ;;
+    77) status=SKIP; why=" ($(sed -n 's/^SKIP: //p' "$log" | tail -1))" ;;
+    124) status=FAIL; why=" (timed out)" ;;
+    *) status=FAIL; why=" (exit $rc)" ;;
   esac
-  grep -E '^  (ok|info): ' "$log" | sed 's/^/   /'
-  if [ "$status" = FAIL ]; then
-    echo "   --- last lines of $log:"; tail -n 30 "$log" | sed 's/^/   | /'
-  fi
-  note "$(printf '%-4s %-28s %4d s%s' "$status" "$name" "$secs" "$why")"
+  printf '%-4s %-28s %4d s%s\n' "$status" "$name" "$secs" "$why" > "$VM_RUN_DIR/$name.status"
+}
+
+# report FILE: print a finished scenario's ok/info lines (and the log's tail when it failed), count it.
+passed=0 failed=0 skipped=0
+report() {
+  local f=$1 name log line
+  name=$(basename "$f" .sh); log="$VM_RUN_DIR/$name.log"
+  line=$(cat "$VM_RUN_DIR/$name.status" 2>/dev/null) || line=$(printf '%-4s %-28s    ? s (no status: the job died)' FAIL "$name")
+  echo "=== $name"
+  grep -E '^  (ok|info): ' "$log" 2>/dev/null | sed 's/^/   /'
+  case $line in
+    PASS*) passed=$((passed + 1)) ;;
+    SKIP*) skipped=$((skipped + 1)) ;;
+    *) failed=$((failed + 1)); echo "   --- last lines of $log:"; tail -n 30 "$log" 2>/dev/null | sed 's/^/   | /' ;;
+  esac
+  note "$line"
+}
+
+echo "scenarios: ${#scenarios[@]} in ${#jobs[@]} job(s), $JOBS at a time"
+declare -A running=()   # pid -> the job's scenario files
+next=0
+while [ $next -lt ${#jobs[@]} ] || [ ${#running[@]} -gt 0 ]; do
+  while [ ${#running[@]} -lt "$JOBS" ] && [ $next -lt ${#jobs[@]} ]; do
+    # shellcheck disable=SC2086
+    ( for f in ${jobs[$next]}; do run_scenario "$f"; done ) &
+    running[$!]=${jobs[$next]}
+    next=$((next + 1))
+  done
+  done_pid=
+  wait -n -p done_pid "${!running[@]}"
+  [ -n "$done_pid" ] || continue
+  # shellcheck disable=SC2086
+  for f in ${running[$done_pid]}; do report "$f"; done
+  unset "running[$done_pid]"
 done
 
 # 4. The shared guest (if any scenario used it) is powered off cleanly; the trap kills anything left.

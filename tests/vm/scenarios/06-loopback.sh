@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
 # Scenario: loopback on rxe0: gdrprov bench loopback --memory host passes its data check; gdrprov/ib_write_bw
 # ratio per message size; the NIC dma-buf probe reports "unsupported" on rxe
-# Same device, same sizes, same iteration counts for both tools (counts, not durations: a 1 MiB write under
-# TCG on a busy host can outlast a whole duration window).
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
@@ -31,8 +29,8 @@ walk(json.load(sys.stdin))
 sys.exit(0 if found else 1)' || fail "bench probe --format json has no \"unsupported\" for rxe0: $json"
 ok "NIC dma-buf probe: unsupported on rxe0 (text and JSON)"
 
-# Per size: gdrprov (with its data check) against ib_write_bw on the same device.
-printf '    %-9s %-8s %-12s %-14s %s\n' size iters gdrprov ib_write_bw ratio
+# Per size: gdrprov's data check, with iteration counts (counts, not durations: a 1 MiB write under TCG
+# on a busy host can outlast a whole duration window).
 for run in 4096:500 65536:200 1048576:20; do
   size=${run%:*} iters=${run#*:}
   rc=0
@@ -44,9 +42,22 @@ import json, sys
 r = json.load(sys.stdin)
 print(r["data_check"]["passed"], r["results"][0]["average_gbps"])') || fail "bench JSON for size $size unreadable"
   [ "$check" = True ] || fail "gdrprov bench data check failed at size $size"
-  ref=$(vm_ib_write_bw $g $g rxe0 "$gidx" "$size" 127.0.0.1 "-n $iters")
-  ratio=$(awk -v a="$mine" -v b="$ref" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }')
-  printf '    %-9s %-8s %-12s %-14s %s\n' "$size" "$iters" "$mine" "$ref" "$ratio"
-  info "size $size: gdrprov $mine Gb/s (data check passed), ib_write_bw $ref Gb/s, ratio $ratio"
+  info "size $size x $iters: gdrprov $mine Gb/s, data check passed"
 done
 ok "gdrprov bench loopback --memory host on rxe0: data check passed at 4 KiB, 64 KiB and 1 MiB"
+
+# The loopback issue's benchmark script, as it is: gdrprov against ib_write_bw at 64 KiB, 1 MiB and 8 MiB,
+# same device, same duration, one run; it prints the ratio per size. The ratio is a figure, not an
+# assertion (no timed test): its exit 1 (below 1.00x somewhere) is reported; 2 (a tool failed) fails.
+vm_copy_in $g "$VM_DIR/../../bench/compare-ib-write-bw.sh" /usr/local/bin/compare-ib-write-bw.sh
+rc=0
+out=$(vm_ssh $g "compare-ib-write-bw.sh /usr/local/bin/gdrprov rxe0 ${GDRPROV_VM_BENCH_SECS:-3}" 2>&1) || rc=$?
+printf '%s\n' "$out" | tee "$VM_RUN_DIR/06-compare.txt" | sed 's/^/    bench| /'
+[ "$rc" -le 1 ] || fail "bench/compare-ib-write-bw.sh: exit $rc"
+n=$(printf '%s\n' "$out" | grep -cE '^[0-9]+ +\| [0-9.]+ +\| [0-9.]+ +\| ' || true)
+[ "$n" = 3 ] || fail "bench/compare-ib-write-bw.sh printed $n of 3 size rows"
+printf '%s\n' "$out" | grep -q 'data check: passed' || fail "bench/compare-ib-write-bw.sh: no passed data check"
+! printf '%s\n' "$out" | grep -q 'data check: FAILED' || fail "bench/compare-ib-write-bw.sh: a data check failed"
+[ "$rc" = 0 ] && ok "benchmark script: gdrprov >= ib_write_bw at every size" ||
+  info "benchmark script: gdrprov below ib_write_bw at some size (exit 1; see the table)"
+ok "benchmark script printed the gdrprov/ib_write_bw ratio at 64 KiB, 1 MiB and 8 MiB"
