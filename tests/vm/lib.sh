@@ -186,17 +186,22 @@ vm_mux_stop() {
   timeout 10 ssh $(vm_ssh_opts "$1") -O exit root@127.0.0.1 </dev/null >/dev/null 2>&1 || true
 }
 
+# The connect timeout of a poll for ssh, from the seconds waited so far: short at first (an attempt that
+# starts while the guest has no address yet only ends at its timeout, so a long one adds its length to
+# every boot), longer later, so that an sshd slow to answer on a loaded host is still reached.
+vm_poll_timeout() { local s=$1; if [ "$s" -lt 120 ]; then echo 3; elif [ "$s" -lt 300 ]; then echo 8; else echo 15; fi; }
+
 # vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
 vm_wait_ssh() {
   local name=$1 limit=$2 t0; t0=$(date +%s)
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
     # shellcheck disable=SC2046
-    timeout 30 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
+    timeout 30 ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
     fi
-    sleep 2
+    sleep 1
   done
 }
 
@@ -269,7 +274,7 @@ vm_reboot() {
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
     # shellcheck disable=SC2046
-    new=$(timeout 20 ssh -o ControlPath=none $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
+    new=$(timeout 20 ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
     [ -n "$new" ] && [ "$new" != "$old" ] && break
     if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
