@@ -405,6 +405,19 @@ pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
                 "generation {n} was interrupted; every file it touched was put back as it was before it{}",
                 regen_note(&r)
             ));
+            // A kill during a write leaves its temporary file beside the target.
+            let mut leftovers = Vec::new();
+            for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
+                leftovers.extend(host.remove_leftover_temps(path)?);
+            }
+            leftovers.sort();
+            leftovers.dedup();
+            if !leftovers.is_empty() {
+                notes.push(format!(
+                    "removed what the interrupted write left behind: {}",
+                    leftovers.join(", ")
+                ));
+            }
         }
     }
     Ok(notes)

@@ -196,6 +196,12 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
             ok(&gd(&r, &["history"]), "history after a crash");
 
             if next == "apply" {
+                // What a kill -9 inside write_atomic leaves: its temporary file beside the
+                // target (removed by the recovery), and a look-alike that is not ours (kept).
+                let leftover = r.join("etc/.two.conf.gdrprov-4242.tmp");
+                let not_ours = r.join("etc/.two.conf.gdrprov-x.tmp");
+                std::fs::write(&leftover, "half written").unwrap();
+                std::fs::write(&not_ours, "someone else's").unwrap();
                 let out = gd(&r, &["apply", "rdma-dmabuf", &s(&extra), "-y", "--no-exec"]);
                 ok(&out, "apply after a crash");
                 assert!(
@@ -203,6 +209,17 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
                     "{}",
                     stdout_of(&out)
                 );
+                assert!(
+                    !leftover.exists(),
+                    "fault {n}: the leftover temp file is still there"
+                );
+                assert!(
+                    stdout_of(&out).contains("/etc/.two.conf.gdrprov-4242.tmp"),
+                    "{}",
+                    stdout_of(&out)
+                );
+                std::fs::remove_file(&not_ours)
+                    .unwrap_or_else(|e| panic!("fault {n}: a file not ours was removed: {e}"));
                 assert_same(
                     &without_state(snapshot(&r)),
                     &applied,

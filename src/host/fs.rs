@@ -234,6 +234,39 @@ impl Host {
         Ok(())
     }
 
+    /// Removes the temporary files `write_atomic` makes beside `path`
+    /// (`.NAME.gdrprov-PID.tmp`) that a killed run left behind; returns the
+    /// names removed. Call it only under the state lock, when no other
+    /// gdrprov can be writing beside `path`.
+    pub fn remove_leftover_temps(&self, path: &str) -> Result<Vec<String>> {
+        let (parent, name) = split_parent(path)?;
+        let prefix = format!(".{name}.gdrprov-");
+        let mut removed = Vec::new();
+        for entry in self.list_dir_unlogged(parent) {
+            let Some(pid) = entry
+                .strip_prefix(&prefix)
+                .and_then(|rest| rest.strip_suffix(".tmp"))
+            else {
+                continue;
+            };
+            if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            let full = if parent == "/" {
+                format!("/{entry}")
+            } else {
+                format!("{parent}/{entry}")
+            };
+            // Only a regular file: never follow or remove anything else by that name.
+            let r = self.resolve(&full)?;
+            if std::fs::symlink_metadata(&r.real).is_ok_and(|m| m.is_file()) {
+                self.remove(&full)?;
+                removed.push(full);
+            }
+        }
+        Ok(removed)
+    }
+
     /// Removes a directory gdrprov made and everything in it (a generation
     /// that could not be completed); one already gone is not an error.
     pub fn remove_dir_all(&self, path: &str) -> Result<()> {
