@@ -25,14 +25,19 @@ GID=$("$GDRPROV" --format json bench loopback --device "$DEV" --memory "$MEMORY"
   sed -n 's/^ *"gid_index": \([0-9]*\).*/\1/p' | head -n1)
 GIDOPT=(); [ -n "$GID" ] && GIDOPT=(-x "$GID")
 
+# The same number of WRITEs in flight for both tools: gdrprov's default (128, capped at 32 MiB in flight,
+# at least 2). ib_write_bw's default 128 at 1 MiB queues 128 MiB, which a software device under TCG does
+# not drain inside a few seconds' window: it then reports nothing at all.
+depth() { local d=$((33554432 / $1)); [ $d -gt 128 ] && d=128; [ $d -lt 2 ] && d=2; echo $d; }
+
 perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
-  local s=$1 out lim=$((DUR * 4 + 60))
+  local s=$1 out lim=$((DUR * 4 + 60)) t; t=$(depth "$s")
   # Bounded: perftest 4.5's server can wait forever when its client measured nothing.
-  timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} \
+  timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -t "$t" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} \
     >"$LOG/srv-$s.txt" 2>&1 &
   local srv=$!
   sleep 1
-  out=$(timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} 127.0.0.1 2>&1)
+  out=$(timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -t "$t" -D "$DUR" -F --report_gbits -p "$PORT" ${PERFTEST_EXTRA:-} 127.0.0.1 2>&1)
   wait "$srv" 2>/dev/null
   printf '%s\n' "$out" >"$LOG/cli-$s.txt"
   printf '%s\n' "$out" | awk -v s="$s" '$1 == s && NF >= 5 { print $4; exit }'
@@ -41,7 +46,7 @@ perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
 gdrprov_once() { # SIZE -> average Gb/s of gdrprov bench loopback
   local s=$1
   timeout $((DUR * 4 + 120)) "$GDRPROV" bench loopback --device "$DEV" --memory "$MEMORY" "${GIDOPT[@]/-x/--gid-index}" --size "$s" \
-    --duration "$DUR" >"$LOG/gdr-$s.txt" 2>&1
+    --tx-depth "$(depth "$s")" --duration "$DUR" >"$LOG/gdr-$s.txt" 2>&1
   awk -v s="$s" '$1 == s && NF >= 5 { print $4; exit }' "$LOG/gdr-$s.txt"
 }
 
