@@ -202,6 +202,10 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
                 let not_ours = r.join("etc/.two.conf.gdrprov-x.tmp");
                 std::fs::write(&leftover, "half written").unwrap();
                 std::fs::write(&not_ours, "someone else's").unwrap();
+                // A look-alike symlink is not ours either: kept, and its target untouched.
+                let link = r.join("etc/.two.conf.gdrprov-77.tmp");
+                std::fs::write(r.join("etc/linked-target"), "keep me").unwrap();
+                std::os::unix::fs::symlink("/etc/linked-target", &link).unwrap();
                 let out = gd(&r, &["apply", "rdma-dmabuf", &s(&extra), "-y", "--no-exec"]);
                 ok(&out, "apply after a crash");
                 assert!(
@@ -220,6 +224,19 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
                 );
                 std::fs::remove_file(&not_ours)
                     .unwrap_or_else(|e| panic!("fault {n}: a file not ours was removed: {e}"));
+                assert_eq!(
+                    std::fs::read_to_string(r.join("etc/linked-target"))
+                        .ok()
+                        .as_deref(),
+                    Some("keep me"),
+                    "fault {n}: a symlink's target was removed"
+                );
+                assert!(
+                    link.symlink_metadata().is_ok(),
+                    "fault {n}: a look-alike symlink was removed"
+                );
+                std::fs::remove_file(&link).unwrap();
+                std::fs::remove_file(r.join("etc/linked-target")).unwrap();
                 assert_same(
                     &without_state(snapshot(&r)),
                     &applied,

@@ -241,6 +241,7 @@ impl Host {
     pub fn remove_leftover_temps(&self, path: &str) -> Result<Vec<String>> {
         let (parent, name) = split_parent(path)?;
         let prefix = format!(".{name}.gdrprov-");
+        let dir = self.resolve(parent)?;
         let mut removed = Vec::new();
         for entry in self.list_dir_unlogged(parent) {
             let Some(pid) = entry
@@ -252,17 +253,22 @@ impl Host {
             if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
                 continue;
             }
-            let full = if parent == "/" {
+            let shown = if parent == "/" {
                 format!("/{entry}")
             } else {
                 format!("{parent}/{entry}")
             };
-            // Only a regular file: never follow or remove anything else by that name.
-            let r = self.resolve(&full)?;
-            if std::fs::symlink_metadata(&r.real).is_ok_and(|m| m.is_file()) {
-                self.remove(&full)?;
-                removed.push(full);
+            // The entry itself, never resolved: a symlink by that name is not
+            // ours, and following it would remove its target.
+            let real = dir.real.join(&entry);
+            if std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) {
+                std::fs::remove_file(&real)
+                    .map_err(|e| Error::io("remove", self.display(&shown), e))?;
+                removed.push(shown);
             }
+        }
+        if !removed.is_empty() {
+            sync_dir(&dir.real).map_err(|e| Error::io("sync", self.display(parent), e))?;
         }
         Ok(removed)
     }
