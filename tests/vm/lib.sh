@@ -191,13 +191,20 @@ vm_mux_stop() {
 # every boot), longer later, so that an sshd slow to answer on a loaded host is still reached.
 vm_poll_timeout() { local s=$1; if [ "$s" -lt 120 ]; then echo 3; elif [ "$s" -lt 300 ]; then echo 8; else echo 15; fi; }
 
+# vm_ssh_try NAME T0 LIMIT CMD: one poll: CMD over a new ssh connection (not the master), its connect
+# timeout from the seconds since T0, the whole try bounded by LIMIT seconds; CMD's output and exit status.
+vm_ssh_try() {
+  local name=$1 t0=$2 limit=$3; shift 3
+  # shellcheck disable=SC2046
+  timeout "$limit" ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 "$@" </dev/null 2>/dev/null
+}
+
 # vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
 vm_wait_ssh() {
   local name=$1 limit=$2 t0; t0=$(date +%s)
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
-    # shellcheck disable=SC2046
-    timeout 30 ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 true </dev/null 2>/dev/null && return 0
+    vm_ssh_try "$name" "$t0" 30 true && return 0
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
     fi
@@ -273,8 +280,7 @@ vm_reboot() {
     { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the reboot"; }
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
-    # shellcheck disable=SC2046
-    new=$(timeout 20 ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 cat /proc/sys/kernel/random/boot_id </dev/null 2>/dev/null) || new=
+    new=$(vm_ssh_try "$name" "$t0" 20 cat /proc/sys/kernel/random/boot_id) || new=
     [ -n "$new" ] && [ "$new" != "$old" ] && break
     if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
