@@ -53,7 +53,7 @@ t=$(date +%s)
 qemu-system-x86_64 -name gdrprov-vm-build -machine q35 $(vm_accel_args) -smp "$VM_SMP" -m "$VM_MEM" \
   -drive "file=$work/disk.raw,if=virtio,format=raw,cache=unsafe" -nic none \
   -kernel "$work/vmlinuz" -initrd "$work/initrd.img" \
-  -append "root=UUID=$ROOT_UUID ro console=ttyS0,115200n8 init=/usr/local/sbin/gdrprov-vm-install-grub panic=-1" \
+  -append "root=UUID=$ROOT_UUID ro mitigations=off console=ttyS0,115200n8 init=/usr/local/sbin/gdrprov-vm-install-grub panic=-1" \
   -display none -vga none -monitor none -serial "file:$work/install-grub.log" -no-reboot &
 qpid=$!
 if ! timeout 600 tail --pid="$qpid" -f /dev/null; then

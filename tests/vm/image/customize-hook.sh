@@ -81,10 +81,13 @@ blacklist qemu_fw_cfg
 MOD
 
 # GRUB: Debian's defaults (GRUB_DEFAULT=0, empty GRUB_CMDLINE_LINUX, recovery entries, submenu), except
-# no menu wait and a serial console so the boot can be followed in the log.
+# no menu wait, a serial console so the boot can be followed in the log, and mitigations=off: under TCG the
+# CPU model looks Meltdown-affected, and page-table isolation (a TLB flush at every syscall, which TCG
+# emulates at great cost) made every fork/exec slow. Measured here: boot 32 s -> 18 s (systemd-analyze),
+# and update-grub/apply inside a guest far faster. A throwaway test guest has no secrets to guard.
 sed -i \
   -e 's/^GRUB_TIMEOUT=.*/GRUB_TIMEOUT=0/' \
-  -e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="console=ttyS0,115200n8"/' \
+  -e 's/^GRUB_CMDLINE_LINUX_DEFAULT=.*/GRUB_CMDLINE_LINUX_DEFAULT="mitigations=off console=ttyS0,115200n8"/' \
   "$root/etc/default/grub"
 cat >> "$root/etc/default/grub" <<'GRUB'
 GRUB_TERMINAL="serial console"

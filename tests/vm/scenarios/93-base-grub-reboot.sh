@@ -19,7 +19,7 @@ menuentry "gdrprov test entry" --id gdrprov-test {
 	insmod part_msdos
 	insmod ext2
 	search --no-floppy --fs-uuid --set=root $uuid
-	linux $k root=UUID=$uuid ro console=ttyS0,115200n8 gdrprov_entry=once
+	linux $k root=UUID=$uuid ro mitigations=off console=ttyS0,115200n8 gdrprov_entry=once
 	initrd $i
 }
 EOT
