@@ -383,7 +383,7 @@ pub fn run_loopback(
             &target,
             size,
             opts.length,
-            depth,
+            effective_depth(depth, size, software),
             opts.progress,
         )?;
         r.line_rate_fraction = line_rate.map(|l| r.average_gbps / l);
@@ -443,14 +443,22 @@ const STALL: Duration = Duration::from_secs(30);
 /// 400 Gb/s), and it keeps a slow software device from queueing gigabytes it then has to drain.
 pub const MAX_IN_FLIGHT: u64 = 32 << 20;
 
-/// (outstanding WRITEs, WRITEs per signaled completion) for a message size: tx depth capped by
-/// MAX_IN_FLIGHT (at least 2), signaling about four times per window, at most every 16 WRITEs.
-pub fn effective_depth(tx_depth: u32, size: u64) -> (u32, u32) {
+/// (outstanding WRITEs, WRITEs per signaled completion and per post) for a message size: tx depth
+/// capped by MAX_IN_FLIGHT (at least 2). A NIC gets fewer doorbells and completions: signaling about
+/// four times per window, at most every 16 WRITEs. A software device (rxe, siw) gets one WRITE per
+/// post and per completion: there the CPU is the NIC, and each post is the system call in which the
+/// kernel runs the protocol for the queue, so a post after every completion keeps it moving. Measured
+/// on rxe in the VM testbed at 64 KiB, 5 rounds of 5 s: 0.205 Gb/s mean with 1, 0.184 with 16.
+pub fn effective_depth(tx_depth: u32, size: u64, software: bool) -> (u32, u32) {
     let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1))
         .unwrap_or(u32::MAX)
         .max(2);
     let depth = tx_depth.min(cap).max(1);
-    let batch = (depth / 4).clamp(1, 16);
+    let batch = if software {
+        1
+    } else {
+        (depth / 4).clamp(1, 16)
+    };
     (depth, batch)
 }
 
@@ -503,11 +511,10 @@ fn measure(
     t: &Target<'_>,
     size: u64,
     length: RunLength,
-    depth: u32,
+    (depth, batch): (u32, u32),
     progress: bool,
 ) -> Result<SizeResult, BenchError> {
     let n_qps = pairs.len();
-    let (depth, batch) = effective_depth(depth, size);
     let mut outstanding = vec![0u32; n_qps];
     let mut posted = vec![0u64; n_qps];
     let mut completed_total: u64 = 0;
@@ -660,6 +667,8 @@ fn measure(
         },
         line_rate_fraction: None,
         seconds: secs,
+        writes_in_flight: depth,
+        writes_per_completion: batch,
     })
 }
 
@@ -757,6 +766,8 @@ mod tests {
             msg_rate_mpps: 0.0,
             line_rate_fraction: None,
             seconds: 1.0,
+            writes_in_flight: 1,
+            writes_per_completion: 1,
         }
     }
 
@@ -798,12 +809,15 @@ mod tests {
 
     #[test]
     fn in_flight_is_bounded() {
-        assert_eq!(effective_depth(128, 65536), (128, 16));
-        assert_eq!(effective_depth(128, 1 << 20), (32, 8));
-        assert_eq!(effective_depth(128, 8 << 20), (4, 1));
-        assert_eq!(effective_depth(128, 1 << 30), (2, 1));
-        assert_eq!(effective_depth(1, 4096), (1, 1));
-        assert_eq!(effective_depth(8, 4096), (8, 2));
+        assert_eq!(effective_depth(128, 65536, false), (128, 16));
+        assert_eq!(effective_depth(128, 1 << 20, false), (32, 8));
+        assert_eq!(effective_depth(128, 8 << 20, false), (4, 1));
+        assert_eq!(effective_depth(128, 1 << 30, false), (2, 1));
+        assert_eq!(effective_depth(1, 4096, false), (1, 1));
+        assert_eq!(effective_depth(8, 4096, false), (8, 2));
+        // Software devices: same depth, one WRITE per post and completion.
+        assert_eq!(effective_depth(128, 65536, true), (128, 1));
+        assert_eq!(effective_depth(128, 1 << 20, true), (32, 1));
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub struct SizeResult {
     /// average / line rate, when the port has one.
     pub line_rate_fraction: Option<f64>,
     pub seconds: f64,
+    /// WRITEs outstanding per QP at this size (the tx depth, capped by MAX_IN_FLIGHT bytes).
+    pub writes_in_flight: u32,
+    /// WRITEs per signaled completion (and per post): perftest's `--cq-mod`.
+    pub writes_per_completion: u32,
 }
 
 /// The data check after the timed run.
@@ -280,6 +284,8 @@ mod tests {
                 msg_rate_mpps: 0.000782,
                 line_rate_fraction: None,
                 seconds: 1.28,
+                writes_in_flight: 128,
+                writes_per_completion: 1,
             }],
             data_check: DataCheck {
                 passed: true,
