@@ -15,6 +15,22 @@ fn read(root: &Path, p: &str) -> String {
     std::fs::read_to_string(root.join(p.trim_start_matches('/'))).unwrap()
 }
 
+/// `verify PROFILE --format json --root ROOT`, and the check named NAME from its report.
+fn verify_check(profile: &str, root: &str, name: &str) -> serde_json::Value {
+    let out = gdrprov()
+        .args(["verify", profile, "--format", "json", "--root", root])
+        .output()
+        .unwrap();
+    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    rep["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {rep:#}"))
+        .clone()
+}
+
 fn plan_json(root: &Path, profiles: &[&str]) -> serde_json::Value {
     let mut args = vec!["plan"];
     args.extend(profiles);
@@ -64,33 +80,13 @@ fn erdma_auto_mtu_link_files_and_nccl_device_list() {
         .args(["plan", "erdma-cloud", "--detailed-exitcode", "--root", &r])
         .assert()
         .code(0);
-    let out = gdrprov()
-        .args(["verify", "erdma-cloud", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
-    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mtu = rep["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "mtu")
-        .unwrap();
-    assert_eq!(mtu["status"], "pass", "{rep:#}");
+    let mtu = verify_check("erdma-cloud", &r, "mtu");
+    assert_eq!(mtu["status"], "pass", "{mtu:#}");
     assert_eq!(mtu["detail"], "eth0 8500, eth1 1400");
     // The netdev of the small one drifts: verify says so.
     std::fs::write(root.join("sys/class/net/eth1/mtu"), "1500\n").unwrap();
-    let out = gdrprov()
-        .args(["verify", "erdma-cloud", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
-    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let mtu = rep["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "mtu")
-        .unwrap();
-    assert_eq!(mtu["status"], "fail", "{rep:#}");
+    let mtu = verify_check("erdma-cloud", &r, "mtu");
+    assert_eq!(mtu["status"], "fail", "{mtu:#}");
     assert!(mtu["detail"]
         .as_str()
         .unwrap()
@@ -263,18 +259,8 @@ fn acs_unit_on_bare_metal_names_exactly_the_blocking_bridges() {
     assert_eq!(argv[0], "chroot", "{cmd}");
     assert_eq!(argv[2..], ["systemctl", "enable", "gdrprov-acs.service"]);
     // Verify reads the ACS control register back from config space.
-    let out = gdrprov()
-        .args(["verify", &p, "--format", "json", "--root", &s(&root)])
-        .output()
-        .unwrap();
-    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let acs = rep["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "acs")
-        .unwrap();
-    assert_eq!(acs["status"], "fail", "{rep:#}");
+    let acs = verify_check(&p, &s(&root), "acs");
+    assert_eq!(acs["status"], "fail", "{acs:#}");
     assert!(
         acs["detail"]
             .as_str()
@@ -284,19 +270,8 @@ fn acs_unit_on_bare_metal_names_exactly_the_blocking_bridges() {
     );
     // Once cleared (what the unit does at boot), the check passes.
     g.acs("0000:02:08.0", 0);
-    let out = gdrprov()
-        .args(["verify", &p, "--format", "json", "--root", &s(&root)])
-        .output()
-        .unwrap();
-    let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let acs = rep["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == "acs")
-        .unwrap()
-        .clone();
-    assert_eq!(acs["status"], "pass", "{rep:#}");
+    let acs = verify_check(&p, &s(&root), "acs");
+    assert_eq!(acs["status"], "pass", "{acs:#}");
 }
 
 #[test]
