@@ -448,7 +448,8 @@ pub const MAX_IN_FLIGHT: u64 = 32 << 20;
 /// four times per window, at most every 16 WRITEs. A software device (rxe, siw) gets one WRITE per
 /// post and per completion: there the CPU is the NIC, and each post is the system call in which the
 /// kernel runs the protocol for the queue, so a post after every completion keeps it moving. Measured
-/// on rxe in the VM testbed at 64 KiB, 5 rounds of 5 s: 0.205 Gb/s mean with 1, 0.184 with 16.
+/// on rxe in the VM testbed at 64 KiB, 6 rounds of 5 s: 0.199 Gb/s mean with 1, 0.187 with 16
+/// (ahead in 4 of 6 rounds: a small gain inside the noise; ib_write_bw also posts one WRITE a call).
 pub fn effective_depth(tx_depth: u32, size: u64, software: bool) -> (u32, u32) {
     let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1))
         .unwrap_or(u32::MAX)
