@@ -22,13 +22,7 @@ fn verify_check(profile: &str, root: &str, name: &str) -> serde_json::Value {
         .output()
         .unwrap();
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    rep["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no {name} check in {rep:#}"))
-        .clone()
+    check_named(&rep, name)
 }
 
 fn plan_json(root: &Path, profiles: &[&str]) -> serde_json::Value {

@@ -90,15 +90,7 @@ fn on_the_running_system_each_missing_piece_is_named() {
         .output()
         .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let check = |n: &str| {
-        v["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["name"] == n)
-            .unwrap()
-            .clone()
-    };
+    let check = |n: &str| check_named(&v, n);
     assert_eq!(check("modules")["status"], "pass", "{v}");
     let lb = check("loopback");
     if lb["status"] == "fail" {

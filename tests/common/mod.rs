@@ -83,6 +83,17 @@ pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The check named NAME in a `verify --format json` report.
+pub fn check_named(report: &serde_json::Value, name: &str) -> serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} check in {report:#}"))
+        .clone()
+}
+
 /// Asserts two snapshots are equal, naming only the paths that differ.
 pub fn assert_same(
     a: &BTreeMap<String, (Vec<u8>, u32)>,
