@@ -21,28 +21,28 @@ command -v ib_write_bw >/dev/null || { echo "ib_write_bw not found (install perf
 [ -x "$GDRPROV" ] || { echo "$GDRPROV is not executable" >&2; exit 2; }
 LOG=$(mktemp -d /tmp/compare-bw.XXXXXX)
 
-# The GID index gdrprov chooses, so both tools use the same one.
-GID=$("$GDRPROV" --format json bench loopback --device "$DEV" --memory "$MEMORY" --size 4096 --iters 10 2>/dev/null |
-  sed -n 's/^ *"gid_index": \([0-9]*\).*/\1/p' | head -n1)
-GIDOPT=(); [ -n "$GID" ] && GIDOPT=(-x "$GID")
-
-# ib_write_bw gets what gdrprov does at each size, read from gdrprov's JSON (a 2-WRITE run): the same
-# WRITEs in flight (-t; gdrprov's default 128, capped at 32 MiB in flight, at least 2) and the same WRITEs
-# per signaled completion (-Q). With its own defaults ib_write_bw at 1 MiB queues 128 MiB, which a
-# software device under TCG does not drain inside a few seconds' window (it then reports nothing), and it
-# signals every 100th WRITE (or every tx-depth-th): in -D mode it counts completions x cq_mod inside its
-# window, so at 8 MiB one completion was 32 MiB, a step of ~0.09 Gb/s in a 3-s window on rxe.
+# One short gdrprov run per size (2 WRITEs) says, in its JSON, the GID index it chooses (both tools then
+# use the same one) and what ib_write_bw gets at that size: the same WRITEs in flight (-t; gdrprov's
+# default 128, capped at 32 MiB in flight, at least 2) and the same WRITEs per signaled completion (-Q).
+# With its own defaults ib_write_bw at 1 MiB queues 128 MiB, which a software device under TCG does not
+# drain inside a few seconds' window (it then reports nothing), and it signals every 100th WRITE (or every
+# tx-depth-th): in -D mode it counts completions x cq_mod inside its window, so at 8 MiB one completion
+# was 32 MiB, a step of ~0.09 Gb/s in a 3-s window on rxe.
+json_field() { printf '%s\n' "$1" | sed -n "s/^ *\"$2\": \([0-9]*\).*/\1/p" | head -n1; }
 declare -A IN_FLIGHT PER_CQE
+GID=
 for s in $SIZES; do
-  j=$("$GDRPROV" --format json bench loopback --device "$DEV" --memory "$MEMORY" "${GIDOPT[@]/-x/--gid-index}" --size "$s" --iters 2 2>/dev/null)
-  IN_FLIGHT[$s]=$(printf '%s\n' "$j" | sed -n 's/^ *"writes_in_flight": \([0-9]*\).*/\1/p' | head -n1)
-  PER_CQE[$s]=$(printf '%s\n' "$j" | sed -n 's/^ *"writes_per_completion": \([0-9]*\).*/\1/p' | head -n1)
+  j=$("$GDRPROV" --format json bench loopback --device "$DEV" --memory "$MEMORY" --size "$s" --iters 2 2>/dev/null)
+  [ -n "$GID" ] || GID=$(json_field "$j" gid_index)
+  IN_FLIGHT[$s]=$(json_field "$j" writes_in_flight)
+  PER_CQE[$s]=$(json_field "$j" writes_per_completion)
   if [ -z "${IN_FLIGHT[$s]}" ] || [ -z "${PER_CQE[$s]}" ]; then
     echo "gdrprov did not report its WRITEs in flight at size $s:" >&2
     "$GDRPROV" bench loopback --device "$DEV" --memory "$MEMORY" --size "$s" --iters 2 >&2
     exit 2
   fi
 done
+GIDOPT=(); [ -n "$GID" ] && GIDOPT=(-x "$GID")
 
 perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
   local s=$1 out lim=$((DUR * 4 + 60)) t=${IN_FLIGHT[$1]} q=${PER_CQE[$1]}

@@ -78,7 +78,8 @@ done
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
 # overlays). Scenarios that use the one shared guest form a single job that runs them in order. Jobs
 # start longest first (cost = 1 + the reboots a scenario asks for, + 1 for a second guest): on two cores
-# a guest boots in ~80 s beside another instead of ~50 s alone: two lanes give ~1.2x the throughput.
+# a guest boots in ~65 s beside another instead of ~40 s alone (measured before mitigations=off: ~80 s vs
+# ~50 s, and two lanes gave ~1.2x the throughput of one).
 JOBS=${GDRPROV_VM_JOBS:-2}
 case $JOBS in ''|*[!0-9]*|0) echo "GDRPROV_VM_JOBS must be a positive number, not '$JOBS'"; echo "0 passed, 1 failed"; exit 1 ;; esac
 cost() { local f=$1; echo $(( 1 + $(grep -c 'vm_reboot ' "$f") + $(grep -c '^vm_launch ' "$f") )); }
