@@ -16,6 +16,8 @@ pub mod ofed;
 mod os;
 pub mod pci;
 pub mod pcie;
+pub mod planning;
+pub mod net;
 pub mod perftest;
 pub mod rdma;
 mod util;
