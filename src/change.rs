@@ -82,7 +82,6 @@ impl Change {
     }
 }
 
-
 impl Change {
     /// A command to run, described by its `why`.
     pub fn run(module: &str, command: CommandSpec, reboot: Option<String>) -> Change {

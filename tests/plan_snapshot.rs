@@ -53,7 +53,10 @@ fn a_snapshot_taken_while_planning_plans_the_same() {
             let snap = Host::open(&dir, true).unwrap();
             let again = shown(&dir, plan_on(&snap, profile));
             assert_eq!(again, original, "{host_dir} with {profile}");
-            assert!(original.len() > 100 || original.starts_with("error"), "{original}");
+            assert!(
+                original.len() > 100 || original.starts_with("error"),
+                "{original}"
+            );
             compared += 1;
         }
     }

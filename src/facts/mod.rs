@@ -11,14 +11,14 @@ pub mod kernel;
 pub mod kmod;
 pub mod limits;
 pub mod nccl;
+pub mod net;
 pub mod nvidia;
 pub mod ofed;
 mod os;
 pub mod pci;
 pub mod pcie;
-pub mod planning;
-pub mod net;
 pub mod perftest;
+pub mod planning;
 pub mod rdma;
 mod util;
 

@@ -373,9 +373,7 @@ pub fn module_of(line: &str) -> Option<String> {
 fn kernel_modules(host: &Host, release: String) -> KernelModules {
     let dir = format!("/lib/modules/{release}");
     let names = |t: String| t.lines().filter_map(module_of).collect::<BTreeSet<_>>();
-    let builtin = host
-        .read_fact(&format!("{dir}/modules.builtin"))
-        .map(names);
+    let builtin = host.read_fact(&format!("{dir}/modules.builtin")).map(names);
     let index = host
         .read_fact(&format!("{dir}/modules.dep"))
         .filter(|d| !d.trim().is_empty())

@@ -8,10 +8,10 @@
 use super::Part;
 use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use crate::boot::{cmdline, entries, grub_defaults};
-use crate::error::{Error, Result};
-use crate::facts::{CpuVendor, OsFamily};
 use crate::change::{Action, Change, ManagedFile};
+use crate::error::{Error, Result};
 use crate::facts::planning::PlanFacts;
+use crate::facts::{CpuVendor, OsFamily};
 use crate::host::CommandSpec;
 use crate::journal::Trial;
 use crate::modules::Context;
@@ -161,11 +161,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 
     // Extra entries start from the default entry's command line (as it will
     // be after this plan) and apply their own profile's rules to it.
-    let bls_default = if bls {
-        bls_default_entry(seen)
-    } else {
-        None
-    };
+    let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
             let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
@@ -635,7 +631,8 @@ mod tests {
         let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
         assert!(p.changes.is_empty(), "{:?}", p.changes);
         // A grub.cfg never regenerated after the edit is regenerated.
-        w.seen.grub.cfg = Some("menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro\n}\n".into());
+        w.seen.grub.cfg =
+            Some("menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro\n}\n".into());
         let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
         assert_eq!(commands(&p), ["update-grub"]);
     }
@@ -651,7 +648,12 @@ mod tests {
         assert!(e.contains("line 2 holds a NUL byte"), "{e}");
         // Unmanaged boot reads no GRUB file at all.
         let w = World::image(OsFamily::Debian);
-        assert!(w.plan(&desired("modules: {}")).0.unwrap().changes.is_empty());
+        assert!(w
+            .plan(&desired("modules: {}"))
+            .0
+            .unwrap()
+            .changes
+            .is_empty());
     }
 
     #[test]
@@ -659,7 +661,9 @@ mod tests {
         let mut w = World::image(OsFamily::Rhel);
         w.seen.grub.defaults = vec![(
             DEFAULTS.into(),
-            Ok(Some("GRUB_CMDLINE_LINUX=\"rhgb iommu=pt intel_iommu=on\"\n".into())),
+            Ok(Some(
+                "GRUB_CMDLINE_LINUX=\"rhgb iommu=pt intel_iommu=on\"\n".into(),
+            )),
         )];
         w.state.kernel_args = vec!["iommu=pt".into(), "intel_iommu=on".into()];
         w.seen.grub.grubenv_bls = Some("kernelopts=root=/dev/vda1 ro\n".into());
@@ -684,7 +688,10 @@ mod tests {
         let p = w.plan(&d).0.unwrap();
         let path = entries::grubd_path("gds");
         let script = written(&p, &path).unwrap();
-        assert!(script.contains("quiet") && script.contains("iommu=off"), "{script}");
+        assert!(
+            script.contains("quiet") && script.contains("iommu=off"),
+            "{script}"
+        );
         assert!(commands(&p).contains(&format!("sh -n {path}")));
         assert!(commands(&p).contains(&"grub-script-check /boot/grub/grub.cfg".to_string()));
     }

@@ -3,8 +3,8 @@
 //! A file no profile wants any more is removed if gdrprov created it, or put
 //! back as it was before gdrprov first wrote it.
 
-use crate::error::{Error, Result};
 use crate::change::{Action, Change};
+use crate::error::{Error, Result};
 use crate::modules::Context;
 use crate::profile::builtin;
 use crate::profile::load::parse_mode;
@@ -169,7 +169,13 @@ mod tests {
         let mut w = World::image(OsFamily::Debian);
         let p = w.plan(&desired(FILE)).0.unwrap();
         assert_eq!(p.changes[0].description, "Create /etc/x.conf");
-        assert!(matches!(p.changes[0].action, Action::WriteFile { new_mode: 0o600, .. }));
+        assert!(matches!(
+            p.changes[0].action,
+            Action::WriteFile {
+                new_mode: 0o600,
+                ..
+            }
+        ));
         assert!(p.state_after.files["/etc/x.conf"].original.is_none());
         w.file("/etc/x.conf", "a=1\n");
         assert!(w.plan(&desired(FILE)).0.unwrap().changes.is_empty());
@@ -192,7 +198,8 @@ mod tests {
                 original: Some("backups/1/edited.conf".into()),
             },
         );
-        w.file("/etc/made.conf", "x\n").file("/etc/edited.conf", "new\n");
+        w.file("/etc/made.conf", "x\n")
+            .file("/etc/edited.conf", "new\n");
         // The backup is asked for, not read here.
         let (_, missed) = w.plan(&desired("modules: {}"));
         assert!(missed.backups.contains("backups/1/edited.conf"));
@@ -219,11 +226,17 @@ mod tests {
         w.seen
             .templates
             .insert("t.hbs".into(), Ok("hello {{who}}\n".into()));
-        assert_eq!(written(&w.plan(&d).0.unwrap(), "/etc/t.conf"), Some("hello gpu\n"));
+        assert_eq!(
+            written(&w.plan(&d).0.unwrap(), "/etc/t.conf"),
+            Some("hello gpu\n")
+        );
         w.seen
             .templates
             .insert("t.hbs".into(), Err("read template t.hbs: gone".into()));
-        assert_eq!(w.plan(&d).0.unwrap_err().to_string(), "read template t.hbs: gone");
+        assert_eq!(
+            w.plan(&d).0.unwrap_err().to_string(),
+            "read template t.hbs: gone"
+        );
         let clash = desired("modules: { absent: [x] }\nfiles:\n  - { path: /etc/modprobe.d/gdrprov-blacklist.conf, content: \"\" }\n");
         let e = w.plan(&clash).0.unwrap_err().to_string();
         assert!(e.contains("written by gdrprov's modules module"), "{e}");

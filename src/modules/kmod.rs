@@ -4,8 +4,8 @@
 
 use super::files::ManagedFile;
 use super::Part;
-use crate::error::{Error, Result};
 use crate::change::Change;
+use crate::error::{Error, Result};
 use crate::facts::planning::KernelModules;
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
@@ -100,7 +100,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             if !loaded(m) {
                 continue;
             }
-            let usage = ctx.seen.module_use.get(&norm(m)).cloned().unwrap_or_default();
+            let usage = ctx
+                .seen
+                .module_use
+                .get(&norm(m))
+                .cloned()
+                .unwrap_or_default();
             let (holders, refcnt) = (usage.holders, usage.refcnt);
             if holders.is_empty() && refcnt == 0 {
                 part.commands.push(run(
@@ -287,7 +292,10 @@ mod tests {
         ];
         let d = desired("modules: { present: [rdma-rxe] }");
         let e = w.plan(&d).0.unwrap_err().to_string();
-        assert!(e.contains("`rdma-rxe` does not exist for kernel 6.8.0-2 in /img/lib/modules"), "{e}");
+        assert!(
+            e.contains("`rdma-rxe` does not exist for kernel 6.8.0-2 in /img/lib/modules"),
+            "{e}"
+        );
         assert!(e.contains("linux-modules-extra"), "{e}");
     }
 
@@ -313,7 +321,9 @@ mod tests {
         assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nnv_peer_mem\n"));
         w.facts.nvidia_driver.version = Some("580.95.05".into());
         let p = w.plan(&d).0.unwrap();
-        assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nnvidia_peermem\n"));
+        assert!(written(&p, LOAD_CONF)
+            .unwrap()
+            .ends_with("\nnvidia_peermem\n"));
     }
 
     #[test]
@@ -369,6 +379,9 @@ mod tests {
         let mut w = World::image(OsFamily::Debian);
         w.seen.kernels = vec![kernel("6.8.0-1", &["x"], &["nv_peer_mem"])];
         let p = w.plan(&desired(ABSENT)).0.unwrap();
-        assert!(p.warnings.iter().any(|x| x.contains("`nv_peer_mem` is built into kernel 6.8.0-1")));
+        assert!(p
+            .warnings
+            .iter()
+            .any(|x| x.contains("`nv_peer_mem` is built into kernel 6.8.0-1")));
     }
 }

@@ -11,7 +11,6 @@ pub mod services;
 
 pub use crate::change::Part;
 
-
 use crate::facts::planning::PlanFacts;
 use crate::facts::Facts;
 use crate::journal::State;

@@ -6,8 +6,8 @@
 //! touched when the profile needs it, and the change says so.
 
 use super::Part;
-use crate::error::{Error, Result};
 use crate::change::{Action, Change};
+use crate::error::{Error, Result};
 use crate::modules::Context;
 use std::collections::BTreeMap;
 
@@ -350,7 +350,10 @@ mod planning_tests {
         w.file(PATH, "NCCL_DEBUG=INFO\n");
         let p = w.plan(&desired(KEYS)).0.unwrap();
         let after = written(&p, PATH).unwrap();
-        assert!(after.starts_with("NCCL_DEBUG=INFO\n") && after.contains("NCCL_DMABUF_ENABLE=1"), "{after}");
+        assert!(
+            after.starts_with("NCCL_DEBUG=INFO\n") && after.contains("NCCL_DMABUF_ENABLE=1"),
+            "{after}"
+        );
         assert_eq!(p.state_after.nccl_keys, ["NCCL_DMABUF_ENABLE"]);
         // Applied: nothing more to do.
         w.file(PATH, after);

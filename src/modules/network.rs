@@ -7,8 +7,8 @@
 
 use super::files::ManagedFile;
 use super::Part;
-use crate::error::Result;
 use crate::change::Change;
+use crate::error::Result;
 use crate::facts::planning::PlanFacts;
 use crate::facts::Facts;
 use crate::host::CommandSpec;
@@ -306,13 +306,19 @@ mod planning_tests {
         let link = written(&p, &link_path("eth1")).unwrap();
         assert!(link.contains("MACAddress=02:00:00:00:00:01") && link.contains("MTUBytes=8500"));
         assert_eq!(commands(&p), ["ip link set dev eth1 mtu 8500"]);
-        assert_eq!(check(&w.seen, &w.facts, &d).unwrap().unwrap_err(), "eth1 has MTU 1500 (/sys/class/net/eth1/mtu), wanted 8500");
+        assert_eq!(
+            check(&w.seen, &w.facts, &d).unwrap().unwrap_err(),
+            "eth1 has MTU 1500 (/sys/class/net/eth1/mtu), wanted 8500"
+        );
     }
 
     #[test]
     fn by_driver_with_a_number_writes_one_file_for_the_driver() {
         let mut w = with_iface(World::image(OsFamily::Rhel), "ens1", 9000, None);
-        w.seen.net.drivers.insert("ens1".into(), Some("mlx5_core".into()));
+        w.seen
+            .net
+            .drivers
+            .insert("ens1".into(), Some("mlx5_core".into()));
         let d = desired("network: { mtu: { devices: { driver: mlx5_core }, value: 9000 } }");
         let p = w.plan(&d).0.unwrap();
         let link = written(&p, &format!("{LINK_DIR}/10-gdrprov-driver-mlx5_core.link")).unwrap();
@@ -326,7 +332,11 @@ mod planning_tests {
         let d = desired("network: { mtu: { devices: { rdma: \"erdma_*\" }, value: auto } }");
         let p = w.plan(&d).0.unwrap();
         assert!(p.changes.is_empty());
-        assert!(p.warnings[0].contains("no interface matches [rdma: erdma_*]"), "{:?}", p.warnings);
+        assert!(
+            p.warnings[0].contains("no interface matches [rdma: erdma_*]"),
+            "{:?}",
+            p.warnings
+        );
         assert!(check(&w.seen, &w.facts, &d).unwrap().is_err());
     }
 }

@@ -8,9 +8,9 @@
 
 use super::files::ManagedFile;
 use super::Part;
+use crate::change::Change;
 use crate::error::Result;
 use crate::facts::pcie::AcsBridge;
-use crate::change::Change;
 use crate::facts::planning::PlanFacts;
 use crate::facts::Facts;
 use crate::host::CommandSpec;
@@ -225,7 +225,11 @@ mod tests {
                 .map(|(b, blocks)| AcsBridge {
                     bridge: b.to_string(),
                     control: Some(if *blocks { 0x1d } else { 0x01 }),
-                    bits: Some(if *blocks { "ReqRedir+".into() } else { "ReqRedir-".into() }),
+                    bits: Some(if *blocks {
+                        "ReqRedir+".into()
+                    } else {
+                        "ReqRedir-".into()
+                    }),
                     blocks_p2p: *blocks,
                 })
                 .collect(),
@@ -255,7 +259,9 @@ mod tests {
         let p = w.plan(&desired(ACS)).0.unwrap();
         assert!(commands(&p).is_empty());
         assert!(p.warnings[0].contains("setpci is not installed in /img/usr"));
-        assert!(written(&p, UNIT_PATH).unwrap().contains("ExecStart=setpci -s"));
+        assert!(written(&p, UNIT_PATH)
+            .unwrap()
+            .contains("ExecStart=setpci -s"));
     }
 
     #[test]
@@ -265,7 +271,11 @@ mod tests {
         w.seen.pcie.setpci = Some("/usr/bin/setpci");
         w.seen.pcie.unit_enabled = true;
         let d = desired(ACS);
-        let old = unit(&crate::modules::files::header(&w.ctx(&d)), "/usr/bin/setpci", &["0000:3a:00.0".into()]);
+        let old = unit(
+            &crate::modules::files::header(&w.ctx(&d)),
+            "/usr/bin/setpci",
+            &["0000:3a:00.0".into()],
+        );
         w.file(UNIT_PATH, &old);
         let p = w.plan(&d).0.unwrap();
         assert!(p.changes.is_empty(), "{:?}", p.changes);
@@ -281,7 +291,12 @@ mod tests {
         assert!(p.warnings[0].contains("virtual machine (DMI sys_vendor is `QEMU`)"));
         assert!(check(&w.seen, &w.facts, &desired(ACS)).unwrap().is_ok());
         // Unmanaged: nothing, and no check.
-        assert!(w.plan(&desired("modules: {}")).0.unwrap().warnings.is_empty());
+        assert!(w
+            .plan(&desired("modules: {}"))
+            .0
+            .unwrap()
+            .warnings
+            .is_empty());
         assert!(check(&w.seen, &w.facts, &desired("modules: {}")).is_none());
     }
 }

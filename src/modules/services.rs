@@ -3,8 +3,8 @@
 
 use super::files::{self, ManagedFile};
 use super::Part;
-use crate::error::{Error, Result};
 use crate::change::Change;
+use crate::error::{Error, Result};
 use crate::host::CommandSpec;
 use crate::modules::Context;
 use crate::profile::builtin;
@@ -164,7 +164,10 @@ mod tests {
         };
         w.seen.units.insert("nv_peer_mem".into(), on);
         let p = w.plan(&desired(DISABLED)).0.unwrap();
-        assert_eq!(commands(&p), ["systemctl disable --now nv_peer_mem.service"]);
+        assert_eq!(
+            commands(&p),
+            ["systemctl disable --now nv_peer_mem.service"]
+        );
         // In an image (or --no-reboot): disabled, not stopped.
         w.live_changes = false;
         let p = w.plan(&desired(DISABLED)).0.unwrap();
@@ -194,9 +197,19 @@ mod tests {
         d.names = vec!["rdma-dmabuf".into()];
         let p = w.plan(&d).0.unwrap();
         let unit = written(&p, VERIFY_UNIT).unwrap();
-        assert!(unit.contains("/usr/local/bin/gdrprov") && unit.contains("rdma-dmabuf"), "{unit}");
-        assert!(written(&p, VERIFY_WANTS).unwrap().contains("Wants=gdrprov-verify.service"));
+        assert!(
+            unit.contains("/usr/local/bin/gdrprov") && unit.contains("rdma-dmabuf"),
+            "{unit}"
+        );
+        assert!(written(&p, VERIFY_WANTS)
+            .unwrap()
+            .contains("Wants=gdrprov-verify.service"));
         let bad = desired("verify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }");
-        assert!(w.plan(&bad).0.unwrap_err().to_string().contains("would interpret in ExecStart"));
+        assert!(w
+            .plan(&bad)
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("would interpret in ExecStart"));
     }
 }
