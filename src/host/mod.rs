@@ -9,7 +9,7 @@ mod record;
 mod runner;
 
 pub use fs::{FileMeta, WriteOptions};
-pub use path::{check_profile_path, InRoot};
+pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec};
 
