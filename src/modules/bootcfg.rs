@@ -9,6 +9,7 @@ use super::Part;
 use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use crate::boot::{cmdline, entries, grub_defaults};
 use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::{CpuVendor, OsFamily};
 use crate::host::{CommandSpec, Host};
 use crate::journal::Trial;
@@ -119,7 +120,23 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
     let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(ctx.host, e))?;
-    let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx
+        .facts
+        .boot
+        .running_entry
+        .as_deref()
+        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    let running: Option<Vec<String>> = match chosen {
+        Some(_) => None,
+        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
+    };
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
         .map_err(|e| Error::Refused(e.to_string()))?;
     let trial = ctx.trial.is_some();
@@ -194,7 +211,11 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         extras.push(Extra {
             name: entries::TRIAL_ENTRY.into(),
             own: args.wanted.clone(),
-            args: base_after.clone(),
+            args: base_after
+                .iter()
+                .cloned()
+                .chain([TRIAL_MARKER.to_string()])
+                .collect(),
         });
     }
     if bls && !extras.is_empty() && bls_default.is_none() {
@@ -394,7 +415,15 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
     if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
-        part.reboot_pending.push(trial_reason(&id));
+        // Owed only while the trial has not had its boot: not when it is the
+        // running boot, nor when GRUB used the one-shot boot of this same
+        // trial and fell back (verify's `trial` check says it did not boot).
+        let had_its_boot = ctx.facts.boot.trial_running
+            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
+                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
+        if !had_its_boot {
+            part.reboot_pending.push(trial_reason(&id));
+        }
         part.trial = Some(Trial {
             profiles: specs.clone(),
             entry: id,
@@ -407,6 +436,17 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         });
     }
     Ok(part)
+}
+
+/// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
+/// entry `name` of a profile.
+fn names_entry(id: &str, name: &str) -> bool {
+    id == name
+        || id.ends_with(&format!(
+            "{}{}",
+            entries::BLS_INFIX,
+            name.strip_prefix("gdrprov-").unwrap_or(name)
+        ))
 }
 
 fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {
