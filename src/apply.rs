@@ -112,6 +112,7 @@ pub fn execute(
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
             g.rolled_back_by = Some(n);
             store.save_generation(&g)?;
         }
@@ -173,6 +174,7 @@ fn prepare_step(
         before_meta: None,
         after: None,
         command: None,
+        created_dirs: Vec::new(),
         done: false,
         pending: false,
     };
@@ -202,8 +204,36 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
+}
+
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs one step; gives the command line it ran, if any.
@@ -271,6 +301,7 @@ struct Reverted {
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
     let started = g
@@ -354,7 +385,8 @@ fn boot_time_effect(path: &str) -> Option<String> {
         ("/etc/default/grub", "the kernel command line"),
         ("/etc/grub.d/", "the boot entries"),
         ("/boot/loader/entries/", "the boot entries"),
-        ("/etc/modprobe.d/", "kernel module settings"),
+        // Not /etc/modprobe.d: modprobe reads it at every run, so a module
+        // the rollback unblocks loads again at once, with no reboot.
         ("/etc/modules-load.d/", "modules loaded at boot"),
         ("/etc/systemd/network/", "network link settings"),
     ];
@@ -508,7 +540,14 @@ pub fn plan_rollback(
                 },
                 None => Change {
                     module: "rollback".into(),
-                    description: format!("Remove {path} (created by generation {})", g.generation),
+                    description: match step.created_dirs.as_slice() {
+                        [] => format!("Remove {path} (created by generation {})", g.generation),
+                        dirs => format!(
+                            "Remove {path} (created by generation {}), and the directories it created once empty: {}",
+                            g.generation,
+                            dirs.join(", ")
+                        ),
+                    },
                     action: Action::RemoveFile {
                         path: path.clone(),
                         before: current.unwrap_or_default(),

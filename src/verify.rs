@@ -136,6 +136,18 @@ pub fn run(
         });
     }
 
+    // A pending trial boot, judged by what the root shows runs (a snapshot
+    // or fixture with /proc/cmdline too).
+    if let Some(t) = &state.trial {
+        checks.push(match facts.proc_cmdline {
+            Some(_) => trial_check(t, &facts.boot),
+            None => skip(
+                "trial",
+                format!("{} shows no running command line", host.root().display()),
+            ),
+        });
+    }
+
     if !host.is_live() {
         for name in ["reboot", "modules", "loopback"] {
             checks.push(skip(
@@ -157,10 +169,6 @@ pub fn run(
             format!("reboot to finish: {}", plan.reboot_pending.join("; ")),
         )
     });
-
-    if let Some(t) = &state.trial {
-        checks.push(trial_check(t, &facts.boot));
-    }
 
     let m = &desired.doc.modules;
     let wrongly_loaded: Vec<&String> = m

@@ -168,7 +168,10 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     new_mode: 0o644,
                     meta: None,
                 },
-                reboot: Some(format!("kernel command line: {reboot_reason}")),
+                // Not when the running kernel already has it (`commit` of a
+                // trial that runs).
+                reboot: (args.reboot.is_none() || args.reboot_needed())
+                    .then(|| format!("kernel command line: {reboot_reason}")),
             });
         }
         if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {

@@ -5,6 +5,7 @@
 use super::files::ManagedFile;
 use super::Part;
 use crate::error::{Error, Result};
+use crate::facts::rdma::RdmaDevice;
 use crate::facts::OsFamily;
 use crate::host::{CommandSpec, Host};
 use crate::plan::{Action, Change, Context};
@@ -97,11 +98,16 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             let holders = holders(ctx.host, m);
             let refcnt = refcnt(ctx.host, m);
             if holders.is_empty() && refcnt == 0 {
-                part.commands.push(run(
-                    &["modprobe", "-r", m],
-                    format!("Unload {m} now (it must be absent)"),
-                    None,
-                ));
+                let gone = removed_rdma_devices(&ctx.facts.rdma_devices, m);
+                let why = if gone.is_empty() {
+                    format!("Unload {m} now (it must be absent)")
+                } else {
+                    format!(
+                        "Unload {m} now (it must be absent); this removes its RDMA device(s) {}",
+                        gone.join(", ")
+                    )
+                };
+                part.commands.push(run(&["modprobe", "-r", m], why, None));
             } else {
                 let by = if holders.is_empty() {
                     format!("{refcnt} user(s)")
@@ -168,6 +174,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
     Ok(part)
+}
+
+/// The RDMA devices that unloading module `m` deletes: those its driver
+/// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
+/// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
+fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
+    let m = norm(m);
+    let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
+    devices
+        .iter()
+        .filter(|d| {
+            d.driver
+                .as_deref()
+                .map(norm)
+                .is_some_and(|drv| drv == m || core.as_deref() == Some(drv.as_str()))
+        })
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 fn managed(path: &str, content: String, reboot: Option<String>) -> ManagedFile {
@@ -334,5 +358,29 @@ fn provider_hint(m: &str) -> String {
         "erdma" => "it comes with the eRDMA driver package (Alibaba Cloud's erdma installer; check with `eadm ver`)".into(),
         "rdma_rxe" | "siw" => "it comes with the distribution's extra kernel modules (linux-modules-extra-* / kernel-modules-extra)".into(),
         _ => "install the package that ships it for this kernel, or remove it from `modules.present`".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dev(name: &str, driver: &str) -> RdmaDevice {
+        RdmaDevice {
+            name: name.into(),
+            driver: Some(driver.into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unloading_names_the_rdma_devices_it_removes() {
+        let devs = [dev("rxe0", "rdma_rxe"), dev("mlx5_0", "mlx5_core")];
+        assert_eq!(removed_rdma_devices(&devs, "rdma-rxe"), ["rxe0"]);
+        assert_eq!(removed_rdma_devices(&devs, "mlx5_ib"), ["mlx5_0"]);
+        assert!(removed_rdma_devices(&devs, "nvidia_peermem").is_empty());
     }
 }
