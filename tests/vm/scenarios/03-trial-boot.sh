@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Scenario: trial boot: apply --trial + reboot: the first-boot unit verifies and commits (ready, default entry
-# has the args); an uncommitted trial and a trial whose kernel panics fall back, and verify says it did not boot
+# has the args); an uncommitted trial and a trial whose kernel panics fall back, and verify says it did not
+# boot; a plan unloading rdma_rxe names rxe0
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
@@ -43,7 +44,7 @@ reboot_through_panic() {
   info "the trial kernel panicked $(vm_since "$t0") s after the reboot: $(tail -c +"$((mark + 1))" "$d/serial.log" | grep -m1 -a 'Kernel panic' | tr -d '\r')"
   vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" || fail "qemu did not start again"
   vm_wait_ssh "$name" "$VM_BOOT_TIMEOUT"
-  vm_log "guest $name: rebooted through a panic in $(vm_since "$t0") s"
+  vm_log "guest $name: through a kernel panic: rebooted in $(vm_since "$t0") s"
   vm_mux_start "$name"
 }
 
@@ -89,4 +90,10 @@ assert_contains "$out" "did not boot" "verify says the trial did not boot"
 rc=0; vm_ssh $g "gdrprov commit" >/dev/null 2>&1 || rc=$?
 [ "$rc" != 0 ] || fail "commit accepted a trial that did not boot"
 ok "commit refuses the trial that did not boot (exit $rc)"
+
+# 4. No reboot: a plan that unloads rdma_rxe says that this deletes its device rxe0.
+vm_rxe $g "$(vm_nic $g)" rxe0
+out=$(vm_ssh $g "printf 'modules: { absent: [rdma_rxe] }\n' > /root/unload.yaml; gdrprov plan /root/unload.yaml")
+assert_contains "$out" "Unload rdma_rxe now (it must be absent); this removes its RDMA device(s) rxe0" \
+  "the plan to unload rdma_rxe says that it removes rxe0"
 vm_poweroff $g
