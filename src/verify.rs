@@ -5,8 +5,8 @@
 
 use crate::bench::{self, LoopbackOptions, LoopbackReport, RunLength};
 use crate::error::Result;
-use crate::host::Host;
 use crate::facts::boot::BootFacts;
+use crate::host::Host;
 use crate::journal::{StateStore, Trial};
 use crate::modules::kmod;
 use crate::plan::Plan;

@@ -22,7 +22,11 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 }
 
 fn boot_state(root: &Path, cmdline: &str, next_entry: &str) {
-    std::fs::write(root.join("proc/cmdline"), format!("{ROOT_ARGS} {cmdline}\n")).unwrap();
+    std::fs::write(
+        root.join("proc/cmdline"),
+        format!("{ROOT_ARGS} {cmdline}\n"),
+    )
+    .unwrap();
     std::fs::write(
         root.join("boot/grub/grubenv"),
         format!("# GRUB Environment Block\nnext_entry={next_entry}\n"),
@@ -45,7 +49,14 @@ fn trial_reboot_reasons(root: &Path) -> String {
 
 fn verify(root: &Path) -> (Option<i32>, serde_json::Value) {
     let out = gdrprov()
-        .args(["verify", "rdma-dmabuf", "--format", "json", "--root", r(root)])
+        .args([
+            "verify",
+            "rdma-dmabuf",
+            "--format",
+            "json",
+            "--root",
+            r(root),
+        ])
         .output()
         .unwrap();
     (out.status.code(), json(&out))
@@ -73,7 +84,11 @@ fn a_trial_is_owed_a_reboot_only_until_it_had_its_boot() {
     );
 
     // Armed (grub-reboot wrote next_entry), the old default runs.
-    boot_state(&root, "console=tty1 console=ttyS0,115200n8", "gdrprov-trial");
+    boot_state(
+        &root,
+        "console=tty1 console=ttyS0,115200n8",
+        "gdrprov-trial",
+    );
     assert!(trial_reboot_reasons(&root).contains(TRIAL_REASON));
     let (_, v) = verify(&root);
     assert_eq!(check_named(&v, "trial")["status"], "skip", "{v:#}");
@@ -99,7 +114,14 @@ fn a_trial_is_owed_a_reboot_only_until_it_had_its_boot() {
 
     // commit edits the default entry to what already runs: no reboot owed.
     let out = gdrprov()
-        .args(["commit", "--no-exec", "--format", "json", "--root", r(&root)])
+        .args([
+            "commit",
+            "--no-exec",
+            "--format",
+            "json",
+            "--root",
+            r(&root),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -109,7 +131,10 @@ fn a_trial_is_owed_a_reboot_only_until_it_had_its_boot() {
         "the running kernel has the committed arguments: {v:#}"
     );
     let grub = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
-    assert!(grub.contains("console=ttyS0,115200n8 iommu=pt intel_iommu=on\""), "{grub}");
+    assert!(
+        grub.contains("console=ttyS0,115200n8 iommu=pt intel_iommu=on\""),
+        "{grub}"
+    );
 }
 
 #[test]
@@ -163,17 +188,37 @@ fn a_running_extra_entry_chosen_on_purpose_is_not_drift() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
     let gds = t.path().join("my-gds.yaml");
-    std::fs::write(&gds, "extends: gds-iommu-off\nboot: { entry: gdrprov-gds }\n").unwrap();
+    std::fs::write(
+        &gds,
+        "extends: gds-iommu-off\nboot: { entry: gdrprov-gds }\n",
+    )
+    .unwrap();
     let gds = gds.to_str().unwrap();
     let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", gds, "-y", "--no-exec", "--root", r(&root)])
+        .args([
+            "apply",
+            "rdma-dmabuf",
+            gds,
+            "-y",
+            "--no-exec",
+            "--root",
+            r(&root),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     std::fs::write(root.join("boot/grub/grub.cfg"), GRUB_CFG).unwrap();
     let plan = |root: &Path| {
         let out = gdrprov()
-            .args(["plan", "rdma-dmabuf", gds, "--format", "json", "--root", r(root)])
+            .args([
+                "plan",
+                "rdma-dmabuf",
+                gds,
+                "--format",
+                "json",
+                "--root",
+                r(root),
+            ])
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
@@ -187,7 +232,9 @@ fn a_running_extra_entry_chosen_on_purpose_is_not_drift() {
         "the running extra entry's own arguments are not drift: {v:#}"
     );
     assert!(
-        v["warnings"].to_string().contains("extra boot entry gdrprov-gds"),
+        v["warnings"]
+            .to_string()
+            .contains("extra boot entry gdrprov-gds"),
         "{v:#}"
     );
     // The default entry with iommu=off by hand (not an entry of the profile) is drift.
@@ -211,13 +258,28 @@ fn rollback_of_a_module_block_needs_no_reboot() {
     let p = t.path().join("block.yaml");
     std::fs::write(&p, "modules: { absent: [rdma_rxe] }\n").unwrap();
     let out = gdrprov()
-        .args(["apply", p.to_str().unwrap(), "-y", "--no-exec", "--root", r(&root)])
+        .args([
+            "apply",
+            p.to_str().unwrap(),
+            "-y",
+            "--no-exec",
+            "--root",
+            r(&root),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(root.join("etc/modprobe.d/gdrprov-blacklist.conf").exists());
     let out = gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--format", "json", "--root", r(&root)])
+        .args([
+            "rollback",
+            "-y",
+            "--no-exec",
+            "--format",
+            "json",
+            "--root",
+            r(&root),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -227,5 +289,8 @@ fn rollback_of_a_module_block_needs_no_reboot() {
         "modprobe reads modprobe.d at every run: {v:#}"
     );
     assert!(!root.join("etc/modprobe.d/gdrprov-blacklist.conf").exists());
-    assert!(root.join("etc/modprobe.d").is_dir(), "a directory gdrprov did not create stays");
+    assert!(
+        root.join("etc/modprobe.d").is_dir(),
+        "a directory gdrprov did not create stays"
+    );
 }
