@@ -123,6 +123,7 @@ pub fn execute(
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
             g.rolled_back_by = Some(n);
             store.save_generation(&g)?;
         }
@@ -201,6 +202,7 @@ fn prepare_step(
         before_meta: None,
         after: None,
         command: None,
+        created_dirs: Vec::new(),
         done: false,
         pending: false,
     };
@@ -230,8 +232,36 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
+}
+
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs one step; gives the command line it ran, if any.
@@ -299,6 +329,7 @@ struct Reverted {
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
     let started = g
