@@ -209,7 +209,14 @@ fn run(args_file: &Path) -> Result<Value> {
             let host = Host::open(&cli.root, a.no_exec)?;
             let trial = a.trial.then_some(a.profiles.as_slice());
             let plan = cli::make_plan(&host, &desired, &target, trial)?;
-            result(&host, desired.names, &plan, None, &a, "plan")
+            result(
+                &host,
+                desired.names,
+                &plan,
+                render::Done::Planned,
+                &a,
+                "plan",
+            )
         }
         _ => {
             let applied = cli::apply_profiles(
@@ -225,9 +232,9 @@ fn run(args_file: &Path) -> Result<Value> {
             )?;
             result(
                 &applied.host,
-                applied.names,
+                applied.names.clone(),
                 &applied.plan,
-                applied.outcome.as_ref(),
+                applied.done(),
                 &a,
                 "apply",
             )
@@ -251,11 +258,11 @@ fn result(
     host: &Host,
     names: Vec<String>,
     plan: &Plan,
-    outcome: Option<&crate::apply::Outcome>,
+    done: render::Done,
     a: &ModuleArgs,
     command: &'static str,
 ) -> Value {
-    let report = render::report(command, host, names, plan, outcome);
+    let report = render::report(command, host, names, plan, done);
     let changed = !plan.is_empty();
     let msg = if !changed {
         "nothing to change: the host already matches".to_string()
@@ -363,7 +370,7 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
     if a.check_mode {
         let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
         let profiles = store.load_state()?.profiles;
-        let mut v = result(&host, profiles, &plan, None, a, "rollback");
+        let mut v = result(&host, profiles, &plan, render::Done::Planned, a, "rollback");
         if let Some(obj) = v.as_object_mut() {
             // Undoing a generation is a change even when its files are already back.
             obj.insert("changed".into(), Value::Bool(true));
@@ -388,7 +395,14 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
             "reboot_required": false,
         }));
     };
-    let mut v = result(&host, profiles, &plan, Some(&outcome), a, "rollback");
+    let mut v = result(
+        &host,
+        profiles,
+        &plan,
+        render::Done::Ran(&outcome),
+        a,
+        "rollback",
+    );
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));
         obj.insert(

@@ -14,7 +14,7 @@ use crate::plan::{Action, Change, Plan};
 pub struct Outcome {
     pub generation: u64,
     pub changed: usize,
-    pub commands_run: Vec<String>,
+    pub commands_run: Vec<CommandSpec>,
     pub pending_commands: Vec<CommandSpec>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
@@ -39,6 +39,8 @@ pub fn execute(
         undoes,
         rolled_back_by: None,
         started: journal::now(),
+        finished: None,
+        user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         status: Status::InProgress,
         steps: Vec::new(),
@@ -87,6 +89,7 @@ pub fn execute(
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
+        generation.finished = Some(journal::now());
         store.save_generation(&generation)
     })();
     if let Err(e) = ran {
@@ -207,7 +210,7 @@ fn prepare_step(
 }
 
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
+fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
     match &change.action {
         Action::WriteFile {
             path,
@@ -244,7 +247,7 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
                     ),
                 });
             }
-            Ok(Some(command.shell_line()))
+            Ok(Some(command.clone()))
         }
     }
 }
@@ -301,6 +304,7 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
         }
     }
     g.status = Status::Reverted;
+    g.finished = Some(journal::now());
     store.save_generation(g)?;
     Ok(out)
 }

@@ -250,7 +250,7 @@ fn list(cli: &Cli) -> Result<i32> {
                 "next_entry": info.next_entry,
                 "entries": info.entries,
             });
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            crate::render::print_json("boot list", &cli.root, v);
         }
         Format::Text | Format::Prometheus => {
             if info.entries.is_empty() {
@@ -343,11 +343,13 @@ fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
         regenerate: false,
     }
     .shell_line();
+    let shown = crate::render::CommandOut::of(host, spec);
     if host.no_exec() {
         match cli.format {
-            Format::Json => println!(
-                "{}",
-                serde_json::json!({"command": host.effective_argv(spec), "ran": false})
+            Format::Json => crate::render::print_json(
+                "boot once",
+                &cli.root,
+                serde_json::json!({"run": shown, "ran": false}),
             ),
             Format::Text | Format::Prometheus => println!("Would run (--no-exec): {line}"),
         }
@@ -368,9 +370,10 @@ fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
         });
     }
     match cli.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::json!({"command": host.effective_argv(spec), "ran": true})
+        Format::Json => crate::render::print_json(
+            "boot once",
+            &cli.root,
+            serde_json::json!({"run": shown, "ran": true}),
         ),
         Format::Text | Format::Prometheus => println!("Ran: {line}\n{}.", spec.why),
     }
@@ -486,7 +489,13 @@ fn set_default(cli: &Cli, a: &EntryArgs) -> Result<i32> {
     if host.no_exec() {
         cli::print_report(
             cli,
-            &crate::render::report("plan", &host, state.profiles.clone(), &plan, None),
+            &crate::render::report(
+                "boot set-default",
+                &host,
+                state.profiles.clone(),
+                &plan,
+                crate::render::Done::Planned,
+            ),
         );
         return Ok(cli::exit::OK);
     }
@@ -501,7 +510,13 @@ fn set_default(cli: &Cli, a: &EntryArgs) -> Result<i32> {
     store.save_generation(&g)?;
     cli::print_report(
         cli,
-        &crate::render::report("apply", &host, state.profiles, &plan, Some(&outcome)),
+        &crate::render::report(
+            "boot set-default",
+            &host,
+            state.profiles,
+            &plan,
+            crate::render::Done::Ran(&outcome),
+        ),
     );
     Ok(cli::exit::OK)
 }
@@ -563,5 +578,5 @@ pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
         },
     };
     let _ = a.yes;
-    cli::cmd_apply(cli, &args)
+    cli::cmd_apply_as(cli, &args, "commit")
 }

@@ -43,6 +43,49 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Command {
+    /// The command's name as JSON output shows it (`boot list`, `profile show`).
+    pub fn name(&self) -> String {
+        let sub = |outer: &str, inner: &dyn std::fmt::Debug| {
+            let d = format!("{inner:?}");
+            let word: String = d
+                .chars()
+                .take_while(|c| c.is_alphanumeric())
+                .collect::<String>();
+            format!("{outer} {}", kebab(&word))
+        };
+        match self {
+            Command::Plan(_) => "plan".into(),
+            Command::Apply(a) if a.dry_run => "plan".into(),
+            Command::Apply(_) => "apply".into(),
+            Command::Rollback(_) => "rollback".into(),
+            Command::Verify(_) => "verify".into(),
+            Command::History => "history".into(),
+            Command::Profile(p) => sub("profile", p),
+            Command::Bench(b) => sub("bench", &b.command),
+            Command::Inventory(_) => "inventory".into(),
+            Command::Doctor(_) => "doctor".into(),
+            Command::Boot(b) => sub("boot", b),
+            Command::Commit(_) => "commit".into(),
+            Command::AnsibleModule { .. } => "ansible-module".into(),
+            Command::Completions { .. } => "completions".into(),
+            Command::Man => "man".into(),
+        }
+    }
+}
+
+/// `SetDefault` → `set-default`.
+fn kebab(word: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in word.chars().enumerate() {
+        if c.is_uppercase() && i > 0 {
+            out.push('-');
+        }
+        out.extend(c.to_lowercase());
+    }
+    out
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Color {
     Auto,
@@ -236,22 +279,92 @@ pub fn main() -> i32 {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();
+            if !e.use_stderr() {
+                return exit::OK;
+            }
+            // Under --format json a usage error is a JSON error object too.
+            let args: Vec<String> = std::env::args().skip(1).collect();
+            if wants_json(&args) {
+                let message = e
+                    .render()
+                    .to_string()
+                    .lines()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("usage error")
+                    .trim_start_matches("error: ")
+                    .to_string();
+                println!(
+                    "{}",
+                    render::error_json(&command_in(&args), &root_in(&args), "usage", &message)
+                );
+            }
             // Usage errors are 1, like every other error: 2 means "changes pending".
-            return if e.use_stderr() {
-                exit::ERROR
-            } else {
-                exit::OK
-            };
+            return exit::ERROR;
         }
     };
     match run(&cli) {
         Ok(code) => code,
         Err(e) => {
             let _ = std::io::stdout().flush();
-            eprintln!("gdrprov: error: {e}");
+            let message = render::keep_options(&e.to_string(), &cli.root, cli.format);
+            eprintln!("gdrprov: error: {message}");
+            if cli.format == Format::Json {
+                println!(
+                    "{}",
+                    render::error_json(&cli.command.name(), &cli.root, e.kind(), &message)
+                );
+            }
             exit::ERROR
         }
     }
+}
+
+/// Options that take a value, for reading an argv clap refused.
+const VALUED: &[&str] = &["--root", "--format", "--color"];
+
+/// `--format json` (or `--format=json`) somewhere in an argv clap refused.
+fn wants_json(args: &[String]) -> bool {
+    args.iter().any(|a| a == "--format=json")
+        || args
+            .windows(2)
+            .any(|w| w[0] == "--format" && w[1] == "json")
+}
+
+/// `--root DIR` in an argv clap refused (default `/`).
+fn root_in(args: &[String]) -> PathBuf {
+    for (i, a) in args.iter().enumerate() {
+        if let Some(v) = a.strip_prefix("--root=") {
+            return PathBuf::from(v);
+        }
+        if a == "--root" {
+            if let Some(v) = args.get(i + 1) {
+                return PathBuf::from(v);
+            }
+        }
+    }
+    PathBuf::from("/")
+}
+
+/// The command words of an argv clap refused (`boot set-default`), as far as
+/// they can be told.
+fn command_in(args: &[String]) -> String {
+    let mut words = Vec::new();
+    let mut skip = false;
+    for a in args {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if a.starts_with('-') {
+            skip = VALUED.contains(&a.as_str());
+            continue;
+        }
+        words.push(a.as_str());
+        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench")) {
+            break;
+        }
+    }
+    words.join(" ")
 }
 
 pub fn run(cli: &Cli) -> Result<i32> {
@@ -271,6 +384,7 @@ pub fn run(cli: &Cli) -> Result<i32> {
         Command::History => cmd_history(cli),
         Command::Profile(p) => cmd_profile(cli, p),
         Command::Bench(b) => {
+            refuse_other_root(cli, "bench", "the RDMA devices and GPUs of this machine")?;
             let format = if cli.format == Format::Json {
                 crate::bench::BenchFormat::Json
             } else {
@@ -294,6 +408,19 @@ pub fn run(cli: &Cli) -> Result<i32> {
         Command::Completions { shell } => crate::fleet::completions(*shell),
         Command::Man => crate::fleet::man(),
     }
+}
+
+/// Commands that act on the running system refuse another `--root` in one
+/// line instead of silently working on this machine.
+fn refuse_other_root(cli: &Cli, what: &str, acts_on: &str) -> Result<()> {
+    let host = Host::open(&cli.root, true)?;
+    if host.is_live() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{what} runs on {acts_on}, not on --root {}: run it on the host itself without --root",
+        cli.root.display()
+    )))
 }
 
 pub(crate) fn style(cli: &Cli) -> Style {
@@ -373,9 +500,18 @@ fn cmd_plan(
     let plan = make_plan(&host, &desired, target, trial.then_some(specs))?;
     print_report(
         cli,
-        &render::report("plan", &host, desired.names.clone(), &plan, None),
+        &render::report(
+            "plan",
+            &host,
+            desired.names.clone(),
+            &plan,
+            render::Done::Planned,
+        ),
     );
-    Ok(if detailed && !plan.is_empty() {
+    // Commands owed by an earlier --no-exec apply are pending changes too:
+    // the host does not match until they run (docs/commands.md).
+    let pending = !plan.is_empty() || !plan.pending_commands.is_empty();
+    Ok(if detailed && pending {
         exit::CHANGES
     } else {
         exit::OK
@@ -440,16 +576,29 @@ pub(crate) struct Applied {
     pub outcome: Option<apply::Outcome>,
 }
 
+impl Applied {
+    pub fn done(&self) -> render::Done<'_> {
+        self.outcome
+            .as_ref()
+            .map_or(render::Done::Nothing, render::Done::Ran)
+    }
+}
+
 pub(crate) fn cmd_apply(cli: &Cli, a: &ApplyArgs) -> Result<i32> {
+    cmd_apply_as(cli, a, "apply")
+}
+
+/// An apply, reported as `command` (`apply`, or `commit` for a trial made permanent).
+pub(crate) fn cmd_apply_as(cli: &Cli, a: &ApplyArgs, command: &str) -> Result<i32> {
     let done = apply_profiles(cli, a)?;
     print_report(
         cli,
         &render::report(
-            "apply",
+            command,
             &done.host,
             done.names.clone(),
             &done.plan,
-            done.outcome.as_ref(),
+            done.done(),
         ),
     );
     Ok(exit::OK)
@@ -480,7 +629,7 @@ pub(crate) fn apply_profiles(cli: &Cli, a: &ApplyArgs) -> Result<Applied> {
             print!(
                 "{}",
                 render::text(
-                    &render::report("plan", &host, names.clone(), &plan, None),
+                    &render::report("plan", &host, names.clone(), &plan, render::Done::Planned),
                     style(cli)
                 )
             );
@@ -521,21 +670,56 @@ pub(crate) fn apply_profiles(cli: &Cli, a: &ApplyArgs) -> Result<Applied> {
 
 fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
     let shown = |p: &Plan| {
-        serde_json::to_string(&render::report("plan", host, Vec::new(), p, None).changes)
-            .unwrap_or_default()
+        serde_json::to_string(
+            &render::report("plan", host, Vec::new(), p, render::Done::Planned).changes,
+        )
+        .unwrap_or_default()
     };
     shown(a) == shown(b)
 }
 
 fn cmd_rollback(cli: &Cli, a: &RollbackArgs) -> Result<i32> {
+    let host = Host::open(&cli.root, a.no_exec)?;
+    if nothing_to_roll_back(&host, a) {
+        match cli.format {
+            Format::Json => print_report(
+                cli,
+                &render::report(
+                    "rollback",
+                    &host,
+                    Vec::new(),
+                    &Plan::default(),
+                    render::Done::Nothing,
+                ),
+            ),
+            Format::Text | Format::Prometheus => println!(
+                "Nothing to roll back: no apply of gdrprov is in effect on {}.",
+                host.root().display()
+            ),
+        }
+        return Ok(exit::OK);
+    }
     let Some((host, profiles, plan, outcome)) = rollback_generations(cli, a)? else {
         return Ok(exit::OK);
     };
     print_report(
         cli,
-        &render::report("rollback", &host, profiles, &plan, Some(&outcome)),
+        &render::report(
+            "rollback",
+            &host,
+            profiles,
+            &plan,
+            render::Done::Ran(&outcome),
+        ),
     );
     Ok(exit::OK)
+}
+
+/// No generation asked for, no apply in effect and no interrupted run: a
+/// rollback has nothing to do and writes nothing (not even the lock).
+pub(crate) fn nothing_to_roll_back(host: &Host, a: &RollbackArgs) -> bool {
+    let store = StateStore::new(host);
+    a.generation.is_none() && !apply::interrupted(&store) && !apply::any_in_effect(&store)
 }
 
 /// What a rollback did: the host, the profiles it undid, its plan and outcome.
@@ -561,14 +745,16 @@ pub(crate) fn rollback_generations(cli: &Cli, a: &RollbackArgs) -> Result<Option
         }
         return Ok(None);
     }
+    // Planned before the lock too, so that a refused rollback (a generation
+    // not in effect) writes nothing.
+    let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
     if !a.yes {
-        let (plan, undoes) = apply::plan_rollback(&host, &store, a.generation, a.force)?;
         if cli.format == Format::Text {
             let profiles = store.load_state()?.profiles;
             print!(
                 "{}",
                 render::text(
-                    &render::report("rollback", &host, profiles, &plan, None),
+                    &render::report("rollback", &host, profiles, &plan, render::Done::Planned),
                     style(cli)
                 )
             );
@@ -604,10 +790,7 @@ fn cmd_verify(cli: &Cli, a: &VerifyArgs) -> Result<i32> {
         crate::fleet::write_textfile(path, &crate::fleet::prometheus(&report))?;
     }
     match cli.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
-        ),
+        Format::Json => render::print_json("verify", &cli.root, &report),
         Format::Text => print!("{}", crate::verify::text(&report)),
         Format::Prometheus => print!("{}", crate::fleet::prometheus(&report)),
     }
@@ -629,6 +812,20 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
     }
     if let Some(d) = &a.device {
         crate::bench::cli::parse_dev_port(d).map_err(|e| Error::Usage(format!("--device: {e}")))?;
+    }
+    // The loopback runs on this machine's devices; on another root verify
+    // skips it, so options for it would be silently ignored.
+    let loopback_opts = [
+        ("--device", a.device.is_some()),
+        ("--duration", a.duration.is_some()),
+        ("--min-gbps", a.min_gbps.is_some()),
+    ];
+    if let Some((flag, _)) = loopback_opts.iter().find(|(_, given)| *given) {
+        refuse_other_root(
+            cli,
+            &format!("verify's loopback ({flag})"),
+            "the RDMA devices and GPUs of this machine",
+        )?;
     }
     let desired = load_profiles(&a.profiles)?;
     // Verify changes nothing and runs nothing but read-only probes.
@@ -658,18 +855,62 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
     crate::verify::run(&host, &desired, &plan, &reqs, &choice)
 }
 
+/// One generation as `history` shows it.
+#[derive(serde::Serialize)]
+struct HistoryEntry {
+    generation: u64,
+    kind: Kind,
+    /// RFC 3339 (UTC).
+    started: String,
+    /// RFC 3339 (UTC); `null` while in progress or for journals of older versions.
+    finished: Option<String>,
+    /// Who ran it (`SUDO_USER` or the user); `null` for journals of older versions.
+    user: Option<String>,
+    profiles: Vec<String>,
+    /// `complete`, `in-progress`, `reverted` or `rolled-back`.
+    result: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rolled_back_by: Option<u64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    undoes: Vec<u64>,
+    steps: usize,
+}
+
+fn history_entry(g: &crate::journal::Generation) -> HistoryEntry {
+    use crate::journal::Status;
+    let result = match (g.status, g.rolled_back_by) {
+        (_, Some(_)) => "rolled-back",
+        (Status::Complete, None) => "complete",
+        (Status::InProgress, None) => "in-progress",
+        (Status::Reverted, None) => "reverted",
+    };
+    HistoryEntry {
+        generation: g.generation,
+        kind: g.kind,
+        started: crate::journal::rfc3339(g.started),
+        finished: g.finished.map(crate::journal::rfc3339),
+        user: g.user.clone(),
+        profiles: g.profiles.clone(),
+        result: result.into(),
+        rolled_back_by: g.rolled_back_by,
+        undoes: g.undoes.clone(),
+        steps: g.steps.len(),
+    }
+}
+
 fn cmd_history(cli: &Cli) -> Result<i32> {
     let host = Host::open(&cli.root, true)?;
     let store = StateStore::new(&host);
     let gens = store
         .generation_numbers()
         .into_iter()
-        .map(|n| store.load_generation(n))
+        .map(|n| store.load_generation(n).map(|g| history_entry(&g)))
         .collect::<Result<Vec<_>>>()?;
     match cli.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&gens).unwrap_or_default()
+        Format::Json => render::print_json(
+            "history",
+            &cli.root,
+            serde_json::json!({ "generations": gens }),
         ),
         Format::Text | Format::Prometheus => {
             if gens.is_empty() {
@@ -679,19 +920,32 @@ fn cmd_history(cli: &Cli) -> Result<i32> {
                 );
             }
             for g in &gens {
-                let status = match (g.status, g.rolled_back_by) {
-                    (_, Some(by)) => format!("rolled back by {by}"),
-                    (s, None) => format!("{s:?}").to_lowercase(),
-                };
                 let what = match g.kind {
                     Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-                    Kind::Rollback => format!("rollback of {:?}", g.undoes),
+                    Kind::Rollback => format!(
+                        "rollback of {}",
+                        g.undoes
+                            .iter()
+                            .map(u64::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
                 };
+                let result = match g.rolled_back_by {
+                    Some(by) => format!("rolled back by {by}"),
+                    None => g.result.replace('-', " "),
+                };
+                let until = g
+                    .finished
+                    .as_deref()
+                    .map(|f| format!(" to {f}"))
+                    .unwrap_or_default();
                 println!(
-                    "{:>4}  {:<40} {} step(s), {status}",
+                    "{:>4}  {}{until}  by {}  {what}: {} step(s), {result}",
                     g.generation,
-                    what,
-                    g.steps.len()
+                    g.started,
+                    g.user.as_deref().unwrap_or("(unknown)"),
+                    g.steps
                 );
             }
         }
@@ -713,7 +967,11 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+                    render::print_json(
+                        "profile list",
+                        &cli.root,
+                        serde_json::json!({"profiles": v}),
+                    );
                 }
                 Format::Text | Format::Prometheus => {
                     for (n, d) in rows {
@@ -728,9 +986,14 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
         ProfileCommand::Show { name } => {
             let loaded = profile::load(name)?;
             match cli.format {
-                Format::Json => println!(
-                    "{}",
-                    serde_json::to_string_pretty(&loaded.doc).unwrap_or_default()
+                Format::Json => render::print_json(
+                    "profile show",
+                    &cli.root,
+                    serde_json::json!({
+                        "name": loaded.name,
+                        "source": loaded.source.to_string(),
+                        "profile": loaded.doc,
+                    }),
                 ),
                 Format::Text | Format::Prometheus => {
                     let yaml = serde_saphyr::to_string(&loaded.doc)
@@ -744,14 +1007,29 @@ fn cmd_profile(cli: &Cli, p: &ProfileCommand) -> Result<i32> {
         }
         ProfileCommand::Validate { files } => {
             let mut failed = 0;
+            let mut results = Vec::new();
             for f in files {
                 match profile::load(f) {
-                    Ok(p) => println!("{f}: ok ({})", p.name),
+                    Ok(p) => {
+                        if cli.format != Format::Json {
+                            println!("{f}: ok ({})", p.name);
+                        }
+                        results.push(serde_json::json!({"file": f, "ok": true, "name": p.name}));
+                    }
                     Err(e) => {
                         eprintln!("gdrprov: error: {e}");
+                        results.push(serde_json::json!({"file": f, "ok": false,
+                            "error": {"kind": e.kind(), "message": e.to_string()}}));
                         failed += 1;
                     }
                 }
+            }
+            if cli.format == Format::Json {
+                render::print_json(
+                    "profile validate",
+                    &cli.root,
+                    serde_json::json!({"ok": failed == 0, "files": results}),
+                );
             }
             if failed > 0 {
                 return Ok(exit::ERROR);
