@@ -144,6 +144,13 @@ fn parse(text: &str) -> Result<ModuleArgs> {
             )))
         }
     };
+    // verify never refuses on requirements (they are checks there), so
+    // `force` would be silently ignored: refuse it instead.
+    if state == "verified" && boolish(&m, "force")? {
+        return Err(Error::Usage(
+            "force does nothing with state=verified (verify reports failed requirements as checks and never refuses); drop force, or use it with state=applied or rolled_back".into(),
+        ));
+    }
     if profiles.is_empty() && state != "rolled_back" {
         return Err(Error::Usage(format!(
             "profile is required for state={state} (a built-in profile name or a profile file on the host)"
@@ -271,6 +278,9 @@ fn result(
     } else {
         format!("{} change(s) made", plan.changes.len())
     };
+    // Ansible shows `warnings` on every run: a forced requirement is said
+    // when it matters, on a run that changes something, not on every run.
+    let warnings: &[String] = if changed { report.warnings } else { &[] };
     let mut v = json!({
         "changed": changed,
         "failed": false,
@@ -278,19 +288,29 @@ fn result(
         "reboot_required": report.reboot_required,
         "reboot_reasons": report.reboot_reasons,
         "pending_commands": report.pending_commands,
-        "warnings": report.warnings,
+        "warnings": warnings,
         "plan": report,
     });
     if a.diff {
         if let Some(obj) = v.as_object_mut() {
-            obj.insert("diff".into(), Value::Array(diffs(plan)));
+            obj.insert("diff".into(), Value::Array(diffs(host, plan)));
         }
     }
     v
 }
 
-/// Ansible's diff format: one `{before_header, after_header, before, after}` per file.
-fn diffs(plan: &Plan) -> Vec<Value> {
+/// Ansible's diff format: one `{before_header, after_header, before, after}`
+/// per file, and one `{prepared}` (shown as is) per command a change runs or
+/// leaves owed.
+fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
+    let command = |verb: &str, c: &crate::host::CommandSpec| {
+        let c = render::CommandOut::of(host, c);
+        json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
+    };
+    let owed = plan
+        .pending_commands
+        .iter()
+        .map(|c| command("command owed (no_exec: not run)", c));
     plan.changes
         .iter()
         .filter_map(|c| match &c.action {
@@ -311,8 +331,9 @@ fn diffs(plan: &Plan) -> Vec<Value> {
                 "before": before,
                 "after": "",
             })),
-            Action::Run { .. } => None,
+            Action::Run { command: c } => Some(command("command", c)),
         })
+        .chain(owed)
         .collect()
 }
 

@@ -55,7 +55,7 @@ fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
         .iter()
         .filter(|c| c["kind"] == "run")
         .map(|c| {
-            c["command"]
+            c["command"]["argv"]
                 .as_array()
                 .unwrap()
                 .last()
@@ -145,7 +145,7 @@ fn amd_gets_no_intel_argument_and_rhel_gets_grubby() {
         .filter(|c| c["kind"] == "run")
         .collect();
     assert_eq!(grubby.len(), 1, "{text}");
-    let argv: Vec<&str> = grubby[0]["command"]
+    let argv: Vec<&str> = grubby[0]["command"]["argv"]
         .as_array()
         .unwrap()
         .iter()

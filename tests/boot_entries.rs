@@ -116,7 +116,15 @@ fn pending(v: &serde_json::Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| c.as_str().unwrap().to_string())
+        .map(|c| {
+            c["argv"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
         .collect()
 }
 
@@ -252,7 +260,7 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
             c["path"]
                 .as_str()
                 .map(str::to_string)
-                .unwrap_or_else(|| c["command"][2].as_str().unwrap_or("").to_string())
+                .unwrap_or_else(|| c["command"]["argv"][2].as_str().unwrap_or("").to_string())
         })
         .collect();
     let entry = "/boot/loader/entries/3c1d9f0e2b7a4e5c8d6f1a2b3c4d5e6f-gdrprov-gds.conf";
@@ -488,7 +496,9 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
             .contains("-GRUB_DEFAULT=0\n+GRUB_DEFAULT=\"saved\""),
         "{v}"
     );
-    let last = changes.last().unwrap()["command"].as_array().unwrap();
+    let last = changes.last().unwrap()["command"]["argv"]
+        .as_array()
+        .unwrap();
     assert_eq!(last[last.len() - 2..], ["grub-set-default", "gdrprov-gds"]);
     assert_same(
         &snapshot(&root),

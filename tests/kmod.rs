@@ -242,7 +242,7 @@ fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
         .iter()
         .filter(|c| c["kind"] == "run")
         .map(|c| {
-            c["command"]
+            c["command"]["argv"]
                 .as_array()
                 .unwrap()
                 .iter()

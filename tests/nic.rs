@@ -244,7 +244,7 @@ fn acs_unit_on_bare_metal_names_exactly_the_blocking_bridges() {
         .find(|c| c["kind"] == "run" && c["module"] == "pcie")
         .unwrap_or_else(|| panic!("{v:#}"));
     // An image root: the command runs chrooted into it.
-    let argv: Vec<&str> = cmd["command"]
+    let argv: Vec<&str> = cmd["command"]["argv"]
         .as_array()
         .unwrap()
         .iter()
