@@ -307,9 +307,11 @@ fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
         let c = render::CommandOut::of(host, c);
         json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
     };
+    // Owed commands are news only on the run that leaves them owed.
     let owed = plan
         .pending_commands
         .iter()
+        .filter(|_| !plan.is_empty())
         .map(|c| command("command owed (no_exec: not run)", c));
     plan.changes
         .iter()
