@@ -9,12 +9,12 @@
 //! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
 
-use crate::cli::{self, ApplyArgs, Cli, Color, Command, RollbackArgs, TargetArgs, VerifyArgs};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::journal::{Kind, StateStore, Status};
+use crate::ops;
 use crate::plan::{Action, Plan};
-use crate::render::{self, Format};
+use crate::render;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -54,9 +54,9 @@ pub fn main(args_file: &Path) -> i32 {
         })
     );
     if is_failed {
-        cli::exit::ERROR
+        crate::exit::ERROR
     } else {
-        cli::exit::OK
+        crate::exit::OK
     }
 }
 
@@ -196,47 +196,27 @@ fn run(args_file: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(args_file)
         .map_err(|e| Error::io("read", args_file.display().to_string(), e))?;
     let a = parse(&text)?;
-    let cli = Cli {
-        root: a.root.clone(),
-        format: Format::Json,
-        color: Color::Never,
-        command: Command::History,
-    };
-    let target = TargetArgs {
-        no_exec: a.no_exec,
-        cpu_vendor: None,
-        no_reboot: a.no_reboot,
-        force: a.force,
+    // The same requests the command line builds (src/ops.rs).
+    let request = ops::ProfilesRequest {
+        profiles: a.profiles.clone(),
+        target: ops::Target {
+            root: a.root.clone(),
+            no_exec: a.no_exec,
+            cpu_vendor: None,
+            no_reboot: a.no_reboot,
+            force: a.force,
+        },
+        trial: a.trial,
     };
     let mut out = match a.state.as_str() {
-        "verified" => verified(&cli, &a)?,
-        "rolled_back" => rolled_back(&cli, &a)?,
+        "verified" => verified(&a)?,
+        "rolled_back" => rolled_back(&a)?,
         _ if a.check_mode => {
-            let desired = cli::load_profiles(&a.profiles)?;
-            let host = Host::open(&cli.root, a.no_exec)?;
-            let trial = a.trial.then_some(a.profiles.as_slice());
-            let plan = cli::make_plan(&host, &desired, &target, trial)?;
-            result(
-                &host,
-                desired.names,
-                &plan,
-                render::Done::Planned,
-                &a,
-                "plan",
-            )
+            let p = ops::plan(&request)?;
+            result(&p.host, p.names, &p.plan, render::Done::Planned, &a, "plan")
         }
         _ => {
-            let applied = cli::apply_profiles(
-                &cli,
-                &ApplyArgs {
-                    profiles: a.profiles.clone(),
-                    dry_run: false,
-                    yes: true,
-                    detailed_exitcode: false,
-                    trial: a.trial,
-                    target,
-                },
-            )?;
+            let applied = ops::apply(&request, &mut ops::yes)?;
             result(
                 &applied.host,
                 applied.names.clone(),
@@ -339,20 +319,13 @@ fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
         .collect()
 }
 
-fn verified(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
-    let report = cli::verify_host(
-        cli,
-        &VerifyArgs {
-            profiles: a.profiles.clone(),
-            no_loopback: a.no_loopback,
-            device: None,
-            duration: None,
-            min_gbps: None,
-            cpu_vendor: None,
-            marker_dir: None,
-            textfile: None,
-        },
-    )?;
+fn verified(a: &ModuleArgs) -> Result<Value> {
+    let report = ops::verify(&ops::VerifyRequest {
+        root: a.root.clone(),
+        profiles: a.profiles.clone(),
+        no_loopback: a.no_loopback,
+        ..ops::VerifyRequest::default()
+    })?;
     let failing: Vec<String> = report
         .checks
         .iter()
@@ -374,8 +347,8 @@ fn verified(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
     }))
 }
 
-fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
-    let host = Host::open(&cli.root, a.no_exec)?;
+fn rolled_back(a: &ModuleArgs) -> Result<Value> {
+    let host = Host::open(&a.root, a.no_exec)?;
     let store = StateStore::new(&host);
     let in_effect = store.generation_numbers().into_iter().any(|n| {
         store.load_generation(n).is_ok_and(|g| {
@@ -401,22 +374,27 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
         }
         return Ok(v);
     }
-    let Some((host, profiles, plan, outcome)) = cli::rollback_generations(
-        cli,
-        &RollbackArgs {
-            generation: None,
-            yes: true,
-            no_exec: a.no_exec,
-            force: a.force,
-        },
-    )?
-    else {
-        return Ok(json!({
-            "changed": true,
-            "failed": false,
-            "msg": "an interrupted gdrprov run was put back; no apply was in effect",
-            "reboot_required": false,
-        }));
+    let request = ops::RollbackRequest {
+        root: a.root.clone(),
+        generation: None,
+        no_exec: a.no_exec,
+        force: a.force,
+    };
+    let (host, profiles, plan, outcome) = match ops::rollback(&request, &mut ops::yes)? {
+        ops::RolledBack::Done {
+            host,
+            profiles,
+            plan,
+            outcome,
+        } => (host, profiles, plan, outcome),
+        ops::RolledBack::Nothing { .. } | ops::RolledBack::Recovered { .. } => {
+            return Ok(json!({
+                "changed": true,
+                "failed": false,
+                "msg": "an interrupted gdrprov run was put back; no apply was in effect",
+                "reboot_required": false,
+            }));
+        }
     };
     let mut v = result(
         &host,

@@ -135,10 +135,73 @@ pub enum Format {
     Prometheus,
 }
 
+/// `--color`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
 /// ANSI colour for diffs, only when asked or on a terminal.
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     pub color: bool,
+}
+
+/// The one output sink of the commands: the options that shape output
+/// (root, format, colour), and every way a command prints.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub root: std::path::PathBuf,
+    pub format: Format,
+    pub color: Color,
+}
+
+impl Output {
+    pub fn style(&self) -> Style {
+        use std::io::IsTerminal;
+        Style {
+            color: match self.color {
+                Color::Always => true,
+                Color::Never => false,
+                Color::Auto => {
+                    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+                }
+            },
+        }
+    }
+
+    pub fn json(&self) -> bool {
+        self.format == Format::Json
+    }
+
+    /// A plan/apply/rollback report, as text or JSON.
+    pub fn report(&self, r: &Report) {
+        match self.format {
+            Format::Json => println!("{}", json(r)),
+            Format::Text | Format::Prometheus => print!("{}", text(r, self.style())),
+        }
+    }
+
+    /// A JSON document in the envelope (`--format json`).
+    pub fn document(&self, command: &str, body: impl Serialize) {
+        print_json(command, &self.root, body);
+    }
+
+    /// Text for people, its suggested commands keeping the user's options.
+    pub fn text(&self, text: &str) {
+        print!("{}", keep_options(text, &self.root, self.format));
+    }
+
+    /// An error: one line on stderr and, under JSON, the error object on stdout.
+    pub fn error(&self, command: &str, e: &crate::error::Error) {
+        let message = keep_options(&e.to_string(), &self.root, self.format);
+        eprintln!("gdrprov: error: {message}");
+        if self.json() {
+            println!("{}", error_json(command, &self.root, e.kind(), &message));
+        }
+    }
 }
 
 impl Style {

@@ -17,9 +17,6 @@ use crate::versions;
 use serde::Serialize;
 use std::path::Path;
 
-/// `doctor` exits with this when a finding of severity error stands in the way.
-pub const EXIT_BLOCKED: i32 = 3;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sev {
@@ -543,14 +540,10 @@ pub fn run(
         ),
         None => None,
     };
-    let loaded = profiles
-        .iter()
-        .map(|s| crate::profile::load(s))
-        .collect::<Result<Vec<_>>>()?;
-    let composed = if loaded.is_empty() {
+    let composed = if profiles.is_empty() {
         None
     } else {
-        Some(crate::profile::compose(&loaded)?)
+        Some(crate::ops::load_profiles(profiles)?)
     };
     let host = Host::open(root, false)?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
@@ -612,7 +605,11 @@ pub fn run(
             crate::render::keep_options(&text(&facts, &report), root, format)
         ),
     }
-    Ok(if blocked { EXIT_BLOCKED } else { 0 })
+    Ok(if blocked {
+        crate::exit::NOT_READY
+    } else {
+        crate::exit::OK
+    })
 }
 
 pub fn text(facts: &Facts, r: &Report) -> String {
