@@ -295,25 +295,25 @@ fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
         .map(|c| command("command owed (no_exec: not run)", c));
     plan.changes
         .iter()
-        .filter_map(|c| match &c.action {
+        .map(|c| match &c.action {
             Action::WriteFile {
                 path,
                 before,
                 after,
                 ..
-            } => Some(json!({
+            } => json!({
                 "before_header": if before.is_some() { path.clone() } else { "/dev/null".into() },
                 "after_header": path,
                 "before": before.clone().unwrap_or_default(),
                 "after": after,
-            })),
-            Action::RemoveFile { path, before } => Some(json!({
+            }),
+            Action::RemoveFile { path, before } => json!({
                 "before_header": path,
                 "after_header": "/dev/null",
                 "before": before,
                 "after": "",
-            })),
-            Action::Run { command: c } => Some(command("command", c)),
+            }),
+            Action::Run { command: c } => command("command", c),
         })
         .chain(owed)
         .collect()

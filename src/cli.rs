@@ -32,44 +32,34 @@ pub struct Cli {
 impl Command {
     /// The command's name as JSON output shows it (`boot list`, `profile show`).
     pub fn name(&self) -> String {
-        let sub = |outer: &str, inner: &dyn std::fmt::Debug| {
-            let d = format!("{inner:?}");
-            let word: String = d
-                .chars()
-                .take_while(|c| c.is_alphanumeric())
-                .collect::<String>();
-            format!("{outer} {}", kebab(&word))
+        use crate::bench::BenchCommand;
+        let name = match self {
+            Command::Plan(_) => "plan",
+            Command::Apply(a) if a.dry_run => "plan",
+            Command::Apply(_) => "apply",
+            Command::Rollback(_) => "rollback",
+            Command::Verify(_) => "verify",
+            Command::History => "history",
+            Command::Profile(ProfileCommand::List) => "profile list",
+            Command::Profile(ProfileCommand::Show { .. }) => "profile show",
+            Command::Profile(ProfileCommand::Validate { .. }) => "profile validate",
+            Command::Profile(ProfileCommand::Schema) => "profile schema",
+            Command::Bench(b) => match b.command {
+                BenchCommand::Loopback(_) => "bench loopback",
+                BenchCommand::Probe(_) => "bench probe",
+            },
+            Command::Inventory(_) => "inventory",
+            Command::Doctor(_) => "doctor",
+            Command::Boot(BootCommand::List) => "boot list",
+            Command::Boot(BootCommand::SetDefault(_)) => "boot set-default",
+            Command::Boot(BootCommand::Once(_)) => "boot once",
+            Command::Commit(_) => "commit",
+            Command::AnsibleModule { .. } => "ansible-module",
+            Command::Completions { .. } => "completions",
+            Command::Man => "man",
         };
-        match self {
-            Command::Plan(_) => "plan".into(),
-            Command::Apply(a) if a.dry_run => "plan".into(),
-            Command::Apply(_) => "apply".into(),
-            Command::Rollback(_) => "rollback".into(),
-            Command::Verify(_) => "verify".into(),
-            Command::History => "history".into(),
-            Command::Profile(p) => sub("profile", p),
-            Command::Bench(b) => sub("bench", &b.command),
-            Command::Inventory(_) => "inventory".into(),
-            Command::Doctor(_) => "doctor".into(),
-            Command::Boot(b) => sub("boot", b),
-            Command::Commit(_) => "commit".into(),
-            Command::AnsibleModule { .. } => "ansible-module".into(),
-            Command::Completions { .. } => "completions".into(),
-            Command::Man => "man".into(),
-        }
+        name.to_string()
     }
-}
-
-/// `SetDefault` → `set-default`.
-fn kebab(word: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in word.chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            out.push('-');
-        }
-        out.extend(c.to_lowercase());
-    }
-    out
 }
 
 #[derive(Debug, Subcommand)]

@@ -298,6 +298,7 @@ fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
 }
 
 /// What a rollback came to.
+#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
 pub enum RolledBack {
     /// No apply in effect and no interrupted run: nothing was written.
     Nothing { host: Host },
