@@ -319,8 +319,13 @@ fn run_or_show(out: &Output, host: &Host, spec: &CommandSpec) -> Result<()> {
             ),
         });
     }
+    // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
+    let durable = host.make_boot_durable(&[])?;
     match out.format {
-        Format::Json => out.document("boot once", serde_json::json!({"run": shown, "ran": true})),
+        Format::Json => out.document(
+            "boot once",
+            serde_json::json!({"run": shown, "ran": true, "durable": durable}),
+        ),
         Format::Text | Format::Prometheus => println!("Ran: {line}\n{}.", spec.why),
     }
     Ok(())

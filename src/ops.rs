@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
 use crate::journal::{Kind, StateStore};
-use crate::plan::{self, Context, Plan};
+use crate::plan::Plan;
 use crate::profile::{self, Composed};
 use crate::render;
 use std::path::PathBuf;
@@ -152,25 +152,20 @@ pub fn make_plan(
     trial: Option<&[String]>,
 ) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
-    plan_with_facts(host, desired, target, trial, &facts)
+    plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
 }
 
-/// `make_plan` for a caller that already gathered the facts (verify).
+/// `make_plan` for a caller that already gathered the facts (verify); gives
+/// what planning read too.
 fn plan_with_facts(
     host: &Host,
     desired: &Composed,
     target: &Target,
     trial: Option<&[String]>,
     facts: &Facts,
-) -> Result<Plan> {
-    let store = StateStore::new(host);
-    let state = store.load_state()?;
-    let ctx = Context {
-        host,
-        facts,
-        desired,
-        state: &state,
-        state_store: &store,
+) -> Result<(Plan, crate::facts::planning::PlanFacts)> {
+    let state = StateStore::new(host).load_state()?;
+    let opts = crate::prepare::Options {
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(trial_specs),
     };
@@ -178,9 +173,9 @@ fn plan_with_facts(
     // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
     let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
-    let mut plan = plan::build(&ctx)?;
+    let (mut plan, seen) = crate::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
-    Ok(plan)
+    Ok((plan, seen))
 }
 
 pub fn require_root(host: &Host, action: &str) -> Result<()> {
@@ -414,7 +409,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
     let facts = Facts::gather(&host, req.cpu_vendor);
-    let plan = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
+    let (plan, seen) = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: req.no_loopback,
@@ -422,5 +417,5 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         seconds: req.duration,
         min_gbps: req.min_gbps,
     };
-    crate::verify::run(&host, &desired, &plan, &reqs, &choice)
+    crate::verify::run(&host, &facts, &seen, &desired, &plan, &reqs, &choice)
 }

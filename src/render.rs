@@ -125,6 +125,10 @@ pub struct OutcomeOut {
     pub pending_commands: Vec<CommandOut>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
+    /// The filesystems holding boot-loader files this run wrote, and how
+    /// each was made durable where the boot loader reads it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durable: Vec<crate::host::Durable>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -276,6 +280,7 @@ pub fn report<'a>(
             commands_run: Vec::new(),
             pending_commands: cmds(&plan.pending_commands),
             recovered: Vec::new(),
+            durable: Vec::new(),
         }),
         Done::Ran(o) => Some(OutcomeOut {
             generation: Some(o.generation),
@@ -283,6 +288,7 @@ pub fn report<'a>(
             commands_run: cmds(&o.commands_run),
             pending_commands: cmds(&o.pending_commands),
             recovered: o.recovered.clone(),
+            durable: o.durable.clone(),
         }),
     };
     Report {
@@ -479,6 +485,14 @@ pub fn text(r: &Report, style: Style) -> String {
                         "\nDone: nothing written, no generation recorded{pending}{reboot}."
                     );
                 }
+            }
+            if !o.durable.is_empty() {
+                let shown: Vec<String> = o.durable.iter().map(|d| d.to_string()).collect();
+                let _ = writeln!(
+                    out,
+                    "Boot files on disk for the boot loader: {}.",
+                    shown.join(", ")
+                );
             }
         }
     }
