@@ -2,20 +2,14 @@
 //! Prometheus metrics for node-exporter's textfile collector, shell
 //! completions and the manual page.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Shell};
 use crate::error::{Error, Result};
+use crate::host::{Host, WriteOptions};
 use crate::verify::{Report, Status};
 use clap::CommandFactory;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    Bash,
-    Zsh,
-    Fish,
-}
 
 pub fn completions(shell: Shell) -> Result<i32> {
     let mut cmd = Cli::command();
@@ -31,7 +25,7 @@ pub fn completions(shell: Shell) -> Result<i32> {
             clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, "gdrprov", &mut out)
         }
     }
-    Ok(crate::cli::exit::OK)
+    Ok(crate::exit::OK)
 }
 
 pub fn man() -> Result<i32> {
@@ -42,7 +36,7 @@ pub fn man() -> Result<i32> {
     std::io::stdout()
         .write_all(&buf)
         .map_err(|e| Error::io("write", "standard output", e))?;
-    Ok(crate::cli::exit::OK)
+    Ok(crate::exit::OK)
 }
 
 /// One line per check for the marker file: what passed, what failed and why.
@@ -84,30 +78,20 @@ pub fn write_marker(dir: &Path, ready: bool, text: &str) -> Result<()> {
     }
 }
 
-/// Writes a file atomically (temp file in the same directory, fsync,
-/// rename): the textfile collector never reads half a file.
+/// Writes a file atomically through the host layer (temp file in the same
+/// directory, fsync, rename): the textfile collector never reads half a file,
+/// and ignores the temp file (`.NAME.gdrprov-PID.tmp`, not `*.prom`).
 pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
     let shown = path.display().to_string();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    let absolute = std::path::absolute(path).map_err(|e| Error::io("write", &shown, e))?;
+    let Some(absolute) = absolute.to_str() else {
+        return Err(Error::Usage(format!("{shown} is not a UTF-8 path")));
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::Usage(format!("{shown} is not a file name")))?;
-    // node-exporter ignores files not ending in .prom, so the temp file is invisible to it.
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("write", shown, e)
-    })
+    Host::open(Path::new("/"), true)?.write_atomic(
+        absolute,
+        text.as_bytes(),
+        WriteOptions::default(),
+    )
 }
 
 /// A label value in the exposition format: `\`, `"` and newlines escaped.
