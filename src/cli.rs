@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
 use crate::journal::{Kind, StateStore};
-use crate::plan::{self, Context, Plan};
+use crate::plan::Plan;
 use crate::profile::{self, Composed};
 use crate::render::{self, Format, Style};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -323,25 +323,20 @@ pub(crate) fn make_plan(
     trial: Option<&[String]>,
 ) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
-    plan_with_facts(host, desired, target, trial, &facts)
+    plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
 }
 
-/// `make_plan` for a caller that already gathered the facts (verify).
+/// `make_plan` for a caller that already gathered the facts (verify); gives
+/// what planning read too.
 fn plan_with_facts(
     host: &Host,
     desired: &Composed,
     target: &TargetArgs,
     trial: Option<&[String]>,
     facts: &Facts,
-) -> Result<Plan> {
-    let store = StateStore::new(host);
-    let state = store.load_state()?;
-    let ctx = Context {
-        host,
-        facts,
-        desired,
-        state: &state,
-        state_store: &store,
+) -> Result<(Plan, crate::facts::planning::PlanFacts)> {
+    let state = StateStore::new(host).load_state()?;
+    let opts = crate::prepare::Options {
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(crate::bootcmd::trial_specs),
     };
@@ -349,9 +344,9 @@ fn plan_with_facts(
     // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
     let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
-    let mut plan = plan::build(&ctx)?;
+    let (mut plan, seen) = crate::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
-    Ok(plan)
+    Ok((plan, seen))
 }
 
 pub(crate) fn print_report(cli: &Cli, r: &render::Report) {
@@ -647,7 +642,7 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
     let facts = Facts::gather(&host, a.cpu_vendor);
-    let plan = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
+    let (plan, seen) = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: a.no_loopback,
@@ -655,7 +650,7 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         seconds: a.duration,
         min_gbps: a.min_gbps,
     };
-    crate::verify::run(&host, &desired, &plan, &reqs, &choice)
+    crate::verify::run(&host, &facts, &seen, &desired, &plan, &reqs, &choice)
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {

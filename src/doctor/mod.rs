@@ -356,11 +356,9 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
                     .loaded
                     .iter()
                     .filter(|x| {
-                        [
-                            "mlx4", "erdma", "irdma", "bnxt_re", "efa", "rdma_rxe", "siw",
-                        ]
-                        .iter()
-                        .any(|p| x.starts_with(p))
+                        crate::facts::rdma::RDMA_DRIVERS
+                            .iter()
+                            .any(|(_, rdma)| x == rdma)
                     })
                     .collect();
                 out.push(Finding::new(

@@ -11,7 +11,7 @@ mod runner;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
-pub use path::{check_profile_path, InRoot};
+pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec};
 
