@@ -4,10 +4,10 @@
 
 use crate::cli::Cli;
 use crate::error::{Error, Result};
+use crate::host::{Host, WriteOptions};
 use crate::verify::{Report, Status};
 use clap::CommandFactory;
 use std::fmt::Write as _;
-use crate::host::{Host, WriteOptions};
 use std::io::Write as _;
 use std::path::Path;
 
@@ -94,7 +94,11 @@ pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
     let Some(absolute) = absolute.to_str() else {
         return Err(Error::Usage(format!("{shown} is not a UTF-8 path")));
     };
-    Host::open(Path::new("/"), true)?.write_atomic(absolute, text.as_bytes(), WriteOptions::default())
+    Host::open(Path::new("/"), true)?.write_atomic(
+        absolute,
+        text.as_bytes(),
+        WriteOptions::default(),
+    )
 }
 
 /// A label value in the exposition format: `\`, `"` and newlines escaped.
