@@ -1,8 +1,8 @@
 #!/bin/sh
 # Side by side, in one run, on the same example root: `gdrprov plan` and the
 # equivalent Ansible `--check --diff` run (bench/plan-vs-ansible/playbook.yml:
-# the same files, the same commands). Prints both times (mean and median)
-# and the ratios.
+# the same files, the same commands). Prints both times (mean and median wall
+# time, CPU time) and the ratios.
 #
 #   bench/plan-vs-ansible.sh [GDRPROV]
 #
@@ -47,7 +47,7 @@ before=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 if command -v hyperfine >/dev/null; then
   hyperfine -N --warmup 3 --min-runs "$runs" --export-json "$work/h.json" \
     -n "gdrprov plan" "$plan_cmd" -n "ansible-playbook --check --diff" "$ansible_cmd" >&2
-  times=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join("%s %s" % (x["mean"], x["median"]) for x in r))' "$work/h.json")
+  times=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join("%s %s %s" % (x["mean"], x["median"], x["user"] + x["system"]) for x in r))' "$work/h.json")
 else
   loop() { # N CMD...: mean seconds per run
     n=$1; shift
@@ -56,15 +56,17 @@ else
     echo "$t0 $(date +%s%N) $n" | awk '{ print ($2 - $1) / 1e9 / $3 }'
   }
   p=$(loop 200 $plan_cmd); a=$(loop "$runs" $ansible_cmd)
-  times="$p $p $a $a" # a loop gives means only
+  times="$p $p 0 $a $a 0" # a loop gives wall-clock means only
 fi
 
 after=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 [ "$before" = "$after" ] || { echo "plan-vs-ansible.sh: the root changed" >&2; exit 1; }
 
+# CPU time (user + system, children included) depends little on what else
+# the machine runs; wall time does.
 echo "$times" | awk '{
-  printf "%-32s %10s %10s\n", "", "mean", "median"
-  printf "%-32s %7.2f ms %7.2f ms\n", "gdrprov plan", $1 * 1000, $2 * 1000
-  printf "%-32s %7.0f ms %7.0f ms\n", "ansible-playbook --check --diff", $3 * 1000, $4 * 1000
-  printf "%-32s %9.0fx %9.0fx\n", "ratio", $3 / $1, $4 / $2
+  printf "%-32s %10s %10s %10s\n", "", "mean", "median", "CPU"
+  printf "%-32s %7.2f ms %7.2f ms %7.2f ms\n", "gdrprov plan", $1 * 1000, $2 * 1000, $3 * 1000
+  printf "%-32s %7.0f ms %7.0f ms %7.0f ms\n", "ansible-playbook --check --diff", $4 * 1000, $5 * 1000, $6 * 1000
+  printf "%-32s %9.0fx %9.0fx %9s\n", "ratio", $4 / $1, $5 / $2, ($3 > 0 ? sprintf("%.0fx", $6 / $3) : "-")
 }'
