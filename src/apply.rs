@@ -5,19 +5,24 @@
 //! by the next run (`recover`), so a host is never left half-configured.
 
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
+use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
 use crate::journal::{self, Generation, Kind, State, StateStore, Status, Step};
 use crate::plan::{Action, Change, Plan};
+pub use crate::rollback::plan_rollback;
 
 /// What an apply or rollback did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Outcome {
     pub generation: u64,
     pub changed: usize,
-    pub commands_run: Vec<String>,
+    pub commands_run: Vec<CommandSpec>,
     pub pending_commands: Vec<CommandSpec>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
+    /// The filesystems holding boot-loader files this run wrote, and how
+    /// each was made durable where the boot loader reads it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durable: Vec<Durable>,
 }
 
 /// Test-only fault injection (documented in the README): abort the process
@@ -39,6 +44,8 @@ pub fn execute(
         undoes,
         rolled_back_by: None,
         started: journal::now(),
+        finished: None,
+        user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         status: Status::InProgress,
         steps: Vec::new(),
@@ -71,6 +78,7 @@ pub fn execute(
 
     let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
     let mut commands_run = Vec::new();
+    let mut durable = Vec::new();
     // Every failure from here on, of a step or of the journal write after
     // it (a full disk), puts every file back.
     let mut state_saved = false;
@@ -84,9 +92,15 @@ pub fn execute(
                 std::process::abort();
             }
         }
+        // Before the journal says "complete" and before success is reported:
+        // what the boot loader reads must be on disk where it reads it.
+        if let Some(paths) = boot_touched(&generation.steps) {
+            durable = host.make_boot_durable(&paths)?;
+        }
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
+        generation.finished = Some(journal::now());
         store.save_generation(&generation)
     })();
     if let Err(e) = ran {
@@ -112,6 +126,7 @@ pub fn execute(
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
             g.rolled_back_by = Some(n);
             store.save_generation(&g)?;
         }
@@ -122,7 +137,24 @@ pub fn execute(
         commands_run,
         pending_commands: plan.pending_commands.clone(),
         recovered: Vec::new(),
+        durable,
     })
+}
+
+/// The boot-loader files a generation's steps write or remove, when any
+/// step writes one or runs a tool that does (update-grub, grub-reboot, ...);
+/// `None` when nothing a boot loader reads was touched.
+fn boot_touched(steps: &[Step]) -> Option<Vec<&str>> {
+    let paths: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s.path.as_deref())
+        .filter(|p| host::is_boot_path(p))
+        .collect();
+    let ran_tool = steps
+        .iter()
+        .filter_map(|s| s.command.as_ref())
+        .any(|c| host::is_boot_command(&c.argv));
+    (ran_tool || !paths.is_empty()).then_some(paths)
 }
 
 /// Disk space set aside before the first write: enough to write back every
@@ -173,6 +205,7 @@ fn prepare_step(
         before_meta: None,
         after: None,
         command: None,
+        created_dirs: Vec::new(),
         done: false,
         pending: false,
     };
@@ -202,12 +235,40 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
 }
 
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
+fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
     match &change.action {
         Action::WriteFile {
             path,
@@ -244,7 +305,7 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
                     ),
                 });
             }
-            Ok(Some(command.shell_line()))
+            Ok(Some(command.clone()))
         }
     }
 }
@@ -271,6 +332,7 @@ struct Reverted {
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
     let started = g
@@ -300,7 +362,13 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
             Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
         }
     }
+    // The restored boot files must be what the next boot reads, too. Best
+    // effort: the revert itself has succeeded, and this only syncs.
+    if let Some(paths) = boot_touched(&g.steps) {
+        let _ = host.make_boot_durable(&paths);
+    }
     g.status = Status::Reverted;
+    g.finished = Some(journal::now());
     store.save_generation(g)?;
     Ok(out)
 }
@@ -345,25 +413,6 @@ fn restore_files(
         }
     }
     Ok(())
-}
-
-/// Restoring these files only changes the host at the next boot: the kernel
-/// command line, boot entries, module blocks and loads, link settings.
-fn boot_time_effect(path: &str) -> Option<String> {
-    const BOOT_TIME: &[(&str, &str)] = &[
-        ("/etc/default/grub", "the kernel command line"),
-        ("/etc/grub.d/", "the boot entries"),
-        ("/boot/loader/entries/", "the boot entries"),
-        ("/etc/modprobe.d/", "kernel module settings"),
-        ("/etc/modules-load.d/", "modules loaded at boot"),
-        ("/etc/systemd/network/", "network link settings"),
-    ];
-    BOOT_TIME
-        .iter()
-        .find(|(prefix, _)| path.starts_with(prefix))
-        .map(|(_, what)| {
-            format!("{what} restored by the rollback take effect at the next boot ({path})")
-        })
 }
 
 /// Whether a run was killed half-way and needs `recover`.
@@ -421,137 +470,4 @@ pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
         }
     }
     Ok(notes)
-}
-
-/// The plan that undoes generations `target..=latest` (those still in
-/// effect), newest first: each file back to its `before` copy.
-pub fn plan_rollback(
-    host: &Host,
-    store: &StateStore,
-    target: Option<u64>,
-    force: bool,
-) -> Result<(Plan, Vec<u64>)> {
-    let applied: Vec<Generation> = store
-        .generation_numbers()
-        .into_iter()
-        .map(|n| store.load_generation(n))
-        .collect::<Result<Vec<_>>>()?
-        .into_iter()
-        .filter(|g| {
-            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
-        })
-        .collect();
-    let Some(last) = applied.last() else {
-        return Err(Error::Refused(format!(
-            "nothing to roll back: no apply of gdrprov is in effect on {}",
-            host.display("/")
-        )));
-    };
-    let target = target.unwrap_or(last.generation);
-    if !applied.iter().any(|g| g.generation == target) {
-        let live: Vec<String> = applied.iter().map(|g| g.generation.to_string()).collect();
-        return Err(Error::Refused(format!(
-            "generation {target} is not an apply still in effect; those are: {} (see `gdrprov history`)",
-            live.join(", ")
-        )));
-    }
-    let undo: Vec<&Generation> = applied
-        .iter()
-        .rev()
-        .filter(|g| g.generation >= target)
-        .collect();
-    let mut changes = Vec::new();
-    let mut drifted = Vec::new();
-    let mut commands: Vec<CommandSpec> = Vec::new();
-    for g in &undo {
-        for step in g.steps.iter().rev() {
-            if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
-                if !commands.contains(cmd) {
-                    commands.push(cmd.clone());
-                }
-            }
-            let Some(path) = &step.path else { continue };
-            let current = host.read_text(path)?;
-            let wrote = match &step.after {
-                Some(rel) => Some(store.read_backup(rel)?),
-                None => None,
-            };
-            if current != wrote
-                && !changes
-                    .iter()
-                    .any(|c: &Change| c.path() == Some(path.as_str()))
-            {
-                drifted.push(host.display(path));
-            }
-            let original = match &step.before {
-                Some(rel) => Some(store.read_backup(rel)?),
-                None => None,
-            };
-            // Only the oldest undo of a path decides its final content.
-            changes.retain(|c: &Change| c.path() != Some(path.as_str()));
-            let description = format!(
-                "Restore {path} as it was before generation {}",
-                g.generation
-            );
-            changes.push(match original {
-                Some(after) => Change {
-                    module: "rollback".into(),
-                    description,
-                    action: Action::WriteFile {
-                        path: path.clone(),
-                        before: current,
-                        after,
-                        new_mode: 0o644,
-                        meta: step.before_meta,
-                    },
-                    reboot: boot_time_effect(path),
-                },
-                None => Change {
-                    module: "rollback".into(),
-                    description: format!("Remove {path} (created by generation {})", g.generation),
-                    action: Action::RemoveFile {
-                        path: path.clone(),
-                        before: current.unwrap_or_default(),
-                    },
-                    reboot: boot_time_effect(path),
-                },
-            });
-        }
-    }
-    if !drifted.is_empty() && !force {
-        return Err(Error::Refused(format!(
-            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
-            drifted.join(", ")
-        )));
-    }
-    // A file already as it was needs no step (e.g. removed by hand).
-    changes.retain(|c| match &c.action {
-        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
-        Action::RemoveFile { path, .. } => host.exists(path),
-        Action::Run { .. } => true,
-    });
-    let oldest = undo
-        .last()
-        .map(|g| g.state_before.clone())
-        .unwrap_or_default();
-    let mut plan = Plan {
-        changes,
-        ..Plan::default()
-    };
-    let mut state_after = oldest;
-    if host.no_exec() {
-        plan.pending_commands = commands.clone();
-        state_after.pending_commands = commands;
-    } else {
-        for command in commands {
-            plan.changes.push(Change {
-                module: "run".into(),
-                description: command.why.clone(),
-                action: Action::Run { command },
-                reboot: None,
-            });
-        }
-    }
-    plan.state_after = state_after;
-    Ok((plan, undo.iter().map(|g| g.generation).collect()))
 }

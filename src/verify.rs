@@ -5,9 +5,9 @@
 
 use crate::bench::{self, LoopbackOptions, LoopbackReport, RunLength};
 use crate::error::Result;
+use crate::facts::boot::BootFacts;
 use crate::host::Host;
-use crate::journal::StateStore;
-use crate::modules::kmod;
+use crate::journal::{StateStore, Trial};
 use crate::plan::Plan;
 use crate::profile::Composed;
 use crate::requirements::{ReqResult, Status as ReqStatus};
@@ -53,6 +53,8 @@ pub struct LoopbackChoice {
 /// host with nothing allowed to run (`--no-exec`).
 pub fn run(
     host: &Host,
+    facts: &crate::facts::Facts,
+    seen: &crate::facts::planning::PlanFacts,
     desired: &Composed,
     plan: &Plan,
     reqs: &[ReqResult],
@@ -110,17 +112,17 @@ pub fn run(
     });
 
     // Read back from the root: sysfs and config space on the running system,
-    // or what an observed root (snapshot, fixture) shows.
-    let facts = crate::facts::Facts::gather(host, None);
+    // or what an observed root (snapshot, fixture) shows, gathered once
+    // (with --cpu-vendor) for the plan and these checks.
     for (name, result, none) in [
         (
             "mtu",
-            crate::modules::network::check(host, &facts, desired),
+            crate::modules::network::check(seen, facts, desired),
             "the profile sets no MTU",
         ),
         (
             "acs",
-            crate::modules::pcie::check(host, &facts, desired),
+            crate::modules::pcie::check(seen, facts, desired),
             "the profile leaves ACS alone",
         ),
     ] {
@@ -132,6 +134,18 @@ pub fn run(
             None => skip(name, none.into()),
             Some(Ok(detail)) => pass(name, &detail),
             Some(Err(why)) => fail(name, why),
+        });
+    }
+
+    // A pending trial boot, judged by what the root shows runs (a snapshot
+    // or fixture with /proc/cmdline too).
+    if let Some(t) = &state.trial {
+        checks.push(match facts.proc_cmdline {
+            Some(_) => trial_check(t, &facts.boot),
+            None => skip(
+                "trial",
+                format!("{} shows no running command line", host.root().display()),
+            ),
         });
     }
 
@@ -161,12 +175,12 @@ pub fn run(
     let wrongly_loaded: Vec<&String> = m
         .absent
         .iter()
-        .filter(|x| kmod::is_loaded(host, x))
+        .filter(|x| facts.modules.is_loaded(x))
         .collect();
     let missing: Vec<&String> = m
         .present
         .iter()
-        .filter(|x| !kmod::is_loaded(host, x))
+        .filter(|x| !facts.modules.is_loaded(x))
         .collect();
     checks.push(if m.absent.is_empty() && m.present.is_empty() {
         skip("modules", "the profile names no modules".into())
@@ -231,6 +245,34 @@ pub fn run(
         }
     }
     Ok(finish(host, desired, checks, report))
+}
+
+/// A pending trial boot (`apply --trial`): is it what runs, still to come,
+/// or did its one boot not happen (GRUB used the one-shot `next_entry` and the
+/// default entry runs: the trial kernel failed, or another entry was chosen)?
+fn trial_check(t: &Trial, boot: &BootFacts) -> Check {
+    if boot.trial_running {
+        pass(
+            "trial",
+            &format!(
+                "the running kernel was started from the trial entry {}; `gdrprov commit` makes its arguments the default",
+                t.entry
+            ),
+        )
+    } else if boot.next_entry.as_deref() == Some(t.entry.as_str()) {
+        skip(
+            "trial",
+            format!("the trial entry {} boots at the next boot (once)", t.entry),
+        )
+    } else {
+        fail(
+            "trial",
+            format!(
+                "the trial entry {} did not boot: GRUB used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and `gdrprov apply --trial` again, or `gdrprov boot once {}` and reboot to try it again",
+                t.entry, t.entry
+            ),
+        )
+    }
 }
 
 fn finish(

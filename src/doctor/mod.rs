@@ -17,9 +17,6 @@ use crate::versions;
 use serde::Serialize;
 use std::path::Path;
 
-/// `doctor` exits with this when a finding of severity error stands in the way.
-pub const EXIT_BLOCKED: i32 = 3;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sev {
@@ -330,7 +327,11 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
     // IOMMU.
     if let Some(want) = intent.iommu {
         let have = facts.iommu.state;
-        let ev = format!("IOMMU {:?}: {}", have, facts.iommu.evidence);
+        let ev = format!(
+            "IOMMU {}: {}",
+            crate::inventory::iommu_words(have),
+            facts.iommu.evidence
+        );
         match (want, have) {
             (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", "`gdrprov apply gds-iommu-off` and reboot (or a separate boot entry for GDS)")),
             (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot")),
@@ -537,14 +538,10 @@ pub fn run(
         ),
         None => None,
     };
-    let loaded = profiles
-        .iter()
-        .map(|s| crate::profile::load(s))
-        .collect::<Result<Vec<_>>>()?;
-    let composed = if loaded.is_empty() {
+    let composed = if profiles.is_empty() {
         None
     } else {
-        Some(crate::profile::compose(&loaded)?)
+        Some(crate::ops::load_profiles(profiles)?)
     };
     let host = Host::open(root, false)?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
@@ -583,6 +580,11 @@ pub fn run(
         .min_by_key(|f| f.warnings)
         .map(|f| f.profile.clone());
     let blocked = findings.iter().any(|f| f.severity == Sev::Error);
+    // Suggested commands keep the user's --root (and --format).
+    for f in &mut findings {
+        f.fix = crate::render::keep_options(&f.fix, root, format);
+        f.cause = crate::render::keep_options(&f.cause, root, format);
+    }
     let report = Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
         command: "doctor",
@@ -595,13 +597,17 @@ pub fn run(
         blocked,
     };
     match format {
-        Format::Json => println!(
+        Format::Json => crate::render::print_json("doctor", root, &report),
+        Format::Text | Format::Prometheus => print!(
             "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
+            crate::render::keep_options(&text(&facts, &report), root, format)
         ),
-        Format::Text | Format::Prometheus => print!("{}", text(&facts, &report)),
     }
-    Ok(if blocked { EXIT_BLOCKED } else { 0 })
+    Ok(if blocked {
+        crate::exit::NOT_READY
+    } else {
+        crate::exit::OK
+    })
 }
 
 pub fn text(facts: &Facts, r: &Report) -> String {

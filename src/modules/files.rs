@@ -3,24 +3,16 @@
 //! A file no profile wants any more is removed if gdrprov created it, or put
 //! back as it was before gdrprov first wrote it.
 
+use crate::change::{Action, Change};
 use crate::error::{Error, Result};
-use crate::plan::{Action, Change, Context};
+use crate::modules::Context;
 use crate::profile::builtin;
 use crate::profile::load::parse_mode;
 use handlebars::Handlebars;
 
 pub const MODULE: &str = "files";
 
-/// A whole file with the content it must have.
-#[derive(Debug, Clone)]
-pub struct ManagedFile {
-    pub path: String,
-    pub content: String,
-    pub mode: u32,
-    /// Which module wants it, for the change description.
-    pub module: &'static str,
-    pub reboot: Option<String>,
-}
+pub use crate::change::ManagedFile;
 
 /// Every whole file the desired state asks for: the profile's, then the
 /// generated ones. Two wanting one path with different content is an error.
@@ -57,7 +49,7 @@ pub fn desired(ctx: &Context, generated: Vec<ManagedFile>) -> Result<Vec<Managed
 pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     for f in wanted {
-        let before = ctx.host.read_text(&f.path)?;
+        let before = ctx.seen.file(&f.path)?.map(String::from);
         if before.as_deref() == Some(f.content.as_str()) {
             continue;
         }
@@ -80,7 +72,7 @@ pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
         if wanted.iter().any(|f| &f.path == path) {
             continue;
         }
-        let current = ctx.host.read_text(path)?;
+        let current = ctx.seen.file(path)?.map(String::from);
         match (&owned.original, current) {
             (None, Some(before)) => changes.push(Change {
                 module: MODULE.into(),
@@ -92,7 +84,7 @@ pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
                 reboot: None,
             }),
             (Some(orig), current) => {
-                let original = ctx.state_store.read_backup(orig)?;
+                let original = ctx.seen.backup(orig)?;
                 if current.as_deref() != Some(original.as_str()) {
                     changes.push(Change {
                         module: MODULE.into(),
@@ -128,8 +120,15 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
     };
     let source = match builtin::template(template) {
         Some(t) => t.to_string(),
-        None => std::fs::read_to_string(template)
-            .map_err(|e| Error::io("read template", template.clone(), e))?,
+        None => match ctx.seen.templates.get(template) {
+            Some(Ok(t)) => t.clone(),
+            Some(Err(e)) => return Err(Error::Refused(e.clone())),
+            None => {
+                return Err(Error::Refused(format!(
+                    "template `{template}` was not read before planning"
+                )))
+            }
+        },
     };
     let mut vars = serde_json::Map::new();
     for (k, v) in ctx.desired.doc.vars.iter().chain(spec.vars.iter()) {
@@ -154,4 +153,92 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
                 .unwrap_or("render error")
                 .to_string(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::change::Action;
+    use crate::facts::OsFamily;
+    use crate::journal::OwnedFile;
+    use crate::modules::testkit::{desired, written, World};
+
+    const FILE: &str = "files:\n  - { path: /etc/x.conf, content: \"a=1\\n\", mode: \"0600\" }\n";
+
+    #[test]
+    fn a_profile_file_is_created_then_left_alone() {
+        let mut w = World::image(OsFamily::Debian);
+        let p = w.plan(&desired(FILE)).0.unwrap();
+        assert_eq!(p.changes[0].description, "Create /etc/x.conf");
+        assert!(matches!(
+            p.changes[0].action,
+            Action::WriteFile {
+                new_mode: 0o600,
+                ..
+            }
+        ));
+        assert!(p.state_after.files["/etc/x.conf"].original.is_none());
+        w.file("/etc/x.conf", "a=1\n");
+        assert!(w.plan(&desired(FILE)).0.unwrap().changes.is_empty());
+        w.file("/etc/x.conf", "a=2\n");
+        let p = w.plan(&desired(FILE)).0.unwrap();
+        assert_eq!(p.changes[0].description, "Update /etc/x.conf");
+        // An update keeps what was there for rollback.
+        assert!(p.state_after.files["/etc/x.conf"].original.is_some());
+    }
+
+    #[test]
+    fn an_owned_file_no_longer_wanted_is_removed_or_restored() {
+        let mut w = World::image(OsFamily::Debian);
+        w.state
+            .files
+            .insert("/etc/made.conf".into(), OwnedFile { original: None });
+        w.state.files.insert(
+            "/etc/edited.conf".into(),
+            OwnedFile {
+                original: Some("backups/1/edited.conf".into()),
+            },
+        );
+        w.file("/etc/made.conf", "x\n")
+            .file("/etc/edited.conf", "new\n");
+        // The backup is asked for, not read here.
+        let (_, missed) = w.plan(&desired("modules: {}"));
+        assert!(missed.backups.contains("backups/1/edited.conf"));
+        w.seen
+            .backups
+            .insert("backups/1/edited.conf".into(), Ok("old\n".into()));
+        let p = w.plan(&desired("modules: {}")).0.unwrap();
+        let what: Vec<&str> = p.changes.iter().map(|c| c.description.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "Restore /etc/edited.conf as it was before gdrprov managed it",
+                "Remove /etc/made.conf (no profile asks for it any more)"
+            ]
+        );
+        assert_eq!(written(&p, "/etc/edited.conf"), Some("old\n"));
+        assert!(p.state_after.files.is_empty());
+    }
+
+    #[test]
+    fn templates_come_from_the_facts_and_a_clash_with_a_module_is_refused() {
+        let mut w = World::image(OsFamily::Debian);
+        let d = desired("vars: { who: gpu }\nfiles:\n  - { path: /etc/t.conf, template: t.hbs }\n");
+        w.seen
+            .templates
+            .insert("t.hbs".into(), Ok("hello {{who}}\n".into()));
+        assert_eq!(
+            written(&w.plan(&d).0.unwrap(), "/etc/t.conf"),
+            Some("hello gpu\n")
+        );
+        w.seen
+            .templates
+            .insert("t.hbs".into(), Err("read template t.hbs: gone".into()));
+        assert_eq!(
+            w.plan(&d).0.unwrap_err().to_string(),
+            "read template t.hbs: gone"
+        );
+        let clash = desired("modules: { absent: [x] }\nfiles:\n  - { path: /etc/modprobe.d/gdrprov-blacklist.conf, content: \"\" }\n");
+        let e = w.plan(&clash).0.unwrap_err().to_string();
+        assert!(e.contains("written by gdrprov's modules module"), "{e}");
+    }
 }

@@ -4,10 +4,13 @@
 
 use super::files::ManagedFile;
 use super::Part;
+use crate::change::Change;
 use crate::error::{Error, Result};
+use crate::facts::planning::KernelModules;
+use crate::facts::rdma::RdmaDevice;
 use crate::facts::OsFamily;
-use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Change, Context};
+use crate::host::CommandSpec;
+use crate::modules::Context;
 
 pub const MODULE: &str = "modules";
 pub const LOAD_CONF: &str = "/etc/modules-load.d/gdrprov.conf";
@@ -22,18 +25,21 @@ pub fn norm(name: &str) -> String {
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
     let doc = &ctx.desired.doc.modules;
-    let present = effective_present(ctx.host, &doc.present);
-    let kernels = target_kernels(ctx.host);
+    let present = effective_present(ctx.facts.nvidia_driver.major(), &doc.present);
+    let kernels = &ctx.seen.kernels;
+    let live = ctx.facts.live;
+    let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
     let header = super::files::header(ctx);
 
     // Present modules must exist for every kernel they will boot with.
     for m in &present {
-        for k in &kernels {
-            match module_status(ctx.host, k, m) {
+        for k in kernels {
+            match module_status(k, m) {
                 ModStatus::Missing => {
                     return Err(Error::Refused(format!(
-                        "kernel module `{m}` does not exist for kernel {k} in {}: {} (nothing was changed)",
-                        ctx.host.display("/lib/modules"),
+                        "kernel module `{m}` does not exist for kernel {} in {}: {} (nothing was changed)",
+                        k.release,
+                        ctx.seen.display("/lib/modules"),
                         provider_hint(m)
                     )))
                 }
@@ -59,11 +65,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         for m in &doc.absent {
             s.push_str(&format!("blacklist {m}\ninstall {m} /bin/false\n"));
         }
-        block_file_changes |= ctx.host.read_fact(BLOCK_CONF).as_deref() != Some(s.as_str());
+        block_file_changes |= ctx.seen.file_fact(BLOCK_CONF) != Some(s.as_str());
         part.files.push(managed(BLOCK_CONF, s, None));
         for m in &doc.absent {
-            for k in &kernels {
-                if module_status(ctx.host, k, m) == ModStatus::Builtin {
+            for k in kernels {
+                if module_status(k, m) == ModStatus::Builtin {
+                    let k = &k.release;
                     part.warnings.push(format!(
                         "`{m}` is built into kernel {k}: modprobe.d cannot block it; use `{m}.blacklist=1`-style kernel arguments or another kernel"
                     ));
@@ -81,27 +88,37 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         let reboot = doc
             .options
             .keys()
-            .filter(|m| ctx.host.is_live() && is_loaded(ctx.host, m))
+            .filter(|m| live && loaded(m))
             .map(|m| format!("`{m}` is loaded: its new options apply when it is next loaded"))
             .next();
-        block_file_changes |= ctx.host.read_fact(OPTIONS_CONF).as_deref() != Some(s.as_str());
+        block_file_changes |= ctx.seen.file_fact(OPTIONS_CONF) != Some(s.as_str());
         part.files.push(managed(OPTIONS_CONF, s, reboot));
     }
 
     // The running kernel, only on the live system and not for image builds.
     if ctx.live_changes {
         for m in &doc.absent {
-            if !is_loaded(ctx.host, m) {
+            if !loaded(m) {
                 continue;
             }
-            let holders = holders(ctx.host, m);
-            let refcnt = refcnt(ctx.host, m);
+            let usage = ctx
+                .seen
+                .module_use
+                .get(&norm(m))
+                .cloned()
+                .unwrap_or_default();
+            let (holders, refcnt) = (usage.holders, usage.refcnt);
             if holders.is_empty() && refcnt == 0 {
-                part.commands.push(run(
-                    &["modprobe", "-r", m],
-                    format!("Unload {m} now (it must be absent)"),
-                    None,
-                ));
+                let gone = removed_rdma_devices(&ctx.facts.rdma_devices, m);
+                let why = if gone.is_empty() {
+                    format!("Unload {m} now (it must be absent)")
+                } else {
+                    format!(
+                        "Unload {m} now (it must be absent); this removes its RDMA device(s) {}",
+                        gone.join(", ")
+                    )
+                };
+                part.commands.push(run(&["modprobe", "-r", m], why, None));
             } else {
                 let by = if holders.is_empty() {
                     format!("{refcnt} user(s)")
@@ -114,7 +131,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             }
         }
         for m in &present {
-            if !is_loaded(ctx.host, m) {
+            if !loaded(m) {
                 part.commands.push(run(
                     &["modprobe", m],
                     format!("Load {m} now (it must be present)"),
@@ -122,8 +139,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-    } else if ctx.host.is_live() {
-        for m in doc.absent.iter().filter(|m| is_loaded(ctx.host, m)) {
+    } else if live {
+        for m in doc.absent.iter().filter(|m| loaded(m)) {
             part.reboot_pending.push(format!(
                 "`{m}` is loaded; --no-reboot leaves it until the next boot"
             ));
@@ -133,12 +150,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     // A blocked or configured module inside an initramfs is only blocked once
     // the initramfs carries the new modprobe.d files.
     if block_file_changes {
-        let family = crate::facts::os_family(ctx.host);
-        for k in &kernels {
+        let family = ctx.facts.os.family;
+        for k in kernels.iter().map(|k| k.release.as_str()) {
             let listed: Vec<&String> = doc.absent.iter().chain(doc.options.keys()).collect();
             let inside: Vec<&String> = listed
                 .into_iter()
-                .filter(|m| in_initramfs(ctx.host, family, k, m))
+                .filter(|m| ctx.seen.in_initramfs(k, m))
                 .collect();
             if inside.is_empty() {
                 continue;
@@ -156,18 +173,35 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ),
             )
             .regenerating();
-            part.commands.push(Change {
-                module: MODULE.into(),
-                description: spec.why.clone(),
-                action: Action::Run { command: spec },
-                reboot: Some(format!(
+            part.commands.push(Change::run(
+                MODULE,
+                spec,
+                Some(format!(
                     "the initramfs of {k} was rebuilt for {}",
                     names.join(", ")
                 )),
-            });
+            ));
         }
     }
     Ok(part)
+}
+
+/// The RDMA devices that unloading module `m` deletes: those its driver
+/// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
+/// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
+fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
+    let m = norm(m);
+    let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
+    devices
+        .iter()
+        .filter(|d| {
+            d.driver
+                .as_deref()
+                .map(norm)
+                .is_some_and(|drv| drv == m || core.as_deref() == Some(drv.as_str()))
+        })
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 fn managed(path: &str, content: String, reboot: Option<String>) -> ManagedFile {
@@ -181,19 +215,14 @@ fn managed(path: &str, content: String, reboot: Option<String>) -> ManagedFile {
 }
 
 fn run(argv: &[&str], why: String, reboot: Option<String>) -> Change {
-    let spec = CommandSpec::new(argv, why);
-    Change {
-        module: MODULE.into(),
-        description: spec.why.clone(),
-        action: Action::Run { command: spec },
-        reboot,
-    }
+    Change::run(MODULE, CommandSpec::new(argv, why), reboot)
 }
 
 /// `legacy-peermem` asks for nvidia_peermem; drivers older than 470 ship no
-/// such module, and the separate nv_peer_mem does the job there.
-fn effective_present(host: &Host, present: &[String]) -> Vec<String> {
-    let old_driver = driver_major(host).is_some_and(|v| v < 470);
+/// such module, and the separate nv_peer_mem does the job there. The driver
+/// version is the facts' (`/proc/driver/nvidia/version`, else modinfo).
+fn effective_present(driver_major: Option<u32>, present: &[String]) -> Vec<String> {
+    let old_driver = driver_major.is_some_and(|v| v < 470);
     present
         .iter()
         .map(|m| {
@@ -202,31 +231,6 @@ fn effective_present(host: &Host, present: &[String]) -> Vec<String> {
             } else {
                 m.clone()
             }
-        })
-        .collect()
-}
-
-fn driver_major(host: &Host) -> Option<u32> {
-    let v = host.read_fact("/proc/driver/nvidia/version")?;
-    let line = v.lines().next()?;
-    line.split_whitespace()
-        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-        .and_then(|w| w.split('.').next()?.parse().ok())
-}
-
-/// The kernels a module must work with: the running one on the live system,
-/// every installed one in an image.
-pub fn target_kernels(host: &Host) -> Vec<String> {
-    if host.is_live() {
-        if let Some(r) = host.read_fact("/proc/sys/kernel/osrelease") {
-            return vec![r.trim().to_string()];
-        }
-    }
-    host.list_dir("/lib/modules")
-        .into_iter()
-        .filter(|k| {
-            host.exists(&format!("/lib/modules/{k}/kernel"))
-                || host.exists(&format!("/lib/modules/{k}/modules.dep"))
         })
         .collect()
 }
@@ -242,88 +246,19 @@ enum ModStatus {
 
 /// Looks a module up in the kernel's own index (`modules.dep`, which depmod
 /// writes, DKMS modules included) and in `modules.builtin`.
-fn module_status(host: &Host, kernel: &str, name: &str) -> ModStatus {
+fn module_status(k: &KernelModules, name: &str) -> ModStatus {
     let want = norm(name);
-    let matches = |line: &str| {
-        let path = line.split(':').next().unwrap_or("");
-        let file = path.rsplit('/').next().unwrap_or("");
-        let stem = file.split(".ko").next().unwrap_or("");
-        !stem.is_empty() && norm(stem) == want
-    };
-    if let Some(b) = host.read_fact(&format!("/lib/modules/{kernel}/modules.builtin")) {
-        if b.lines().any(matches) {
-            return ModStatus::Builtin;
-        }
+    if k.builtin.as_ref().is_some_and(|b| b.contains(&want)) {
+        return ModStatus::Builtin;
     }
-    match host.read_fact(&format!("/lib/modules/{kernel}/modules.dep")) {
-        Some(dep) if dep.lines().any(matches) => ModStatus::Module,
-        Some(dep) if !dep.trim().is_empty() => ModStatus::Missing,
+    match &k.index {
+        Some(index) if index.contains(&want) => ModStatus::Module,
+        Some(_) => ModStatus::Missing,
         // An empty or absent index (no depmod run yet): look at the files.
-        _ => {
-            if find_ko(host, &format!("/lib/modules/{kernel}"), &want, 0) {
-                ModStatus::Module
-            } else if host.exists(&format!("/lib/modules/{kernel}/kernel")) {
-                ModStatus::Missing
-            } else {
-                ModStatus::Unknown
-            }
-        }
+        None if k.ko_files.contains(&want) => ModStatus::Module,
+        None if k.has_kernel_dir => ModStatus::Missing,
+        None => ModStatus::Unknown,
     }
-}
-
-fn find_ko(host: &Host, dir: &str, want: &str, depth: usize) -> bool {
-    if depth > 8 {
-        return false;
-    }
-    host.list_dir(dir).iter().any(|e| {
-        let p = format!("{dir}/{e}");
-        match e.split(".ko").next() {
-            Some(stem) if e.contains(".ko") && norm(stem) == want => true,
-            _ => !e.contains('.') && find_ko(host, &p, want, depth + 1),
-        }
-    })
-}
-
-/// Loaded modules have `/sys/module/NAME/initstate` (built-in ones do not).
-pub fn is_loaded(host: &Host, name: &str) -> bool {
-    host.exists(&format!("/sys/module/{}/initstate", norm(name)))
-}
-
-fn holders(host: &Host, name: &str) -> Vec<String> {
-    host.list_dir(&format!("/sys/module/{}/holders", norm(name)))
-}
-
-fn refcnt(host: &Host, name: &str) -> u64 {
-    host.read_fact(&format!("/sys/module/{}/refcnt", norm(name)))
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Whether the initramfs of `kernel` carries the module, asked of the
-/// distribution's own lister. No initramfs, or no lister: `false`.
-fn in_initramfs(host: &Host, family: OsFamily, kernel: &str, name: &str) -> bool {
-    let (image, argv): (String, Vec<String>) = match family {
-        OsFamily::Rhel => {
-            let img = format!("/boot/initramfs-{kernel}.img");
-            (img.clone(), vec!["lsinitrd".into(), img])
-        }
-        _ => {
-            let img = format!("/boot/initrd.img-{kernel}");
-            (img.clone(), vec!["lsinitramfs".into(), img])
-        }
-    };
-    if !host.exists(&image) {
-        return false;
-    }
-    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let Some(out) = host.query(&args) else {
-        return false;
-    };
-    let want = norm(name);
-    out.stdout.lines().any(|l| {
-        let file = l.rsplit('/').next().unwrap_or("");
-        file.contains(".ko") && norm(file.split(".ko").next().unwrap_or("")) == want
-    })
 }
 
 /// Which package usually provides a module, for the "does not exist" error.
@@ -334,5 +269,162 @@ fn provider_hint(m: &str) -> String {
         "erdma" => "it comes with the eRDMA driver package (Alibaba Cloud's erdma installer; check with `eadm ver`)".into(),
         "rdma_rxe" | "siw" => "it comes with the distribution's extra kernel modules (linux-modules-extra-* / kernel-modules-extra)".into(),
         _ => "install the package that ships it for this kernel, or remove it from `modules.present`".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::planning::ModuleUse;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    fn kernel(release: &str, index: &[&str], builtin: &[&str]) -> KernelModules {
+        KernelModules {
+            release: release.into(),
+            builtin: Some(builtin.iter().map(|s| s.to_string()).collect()),
+            index: (!index.is_empty()).then(|| index.iter().map(|s| s.to_string()).collect()),
+            ko_files: Default::default(),
+            has_kernel_dir: true,
+        }
+    }
+
+    const ABSENT: &str = "modules: { absent: [nvidia_peermem, nv_peer_mem] }";
+    const BLOCK: &str = "blacklist nvidia_peermem\ninstall nvidia_peermem /bin/false\nblacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\n";
+
+    #[test]
+    fn present_module_goes_to_modules_load_d_for_every_kernel() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![
+            kernel("6.8.0-1", &["rdma_rxe", "ib_core"], &[]),
+            kernel("6.8.0-2", &["rdma_rxe"], &[]),
+        ];
+        let d = desired("modules: { present: [rdma_rxe] }");
+        let (p, _) = w.plan(&d);
+        let p = p.unwrap();
+        assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nrdma_rxe\n"));
+        // An image: nothing is loaded now.
+        assert!(commands(&p).is_empty());
+    }
+
+    #[test]
+    fn a_module_missing_for_one_kernel_is_refused_with_the_package_to_install() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![
+            kernel("6.8.0-1", &["rdma_rxe"], &[]),
+            kernel("6.8.0-2", &["ib_core"], &[]),
+        ];
+        let d = desired("modules: { present: [rdma-rxe] }");
+        let e = w.plan(&d).0.unwrap_err().to_string();
+        assert!(
+            e.contains("`rdma-rxe` does not exist for kernel 6.8.0-2 in /img/lib/modules"),
+            "{e}"
+        );
+        assert!(e.contains("linux-modules-extra"), "{e}");
+    }
+
+    #[test]
+    fn without_an_index_the_ko_files_decide() {
+        let mut k = kernel("6.8.0-1", &[], &[]);
+        k.ko_files.insert("erdma".into());
+        assert_eq!(module_status(&k, "erdma"), ModStatus::Module);
+        assert_eq!(module_status(&k, "siw"), ModStatus::Missing);
+        k.has_kernel_dir = false;
+        assert_eq!(module_status(&k, "siw"), ModStatus::Unknown);
+        let b = kernel("6.8.0-1", &["x"], &["nv_peer_mem"]);
+        assert_eq!(module_status(&b, "nv-peer-mem"), ModStatus::Builtin);
+    }
+
+    #[test]
+    fn a_driver_older_than_470_gets_nv_peer_mem_even_when_only_modinfo_knows_it() {
+        let mut w = World::image(OsFamily::Rhel);
+        w.facts.nvidia_driver.version = Some("465.19.01".into());
+        w.facts.nvidia_driver.source = Some("`modinfo -k 5.14.0 nvidia`".into());
+        let d = desired("modules: { present: [nvidia_peermem] }");
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nnv_peer_mem\n"));
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, LOAD_CONF)
+            .unwrap()
+            .ends_with("\nnvidia_peermem\n"));
+    }
+
+    #[test]
+    fn a_loaded_absent_module_is_unloaded_unless_in_use() {
+        let mut w = World::live(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem"], &[])];
+        w.facts.modules.loaded = vec!["nvidia_peermem".into(), "nv_peer_mem".into()];
+        w.seen.module_use.insert(
+            "nv_peer_mem".into(),
+            ModuleUse {
+                holders: vec!["ib_core".into()],
+                refcnt: 1,
+            },
+        );
+        let d = desired(ABSENT);
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(commands(&p), ["modprobe -r nvidia_peermem"]);
+        assert!(p.reboot_pending[0].contains("`nv_peer_mem` is loaded and in use (by ib_core)"));
+        // --no-reboot: nothing runs, the reboot is owed.
+        w.live_changes = false;
+        let p = w.plan(&d).0.unwrap();
+        assert!(commands(&p).is_empty());
+        assert_eq!(p.reboot_pending.len(), 2);
+    }
+
+    #[test]
+    fn initramfs_is_listed_only_when_the_block_list_changes() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem"], &[])];
+        let d = desired(ABSENT);
+        // New block list: the listing is asked for.
+        let (_, missed) = w.plan(&d);
+        assert!(missed.initramfs.contains("6.8.0-1"));
+        // Listed, with the module inside: rebuilt.
+        w.seen.initramfs.insert(
+            "6.8.0-1".into(),
+            Some(["nvidia_peermem".to_string()].into_iter().collect()),
+        );
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(commands(&p), ["update-initramfs -u -k 6.8.0-1"]);
+        // The block list is already there: no listing, no rebuild.
+        let mut w = World::image(OsFamily::Rhel);
+        w.seen.kernels = vec![kernel("5.14.0", &["nvidia_peermem"], &[])];
+        let header = crate::modules::files::header(&w.ctx(&d));
+        w.file(BLOCK_CONF, &format!("{header}\n# Kernel modules that must not load (blacklist stops autoloading; install stops modprobe).\n{BLOCK}"));
+        let (p, missed) = w.plan(&d);
+        assert!(missed.initramfs.is_empty(), "{missed:?}");
+        assert!(commands(&p.unwrap()).is_empty());
+    }
+
+    #[test]
+    fn a_builtin_module_cannot_be_blocked_and_says_so() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["x"], &["nv_peer_mem"])];
+        let p = w.plan(&desired(ABSENT)).0.unwrap();
+        assert!(p
+            .warnings
+            .iter()
+            .any(|x| x.contains("`nv_peer_mem` is built into kernel 6.8.0-1")));
+    }
+
+    fn dev(name: &str, driver: &str) -> RdmaDevice {
+        RdmaDevice {
+            name: name.into(),
+            driver: Some(driver.into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unloading_names_the_rdma_devices_it_removes() {
+        let devs = [dev("rxe0", "rdma_rxe"), dev("mlx5_0", "mlx5_core")];
+        assert_eq!(removed_rdma_devices(&devs, "rdma-rxe"), ["rxe0"]);
+        assert_eq!(removed_rdma_devices(&devs, "mlx5_ib"), ["mlx5_0"]);
+        assert!(removed_rdma_devices(&devs, "nvidia_peermem").is_empty());
     }
 }

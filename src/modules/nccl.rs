@@ -6,8 +6,9 @@
 //! touched when the profile needs it, and the change says so.
 
 use super::Part;
+use crate::change::{Action, Change};
 use crate::error::{Error, Result};
-use crate::plan::{Action, Change, Context};
+use crate::modules::Context;
 use std::collections::BTreeMap;
 
 pub const MODULE: &str = "nccl";
@@ -97,7 +98,7 @@ pub fn wanted(ctx: &Context) -> BTreeMap<String, Setting> {
     }
     // The MTU the eRDMA netdevs will have: what network.mtu sets, else what
     // they have now.
-    let (planned, _) = super::network::wanted(ctx.host, ctx.facts, ctx.desired);
+    let (planned, _) = super::network::wanted(ctx.seen, ctx.facts, ctx.desired);
     let mut unsafe_mtu: Vec<String> = Vec::new();
     for d in ctx.facts.rdma_devices.iter().filter(|d| d.is_erdma()) {
         for p in &d.ports {
@@ -230,12 +231,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "{PATH}: the profile sets `nccl:` keys and also lists the whole file under `files:`; keep one (nothing was changed)"
         )));
     }
-    let before = ctx.host.read_text(PATH)?;
+    let before = ctx.seen.file(PATH)?.map(String::from);
     // A file an older gdrprov (or a `files:` entry) owned as a whole: start
     // from what was there before gdrprov, the whole-file ownership ends.
     let base = match ctx.state.files.get(PATH) {
         Some(o) if !wanted.is_empty() => match &o.original {
-            Some(b) => Some(ctx.state_store.read_backup(b)?),
+            Some(b) => Some(ctx.seen.backup(b)?),
             None => None,
         },
         _ => before.clone(),
@@ -332,5 +333,65 @@ mod tests {
         let after = after.unwrap();
         let (gone, _) = merge(Some(&after), &["NCCL_DMABUF_ENABLE".into()], &w(&[]));
         assert_eq!(gone, None);
+    }
+}
+
+#[cfg(test)]
+mod planning_tests {
+    use super::*;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{desired, written, World};
+
+    const KEYS: &str = "nccl: { NCCL_DMABUF_ENABLE: 1 }";
+
+    #[test]
+    fn keys_are_added_to_the_users_file_and_owned() {
+        let mut w = World::image(OsFamily::Debian);
+        w.file(PATH, "NCCL_DEBUG=INFO\n");
+        let p = w.plan(&desired(KEYS)).0.unwrap();
+        let after = written(&p, PATH).unwrap();
+        assert!(
+            after.starts_with("NCCL_DEBUG=INFO\n") && after.contains("NCCL_DMABUF_ENABLE=1"),
+            "{after}"
+        );
+        assert_eq!(p.state_after.nccl_keys, ["NCCL_DMABUF_ENABLE"]);
+        // Applied: nothing more to do.
+        w.file(PATH, after);
+        w.state.nccl_keys = vec!["NCCL_DMABUF_ENABLE".into()];
+        assert!(w.plan(&desired(KEYS)).0.unwrap().changes.is_empty());
+        // No longer wanted: gdrprov's key goes, the user's stays.
+        let p = w.plan(&desired("modules: {}")).0.unwrap();
+        assert_eq!(written(&p, PATH), Some("NCCL_DEBUG=INFO\n"));
+    }
+
+    #[test]
+    fn an_erdma_mtu_unsafe_for_ll128_drops_it() {
+        let mut w = World::image(OsFamily::Debian);
+        w.facts.rdma_devices = vec![crate::facts::rdma::RdmaDevice {
+            name: "erdma_0".into(),
+            driver: Some("erdma".into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: vec![crate::facts::rdma::RdmaPort {
+                port: 1,
+                state: Some("ACTIVE".into()),
+                phys_state: None,
+                link_layer: None,
+                rate: None,
+                rate_gbps: None,
+                netdev: Some("eth0".into()),
+                mtu: Some(1500),
+            }],
+        }];
+        let d = desired("modules: { present: [erdma] }\nnccl: { NCCL_DEBUG: WARN }");
+        let p = w.plan(&d).0.unwrap();
+        let after = written(&p, PATH).unwrap();
+        assert!(after.contains("NCCL_IB_HCA=erdma_0"), "{after}");
+        assert!(after.contains("NCCL_PROTO=Simple,LL"), "{after}");
+        // With the MTU the profile sets (auto: 1400 without a max MTU), LL128 is safe.
+        let d = desired("modules: { present: [erdma] }\nnetwork: { mtu: { devices: { rdma: \"erdma_*\" }, value: auto } }");
+        let p = w.plan(&d).0.unwrap();
+        assert!(!written(&p, PATH).unwrap().contains("NCCL_PROTO"));
     }
 }
