@@ -229,7 +229,7 @@ fn extra_entries(
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
+            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)
                 .map_err(|e| Error::Refused(e.to_string()))?
                 .result;
             (e.options.clone(), after)
@@ -390,7 +390,7 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
         let stale = !edited
             && scripts_changed.is_empty()
             && !removed
-            && grub_cfg_stale(seen, wanted_default, &extras);
+            && grub_cfg_stale(seen, wanted_default, extras);
         if edited || stale || removed || !scripts_changed.is_empty() {
             if edited {
                 // /bin/sh is what grub-mkconfig sources these files with.
