@@ -236,6 +236,7 @@ mod tests {
                 },
             ],
             loopback: None,
+            health: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod doctor;
 pub mod error;
 pub mod facts;
 pub mod fleet;
+pub mod health;
 pub mod host;
 pub mod inventory;
 pub mod journal;
