@@ -156,6 +156,9 @@ pub fn prometheus(r: &Report) -> String {
             escape_label(c.name)
         );
     }
+    if let Some(h) = &r.health {
+        s.push_str(&crate::health::metrics::prometheus(h));
+    }
     if let Some(lb) = &r.loopback {
         let memory = serde_json::to_value(lb.memory)
             .ok()
