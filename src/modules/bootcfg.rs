@@ -120,8 +120,62 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .map_err(|e| Error::Refused(e.to_string()))?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
+    let s = Shared {
+        seen,
+        files,
+        current,
+        args,
+        wants,
+        vendor,
+        trial,
+        bls,
+    };
+    let edited = default_entry(&s, &mut part)?;
+    let x = extra_entries(ctx, &s, &owned_entries, &mut part)?;
+    regeneration(&s, &x, edited, &mut part);
+    trial_boot(ctx, &s, x, &mut part);
+    Ok(part)
+}
 
-    // The default entry; a trial leaves it exactly as it is.
+/// What the parts of the boot plan share.
+struct Shared<'a> {
+    seen: &'a PlanFacts,
+    /// The GRUB defaults (name, text), `/etc/default/grub` first.
+    files: Vec<(String, String)>,
+    /// The default entry's command line as the defaults give it now.
+    current: Vec<String>,
+    /// The default entry's arguments: wanted, to add, to remove, the result.
+    args: desired::ArgPlan,
+    wants: BootWants,
+    vendor: Vendor,
+    trial: bool,
+    bls: bool,
+}
+
+/// The extra entries (the trial's included) and their files.
+struct Entries {
+    extras: Vec<Extra>,
+    /// Path and content of every entry file wanted.
+    wanted_paths: Vec<(String, String)>,
+    /// Entry files whose content changes.
+    scripts_changed: Vec<String>,
+    /// The trial entry's id, when there is one.
+    trial_id: Option<String>,
+    /// Whether an entry gdrprov owned is removed.
+    removed: bool,
+    /// The default entry's command line now and after this plan.
+    base_now: Vec<String>,
+    base_after: Vec<String>,
+}
+
+/// The default entry: the GRUB defaults edit (a trial leaves them exactly
+/// as they are). Gives whether they are edited.
+fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
+    let (seen, files, args, trial) = (s.seen, &s.files, &s.args, s.trial);
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
     let reboot_reason = describe(&args.add, &args.remove);
     let mut edited = false;
     if !trial {
@@ -158,9 +212,20 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             ));
         }
     }
+    Ok(edited)
+}
 
-    // Extra entries start from the default entry's command line (as it will
-    // be after this plan) and apply their own profile's rules to it.
+/// Extra entries start from the default entry's command line (as it will
+/// be after this plan) and apply their own profile's rules to it; the
+/// trial is one more. Their files, and whether any changes.
+fn extra_entries(
+    ctx: &Context,
+    s: &Shared,
+    owned_entries: &[String],
+    part: &mut Part,
+) -> Result<Entries> {
+    let (seen, args, trial, bls) = (s.seen, &s.args, s.trial, s.bls);
+    let (current, wants, vendor) = (&s.current, &s.wants, s.vendor);
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
@@ -253,7 +318,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     let removed = owned_entries
         .iter()
         .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && !matches!(seen.file(p), Ok(None)));
+    Ok(Entries {
+        extras,
+        wanted_paths,
+        scripts_changed,
+        trial_id,
+        removed,
+        base_now,
+        base_after,
+    })
+}
 
+/// Making the boot loader read the new command line and entries: grubby on
+/// BLS entries, else `update-grub` after checking the shell files, and
+/// GRUB's own check of what it generated.
+fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
+    let (seen, files, args, trial, bls) = (s.seen, &s.files, &s.args, s.trial, s.bls);
+    let (extras, wanted_paths) = (&x.extras, x.wanted_paths.as_slice());
+    let (scripts_changed, removed) = (x.scripts_changed.as_slice(), x.removed);
     if bls {
         let stale = if trial {
             Vec::new()
@@ -283,7 +365,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             ));
             // grubby --update-kernel=ALL edits gdrprov's entries too: write
             // them after it, even when they are already right.
-            for (path, content) in &wanted_paths {
+            for (path, content) in wanted_paths {
                 part.late_paths.push(path.clone());
                 if !scripts_changed.contains(path) {
                     part.late.push(Change {
@@ -302,9 +384,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     });
                 }
             }
-        }
-        if let Some(id) = &trial_id {
-            part.commands.push(trial_command(ctx, "grub2-reboot", id));
         }
     } else {
         let wanted_default: &[String] = if trial { &[] } else { &args.wanted };
@@ -327,7 +406,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     ));
                 }
             }
-            for path in &scripts_changed {
+            for path in scripts_changed {
                 part.commands.push(run_change(
                     CommandSpec::new(
                         &["sh", "-n", path],
@@ -355,9 +434,22 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-        if let Some(id) = &trial_id {
-            part.commands.push(trial_command(ctx, "grub-reboot", id));
-        }
+    }
+}
+
+/// `apply --trial`: the one-shot boot of the trial entry; a replaced pending
+/// trial's one-shot boot is cancelled; the trial is recorded.
+fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
+    let (seen, bls) = (s.seen, s.bls);
+    let Entries {
+        trial_id,
+        base_now,
+        base_after,
+        ..
+    } = x;
+    if let Some(id) = &trial_id {
+        let tool = if bls { "grub2-reboot" } else { "grub-reboot" };
+        part.commands.push(trial_command(ctx, tool, id));
     }
 
     // A pending trial replaced before it booted: its one-shot next_entry
@@ -397,7 +489,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             args: base_after,
         });
     }
-    Ok(part)
 }
 
 fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {

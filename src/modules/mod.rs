@@ -21,7 +21,7 @@ use crate::profile::Composed;
 pub struct Context<'a> {
     pub facts: &'a Facts,
     /// What planning reads beyond `facts` (GRUB files, module indexes, the
-    /// files it would write), gathered by `crate::prepare`.
+    /// files it would write), gathered before planning.
     pub seen: &'a PlanFacts,
     pub desired: &'a Composed,
     pub state: &'a State,
