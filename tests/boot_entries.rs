@@ -31,15 +31,6 @@ fn gds_profile(t: &tempfile::TempDir) -> String {
     p.display().to_string()
 }
 
-fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 /// Runs a generated /etc/grub.d script the way grub-mkconfig would, with a
 /// fake /boot (two kernels, one initrd) and a fake grub-probe; gives stdout.
 fn run_grubd_script(script: &Path) -> String {

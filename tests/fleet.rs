@@ -7,17 +7,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 
-fn tool(name: &str) -> bool {
-    let found = std::process::Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        eprintln!("SKIPPED: {name} is not installed (scripts/test.sh installs it)");
-    }
-    found
-}
-
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_gdrprov")
 }
@@ -68,7 +57,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
         "{wants}"
     );
 
-    if tool("systemd-analyze") {
+    if have("systemd-analyze") {
         {
             let file = UNIT;
             let out = std::process::Command::new("systemd-analyze")
@@ -274,7 +263,7 @@ fn completions_and_man_page() {
             assert!(text.contains(sub), "{shell} completion lacks {sub}");
         }
     }
-    if tool("bash") {
+    if have("bash") {
         let out = gdrprov().args(["completions", "bash"]).output().unwrap();
         let script = format!(
             "{}\nCOMP_WORDS=(gdrprov ap); COMP_CWORD=1; COMP_LINE='gdrprov ap'; COMP_POINT=10; _gdrprov gdrprov ap gdrprov; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
@@ -306,7 +295,7 @@ fn completions_and_man_page() {
 
 #[test]
 fn packer_templates_validate_and_the_chroot_one_builds() {
-    if !tool("packer") {
+    if !have("packer") {
         return;
     }
     let dir = repo().join("examples/packer");

@@ -18,6 +18,7 @@ pub mod net;
 pub mod nvidia;
 pub mod ofed;
 mod os;
+mod packages;
 pub mod pci;
 pub mod pcie;
 pub mod perftest;
@@ -121,6 +122,7 @@ impl Facts {
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
         let links = links::probe(host, &gpus, &rdma_devices);
         let roce_gids = gids::probe(host, &rdma_devices);
+        let packages = packages::Packages::new(host);
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
@@ -131,9 +133,9 @@ impl Facts {
                 || !pci_devices.is_empty()
                 || host.exists("/proc/modules"),
             boot: boot::probe(host),
-            ofed: ofed::probe(host),
-            perftest: perftest::probe(host),
-            nccl: nccl::probe(host),
+            ofed: ofed::probe(host, &packages),
+            perftest: perftest::probe(host, &packages),
+            nccl: nccl::probe(host, &packages),
             erdma: erdma::probe(host, &modules.loaded),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
