@@ -29,10 +29,11 @@ impl Gid {
         }
         Some(out)
     }
-    /// RoCE v2 with an IPv4-mapped or a global IPv6 address.
+    /// RoCE v2 (or, where the device gives no GID types, any kind) with an
+    /// IPv4-mapped or a global IPv6 address.
     pub fn usable_for_roce(&self) -> bool {
         let Some(b) = self.bytes() else { return false };
-        let v2 = self.kind.as_deref().is_some_and(|k| k.contains("v2"));
+        let v2 = self.kind.as_deref().is_none_or(|k| k.contains("v2"));
         let link_local = b[0] == 0xfe && b[1] & 0xc0 == 0x80;
         v2 && b.iter().any(|&x| x != 0) && !link_local
     }
@@ -53,6 +54,8 @@ impl Gid {
 pub struct PortGids {
     pub device: String,
     pub port: u32,
+    /// Whether the root has the GID table at all (an older snapshot does not).
+    pub table: bool,
     pub gids: Vec<Gid>,
 }
 
@@ -61,8 +64,8 @@ pub fn probe(host: &Host, devices: &[RdmaDevice]) -> Vec<PortGids> {
     for d in devices {
         for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
             let dir = format!("/sys/class/infiniband/{}/ports/{}", d.name, p.port);
-            let mut idx: Vec<u32> = host
-                .list_dir(&format!("{dir}/gids"))
+            let names = host.list_dir(&format!("{dir}/gids"));
+            let mut idx: Vec<u32> = names
                 .iter()
                 .filter_map(|n| n.parse().ok())
                 .collect();
@@ -85,6 +88,7 @@ pub fn probe(host: &Host, devices: &[RdmaDevice]) -> Vec<PortGids> {
             out.push(PortGids {
                 device: d.name.clone(),
                 port: p.port,
+                table: !names.is_empty(),
                 gids,
             });
         }

@@ -103,7 +103,10 @@ pub fn parse_line(line: &str) -> Option<KernelEvent> {
             FATAL_XIDS.contains(&xid),
         );
     }
-    if line.contains("PCIe Bus Error:") || line.contains("AER:") {
+    // `AER: enabled with IRQ 24` at boot is no error: only error reports count.
+    if line.contains("PCIe Bus Error:")
+        || (line.contains("AER:") && line.to_ascii_lowercase().contains("error"))
+    {
         let severity = if let Some(i) = line.find("severity=") {
             let s = &line[i + 9..];
             Some(s.split(',').next().unwrap_or(s).trim().to_string())
@@ -240,6 +243,7 @@ mod tests {
         let e = parse_line("pcieport 0000:00:01.0: pciehp: Slot(1): Link Up").unwrap();
         assert_eq!(e.kind, EventKind::LinkUp);
         assert!(parse_line("EXT4-fs (sda1): mounted filesystem").is_none());
+        assert!(parse_line("pcieport 0000:00:1c.0: AER: enabled with IRQ 24").is_none());
         let log = parse("kmsg", "3,812,5512345,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n SUBSYSTEM=pci\n");
         assert_eq!(log.events.len(), 1);
         assert_eq!(log.events[0].xid, Some(48));

@@ -79,11 +79,12 @@ pub fn check(facts: &Facts) -> HealthCheck {
                 }
             }
         }
-        if ll == "Ethernet" {
-            let gids = facts
-                .roce_gids
-                .iter()
-                .find(|g| g.device == d.name && g.port == p.port);
+        let gids = facts
+            .roce_gids
+            .iter()
+            .find(|g| g.device == d.name && g.port == p.port);
+        // eRDMA is not RoCE; a root without the GID table tells nothing.
+        if ll == "Ethernet" && !d.is_erdma() && gids.is_some_and(|g| g.table) {
             match gids.and_then(|g| g.gids.iter().find(|x| x.usable_for_roce())) {
                 Some(g) => problems_ok_gid(&mut ok, &name, ll, rate, g.index, &g.address()),
                 None => {
