@@ -34,8 +34,22 @@ fn link(g: &HostGen, path: &str, cur: &str, cur_w: u32, max: &str, max_w: u32) {
 /// reporting "Unknown" speed (as emulated ports do).
 fn node(gpu: (&str, u32)) -> HostGen {
     let g = h100_node(true, "575.51.03");
-    link(&g, &format!("{SW}/0000:02:08.0/0000:03:00.0"), gpu.0, gpu.1, GEN5, 16);
-    link(&g, &format!("{SW}/0000:02:10.0/0000:04:00.0"), GEN5, 16, GEN5, 16);
+    link(
+        &g,
+        &format!("{SW}/0000:02:08.0/0000:03:00.0"),
+        gpu.0,
+        gpu.1,
+        GEN5,
+        16,
+    );
+    link(
+        &g,
+        &format!("{SW}/0000:02:10.0/0000:04:00.0"),
+        GEN5,
+        16,
+        GEN5,
+        16,
+    );
     link(&g, SW, GEN5, 16, GEN5, 16);
     link(&g, &format!("{SW}/0000:02:08.0"), gpu.0, gpu.1, GEN5, 16);
     link(&g, &format!("{SW}/0000:02:10.0"), GEN5, 16, GEN5, 16);
@@ -76,16 +90,32 @@ fn finding(report: &Value, id: &str) -> Option<Value> {
 fn healthy_links_are_not_flagged_and_unknown_speeds_not_judged() {
     let g = node((GEN5, 16));
     let f = facts(g.finish());
-    let gpu = f.links.iter().find(|l| l.address == "0000:03:00.0").unwrap();
+    let gpu = f
+        .links
+        .iter()
+        .find(|l| l.address == "0000:03:00.0")
+        .unwrap();
     assert_eq!(gpu.state, LinkState::Full);
     assert_eq!(gpu.current(), "Gen5 x16");
-    let rp = f.links.iter().find(|l| l.address == "0000:00:01.0").unwrap();
+    let rp = f
+        .links
+        .iter()
+        .find(|l| l.address == "0000:00:01.0")
+        .unwrap();
     assert_eq!(rp.state, LinkState::Unknown);
     assert_eq!(rp.serves.len(), 2, "{rp:?}");
     let c = check(&f, "pcie-links");
     assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
-    assert!(c.evidence.contains("GPU 0000:03:00.0 Gen5 x16"), "{}", c.evidence);
-    assert!(c.evidence.contains("1 report no usable speed"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("GPU 0000:03:00.0 Gen5 x16"),
+        "{}",
+        c.evidence
+    );
+    assert!(
+        c.evidence.contains("1 report no usable speed"),
+        "{}",
+        c.evidence
+    );
     assert!(finding(&doctor(g.finish()), "pcie-links").is_none());
 }
 
@@ -96,23 +126,42 @@ fn gpu_trained_at_x8_fails_naming_device_values_and_causes() {
     let c = check(&f, "pcie-links");
     assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
     assert!(
-        c.evidence.contains("GPU 0000:03:00.0: Gen5 x8 at 32.0 GT/s PCIe x8, maximum 32.0 GT/s PCIe x16"),
+        c.evidence
+            .contains("GPU 0000:03:00.0: Gen5 x8 at 32.0 GT/s PCIe x8, maximum 32.0 GT/s PCIe x16"),
         "{}",
         c.evidence
     );
     // The switch port above sees the same link.
-    assert!(c.evidence.contains("bridge 0000:02:08.0 (above 0000:03:00.0)"), "{}", c.evidence);
+    assert!(
+        c.evidence
+            .contains("bridge 0000:02:08.0 (above 0000:03:00.0)"),
+        "{}",
+        c.evidence
+    );
     assert!(!c.evidence.contains("0000:04:00.0:"), "{}", c.evidence);
     let fix = c.fix.unwrap();
-    assert!(fix.contains("reseat") && fix.contains("riser") && fix.contains("BIOS"), "{fix}");
+    assert!(
+        fix.contains("reseat") && fix.contains("riser") && fix.contains("BIOS"),
+        "{fix}"
+    );
     let d = doctor(g.finish());
     let x = finding(&d, "pcie-links").unwrap();
     assert_eq!(x["severity"], "error");
     // inventory shows the links.
-    let out = gdrprov().args(["inventory", "--root"]).arg(g.finish()).output().unwrap();
+    let out = gdrprov()
+        .args(["inventory", "--root"])
+        .arg(g.finish())
+        .output()
+        .unwrap();
     let text = stdout_of(&out);
-    assert!(text.contains("Gpu 0000:03:00.0: Gen5 x8 (maximum Gen5 x16)  DEGRADED"), "{text}");
-    assert!(text.contains("Nic 0000:04:00.0: Gen5 x16 (maximum Gen5 x16)\n"), "{text}");
+    assert!(
+        text.contains("Gpu 0000:03:00.0: Gen5 x8 (maximum Gen5 x16)  DEGRADED"),
+        "{text}"
+    );
+    assert!(
+        text.contains("Nic 0000:04:00.0: Gen5 x16 (maximum Gen5 x16)\n"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -138,10 +187,21 @@ fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
     assert_eq!(health::links::check(&f, &fast).outcome, Outcome::Pass);
     // A NIC does not idle its link down: 16 GT/s of 32 fails at once.
     let g = node((GEN5, 16));
-    link(&g, &format!("{SW}/0000:02:10.0/0000:04:00.0"), GEN4, 16, GEN5, 16);
+    link(
+        &g,
+        &format!("{SW}/0000:02:10.0/0000:04:00.0"),
+        GEN4,
+        16,
+        GEN5,
+        16,
+    );
     let c = check(&facts(g.finish()), "pcie-links");
     assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
-    assert!(c.evidence.contains("NIC 0000:04:00.0: Gen4 x16"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("NIC 0000:04:00.0: Gen4 x16"),
+        "{}",
+        c.evidence
+    );
 }
 
 #[test]
@@ -152,7 +212,14 @@ fn virtual_functions_are_not_judged() {
         &format!("/sys/devices/{SW}/0000:02:10.0/0000:04:00.0/physfn"),
         &format!("/sys/devices/{SW}/0000:02:08.0/0000:03:00.0"),
     );
-    link(&g, &format!("{SW}/0000:02:10.0/0000:04:00.0"), "Unknown", 0, GEN5, 16);
+    link(
+        &g,
+        &format!("{SW}/0000:02:10.0/0000:04:00.0"),
+        "Unknown",
+        0,
+        GEN5,
+        16,
+    );
     let f = facts(g.finish());
     assert!(f.links.iter().all(|l| l.address != "0000:04:00.0"));
     assert_eq!(check(&f, "pcie-links").outcome, Outcome::Pass);
@@ -168,19 +235,42 @@ const NOISE: &str = "Nov 22 00:00:01 gpu-node-17 kernel: [1.0] EXT4-fs (nvme0n1p
 #[test]
 fn kernel_log_xid_and_aer_lines_as_printed() {
     let g = node((GEN5, 16));
-    g.file("/var/log/kern.log", format!("{NOISE}{AER_CORR}{FLAP}{XID13}{AER_FATAL}{XID79}"));
+    g.file(
+        "/var/log/kern.log",
+        format!("{NOISE}{AER_CORR}{FLAP}{XID13}{AER_FATAL}{XID79}"),
+    );
     let f = facts(g.finish());
     let log = f.kernel_events.as_ref().unwrap();
     assert_eq!(log.source, "/var/log/kern.log");
     assert_eq!(log.lines, 9);
     let c = check(&f, "kernel-log");
     assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
-    assert!(c.evidence.contains("1 fatal Xid error(s) (79)"), "{}", c.evidence);
-    assert!(c.evidence.contains("GPU has fallen off the bus"), "{}", c.evidence);
-    assert!(c.evidence.contains("2 uncorrected PCIe AER error(s)"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("1 fatal Xid error(s) (79)"),
+        "{}",
+        c.evidence
+    );
+    assert!(
+        c.evidence.contains("GPU has fallen off the bus"),
+        "{}",
+        c.evidence
+    );
+    assert!(
+        c.evidence.contains("2 uncorrected PCIe AER error(s)"),
+        "{}",
+        c.evidence
+    );
     assert!(c.evidence.contains("1 non-fatal Xid"), "{}", c.evidence);
-    assert!(c.evidence.contains("2 corrected PCIe AER"), "{}", c.evidence);
-    assert!(c.evidence.contains("1 link flap(s), back up now"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("2 corrected PCIe AER"),
+        "{}",
+        c.evidence
+    );
+    assert!(
+        c.evidence.contains("1 link flap(s), back up now"),
+        "{}",
+        c.evidence
+    );
     let d = doctor(g.finish());
     assert_eq!(finding(&d, "kernel-log").unwrap()["severity"], "error");
 }
@@ -204,7 +294,10 @@ fn kernel_log_warnings_only_and_clean_and_absent() {
         "/var/log/kern.log",
         "Nov 22 01:00:00 n kernel: [1.0] mlx5_core 0000:04:00.0 ibp4s0: Link down\n",
     );
-    assert_eq!(check(&facts(g.finish()), "kernel-log").outcome, Outcome::Fail);
+    assert_eq!(
+        check(&facts(g.finish()), "kernel-log").outcome,
+        Outcome::Fail
+    );
 }
 
 #[test]
@@ -213,7 +306,9 @@ fn rdma_port_at_half_rate_fails_and_full_rate_passes() {
     let f = facts(g.finish());
     let c = check(&f, "rdma-ports");
     assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
-    assert!(c.evidence.contains("mlx5_0:1 ACTIVE InfiniBand 400 Gb/sec (4X NDR)"));
+    assert!(c
+        .evidence
+        .contains("mlx5_0:1 ACTIVE InfiniBand 400 Gb/sec (4X NDR)"));
     let g = node((GEN5, 16));
     g.file(
         "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:10.0/0000:04:00.0/infiniband/mlx5_0/ports/1/rate",
@@ -221,7 +316,11 @@ fn rdma_port_at_half_rate_fails_and_full_rate_passes() {
     );
     let c = check(&facts(g.finish()), "rdma-ports");
     assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
-    assert!(c.evidence.contains("is 50% of 4X NDR (400 Gb/s)"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("is 50% of 4X NDR (400 Gb/s)"),
+        "{}",
+        c.evidence
+    );
     assert!(c.fix.unwrap().contains("cable"));
 }
 
@@ -230,22 +329,44 @@ fn roce_port_needs_a_routable_roce_v2_gid() {
     let mut g = HostGen::new();
     g.ubuntu("24.04");
     let nic = "pci0000:00/0000:00:02.0/0000:05:00.0";
-    g.rdma("mlx5_0", Some(nic), 0, "mlx5_core", &[("ACTIVE", "Ethernet", "100 Gb/sec (2X HDR)", "ens1np0", 9000)]);
+    g.rdma(
+        "mlx5_0",
+        Some(nic),
+        0,
+        "mlx5_core",
+        &[("ACTIVE", "Ethernet", "100 Gb/sec (2X HDR)", "ens1np0", 9000)],
+    );
     let pd = format!("/sys/devices/{nic}/infiniband/mlx5_0/ports/1");
     // Only the link-local GID: not usable.
-    g.file(&format!("{pd}/gids/0"), "fe80:0000:0000:0000:0e42:a1ff:fe12:3456\n");
+    g.file(
+        &format!("{pd}/gids/0"),
+        "fe80:0000:0000:0000:0e42:a1ff:fe12:3456\n",
+    );
     g.file(&format!("{pd}/gid_attrs/types/0"), "IB/RoCE v1\n");
-    g.file(&format!("{pd}/gids/1"), "fe80:0000:0000:0000:0e42:a1ff:fe12:3456\n");
+    g.file(
+        &format!("{pd}/gids/1"),
+        "fe80:0000:0000:0000:0e42:a1ff:fe12:3456\n",
+    );
     g.file(&format!("{pd}/gid_attrs/types/1"), "RoCE v2\n");
-    g.file(&format!("{pd}/gids/2"), "0000:0000:0000:0000:0000:0000:0000:0000\n");
+    g.file(
+        &format!("{pd}/gids/2"),
+        "0000:0000:0000:0000:0000:0000:0000:0000\n",
+    );
     let c = check(&facts(g.finish()), "rdma-ports");
     assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
     assert!(c.evidence.contains("no RoCE v2 GID"), "{}", c.evidence);
-    g.file(&format!("{pd}/gids/3"), "0000:0000:0000:0000:0000:ffff:0a00:020f\n");
+    g.file(
+        &format!("{pd}/gids/3"),
+        "0000:0000:0000:0000:0000:ffff:0a00:020f\n",
+    );
     g.file(&format!("{pd}/gid_attrs/types/3"), "RoCE v2\n");
     let c = check(&facts(g.finish()), "rdma-ports");
     assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
-    assert!(c.evidence.contains("GID 3 ::ffff:10.0.2.15"), "{}", c.evidence);
+    assert!(
+        c.evidence.contains("GID 3 ::ffff:10.0.2.15"),
+        "{}",
+        c.evidence
+    );
 }
 
 #[test]
@@ -253,16 +374,30 @@ fn affinity_warns_when_the_best_nic_is_on_the_other_socket() {
     let g = node((GEN5, 16));
     let c = check(&facts(g.finish()), "gpu-nic-affinity");
     assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
-    assert!(c.evidence.contains("GPU 0000:03:00.0 -> mlx5_0 (0000:04:00.0) PIX, NUMA 0/0"), "{}", c.evidence);
+    assert!(
+        c.evidence
+            .contains("GPU 0000:03:00.0 -> mlx5_0 (0000:04:00.0) PIX, NUMA 0/0"),
+        "{}",
+        c.evidence
+    );
     let mut g = HostGen::new();
     g.ubuntu("22.04");
     g.h100("pci0000:00/0000:00:01.0/0000:03:00.0", 0);
-    g.rdma("mlx5_0", Some("pci0000:80/0000:80:01.0/0000:81:00.0"), 1, "mlx5_core", &[("ACTIVE", "InfiniBand", "400 Gb/sec (4X NDR)", "ib0", 4092)]);
+    g.rdma(
+        "mlx5_0",
+        Some("pci0000:80/0000:80:01.0/0000:81:00.0"),
+        1,
+        "mlx5_core",
+        &[("ACTIVE", "InfiniBand", "400 Gb/sec (4X NDR)", "ib0", 4092)],
+    );
     let f = facts(g.finish());
     let c = check(&f, "gpu-nic-affinity");
     assert_eq!(c.outcome, Outcome::Warn, "{c:?}");
     assert!(c.evidence.contains("SYS, NUMA 0/1"), "{}", c.evidence);
-    assert_eq!(finding(&doctor(g.finish()), "gpu-nic-affinity").unwrap()["severity"], "warn");
+    assert_eq!(
+        finding(&doctor(g.finish()), "gpu-nic-affinity").unwrap()["severity"],
+        "warn"
+    );
 }
 
 #[test]
@@ -275,7 +410,8 @@ fn verify_on_a_root_reports_every_check_and_the_metrics() {
         .arg(root)
         .output()
         .unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
     assert_eq!(check_named(&v, "pcie-links")["status"], "fail");
     assert_eq!(check_named(&v, "kernel-log")["status"], "fail");
     assert_eq!(check_named(&v, "rdma-ports")["status"], "pass");
@@ -286,7 +422,12 @@ fn verify_on_a_root_reports_every_check_and_the_metrics() {
         assert_eq!(c["detail"], "not the running system");
     }
     let h = &v["health"]["checks"];
-    let links = h.as_array().unwrap().iter().find(|c| c["name"] == "pcie-links").unwrap();
+    let links = h
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "pcie-links")
+        .unwrap();
     assert!(links["fix"].as_str().unwrap().contains("reseat"));
     assert_eq!(v["ready"], false);
     let out = gdrprov()
@@ -296,8 +437,14 @@ fn verify_on_a_root_reports_every_check_and_the_metrics() {
         .unwrap();
     let text = stdout_of(&out);
     assert!(text.contains("gdrprov_pcie_link_degraded{device=\"0000:03:00.0\",role=\"gpu\",current=\"Gen5 x8\",maximum=\"Gen5 x16\"} 1"), "{text}");
-    assert!(text.contains("gdrprov_pcie_link_degraded{device=\"0000:04:00.0\",role=\"nic\""), "{text}");
-    assert!(text.contains("gdrprov_check_ok{check=\"kernel-log\""), "{text}");
+    assert!(
+        text.contains("gdrprov_pcie_link_degraded{device=\"0000:04:00.0\",role=\"nic\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("gdrprov_check_ok{check=\"kernel-log\""),
+        "{text}"
+    );
 }
 
 #[test]

@@ -286,10 +286,15 @@ pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchErro
 
 /// Run `gdrprov bench copy`: Ok(0) when every GPU reached its floor, else Ok(1).
 pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError> {
-    for (name, v) in [("--min-fraction", args.min_fraction), ("--min-gbs", args.min_gbs)] {
+    for (name, v) in [
+        ("--min-fraction", args.min_fraction),
+        ("--min-gbs", args.min_gbs),
+    ] {
         if let Some(x) = v {
             if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
-                return Err(BenchError::InvalidArgument(format!("{name} {x} is out of range")));
+                return Err(BenchError::InvalidArgument(format!(
+                    "{name} {x} is out of range"
+                )));
             }
         }
     }

@@ -76,7 +76,10 @@ impl LinkReading {
             .and_then(generation)
             .map(|g| format!("Gen{g}"))
             .unwrap_or_else(|| "Gen?".into());
-        format!("{g} x{}", width.map(|w| w.to_string()).unwrap_or("?".into()))
+        format!(
+            "{g} x{}",
+            width.map(|w| w.to_string()).unwrap_or("?".into())
+        )
     }
     pub fn under_load(&self) -> String {
         Self::label(
@@ -174,7 +177,12 @@ pub fn floor(name: &str, link: &LinkReading, opts: &CopyOptions) -> (Option<f64>
         .and_then(generation);
     let n = name.to_ascii_uppercase();
     let x16 = link.max_width == Some(16);
-    if x16 && gen >= Some(5) && ["H100", "H200", "H800", "H20", "GH200"].iter().any(|p| n.contains(p)) {
+    if x16
+        && gen >= Some(5)
+        && ["H100", "H200", "H800", "H20", "GH200"]
+            .iter()
+            .any(|p| n.contains(p))
+    {
         return (Some(48.0), "Azure's floor for H100/H200 at Gen5 x16".into());
     }
     if x16 && gen == Some(4) && (n.contains("A100") || n.contains("A800")) {
@@ -183,7 +191,10 @@ pub fn floor(name: &str, link: &LinkReading, opts: &CopyOptions) -> (Option<f64>
     match max {
         Some(m) => (
             Some(DEFAULT_FRACTION * m),
-            format!("{DEFAULT_FRACTION} of the {} link's {m:.1} GB/s", link.maximum()),
+            format!(
+                "{DEFAULT_FRACTION} of the {} link's {m:.1} GB/s",
+                link.maximum()
+            ),
         ),
         None => (None, "no PCIe link attributes in sysfs: no floor".into()),
     }
@@ -413,7 +424,11 @@ pub fn render_text(r: &CopyReport) -> String {
         ));
         s.push_str(&format!("    ({})\n", g.floor_source));
     }
-    s.push_str(if r.passed { "Result: PASS\n" } else { "Result: FAIL\n" });
+    s.push_str(if r.passed {
+        "Result: PASS\n"
+    } else {
+        "Result: FAIL\n"
+    });
     s
 }
 
@@ -436,8 +451,13 @@ mod tests {
         let o = CopyOptions::default();
         let gen5 = link("32.0 GT/s PCIe", 16);
         assert_eq!(floor("NVIDIA H100 80GB HBM3", &gen5, &o).0, Some(48.0));
-        assert_eq!(floor("NVIDIA A100-SXM4-80GB", &link("16.0 GT/s PCIe", 16), &o).0, Some(21.0));
-        let l40 = floor("NVIDIA L40S", &link("16.0 GT/s PCIe", 16), &o).0.unwrap();
+        assert_eq!(
+            floor("NVIDIA A100-SXM4-80GB", &link("16.0 GT/s PCIe", 16), &o).0,
+            Some(21.0)
+        );
+        let l40 = floor("NVIDIA L40S", &link("16.0 GT/s PCIe", 16), &o)
+            .0
+            .unwrap();
         assert!((l40 - 0.75 * 31.5).abs() < 0.1, "{l40}");
         let f = CopyOptions {
             min_fraction: Some(0.8),

@@ -16,7 +16,9 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
                 Outcome::Pass | Outcome::Skip => return None,
             };
             let title = match (c.name, sev) {
-                ("pcie-links", Sev::Error) => "a GPU, NIC or bridge runs below its PCIe link maximum",
+                ("pcie-links", Sev::Error) => {
+                    "a GPU, NIC or bridge runs below its PCIe link maximum"
+                }
                 ("pcie-links", _) => "a GPU link is below its maximum speed (possibly idle)",
                 ("kernel-log", Sev::Error) => "the kernel log shows GPU or PCIe errors",
                 ("kernel-log", _) => "the kernel log shows corrected errors or link flaps",

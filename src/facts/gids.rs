@@ -62,13 +62,14 @@ pub struct PortGids {
 pub fn probe(host: &Host, devices: &[RdmaDevice]) -> Vec<PortGids> {
     let mut out = Vec::new();
     for d in devices {
-        for p in d.ports.iter().filter(|p| p.link_layer.as_deref() == Some("Ethernet")) {
+        for p in d
+            .ports
+            .iter()
+            .filter(|p| p.link_layer.as_deref() == Some("Ethernet"))
+        {
             let dir = format!("/sys/class/infiniband/{}/ports/{}", d.name, p.port);
             let names = host.list_dir(&format!("{dir}/gids"));
-            let mut idx: Vec<u32> = names
-                .iter()
-                .filter_map(|n| n.parse().ok())
-                .collect();
+            let mut idx: Vec<u32> = names.iter().filter_map(|n| n.parse().ok()).collect();
             idx.sort_unstable();
             let mut gids = Vec::new();
             for i in idx.into_iter().take(256) {

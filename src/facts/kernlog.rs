@@ -65,7 +65,9 @@ fn address_in(s: &str) -> Option<String> {
                 .chars()
                 .enumerate()
                 .all(|(k, c)| matches!(k, 4 | 7) || c.is_ascii_hexdigit())
-            && !tb.get(10).is_some_and(|c| c.is_ascii_hexdigit() || *c == b'.')
+            && !tb
+                .get(10)
+                .is_some_and(|c| c.is_ascii_hexdigit() || *c == b'.')
         {
             return Some(format!("{}.0", t[..10].to_ascii_lowercase()));
         }
@@ -124,7 +126,9 @@ pub fn parse_line(line: &str) -> Option<KernelEvent> {
             .find("received: ")
             .and_then(|i| address_in(&line[i..]))
             .or_else(|| address_in(line));
-        let serious = severity.as_deref().is_some_and(|s| s.starts_with("Uncorrected"));
+        let serious = severity
+            .as_deref()
+            .is_some_and(|s| s.starts_with("Uncorrected"));
         return ev(EventKind::Aer, device, None, severity, serious);
     }
     let lower = line.to_ascii_lowercase();
@@ -231,7 +235,10 @@ mod tests {
         assert_eq!(e.device.as_deref(), Some("0000:3b:00.0"));
         let e = parse_line("NVRM: Xid (PCI:0000:3b:00): 13, pid=77, name=a.out, Graphics SM Warp Exception on (GPC 0, TPC 1, SM 0)").unwrap();
         assert!(!e.serious);
-        let e = parse_line("kernel: pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0").unwrap();
+        let e = parse_line(
+            "kernel: pcieport 0000:00:01.0: AER: Uncorrected (Fatal) error received: 0000:3b:00.0",
+        )
+        .unwrap();
         assert_eq!(e.device.as_deref(), Some("0000:3b:00.0"));
         assert!(e.serious);
         let e = parse_line("nvidia 0000:3b:00.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)").unwrap();

@@ -62,10 +62,17 @@ pub fn parse_speed(s: &str) -> Option<f64> {
 
 /// The PCIe generation of a per-lane rate.
 pub fn generation(gts: f64) -> Option<u8> {
-    [(2.5, 1), (5.0, 2), (8.0, 3), (16.0, 4), (32.0, 5), (64.0, 6)]
-        .iter()
-        .find(|(r, _)| (gts - r).abs() < 0.01)
-        .map(|(_, g)| *g)
+    [
+        (2.5, 1),
+        (5.0, 2),
+        (8.0, 3),
+        (16.0, 4),
+        (32.0, 5),
+        (64.0, 6),
+    ]
+    .iter()
+    .find(|(r, _)| (gts - r).abs() < 0.01)
+    .map(|(_, g)| *g)
 }
 
 /// Usable one-direction bandwidth of a link in GB/s, after 8b/10b (Gen1/2)

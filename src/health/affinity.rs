@@ -35,7 +35,10 @@ pub fn check(facts: &Facts) -> HealthCheck {
     }
     let best = nearest(facts);
     if best.is_empty() {
-        return HealthCheck::skip(NAME, "no PCI RDMA NIC on this root (soft RDMA devices have no PCIe path)");
+        return HealthCheck::skip(
+            NAME,
+            "no PCI RDMA NIC on this root (soft RDMA devices have no PCIe path)",
+        );
     }
     let describe = |p: &PciePath| {
         format!(

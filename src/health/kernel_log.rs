@@ -27,7 +27,10 @@ fn quote(events: &[&KernelEvent]) -> String {
 fn ours(facts: &Facts, dev: Option<&str>) -> bool {
     let Some(d) = dev else { return false };
     facts.gpus.iter().any(|g| g.pci == d)
-        || facts.rdma_devices.iter().any(|n| n.pci.as_deref() == Some(d))
+        || facts
+            .rdma_devices
+            .iter()
+            .any(|n| n.pci.as_deref() == Some(d))
         || facts.links.iter().any(|l| l.address == d)
 }
 
@@ -42,9 +45,8 @@ pub fn check(facts: &Facts) -> HealthCheck {
             },
         );
     };
-    let of = |k: EventKind| -> Vec<&KernelEvent> {
-        log.events.iter().filter(|e| e.kind == k).collect()
-    };
+    let of =
+        |k: EventKind| -> Vec<&KernelEvent> { log.events.iter().filter(|e| e.kind == k).collect() };
     let xids = of(EventKind::Xid);
     let fatal_xid: Vec<&KernelEvent> = xids.iter().copied().filter(|e| e.serious).collect();
     let other_xid: Vec<&KernelEvent> = xids.iter().copied().filter(|e| !e.serious).collect();
@@ -56,11 +58,7 @@ pub fn check(facts: &Facts) -> HealthCheck {
     // Links: the last event per device says whether it is down now.
     let mut still_down: Vec<&KernelEvent> = Vec::new();
     let mut flapped: Vec<&KernelEvent> = Vec::new();
-    for e in log
-        .events
-        .iter()
-        .filter(|e| e.kind == EventKind::LinkDown)
-    {
+    for e in log.events.iter().filter(|e| e.kind == EventKind::LinkDown) {
         let last = log
             .events
             .iter()
@@ -106,17 +104,11 @@ pub fn check(facts: &Facts) -> HealthCheck {
         .filter(|e| ours(facts, e.device.as_deref()) || e.line.contains("mlx5_core"))
         .collect();
     if !down_ours.is_empty() {
-        bad.push(format!(
-            "link down and not back up: {}",
-            quote(&down_ours)
-        ));
+        bad.push(format!("link down and not back up: {}", quote(&down_ours)));
         fixes.push("check the cable, the switch port and `ibstat`/`ip link`; for a PCIe slot (pciehp) the device dropped off the bus: reseat it");
     }
     if !module_bad.is_empty() {
-        bad.push(format!(
-            "NIC port module error(s): {}",
-            quote(&module_bad)
-        ));
+        bad.push(format!("NIC port module error(s): {}", quote(&module_bad)));
         fixes.push("a cable or transceiver error: reseat or replace the cable/transceiver (`mlxlink -d DEV -m` shows the module)");
     }
     let mut notes = Vec::new();
@@ -146,7 +138,11 @@ pub fn check(facts: &Facts) -> HealthCheck {
         if !notes.is_empty() {
             bad.push(format!("also {}", notes.join("; ")));
         }
-        return HealthCheck::fail(NAME, format!("{source}: {}", bad.join("; ")), fixes.join("; "));
+        return HealthCheck::fail(
+            NAME,
+            format!("{source}: {}", bad.join("; ")),
+            fixes.join("; "),
+        );
     }
     if !notes.is_empty() {
         return HealthCheck::warn(

@@ -55,7 +55,9 @@ fn line(l: &PcieLink) -> String {
         served,
         l.current(),
         l.current_speed.as_deref().unwrap_or("?"),
-        l.current_width.map(|w| format!("x{w}")).unwrap_or("x?".into()),
+        l.current_width
+            .map(|w| format!("x{w}"))
+            .unwrap_or("x?".into()),
         l.max_speed.as_deref().unwrap_or("?"),
         l.max_width.map(|w| format!("x{w}")).unwrap_or("x?".into()),
     )

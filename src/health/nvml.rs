@@ -89,16 +89,46 @@ unsafe fn gather(lib: &Library) -> Result<NvmlReport, String> {
             s.map_err(|_| format!("libnvidia-ml.so.1 has no {}", $name))?
         }};
     }
-    let count = sym!("nvmlDeviceGetCount_v2", unsafe extern "C" fn(*mut c_uint) -> Ret);
-    let handle = sym!("nvmlDeviceGetHandleByIndex_v2", unsafe extern "C" fn(c_uint, *mut Dev) -> Ret);
-    let name = sym!("nvmlDeviceGetName", unsafe extern "C" fn(Dev, *mut c_char, c_uint) -> Ret);
-    let pci = sym!("nvmlDeviceGetPciInfo_v3", unsafe extern "C" fn(Dev, *mut PciInfo) -> Ret);
-    let ecc = sym!("nvmlDeviceGetTotalEccErrors", unsafe extern "C" fn(Dev, c_uint, c_uint, *mut c_ulonglong) -> Ret);
-    let remap = sym!("nvmlDeviceGetRemappedRows", unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> Ret);
-    let retired = sym!("nvmlDeviceGetRetiredPages", unsafe extern "C" fn(Dev, c_uint, *mut c_uint, *mut c_ulonglong) -> Ret);
-    let persist = sym!("nvmlDeviceGetPersistenceMode", unsafe extern "C" fn(Dev, *mut c_uint) -> Ret);
-    let nvlink = sym!("nvmlDeviceGetNvLinkState", unsafe extern "C" fn(Dev, c_uint, *mut c_uint) -> Ret);
-    let version = sym!("nvmlSystemGetDriverVersion", unsafe extern "C" fn(*mut c_char, c_uint) -> Ret);
+    let count = sym!(
+        "nvmlDeviceGetCount_v2",
+        unsafe extern "C" fn(*mut c_uint) -> Ret
+    );
+    let handle = sym!(
+        "nvmlDeviceGetHandleByIndex_v2",
+        unsafe extern "C" fn(c_uint, *mut Dev) -> Ret
+    );
+    let name = sym!(
+        "nvmlDeviceGetName",
+        unsafe extern "C" fn(Dev, *mut c_char, c_uint) -> Ret
+    );
+    let pci = sym!(
+        "nvmlDeviceGetPciInfo_v3",
+        unsafe extern "C" fn(Dev, *mut PciInfo) -> Ret
+    );
+    let ecc = sym!(
+        "nvmlDeviceGetTotalEccErrors",
+        unsafe extern "C" fn(Dev, c_uint, c_uint, *mut c_ulonglong) -> Ret
+    );
+    let remap = sym!(
+        "nvmlDeviceGetRemappedRows",
+        unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> Ret
+    );
+    let retired = sym!(
+        "nvmlDeviceGetRetiredPages",
+        unsafe extern "C" fn(Dev, c_uint, *mut c_uint, *mut c_ulonglong) -> Ret
+    );
+    let persist = sym!(
+        "nvmlDeviceGetPersistenceMode",
+        unsafe extern "C" fn(Dev, *mut c_uint) -> Ret
+    );
+    let nvlink = sym!(
+        "nvmlDeviceGetNvLinkState",
+        unsafe extern "C" fn(Dev, c_uint, *mut c_uint) -> Ret
+    );
+    let version = sym!(
+        "nvmlSystemGetDriverVersion",
+        unsafe extern "C" fn(*mut c_char, c_uint) -> Ret
+    );
     let mut buf = [0 as c_char; 96];
     let driver = (version(buf.as_mut_ptr(), 96) == SUCCESS)
         .then(|| CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned());
@@ -180,14 +210,20 @@ pub fn check(report: Result<&NvmlReport, &str>) -> HealthCheck {
         let who = format!("GPU {} {} ({})", g.index, g.name, g.pci);
         let before = bad.len() + warn.len();
         if let Some(n) = g.ecc_uncorrected_volatile.filter(|n| *n > 0) {
-            bad.push(format!("{who}: {n} uncorrectable ECC error(s) since the driver loaded"));
+            bad.push(format!(
+                "{who}: {n} uncorrectable ECC error(s) since the driver loaded"
+            ));
             fixes.push("uncorrectable ECC errors: drain the node, reset the GPU (`nvidia-smi -r`) or reboot; if they recur, replace the GPU");
         } else if let Some(n) = g.ecc_uncorrected_aggregate.filter(|n| *n > 0) {
-            warn.push(format!("{who}: {n} uncorrectable ECC error(s) over its life"));
+            warn.push(format!(
+                "{who}: {n} uncorrectable ECC error(s) over its life"
+            ));
         }
         if g.remap_failed == Some(true) {
             bad.push(format!("{who}: row remapping failed (no spare rows left)"));
-            fixes.push("a failed row remap means the GPU's memory is out of spare rows: replace the GPU");
+            fixes.push(
+                "a failed row remap means the GPU's memory is out of spare rows: replace the GPU",
+            );
         }
         if g.remap_pending == Some(true) {
             bad.push(format!("{who}: a row remap is pending"));
@@ -279,7 +315,11 @@ mod tests {
         };
         let c = check(Ok(&r));
         assert_eq!(c.outcome, super::super::Outcome::Fail);
-        assert!(c.evidence.contains("row remap is pending"), "{}", c.evidence);
+        assert!(
+            c.evidence.contains("row remap is pending"),
+            "{}",
+            c.evidence
+        );
         assert!(c.evidence.contains("[3] of 18 down"), "{}", c.evidence);
     }
 }

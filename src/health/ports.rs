@@ -102,7 +102,10 @@ pub fn check(facts: &Facts) -> HealthCheck {
         if problems.is_empty() {
             ok.push(format!("{name} ACTIVE {ll} {rate}"));
         } else {
-            bad.push(format!("{name} ACTIVE {ll} {rate}: {}", problems.join("; ")));
+            bad.push(format!(
+                "{name} ACTIVE {ll} {rate}: {}",
+                problems.join("; ")
+            ));
         }
     }
     fixes.dedup();
