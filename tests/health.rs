@@ -326,7 +326,7 @@ fn rdma_port_at_half_rate_fails_and_full_rate_passes() {
 
 #[test]
 fn roce_port_needs_a_routable_roce_v2_gid() {
-    let mut g = HostGen::new();
+    let g = HostGen::new();
     g.ubuntu("24.04");
     let nic = "pci0000:00/0000:00:02.0/0000:05:00.0";
     g.rdma(
@@ -380,7 +380,7 @@ fn affinity_warns_when_the_best_nic_is_on_the_other_socket() {
         "{}",
         c.evidence
     );
-    let mut g = HostGen::new();
+    let g = HostGen::new();
     g.ubuntu("22.04");
     g.h100("pci0000:00/0000:00:01.0/0000:03:00.0", 0);
     g.rdma(
