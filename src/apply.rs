@@ -15,7 +15,7 @@ pub use crate::rollback::plan_rollback;
 pub struct Outcome {
     pub generation: u64,
     pub changed: usize,
-    pub commands_run: Vec<String>,
+    pub commands_run: Vec<CommandSpec>,
     pub pending_commands: Vec<CommandSpec>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
@@ -44,6 +44,8 @@ pub fn execute(
         undoes,
         rolled_back_by: None,
         started: journal::now(),
+        finished: None,
+        user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         status: Status::InProgress,
         steps: Vec::new(),
@@ -98,6 +100,7 @@ pub fn execute(
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
+        generation.finished = Some(journal::now());
         store.save_generation(&generation)
     })();
     if let Err(e) = ran {
@@ -123,6 +126,7 @@ pub fn execute(
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
             g.rolled_back_by = Some(n);
             store.save_generation(&g)?;
         }
@@ -201,6 +205,7 @@ fn prepare_step(
         before_meta: None,
         after: None,
         command: None,
+        created_dirs: Vec::new(),
         done: false,
         pending: false,
     };
@@ -230,12 +235,40 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
 }
 
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
+fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
     match &change.action {
         Action::WriteFile {
             path,
@@ -272,7 +305,7 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
                     ),
                 });
             }
-            Ok(Some(command.shell_line()))
+            Ok(Some(command.clone()))
         }
     }
 }
@@ -299,6 +332,7 @@ struct Reverted {
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
     let started = g
@@ -334,6 +368,7 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
         let _ = host.make_boot_durable(&paths);
     }
     g.status = Status::Reverted;
+    g.finished = Some(journal::now());
     store.save_generation(g)?;
     Ok(out)
 }

@@ -194,7 +194,11 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
     let Cx { facts, intent, .. } = *cx;
     if let Some(want) = intent.iommu {
         let have = facts.iommu.state;
-        let ev = format!("IOMMU {:?}: {}", have, facts.iommu.evidence);
+        let ev = format!(
+            "IOMMU {}: {}",
+            crate::inventory::iommu_words(have),
+            facts.iommu.evidence
+        );
         match (want, have) {
             (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", "`gdrprov apply gds-iommu-off` and reboot (or a separate boot entry for GDS)")),
             (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot")),

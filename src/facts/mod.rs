@@ -175,6 +175,9 @@ impl Facts {
                 efi: false,
                 grub_cfg: None,
                 bls_entries: Vec::new(),
+                next_entry: None,
+                running_entry: None,
+                trial_running: false,
             },
             nvidia_driver: nvidia::DriverFacts {
                 version: None,

@@ -138,9 +138,15 @@ Version: 44.0-2
 
     #[test]
     fn installed_packages_are_read_from_the_status_file() {
-        assert_eq!(dpkg_installed(STATUS, "rdma-core").as_deref(), Some("44.0-2"));
+        assert_eq!(
+            dpkg_installed(STATUS, "rdma-core").as_deref(),
+            Some("44.0-2")
+        );
         // The last stanza has no blank line after it.
-        assert_eq!(dpkg_installed(STATUS, "libibverbs1").as_deref(), Some("44.0-2"));
+        assert_eq!(
+            dpkg_installed(STATUS, "libibverbs1").as_deref(),
+            Some("44.0-2")
+        );
         // Removed with its configuration kept (`rc`) is not installed.
         assert_eq!(dpkg_installed(STATUS, "perftest"), None);
         // A name inside a description is no package.

@@ -234,7 +234,12 @@ mod tests {
     fn scripts_need_their_interpreter_in_the_root() {
         let t = tempfile::tempdir().unwrap();
         // A script for /bin/sh, and the root has no /bin/sh.
-        file(t.path(), "/usr/bin/ofed_info", 0o755, b"#!/bin/sh\necho x\n");
+        file(
+            t.path(),
+            "/usr/bin/ofed_info",
+            0o755,
+            b"#!/bin/sh\necho x\n",
+        );
         let h = Host::open(t.path(), false).unwrap();
         assert_eq!(h.find_program("ofed_info"), None);
         tool(t.path(), "/bin/sh", 0o755);
@@ -245,7 +250,10 @@ mod tests {
     fn absent_tools_start_no_process() {
         let t = tempfile::tempdir().unwrap();
         let h = Host::open(t.path(), false).unwrap().recording();
-        for argv in [&["ib_write_bw", "--version"][..], &["rpm", "-q", "perftest"]] {
+        for argv in [
+            &["ib_write_bw", "--version"][..],
+            &["rpm", "-q", "perftest"],
+        ] {
             assert!(h.query(argv).is_none());
         }
         let rec = h.recorded().unwrap();

@@ -10,6 +10,7 @@ use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use crate::boot::{cmdline, entries, grub_defaults};
 use crate::change::{Action, Change, ManagedFile};
 use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::planning::PlanFacts;
 use crate::facts::{CpuVendor, OsFamily};
 use crate::host::CommandSpec;
@@ -115,7 +116,23 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
     let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
-    let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx
+        .facts
+        .boot
+        .running_entry
+        .as_deref()
+        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    let running: Option<Vec<String>> = match chosen {
+        Some(_) => None,
+        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
+    };
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
         .map_err(|e| Error::Refused(e.to_string()))?;
     let trial = ctx.trial.is_some();
@@ -201,7 +218,10 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
                     new_mode: 0o644,
                     meta: None,
                 },
-                reboot: Some(format!("kernel command line: {reboot_reason}")),
+                // Not when the running kernel already has it (`commit` of a
+                // trial that runs).
+                reboot: (args.reboot.is_none() || args.reboot_needed())
+                    .then(|| format!("kernel command line: {reboot_reason}")),
             });
         }
         if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
@@ -229,7 +249,7 @@ fn extra_entries(
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
+            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)
                 .map_err(|e| Error::Refused(e.to_string()))?
                 .result;
             (e.options.clone(), after)
@@ -251,7 +271,11 @@ fn extra_entries(
         extras.push(Extra {
             name: entries::TRIAL_ENTRY.into(),
             own: args.wanted.clone(),
-            args: base_after.clone(),
+            args: base_after
+                .iter()
+                .cloned()
+                .chain([TRIAL_MARKER.to_string()])
+                .collect(),
         });
     }
     if bls && !extras.is_empty() && bls_default.is_none() {
@@ -390,7 +414,7 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
         let stale = !edited
             && scripts_changed.is_empty()
             && !removed
-            && grub_cfg_stale(seen, wanted_default, &extras);
+            && grub_cfg_stale(seen, wanted_default, extras);
         if edited || stale || removed || !scripts_changed.is_empty() {
             if edited {
                 // /bin/sh is what grub-mkconfig sources these files with.
@@ -477,7 +501,15 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
         }
     }
     if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
-        part.reboot_pending.push(trial_reason(&id));
+        // Owed only while the trial has not had its boot: not when it is the
+        // running boot, nor when GRUB used the one-shot boot of this same
+        // trial and fell back (verify's `trial` check says it did not boot).
+        let had_its_boot = ctx.facts.boot.trial_running
+            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
+                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
+        if !had_its_boot {
+            part.reboot_pending.push(trial_reason(&id));
+        }
         part.trial = Some(Trial {
             profiles: specs.clone(),
             entry: id,
@@ -489,6 +521,17 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
             args: base_after,
         });
     }
+}
+
+/// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
+/// entry `name` of a profile.
+fn names_entry(id: &str, name: &str) -> bool {
+    id == name
+        || id.ends_with(&format!(
+            "{}{}",
+            entries::BLS_INFIX,
+            name.strip_prefix("gdrprov-").unwrap_or(name)
+        ))
 }
 
 fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {
