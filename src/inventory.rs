@@ -418,6 +418,20 @@ pub fn text(host: &Host, f: &Facts) -> String {
             format!("; configured: {}", f.limits.configured.join("; "))
         }
     );
+    if !f.links.is_empty() {
+        let _ = writeln!(w, "PCIe links:");
+    }
+    for l in &f.links {
+        let _ = writeln!(
+            w,
+            "  {:?} {}: {} (maximum {}){}",
+            l.role,
+            l.address,
+            l.current(),
+            l.maximum(),
+            if l.degraded() { "  DEGRADED" } else { "" }
+        );
+    }
     if !f.pcie.is_empty() {
         let _ = writeln!(w, "PCIe paths:");
     }

@@ -1,6 +1,7 @@
 //! `gdrprov doctor`: which profile fits this host and what stands in the way,
 //! as findings with severity, evidence, cause and fix.
 
+pub mod health_rules;
 pub mod nccl_log;
 mod rules;
 
@@ -277,6 +278,7 @@ pub fn run(
         }
     };
     findings.extend(log_findings);
+    findings.extend(health_rules::findings(&facts));
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
         .iter()
