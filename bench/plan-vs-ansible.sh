@@ -10,6 +10,7 @@
 # the ansible-core that scripts/test.sh installs in target/ansible-venv
 # (ANSIBLE_PLAYBOOK=... for another). hyperfine is used when installed
 # (apt-get install hyperfine), else a plain loop. RUNS=N: Ansible runs (10).
+# BASELINE=GDRPROV: also time that binary's plan in the same run.
 set -eu
 cd "$(dirname "$0")/.."
 gdrprov=${1:-target/release/gdrprov}
@@ -45,8 +46,11 @@ grep -q 'changed=3' "$work/ansible.out"
 before=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 
 if command -v hyperfine >/dev/null; then
+  # BASELINE=OTHER_GDRPROV adds a third command: that binary's plan (an
+  # earlier build), timed in the same run.
   hyperfine -N --warmup 3 --min-runs "$runs" --export-json "$work/h.json" \
-    -n "gdrprov plan" "$plan_cmd" -n "ansible-playbook --check --diff" "$ansible_cmd" >&2
+    -n "gdrprov plan" "$plan_cmd" -n "ansible-playbook --check --diff" "$ansible_cmd" \
+    ${BASELINE:+-n "baseline plan" "$BASELINE plan rdma-dmabuf --root $root"} >&2
   times=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join("%s %s %s" % (x["mean"], x["median"], x["user"] + x["system"]) for x in r))' "$work/h.json")
 else
   loop() { # N CMD...: mean seconds per run
@@ -69,4 +73,8 @@ echo "$times" | awk '{
   printf "%-32s %7.2f ms %7.2f ms %7.2f ms\n", "gdrprov plan", $1 * 1000, $2 * 1000, $3 * 1000
   printf "%-32s %7.0f ms %7.0f ms %7.0f ms\n", "ansible-playbook --check --diff", $4 * 1000, $5 * 1000, $6 * 1000
   printf "%-32s %9.0fx %9.0fx %9s\n", "ratio", $4 / $1, $5 / $2, ($3 > 0 ? sprintf("%.0fx", $6 / $3) : "-")
+  if (NF >= 9) {
+    printf "%-32s %7.2f ms %7.2f ms %7.2f ms\n", "baseline plan", $7 * 1000, $8 * 1000, $9 * 1000
+    printf "%-32s %9.0fx %9.0fx %9.0fx\n", "ratio, baseline", $4 / $7, $5 / $8, $6 / $9
+  }
 }'
