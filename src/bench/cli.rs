@@ -316,7 +316,7 @@ pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError>
     let r = super::copy::run(&opts)?;
     match format {
         BenchFormat::Text => print!("{}", super::copy::render_text(&r)),
-        BenchFormat::Json => println!("{}", to_json(&r)?),
+        BenchFormat::Json => println!("{}", to_json("bench copy", &r)?),
     }
     Ok(if r.passed { 0 } else { 1 })
 }
