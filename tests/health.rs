@@ -202,6 +202,20 @@ fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
         "{}",
         c.evidence
     );
+    assert!(c.evidence.starts_with("1 degraded: "), "{}", c.evidence);
+    assert!(!c.evidence.contains("caps the link"), "{}", c.evidence);
+    // The same NIC in a Gen4 slot: the port above says so.
+    link(&g, &format!("{SW}/0000:02:10.0"), GEN4, 16, GEN4, 16);
+    let c = check(&facts(g.finish()), "pcie-links");
+    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert!(
+        c.evidence.contains(
+            "(bridge 0000:02:10.0 above it supports at most 16.0 GT/s PCIe: the slot caps the link)"
+        ),
+        "{}",
+        c.evidence
+    );
+    assert!(c.evidence.starts_with("1 degraded: "), "{}", c.evidence);
 }
 
 #[test]

@@ -104,15 +104,18 @@ pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
                     bad.push(format!("{} (under load: {v} GT/s)", line(l)));
                     fixes.push(FIX_SPEED);
                 }
-                None => idle.push(line(l)),
+                None => idle.push(match capped_by(l, facts) {
+                    Some(cap) => format!("{} ({cap})", line(l)),
+                    None => line(l),
+                }),
             }
             continue;
         }
-        bad.push(line(l));
+        bad.push(match capped_by(l, facts) {
+            Some(cap) => format!("{} ({cap})", line(l)),
+            None => line(l),
+        });
         fixes.push(if narrow { FIX_WIDTH } else { FIX_SPEED });
-        if let Some(cap) = capped_by(l, facts) {
-            bad.push(cap);
-        }
     }
     fixes.dedup();
     let judged = facts
