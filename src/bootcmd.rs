@@ -560,6 +560,7 @@ pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
             cpu_vendor: a.target.cpu_vendor,
             no_reboot: a.target.no_reboot,
             force: a.target.force,
+            boot_elsewhere: a.target.boot_elsewhere,
         },
     };
     let _ = a.yes;

@@ -20,6 +20,9 @@ pub mod exit {
     pub const CHANGES: i32 = 2;
     /// `verify`: a check failed; the host is not ready.
     pub const NOT_READY: i32 = 3;
+    /// `--detailed-exitcode`: nothing left to change on the host, but the kernel command line,
+    /// set outside it (hypervisor, PXE), lacks what the profile wants.
+    pub const BOOT_ELSEWHERE: i32 = 4;
 }
 
 #[derive(Debug, Parser)]
@@ -129,6 +132,10 @@ pub struct TargetArgs {
     /// Go ahead even though the profile's hard requirements fail (they become warnings).
     #[arg(long)]
     pub force: bool,
+    /// This host's kernel command line is set outside it (hypervisor, PXE, container): apply
+    /// the rest of the profile and leave the boot part for you to set there.
+    #[arg(long)]
+    pub boot_elsewhere: bool,
 }
 
 #[derive(Debug, Args)]
@@ -375,8 +382,14 @@ fn cmd_plan(
         cli,
         &render::report("plan", &host, desired.names.clone(), &plan, None),
     );
+    let boot_owed = plan
+        .boot_elsewhere
+        .as_ref()
+        .is_some_and(|b| b.satisfied != Some(true));
     Ok(if detailed && !plan.is_empty() {
         exit::CHANGES
+    } else if detailed && boot_owed {
+        exit::BOOT_ELSEWHERE
     } else {
         exit::OK
     })
@@ -465,6 +478,7 @@ pub(crate) fn apply_profiles(cli: &Cli, a: &ApplyArgs) -> Result<Applied> {
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &a.target, trial)?;
+    check_boot_elsewhere(&plan, &a.target)?;
     let names = desired.names.clone();
     if plan.is_empty() && !apply::interrupted(&store) {
         return Ok(Applied {
@@ -517,6 +531,20 @@ pub(crate) fn apply_profiles(cli: &Cli, a: &ApplyArgs) -> Result<Applied> {
         plan: locked_plan,
         outcome: Some(outcome),
     })
+}
+
+/// Nothing half-done: on a host whose kernel command line is set outside
+/// it, apply goes ahead without the boot part only when told to.
+fn check_boot_elsewhere(plan: &Plan, target: &TargetArgs) -> Result<()> {
+    match &plan.boot_elsewhere {
+        Some(b) if b.satisfied != Some(true) && !target.boot_elsewhere => {
+            Err(Error::Refused(format!(
+                "{}; gdrprov cannot change it here. Set it there, then apply again; or pass --boot-elsewhere to apply the rest of the profile now and set the command line there yourself (nothing was changed)",
+                b.summary()
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
@@ -639,6 +667,7 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         cpu_vendor: a.cpu_vendor,
         no_reboot: false,
         force: true,
+        boot_elsewhere: true,
     };
     // During a trial boot the configuration to compare with is the trial's.
     let trial = StateStore::new(&host)
@@ -647,7 +676,12 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
     let facts = Facts::gather(&host, a.cpu_vendor);
-    let plan = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
+    // A plan that cannot be made is one failed check, not the end of verify.
+    let plan = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
+        Ok(p) => Ok(p),
+        Err(e @ (Error::Refused(_) | Error::Io { .. })) => Err(e.to_string()),
+        Err(e) => return Err(e),
+    };
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: a.no_loopback,
@@ -655,7 +689,13 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         seconds: a.duration,
         min_gbps: a.min_gbps,
     };
-    crate::verify::run(&host, &desired, &plan, &reqs, &choice)
+    crate::verify::run(
+        &host,
+        &desired,
+        plan.as_ref().map_err(String::as_str),
+        &reqs,
+        &choice,
+    )
 }
 
 fn cmd_history(cli: &Cli) -> Result<i32> {

@@ -44,6 +44,10 @@ pub struct Report<'a> {
     pub reboot_required: bool,
     pub reboot_reasons: Vec<String>,
     pub warnings: &'a [String],
+    /// The boot part when this host's kernel command line is set outside it
+    /// (`manageable: false`): what is wanted, and where to set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<&'a crate::modules::bootcfg_elsewhere::BootElsewhere>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<&'a Outcome>,
 }
@@ -106,6 +110,7 @@ pub fn report<'a>(
         reboot_required: !reasons.is_empty(),
         reboot_reasons: reasons,
         warnings: &plan.warnings,
+        boot: plan.boot_elsewhere.as_ref(),
         outcome,
     }
 }
@@ -131,7 +136,17 @@ pub fn text(r: &Report, style: Style) -> String {
     for w in r.warnings {
         let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
     }
-    if r.changes.is_empty() {
+    if let Some(b) = r.boot {
+        let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());
+        let _ = writeln!(out, "     wanted: {}", b.wanted.join(" "));
+        let _ = writeln!(out, "     why: {}", b.evidence.join("; "));
+    }
+    if r.changes.is_empty() && r.boot.is_some_and(|b| b.satisfied != Some(true)) {
+        let _ = writeln!(
+            out,
+            "\nNothing to change on this host (the boot part is set elsewhere, above)."
+        );
+    } else if r.changes.is_empty() {
         let _ = writeln!(out, "\nNothing to change: the host already matches.");
     } else {
         let _ = writeln!(out);

@@ -26,9 +26,11 @@ pub struct BootFacts {
     pub grub_cfg: Option<String>,
     /// BLS entry files.
     pub bls_entries: Vec<String>,
+    /// Where the kernel command line is set: on this host, or elsewhere.
+    pub cmdline_home: super::boot_shape::CmdlineHome,
 }
 
-pub fn probe(host: &Host) -> BootFacts {
+pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let grub_cfg = ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
         .into_iter()
         .find(|p| host.exists(p))
@@ -52,5 +54,6 @@ pub fn probe(host: &Host) -> BootFacts {
         efi,
         grub_cfg,
         bls_entries,
+        cmdline_home: super::boot_shape::probe(host, proc_cmdline),
     }
 }

@@ -3,6 +3,7 @@
 //! probes work the same on `/`, an image, or a snapshot (`inventory --snapshot`).
 
 pub mod boot;
+pub mod boot_shape;
 pub mod cuda;
 pub mod erdma;
 pub mod gpu;
@@ -117,7 +118,7 @@ impl Facts {
                 || host.is_snapshot()
                 || !pci_devices.is_empty()
                 || host.exists("/proc/modules"),
-            boot: boot::probe(host),
+            boot: boot::probe(host, proc_cmdline.as_deref()),
             ofed: ofed::probe(host),
             perftest: perftest::probe(host),
             nccl: nccl::probe(host),

@@ -104,6 +104,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         CpuVendor::Unknown => Vendor::Unknown,
     };
     let wants = wants_of(boot, vendor);
+    // No boot loader on the host: the boot part is a report, not an edit.
+    if ctx.facts.boot.cmdline_home.is_elsewhere() {
+        let names: Vec<String> = ctx.desired.entries.iter().map(|(n, _)| n.clone()).collect();
+        part.boot_elsewhere =
+            super::bootcfg_elsewhere::plan(ctx.facts, &wants, &names, ctx.trial.is_some())
+                .map_err(Error::Refused)?;
+        return Ok(part);
+    }
     let any_passthrough = std::iter::once(boot)
         .chain(ctx.desired.entries.iter().map(|(_, b)| b))
         .any(|b| b.iommu == Some(IommuMode::Passthrough));

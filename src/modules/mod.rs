@@ -2,6 +2,7 @@
 //! gdrprov already owns) into changes, without side effects.
 
 pub mod bootcfg;
+pub mod bootcfg_elsewhere;
 pub mod files;
 pub mod kmod;
 pub mod nccl;
@@ -31,6 +32,8 @@ pub struct Part {
     pub late: Vec<Change>,
     /// The keys of /etc/nccl.conf gdrprov owns after the change.
     pub nccl_keys: Option<Vec<String>>,
+    /// The boot part on a host whose command line is set outside it.
+    pub boot_elsewhere: Option<bootcfg_elsewhere::BootElsewhere>,
 }
 
 impl Part {
@@ -50,6 +53,9 @@ impl Part {
         self.late.extend(other.late);
         if other.nccl_keys.is_some() {
             self.nccl_keys = other.nccl_keys;
+        }
+        if other.boot_elsewhere.is_some() {
+            self.boot_elsewhere = other.boot_elsewhere;
         }
     }
 }
