@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
 use crate::journal::{Kind, StateStore};
-use crate::plan::{self, Context, Plan};
+use crate::plan::Plan;
 use crate::profile::{self, Composed};
 use crate::render::{self, Format, Style};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -330,25 +330,20 @@ pub(crate) fn make_plan(
     trial: Option<&[String]>,
 ) -> Result<Plan> {
     let facts = Facts::gather(host, target.cpu_vendor);
-    plan_with_facts(host, desired, target, trial, &facts)
+    plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
 }
 
-/// `make_plan` for a caller that already gathered the facts (verify).
+/// `make_plan` for a caller that already gathered the facts (verify); gives
+/// what planning read too.
 fn plan_with_facts(
     host: &Host,
     desired: &Composed,
     target: &TargetArgs,
     trial: Option<&[String]>,
     facts: &Facts,
-) -> Result<Plan> {
-    let store = StateStore::new(host);
-    let state = store.load_state()?;
-    let ctx = Context {
-        host,
-        facts,
-        desired,
-        state: &state,
-        state_store: &store,
+) -> Result<(Plan, crate::facts::planning::PlanFacts)> {
+    let state = StateStore::new(host).load_state()?;
+    let opts = crate::prepare::Options {
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(crate::bootcmd::trial_specs),
     };
@@ -356,9 +351,9 @@ fn plan_with_facts(
     // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
     let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
-    let mut plan = plan::build(&ctx)?;
+    let (mut plan, seen) = crate::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
-    Ok(plan)
+    Ok((plan, seen))
 }
 
 pub(crate) fn print_report(cli: &Cli, r: &render::Report) {
@@ -677,9 +672,14 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
     // One gathering of the facts serves the plan and the requirements check.
     let facts = Facts::gather(&host, a.cpu_vendor);
     // A plan that cannot be made is one failed check, not the end of verify.
-    let plan = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
-        Ok(p) => Ok(p),
-        Err(e @ (Error::Refused(_) | Error::Io { .. })) => Err(e.to_string()),
+    let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
+        Ok((p, seen)) => (Ok(p), seen),
+        Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
+            let state = StateStore::new(&host).load_state()?;
+            let seen =
+                crate::facts::planning::PlanFacts::gather(&host, &facts, &desired, &state, false);
+            (Err(e.to_string()), seen)
+        }
         Err(e) => return Err(e),
     };
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
@@ -691,6 +691,8 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
     };
     crate::verify::run(
         &host,
+        &facts,
+        &seen,
         &desired,
         plan.as_ref().map_err(String::as_str),
         &reqs,

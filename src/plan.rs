@@ -1,103 +1,12 @@
 //! The plan: every change gdrprov would make, in order, computed without side
 //! effects from the facts, the desired state and what gdrprov already owns.
 
+pub use crate::change::{Action, Change};
 use crate::error::Result;
-use crate::facts::Facts;
-use crate::host::{CommandSpec, Host};
-use crate::journal::{State, StateStore};
-use crate::profile::Composed;
+use crate::host::CommandSpec;
+use crate::journal::State;
+pub use crate::modules::Context;
 use serde::Serialize;
-
-/// Everything a module may look at while planning. Nothing in it can write.
-pub struct Context<'a> {
-    pub host: &'a Host,
-    pub facts: &'a Facts,
-    pub desired: &'a Composed,
-    pub state: &'a State,
-    pub state_store: &'a StateStore<'a>,
-    /// Whether the running kernel may be changed now (live root, not
-    /// `--no-reboot`); otherwise only persistent state is planned.
-    pub live_changes: bool,
-    /// `apply --trial`: the profiles as given (for `commit`); the boot
-    /// arguments go to a one-shot entry and the default entry is left alone.
-    pub trial: Option<Vec<String>>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Change {
-    pub module: String,
-    pub description: String,
-    #[serde(flatten)]
-    pub action: Action,
-    /// Why this change only takes effect after a reboot, if it does.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reboot: Option<String>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Action {
-    WriteFile {
-        path: String,
-        #[serde(skip)]
-        before: Option<String>,
-        #[serde(skip)]
-        after: String,
-        #[serde(skip)]
-        new_mode: u32,
-        /// Exact mode and owner to set (rollback); otherwise kept or `new_mode`.
-        #[serde(skip)]
-        meta: Option<crate::host::FileMeta>,
-    },
-    RemoveFile {
-        path: String,
-        #[serde(skip)]
-        before: String,
-    },
-    Run {
-        #[serde(flatten)]
-        command: CommandSpec,
-    },
-}
-
-impl Change {
-    pub fn path(&self) -> Option<&str> {
-        match &self.action {
-            Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => Some(path),
-            Action::Run { .. } => None,
-        }
-    }
-
-    /// Unified diff of a file change, `None` for commands.
-    pub fn diff(&self) -> Option<String> {
-        let (path, before, after) = match &self.action {
-            Action::WriteFile {
-                path,
-                before,
-                after,
-                ..
-            } => (path, before.as_deref().unwrap_or(""), after.as_str()),
-            Action::RemoveFile { path, before } => (path, before.as_str(), ""),
-            Action::Run { .. } => return None,
-        };
-        let old = match &self.action {
-            Action::WriteFile { before: None, .. } => "/dev/null".to_string(),
-            _ => format!("a{path}"),
-        };
-        let new = match &self.action {
-            Action::RemoveFile { .. } => "/dev/null".to_string(),
-            _ => format!("b{path}"),
-        };
-        Some(
-            similar::TextDiff::from_lines(before, after)
-                .unified_diff()
-                .context_radius(3)
-                .header(&old, &new)
-                .missing_newline_hint(true)
-                .to_string(),
-        )
-    }
-}
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Plan {
@@ -135,7 +44,7 @@ impl Plan {
     }
 }
 
-/// Builds the plan. Pure: reads the host through the context, writes nothing.
+/// Builds the plan. Pure: reads only the context's facts, writes nothing.
 /// Order: files first, then commands (unloads, loads, regeneration), so that
 /// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
@@ -238,7 +147,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         boot_elsewhere: part.boot_elsewhere,
         ..Plan::default()
     };
-    if ctx.host.no_exec() {
+    if ctx.no_exec {
         // Nothing may run: the commands are owed, and remembered as such.
         state_after.pending_commands = commands
             .into_iter()

@@ -7,7 +7,6 @@ use crate::bench::{self, LoopbackOptions, LoopbackReport, RunLength};
 use crate::error::Result;
 use crate::host::Host;
 use crate::journal::StateStore;
-use crate::modules::kmod;
 use crate::plan::Plan;
 use crate::profile::Composed;
 use crate::requirements::{ReqResult, Status as ReqStatus};
@@ -53,6 +52,8 @@ pub struct LoopbackChoice {
 /// host with nothing allowed to run (`--no-exec`).
 pub fn run(
     host: &Host,
+    facts: &crate::facts::Facts,
+    seen: &crate::facts::planning::PlanFacts,
     desired: &Composed,
     plan: std::result::Result<&Plan, &str>,
     reqs: &[ReqResult],
@@ -121,17 +122,17 @@ pub fn run(
     });
 
     // Read back from the root: sysfs and config space on the running system,
-    // or what an observed root (snapshot, fixture) shows.
-    let facts = crate::facts::Facts::gather(host, None);
+    // or what an observed root (snapshot, fixture) shows, gathered once
+    // (with --cpu-vendor) for the plan and these checks.
     for (name, result, none) in [
         (
             "mtu",
-            crate::modules::network::check(host, &facts, desired),
+            crate::modules::network::check(seen, facts, desired),
             "the profile sets no MTU",
         ),
         (
             "acs",
-            crate::modules::pcie::check(host, &facts, desired),
+            crate::modules::pcie::check(seen, facts, desired),
             "the profile leaves ACS alone",
         ),
     ] {
@@ -194,12 +195,12 @@ pub fn run(
     let wrongly_loaded: Vec<&String> = m
         .absent
         .iter()
-        .filter(|x| kmod::is_loaded(host, x))
+        .filter(|x| facts.modules.is_loaded(x))
         .collect();
     let missing: Vec<&String> = m
         .present
         .iter()
-        .filter(|x| !kmod::is_loaded(host, x))
+        .filter(|x| !facts.modules.is_loaded(x))
         .collect();
     checks.push(if m.absent.is_empty() && m.present.is_empty() {
         skip("modules", "the profile names no modules".into())

@@ -12,12 +12,14 @@ pub mod kernel;
 pub mod kmod;
 pub mod limits;
 pub mod nccl;
+pub mod net;
 pub mod nvidia;
 pub mod ofed;
 mod os;
 pub mod pci;
 pub mod pcie;
 pub mod perftest;
+pub mod planning;
 pub mod rdma;
 mod util;
 
@@ -134,6 +136,80 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
+        }
+    }
+
+    /// The facts of a root where nothing was found (no kernel, driver, GPU,
+    /// NIC or CPU vendor): what planning tests start from and fill in.
+    pub fn blank(family: OsFamily) -> Facts {
+        Facts {
+            os: OsRelease {
+                id: None,
+                version_id: None,
+                pretty_name: None,
+                family,
+            },
+            cpu_vendor: CpuVendor::Unknown,
+            proc_cmdline: None,
+            live: false,
+            snapshot: false,
+            observed: false,
+            kernel: kernel::KernelFacts::default(),
+            boot: boot::BootFacts {
+                kind: boot::BootLoaderKind::Unknown,
+                efi: false,
+                grub_cfg: None,
+                bls_entries: Vec::new(),
+                // Planning tests put GRUB's files into PlanFacts themselves.
+                cmdline_home: boot_shape::CmdlineHome::OnHost {
+                    evidence: String::new(),
+                },
+            },
+            nvidia_driver: nvidia::DriverFacts {
+                version: None,
+                flavor: nvidia::Flavor::Unknown,
+                source: None,
+            },
+            gpus: Vec::new(),
+            cuda: cuda::CudaFacts::default(),
+            ofed: ofed::OfedFacts {
+                kind: ofed::OfedKindFact::Absent,
+                version: None,
+                evidence: None,
+            },
+            perftest: perftest::PerftestFacts {
+                installed: false,
+                version: None,
+                cuda_dmabuf: None,
+            },
+            nccl: nccl::NcclFacts::default(),
+            erdma: erdma::ErdmaFacts {
+                version: None,
+                module_loaded: false,
+                module_version: None,
+            },
+            rdma_devices: Vec::new(),
+            iommu: iommu::IommuFacts {
+                state: iommu::IommuState::Unknown,
+                evidence: String::new(),
+                cmdline_args: Vec::new(),
+                units: Vec::new(),
+                groups: 0,
+                domain_types: Vec::new(),
+            },
+            modules: kmod::ModuleFacts {
+                source: "absent".into(),
+                loaded: Vec::new(),
+                blocked: Vec::new(),
+                peermem_paths: Vec::new(),
+            },
+            limits: limits::LimitsFacts {
+                memlock_soft: None,
+                memlock_hard: None,
+                configured: Vec::new(),
+            },
+            pcie: Vec::new(),
+            kernel_log: Vec::new(),
         }
     }
 

@@ -8,17 +8,17 @@
 use super::Part;
 use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use crate::boot::{cmdline, entries, grub_defaults};
+use crate::change::{Action, Change, ManagedFile};
 use crate::error::{Error, Result};
+use crate::facts::planning::PlanFacts;
 use crate::facts::{CpuVendor, OsFamily};
-use crate::host::{CommandSpec, Host};
+use crate::host::CommandSpec;
 use crate::journal::Trial;
-use crate::modules::files::ManagedFile;
-use crate::plan::{Action, Change, Context};
+use crate::modules::Context;
 use crate::profile::IommuMode;
 
 pub const MODULE: &str = "boot";
 const DEFAULTS: &str = "/etc/default/grub";
-const DEFAULTS_D: &str = "/etc/default/grub.d";
 pub const BLS_DIR: &str = "/boot/loader/entries";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
 pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
@@ -48,12 +48,7 @@ pub fn is_entry_file(path: &str) -> bool {
 }
 
 fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
-    Change {
-        module: MODULE.into(),
-        description: spec.why.clone(),
-        action: Action::Run { command: spec },
-        reboot,
-    }
+    Change::run(MODULE, spec, reboot)
 }
 
 /// An extra entry to write: its name, its profile's own arguments (for the
@@ -121,12 +116,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         );
     }
 
-    let files = read_defaults(ctx.host)?;
+    let seen = ctx.seen;
+    let files = read_defaults(seen)?;
     let named: Vec<(&str, &str)> = files
         .iter()
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
-    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(ctx.host, e))?;
+    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
     let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
         .map_err(|e| Error::Refused(e.to_string()))?;
@@ -139,7 +135,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     if !trial {
         part.kernel_args = Some(args.owned.clone());
         let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
-            .map_err(|e| grub_error(ctx.host, e))?;
+            .map_err(|e| grub_error(seen, e))?;
         edited = !edits.is_empty();
         for e in edits {
             let before = files
@@ -173,11 +169,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 
     // Extra entries start from the default entry's command line (as it will
     // be after this plan) and apply their own profile's rules to it.
-    let bls_default = if bls {
-        bls_default_entry(ctx.host)
-    } else {
-        None
-    };
+    let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
             let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
@@ -208,7 +200,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     if bls && !extras.is_empty() && bls_default.is_none() {
         return Err(Error::Refused(format!(
             "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
-            ctx.host.display(BLS_DIR),
+            seen.display(BLS_DIR),
             extras
                 .iter()
                 .map(|x| x.name.as_str())
@@ -240,7 +232,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                         Error::Refused(format!(
                             "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
                             x.name,
-                            ctx.host.display(DEFAULTS)
+                            seen.display(DEFAULTS)
                         ))
                     })?;
                 (entries::grubd_path(&x.name), script, 0o755, x.name.clone())
@@ -254,7 +246,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         if x.name == entries::TRIAL_ENTRY {
             trial_id = Some(id);
         }
-        if ctx.host.read_text(&path)?.as_deref() != Some(content.as_str()) {
+        if seen.file(&path)? != Some(content.as_str()) {
             scripts_changed.push(path.clone());
         }
         wanted_paths.push((path.clone(), content.clone()));
@@ -268,13 +260,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     }
     let removed = owned_entries
         .iter()
-        .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && ctx.host.exists(p));
+        .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && !matches!(seen.file(p), Ok(None)));
 
     if bls {
         let stale = if trial {
             Vec::new()
         } else {
-            bls_needing_change(ctx.host, &args.wanted, &args.remove)
+            bls_needing_change(seen, &args.wanted, &args.remove)
         };
         if !stale.is_empty() {
             let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
@@ -327,7 +319,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         let stale = !edited
             && scripts_changed.is_empty()
             && !removed
-            && grub_cfg_stale(ctx.host, wanted_default, &extras);
+            && grub_cfg_stale(seen, wanted_default, &extras);
         if edited || stale || removed || !scripts_changed.is_empty() {
             if edited {
                 // /bin/sh is what grub-mkconfig sources these files with.
@@ -353,7 +345,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
             part.commands.push(run_change(
-                regenerate_command(ctx.host),
+                regenerate_command(seen),
                 stale.then(|| {
                     "grub.cfg was regenerated with the wanted kernel arguments".to_string()
                 }),
@@ -361,7 +353,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             // Never unbootable: GRUB's own parser checks what was generated;
             // if it refuses, the defaults are put back and grub.cfg is
             // generated again from them.
-            if !extras.is_empty() || has_grub_script_check(ctx.host) {
+            if !extras.is_empty() || seen.grub.has_grub_script_check {
                 part.commands.push(run_change(
                     CommandSpec::new(
                         &["grub-script-check", GRUB_CFG],
@@ -379,15 +371,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     // A pending trial replaced before it booted: its one-shot next_entry
     // would name an entry that is gone (GRUB would then boot entry 0 once).
     if let (Some(old), None) = (&ctx.state.trial, &ctx.trial) {
-        let (env, tool) = if bls {
-            (GRUBENV_BLS, "grub2-editenv")
+        let (env, tool, text) = if bls {
+            (GRUBENV_BLS, "grub2-editenv", &seen.grub.grubenv_bls)
         } else {
-            ("/boot/grub/grubenv", "grub-editenv")
+            ("/boot/grub/grubenv", "grub-editenv", &seen.grub.grubenv)
         };
-        let next = ctx
-            .host
-            .read_fact(env)
-            .and_then(|t| entries::grubenv_get(&t, "next_entry"));
+        let next = text
+            .as_deref()
+            .and_then(|t| entries::grubenv_get(t, "next_entry"));
         if next.as_deref() == Some(old.entry.as_str()) {
             part.commands.push(run_change(
                 CommandSpec::new(
@@ -438,19 +429,19 @@ fn trial_reason(id: &str) -> String {
 
 /// The BLS entry extra entries are derived from: the one `saved_entry`
 /// names, else the newest kernel's. Gives (id, text, parsed).
-pub fn bls_default_entry(host: &Host) -> Option<(String, String, entries::BlsEntry)> {
-    let env = host.read_fact(GRUBENV_BLS).unwrap_or_default();
+pub fn bls_default_entry(seen: &PlanFacts) -> Option<(String, String, entries::BlsEntry)> {
+    let env = seen.grub.grubenv_bls.clone().unwrap_or_default();
     let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
     let saved = entries::grubenv_get(&env, "saved_entry");
-    let mut all: Vec<(String, String, entries::BlsEntry)> = host
-        .list_dir(BLS_DIR)
-        .into_iter()
-        .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
-        .filter(|id| !id.contains(entries::BLS_INFIX))
-        .filter_map(|id| {
-            let text = host.read_fact(&format!("{BLS_DIR}/{id}.conf"))?;
-            let e = entries::parse_bls(&id, &text, &kernelopts);
-            Some((id, text, e))
+    let mut all: Vec<(String, String, entries::BlsEntry)> = seen
+        .grub
+        .bls_entries
+        .iter()
+        .filter_map(|(n, text)| Some((n.strip_suffix(".conf")?.to_string(), text)))
+        .filter(|(id, _)| !id.contains(entries::BLS_INFIX))
+        .map(|(id, text)| {
+            let e = entries::parse_bls(&id, text, &kernelopts);
+            (id, text.clone(), e)
         })
         .collect();
     all.sort_by(|a, b| entries::version_cmp(&a.2.version, &b.2.version));
@@ -475,32 +466,27 @@ fn describe(add: &[String], remove: &[String]) -> String {
     }
 }
 
-fn grub_error(host: &Host, e: grub_defaults::GrubError) -> Error {
-    Error::Refused(format!("{} (in {})", e, host.display("/etc/default")))
+fn grub_error(seen: &PlanFacts, e: grub_defaults::GrubError) -> Error {
+    Error::Refused(format!("{} (in {})", e, seen.display("/etc/default")))
 }
 
 /// `/etc/default/grub`, then `grub.d/*.cfg` in C-locale order, as
 /// grub-mkconfig sources them.
-fn read_defaults(host: &Host) -> Result<Vec<(String, String)>> {
-    let Some(main) = host.read_text(DEFAULTS)? else {
-        return Err(Error::Refused(format!(
-            "{} does not exist: gdrprov sets the kernel command line through GRUB's defaults; install GRUB (grub2-common / grub2-tools) or drop `boot:` from the profile",
-            host.display(DEFAULTS)
-        )));
-    };
-    check_defaults_text(host, DEFAULTS, &main)?;
-    let mut files = vec![(DEFAULTS.to_string(), main)];
-    let mut names: Vec<String> = host
-        .list_dir(DEFAULTS_D)
-        .into_iter()
-        .filter(|n| n.ends_with(".cfg"))
-        .collect();
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for n in names {
-        let path = format!("{DEFAULTS_D}/{n}");
-        if let Some(text) = host.read_text(&path)? {
-            check_defaults_text(host, &path, &text)?;
-            files.push((path, text));
+fn read_defaults(seen: &PlanFacts) -> Result<Vec<(String, String)>> {
+    let mut files = Vec::new();
+    for (i, (path, read)) in seen.grub.defaults.iter().enumerate() {
+        match read.clone().map_err(Error::Refused)? {
+            Some(text) => {
+                check_defaults_text(seen, path, &text)?;
+                files.push((path.clone(), text));
+            }
+            None if i == 0 => {
+                return Err(Error::Refused(format!(
+                    "{} does not exist: gdrprov sets the kernel command line through GRUB's defaults; install GRUB (grub2-common / grub2-tools) or drop `boot:` from the profile",
+                    seen.display(DEFAULTS)
+                )))
+            }
+            None => {}
         }
     }
     Ok(files)
@@ -511,7 +497,7 @@ const MAX_DEFAULTS_LEN: usize = 256 * 1024;
 
 /// Refuses what no real GRUB defaults file holds and a shell would read
 /// differently from gdrprov: a NUL byte, or megabytes of text.
-fn check_defaults_text(host: &Host, path: &str, text: &str) -> Result<()> {
+fn check_defaults_text(seen: &PlanFacts, path: &str, text: &str) -> Result<()> {
     let why = if text.len() > MAX_DEFAULTS_LEN {
         format!(
             "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
@@ -526,12 +512,12 @@ fn check_defaults_text(host: &Host, path: &str, text: &str) -> Result<()> {
     };
     Err(Error::Refused(format!(
         "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
-        host.display(path)
+        seen.display(path)
     )))
 }
 
-fn regenerate_command(host: &Host) -> CommandSpec {
-    let spec = if host.exists("/usr/sbin/update-grub") || host.exists("/sbin/update-grub") {
+fn regenerate_command(seen: &PlanFacts) -> CommandSpec {
+    let spec = if seen.grub.has_update_grub {
         CommandSpec::new(
             &["update-grub"],
             "Regenerate /boot/grub/grub.cfg (update-grub)",
@@ -545,21 +531,14 @@ fn regenerate_command(host: &Host) -> CommandSpec {
     spec.regenerating()
 }
 
-/// Whether the root has `grub-script-check` (grub-common).
-fn has_grub_script_check(host: &Host) -> bool {
-    ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
-        .iter()
-        .any(|p| host.exists(p))
-}
-
 /// Whether an existing grub.cfg has kernel lines lacking a wanted argument
 /// (its defaults were edited but it was never regenerated), or lacks an
 /// extra entry or has it with other arguments.
-fn grub_cfg_stale(host: &Host, wanted: &[String], extras: &[Extra]) -> bool {
-    let Some(cfg) = host.read_fact(GRUB_CFG) else {
+fn grub_cfg_stale(seen: &PlanFacts, wanted: &[String], extras: &[Extra]) -> bool {
+    let Some(cfg) = &seen.grub.cfg else {
         return false;
     };
-    let menu = entries::parse_grub_cfg(&cfg);
+    let menu = entries::parse_grub_cfg(cfg);
     let default_stale = menu
         .iter()
         .filter(|m| !m.id.as_deref().is_some_and(entries::is_gdrprov_id))
@@ -574,21 +553,21 @@ fn grub_cfg_stale(host: &Host, wanted: &[String], extras: &[Extra]) -> bool {
 }
 
 /// BLS entries whose `options` lack a wanted argument or hold one to remove.
-fn bls_needing_change(host: &Host, wanted: &[String], remove: &[String]) -> Vec<String> {
-    let kernelopts = host
-        .read_fact(GRUBENV_BLS)
+fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) -> Vec<String> {
+    let kernelopts = seen
+        .grub
+        .grubenv_bls
+        .as_deref()
         .and_then(|env| {
             env.lines()
                 .find_map(|l| l.strip_prefix("kernelopts=").map(str::to_string))
         })
         .unwrap_or_default();
-    host.list_dir(BLS_DIR)
-        .into_iter()
-        .filter(|n| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
-        .filter(|n| {
-            let text = host
-                .read_fact(&format!("{BLS_DIR}/{n}"))
-                .unwrap_or_default();
+    seen.grub
+        .bls_entries
+        .iter()
+        .filter(|(n, _)| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
+        .filter(|(_, text)| {
             let options = text
                 .lines()
                 .find_map(|l| l.strip_prefix("options"))
@@ -597,5 +576,6 @@ fn bls_needing_change(host: &Host, wanted: &[String], remove: &[String]) -> Vec<
             let args = cmdline::split(&options);
             wanted.iter().any(|w| !args.contains(w)) || args.iter().any(|a| remove.contains(a))
         })
+        .map(|(n, _)| n.clone())
         .collect()
 }

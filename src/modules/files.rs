@@ -3,24 +3,16 @@
 //! A file no profile wants any more is removed if gdrprov created it, or put
 //! back as it was before gdrprov first wrote it.
 
+use crate::change::{Action, Change};
 use crate::error::{Error, Result};
-use crate::plan::{Action, Change, Context};
+use crate::modules::Context;
 use crate::profile::builtin;
 use crate::profile::load::parse_mode;
 use handlebars::Handlebars;
 
 pub const MODULE: &str = "files";
 
-/// A whole file with the content it must have.
-#[derive(Debug, Clone)]
-pub struct ManagedFile {
-    pub path: String,
-    pub content: String,
-    pub mode: u32,
-    /// Which module wants it, for the change description.
-    pub module: &'static str,
-    pub reboot: Option<String>,
-}
+pub use crate::change::ManagedFile;
 
 /// Every whole file the desired state asks for: the profile's, then the
 /// generated ones. Two wanting one path with different content is an error.
@@ -57,7 +49,7 @@ pub fn desired(ctx: &Context, generated: Vec<ManagedFile>) -> Result<Vec<Managed
 pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
     let mut changes = Vec::new();
     for f in wanted {
-        let before = ctx.host.read_text(&f.path)?;
+        let before = ctx.seen.file(&f.path)?.map(String::from);
         if before.as_deref() == Some(f.content.as_str()) {
             continue;
         }
@@ -80,7 +72,7 @@ pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
         if wanted.iter().any(|f| &f.path == path) {
             continue;
         }
-        let current = ctx.host.read_text(path)?;
+        let current = ctx.seen.file(path)?.map(String::from);
         match (&owned.original, current) {
             (None, Some(before)) => changes.push(Change {
                 module: MODULE.into(),
@@ -92,7 +84,7 @@ pub fn plan(ctx: &Context, wanted: &[ManagedFile]) -> Result<Vec<Change>> {
                 reboot: None,
             }),
             (Some(orig), current) => {
-                let original = ctx.state_store.read_backup(orig)?;
+                let original = ctx.seen.backup(orig)?;
                 if current.as_deref() != Some(original.as_str()) {
                     changes.push(Change {
                         module: MODULE.into(),
@@ -128,8 +120,15 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
     };
     let source = match builtin::template(template) {
         Some(t) => t.to_string(),
-        None => std::fs::read_to_string(template)
-            .map_err(|e| Error::io("read template", template.clone(), e))?,
+        None => match ctx.seen.templates.get(template) {
+            Some(Ok(t)) => t.clone(),
+            Some(Err(e)) => return Err(Error::Refused(e.clone())),
+            None => {
+                return Err(Error::Refused(format!(
+                    "template `{template}` was not read before planning"
+                )))
+            }
+        },
     };
     let mut vars = serde_json::Map::new();
     for (k, v) in ctx.desired.doc.vars.iter().chain(spec.vars.iter()) {

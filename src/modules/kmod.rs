@@ -4,10 +4,12 @@
 
 use super::files::ManagedFile;
 use super::Part;
+use crate::change::Change;
 use crate::error::{Error, Result};
+use crate::facts::planning::KernelModules;
 use crate::facts::OsFamily;
-use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Change, Context};
+use crate::host::CommandSpec;
+use crate::modules::Context;
 
 pub const MODULE: &str = "modules";
 pub const LOAD_CONF: &str = "/etc/modules-load.d/gdrprov.conf";
@@ -22,18 +24,21 @@ pub fn norm(name: &str) -> String {
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
     let doc = &ctx.desired.doc.modules;
-    let present = effective_present(ctx.host, &doc.present);
-    let kernels = target_kernels(ctx.host);
+    let present = effective_present(ctx.facts.nvidia_driver.major(), &doc.present);
+    let kernels = &ctx.seen.kernels;
+    let live = ctx.facts.live;
+    let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
     let header = super::files::header(ctx);
 
     // Present modules must exist for every kernel they will boot with.
     for m in &present {
-        for k in &kernels {
-            match module_status(ctx.host, k, m) {
+        for k in kernels {
+            match module_status(k, m) {
                 ModStatus::Missing => {
                     return Err(Error::Refused(format!(
-                        "kernel module `{m}` does not exist for kernel {k} in {}: {} (nothing was changed)",
-                        ctx.host.display("/lib/modules"),
+                        "kernel module `{m}` does not exist for kernel {} in {}: {} (nothing was changed)",
+                        k.release,
+                        ctx.seen.display("/lib/modules"),
                         provider_hint(m)
                     )))
                 }
@@ -59,11 +64,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         for m in &doc.absent {
             s.push_str(&format!("blacklist {m}\ninstall {m} /bin/false\n"));
         }
-        block_file_changes |= ctx.host.read_fact(BLOCK_CONF).as_deref() != Some(s.as_str());
+        block_file_changes |= ctx.seen.file_fact(BLOCK_CONF) != Some(s.as_str());
         part.files.push(managed(BLOCK_CONF, s, None));
         for m in &doc.absent {
-            for k in &kernels {
-                if module_status(ctx.host, k, m) == ModStatus::Builtin {
+            for k in kernels {
+                if module_status(k, m) == ModStatus::Builtin {
+                    let k = &k.release;
                     part.warnings.push(format!(
                         "`{m}` is built into kernel {k}: modprobe.d cannot block it; use `{m}.blacklist=1`-style kernel arguments or another kernel"
                     ));
@@ -81,21 +87,26 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         let reboot = doc
             .options
             .keys()
-            .filter(|m| ctx.host.is_live() && is_loaded(ctx.host, m))
+            .filter(|m| live && loaded(m))
             .map(|m| format!("`{m}` is loaded: its new options apply when it is next loaded"))
             .next();
-        block_file_changes |= ctx.host.read_fact(OPTIONS_CONF).as_deref() != Some(s.as_str());
+        block_file_changes |= ctx.seen.file_fact(OPTIONS_CONF) != Some(s.as_str());
         part.files.push(managed(OPTIONS_CONF, s, reboot));
     }
 
     // The running kernel, only on the live system and not for image builds.
     if ctx.live_changes {
         for m in &doc.absent {
-            if !is_loaded(ctx.host, m) {
+            if !loaded(m) {
                 continue;
             }
-            let holders = holders(ctx.host, m);
-            let refcnt = refcnt(ctx.host, m);
+            let usage = ctx
+                .seen
+                .module_use
+                .get(&norm(m))
+                .cloned()
+                .unwrap_or_default();
+            let (holders, refcnt) = (usage.holders, usage.refcnt);
             if holders.is_empty() && refcnt == 0 {
                 part.commands.push(run(
                     &["modprobe", "-r", m],
@@ -114,7 +125,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             }
         }
         for m in &present {
-            if !is_loaded(ctx.host, m) {
+            if !loaded(m) {
                 part.commands.push(run(
                     &["modprobe", m],
                     format!("Load {m} now (it must be present)"),
@@ -122,8 +133,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-    } else if ctx.host.is_live() {
-        for m in doc.absent.iter().filter(|m| is_loaded(ctx.host, m)) {
+    } else if live {
+        for m in doc.absent.iter().filter(|m| loaded(m)) {
             part.reboot_pending.push(format!(
                 "`{m}` is loaded; --no-reboot leaves it until the next boot"
             ));
@@ -133,12 +144,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     // A blocked or configured module inside an initramfs is only blocked once
     // the initramfs carries the new modprobe.d files.
     if block_file_changes {
-        let family = crate::facts::os_family(ctx.host);
-        for k in &kernels {
+        let family = ctx.facts.os.family;
+        for k in kernels.iter().map(|k| k.release.as_str()) {
             let listed: Vec<&String> = doc.absent.iter().chain(doc.options.keys()).collect();
             let inside: Vec<&String> = listed
                 .into_iter()
-                .filter(|m| in_initramfs(ctx.host, family, k, m))
+                .filter(|m| ctx.seen.in_initramfs(k, m))
                 .collect();
             if inside.is_empty() {
                 continue;
@@ -156,15 +167,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ),
             )
             .regenerating();
-            part.commands.push(Change {
-                module: MODULE.into(),
-                description: spec.why.clone(),
-                action: Action::Run { command: spec },
-                reboot: Some(format!(
+            part.commands.push(Change::run(
+                MODULE,
+                spec,
+                Some(format!(
                     "the initramfs of {k} was rebuilt for {}",
                     names.join(", ")
                 )),
-            });
+            ));
         }
     }
     Ok(part)
@@ -181,19 +191,14 @@ fn managed(path: &str, content: String, reboot: Option<String>) -> ManagedFile {
 }
 
 fn run(argv: &[&str], why: String, reboot: Option<String>) -> Change {
-    let spec = CommandSpec::new(argv, why);
-    Change {
-        module: MODULE.into(),
-        description: spec.why.clone(),
-        action: Action::Run { command: spec },
-        reboot,
-    }
+    Change::run(MODULE, CommandSpec::new(argv, why), reboot)
 }
 
 /// `legacy-peermem` asks for nvidia_peermem; drivers older than 470 ship no
-/// such module, and the separate nv_peer_mem does the job there.
-fn effective_present(host: &Host, present: &[String]) -> Vec<String> {
-    let old_driver = driver_major(host).is_some_and(|v| v < 470);
+/// such module, and the separate nv_peer_mem does the job there. The driver
+/// version is the facts' (`/proc/driver/nvidia/version`, else modinfo).
+fn effective_present(driver_major: Option<u32>, present: &[String]) -> Vec<String> {
+    let old_driver = driver_major.is_some_and(|v| v < 470);
     present
         .iter()
         .map(|m| {
@@ -202,31 +207,6 @@ fn effective_present(host: &Host, present: &[String]) -> Vec<String> {
             } else {
                 m.clone()
             }
-        })
-        .collect()
-}
-
-fn driver_major(host: &Host) -> Option<u32> {
-    let v = host.read_fact("/proc/driver/nvidia/version")?;
-    let line = v.lines().next()?;
-    line.split_whitespace()
-        .find(|w| w.chars().next().is_some_and(|c| c.is_ascii_digit()) && w.contains('.'))
-        .and_then(|w| w.split('.').next()?.parse().ok())
-}
-
-/// The kernels a module must work with: the running one on the live system,
-/// every installed one in an image.
-pub fn target_kernels(host: &Host) -> Vec<String> {
-    if host.is_live() {
-        if let Some(r) = host.read_fact("/proc/sys/kernel/osrelease") {
-            return vec![r.trim().to_string()];
-        }
-    }
-    host.list_dir("/lib/modules")
-        .into_iter()
-        .filter(|k| {
-            host.exists(&format!("/lib/modules/{k}/kernel"))
-                || host.exists(&format!("/lib/modules/{k}/modules.dep"))
         })
         .collect()
 }
@@ -242,88 +222,19 @@ enum ModStatus {
 
 /// Looks a module up in the kernel's own index (`modules.dep`, which depmod
 /// writes, DKMS modules included) and in `modules.builtin`.
-fn module_status(host: &Host, kernel: &str, name: &str) -> ModStatus {
+fn module_status(k: &KernelModules, name: &str) -> ModStatus {
     let want = norm(name);
-    let matches = |line: &str| {
-        let path = line.split(':').next().unwrap_or("");
-        let file = path.rsplit('/').next().unwrap_or("");
-        let stem = file.split(".ko").next().unwrap_or("");
-        !stem.is_empty() && norm(stem) == want
-    };
-    if let Some(b) = host.read_fact(&format!("/lib/modules/{kernel}/modules.builtin")) {
-        if b.lines().any(matches) {
-            return ModStatus::Builtin;
-        }
+    if k.builtin.as_ref().is_some_and(|b| b.contains(&want)) {
+        return ModStatus::Builtin;
     }
-    match host.read_fact(&format!("/lib/modules/{kernel}/modules.dep")) {
-        Some(dep) if dep.lines().any(matches) => ModStatus::Module,
-        Some(dep) if !dep.trim().is_empty() => ModStatus::Missing,
+    match &k.index {
+        Some(index) if index.contains(&want) => ModStatus::Module,
+        Some(_) => ModStatus::Missing,
         // An empty or absent index (no depmod run yet): look at the files.
-        _ => {
-            if find_ko(host, &format!("/lib/modules/{kernel}"), &want, 0) {
-                ModStatus::Module
-            } else if host.exists(&format!("/lib/modules/{kernel}/kernel")) {
-                ModStatus::Missing
-            } else {
-                ModStatus::Unknown
-            }
-        }
+        None if k.ko_files.contains(&want) => ModStatus::Module,
+        None if k.has_kernel_dir => ModStatus::Missing,
+        None => ModStatus::Unknown,
     }
-}
-
-fn find_ko(host: &Host, dir: &str, want: &str, depth: usize) -> bool {
-    if depth > 8 {
-        return false;
-    }
-    host.list_dir(dir).iter().any(|e| {
-        let p = format!("{dir}/{e}");
-        match e.split(".ko").next() {
-            Some(stem) if e.contains(".ko") && norm(stem) == want => true,
-            _ => !e.contains('.') && find_ko(host, &p, want, depth + 1),
-        }
-    })
-}
-
-/// Loaded modules have `/sys/module/NAME/initstate` (built-in ones do not).
-pub fn is_loaded(host: &Host, name: &str) -> bool {
-    host.exists(&format!("/sys/module/{}/initstate", norm(name)))
-}
-
-fn holders(host: &Host, name: &str) -> Vec<String> {
-    host.list_dir(&format!("/sys/module/{}/holders", norm(name)))
-}
-
-fn refcnt(host: &Host, name: &str) -> u64 {
-    host.read_fact(&format!("/sys/module/{}/refcnt", norm(name)))
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// Whether the initramfs of `kernel` carries the module, asked of the
-/// distribution's own lister. No initramfs, or no lister: `false`.
-fn in_initramfs(host: &Host, family: OsFamily, kernel: &str, name: &str) -> bool {
-    let (image, argv): (String, Vec<String>) = match family {
-        OsFamily::Rhel => {
-            let img = format!("/boot/initramfs-{kernel}.img");
-            (img.clone(), vec!["lsinitrd".into(), img])
-        }
-        _ => {
-            let img = format!("/boot/initrd.img-{kernel}");
-            (img.clone(), vec!["lsinitramfs".into(), img])
-        }
-    };
-    if !host.exists(&image) {
-        return false;
-    }
-    let args: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let Some(out) = host.query(&args) else {
-        return false;
-    };
-    let want = norm(name);
-    out.stdout.lines().any(|l| {
-        let file = l.rsplit('/').next().unwrap_or("");
-        file.contains(".ko") && norm(file.split(".ko").next().unwrap_or("")) == want
-    })
 }
 
 /// Which package usually provides a module, for the "does not exist" error.

@@ -6,8 +6,9 @@
 //! touched when the profile needs it, and the change says so.
 
 use super::Part;
+use crate::change::{Action, Change};
 use crate::error::{Error, Result};
-use crate::plan::{Action, Change, Context};
+use crate::modules::Context;
 use std::collections::BTreeMap;
 
 pub const MODULE: &str = "nccl";
@@ -97,7 +98,7 @@ pub fn wanted(ctx: &Context) -> BTreeMap<String, Setting> {
     }
     // The MTU the eRDMA netdevs will have: what network.mtu sets, else what
     // they have now.
-    let (planned, _) = super::network::wanted(ctx.host, ctx.facts, ctx.desired);
+    let (planned, _) = super::network::wanted(ctx.seen, ctx.facts, ctx.desired);
     let mut unsafe_mtu: Vec<String> = Vec::new();
     for d in ctx.facts.rdma_devices.iter().filter(|d| d.is_erdma()) {
         for p in &d.ports {
@@ -230,12 +231,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "{PATH}: the profile sets `nccl:` keys and also lists the whole file under `files:`; keep one (nothing was changed)"
         )));
     }
-    let before = ctx.host.read_text(PATH)?;
+    let before = ctx.seen.file(PATH)?.map(String::from);
     // A file an older gdrprov (or a `files:` entry) owned as a whole: start
     // from what was there before gdrprov, the whole-file ownership ends.
     let base = match ctx.state.files.get(PATH) {
         Some(o) if !wanted.is_empty() => match &o.original {
-            Some(b) => Some(ctx.state_store.read_backup(b)?),
+            Some(b) => Some(ctx.seen.backup(b)?),
             None => None,
         },
         _ => before.clone(),

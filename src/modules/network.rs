@@ -7,10 +7,12 @@
 
 use super::files::ManagedFile;
 use super::Part;
+use crate::change::Change;
 use crate::error::Result;
+use crate::facts::planning::PlanFacts;
 use crate::facts::Facts;
-use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Change, Context};
+use crate::host::CommandSpec;
+use crate::modules::Context;
 use crate::profile::{Composed, MtuValue, NetMatch};
 
 pub const MODULE: &str = "network";
@@ -20,15 +22,7 @@ pub const LINK_DIR: &str = "/etc/systemd/network";
 pub const JUMBO_MTU: u32 = 8500;
 pub const SMALL_MTU: u32 = 1400;
 
-/// One network interface as sysfs shows it.
-#[derive(Debug, Clone)]
-pub struct Iface {
-    pub name: String,
-    pub mtu: Option<u32>,
-    pub max_mtu: Option<u32>,
-    pub address: Option<String>,
-    pub driver: Option<String>,
-}
+pub use crate::facts::net::{glob, Iface};
 
 /// What the profile wants for one interface.
 #[derive(Debug, Clone)]
@@ -39,83 +33,17 @@ pub struct Wanted {
     pub why: String,
 }
 
-pub fn iface(host: &Host, name: &str) -> Iface {
-    let base = format!("/sys/class/net/{name}");
-    let num = |f: &str| {
-        host.read_fact(&format!("{base}/{f}"))
-            .and_then(|s| s.trim().parse::<u32>().ok())
-    };
-    let max_mtu = num("max_mtu").or_else(|| {
-        // The kernel gives max_mtu only over netlink.
-        if !host.is_live() && !host.is_snapshot() {
-            return None;
-        }
-        let out = host.query(&["ip", "-d", "-j", "link", "show", "dev", name])?;
-        let v: serde_json::Value = serde_json::from_str(&out.stdout).ok()?;
-        v.get(0)?.get("max_mtu")?.as_u64().map(|n| n as u32)
-    });
-    Iface {
-        name: name.to_string(),
-        mtu: num("mtu"),
-        max_mtu,
-        address: host
-            .read_fact(&format!("{base}/address"))
-            .map(|s| s.trim().to_ascii_lowercase())
-            .filter(|a| !a.is_empty() && a != "00:00:00:00:00:00"),
-        driver: host.link_name(&format!("{base}/device/driver")),
-    }
-}
-
-/// `*` and `?` wildcards.
-pub fn glob(pattern: &str, s: &str) -> bool {
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
-    go(pattern.as_bytes(), s.as_bytes())
-}
-
 /// The interfaces a match names, in order, without duplicates.
-pub fn resolve(host: &Host, facts: &Facts, matches: &[NetMatch]) -> Vec<Iface> {
-    let mut names: Vec<String> = Vec::new();
-    let all = host.list_dir("/sys/class/net");
-    for m in matches {
-        if let Some(r) = &m.rdma {
-            for d in facts.rdma_devices.iter().filter(|d| glob(r, &d.name)) {
-                let mut found: Vec<String> =
-                    d.ports.iter().filter_map(|p| p.netdev.clone()).collect();
-                if found.is_empty() {
-                    found = host.list_dir(&format!("/sys/class/infiniband/{}/device/net", d.name));
-                }
-                names.extend(found);
-            }
-        }
-        if let Some(n) = &m.name {
-            names.extend(all.iter().filter(|x| glob(n, x)).cloned());
-        }
-        if let Some(drv) = &m.driver {
-            names.extend(
-                all.iter()
-                    .filter(|x| {
-                        host.link_name(&format!("/sys/class/net/{x}/device/driver"))
-                            .is_some_and(|d| glob(drv, &d))
-                    })
-                    .cloned(),
-            );
-        }
-    }
-    let mut out: Vec<Iface> = Vec::new();
-    for n in names {
-        if n != "lo" && !out.iter().any(|i| i.name == n) {
-            out.push(iface(host, &n));
-        }
-    }
-    out
+pub fn resolve(seen: &PlanFacts, facts: &Facts, matches: &[NetMatch]) -> Vec<Iface> {
+    crate::facts::net::resolve(&seen.net, &facts.rdma_devices, matches)
+        .into_iter()
+        .map(|n| {
+            seen.net.ifaces.get(&n).cloned().unwrap_or(Iface {
+                name: n,
+                ..Iface::default()
+            })
+        })
+        .collect()
 }
 
 /// `auto`: 8500 when the interface allows it, else 1400.
@@ -143,12 +71,12 @@ pub fn auto_mtu(i: &Iface) -> (u32, String) {
 }
 
 /// What the profile wants, per interface; warnings for what cannot be known.
-pub fn wanted(host: &Host, facts: &Facts, desired: &Composed) -> (Vec<Wanted>, Vec<String>) {
+pub fn wanted(seen: &PlanFacts, facts: &Facts, desired: &Composed) -> (Vec<Wanted>, Vec<String>) {
     let mut warnings = Vec::new();
     let Some(spec) = &desired.doc.network.mtu else {
         return (Vec::new(), warnings);
     };
-    let ifaces = resolve(host, facts, &spec.devices);
+    let ifaces = resolve(seen, facts, &spec.devices);
     let mut out = Vec::new();
     for i in ifaces {
         let (mtu, why) = match spec.value {
@@ -194,7 +122,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         return Ok(part);
     };
     let header = super::files::header(ctx);
-    let (wanted, warnings) = wanted(ctx.host, ctx.facts, ctx.desired);
+    let (wanted, warnings) = wanted(ctx.seen, ctx.facts, ctx.desired);
     part.warnings.extend(warnings);
     // Matching by driver with a fixed value: one file for the driver, so
     // interfaces that appear later (or in an image) get it too.
@@ -272,13 +200,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     w.why
                 ),
             );
-            part.commands.push(Change {
-                module: MODULE.into(),
-                description: spec.why.clone(),
-                action: Action::Run { command: spec },
-                reboot: None,
-            });
-        } else if ctx.host.is_live() {
+            part.commands.push(Change::run(MODULE, spec, None));
+        } else if ctx.facts.live {
             part.reboot_pending.push(format!(
                 "{} has MTU {}; --no-reboot leaves it until the next boot, which sets {}",
                 w.iface.name,
@@ -292,19 +215,19 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 
 /// `verify`: the running MTU of every interface is what the profile wants.
 pub fn check(
-    host: &Host,
+    seen: &PlanFacts,
     facts: &Facts,
     desired: &Composed,
 ) -> Option<std::result::Result<String, String>> {
     desired.doc.network.mtu.as_ref()?;
-    let (wanted, _) = wanted(host, facts, desired);
+    let (wanted, _) = wanted(seen, facts, desired);
     if wanted.is_empty() {
         return Some(Err("no interface matches network.mtu.devices".into()));
     }
     let mut ok = Vec::new();
     let mut bad = Vec::new();
     for w in &wanted {
-        let now = iface(host, &w.iface.name).mtu;
+        let now = w.iface.mtu;
         if now == Some(w.mtu) {
             ok.push(format!("{} {}", w.iface.name, w.mtu));
         } else {

@@ -8,59 +8,18 @@
 
 use super::files::ManagedFile;
 use super::Part;
+use crate::change::Change;
 use crate::error::Result;
 use crate::facts::pcie::AcsBridge;
+use crate::facts::planning::PlanFacts;
 use crate::facts::Facts;
-use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Change, Context};
+use crate::host::CommandSpec;
+use crate::modules::Context;
 use crate::profile::{AcsMode, Composed};
 
 pub const MODULE: &str = "pcie";
 pub const UNIT: &str = "gdrprov-acs.service";
 pub const UNIT_PATH: &str = "/etc/systemd/system/gdrprov-acs.service";
-const WANTS_LINK: &str = "/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service";
-
-const VM_VENDORS: &[&str] = &[
-    "QEMU",
-    "KVM",
-    "Amazon EC2",
-    "Alibaba Cloud",
-    "Microsoft Corporation",
-    "Google",
-    "VMware",
-    "innotek",
-    "Xen",
-    "OpenStack",
-    "Red Hat",
-    "Nutanix",
-];
-
-/// Why the root looks like a virtual machine, if it does.
-pub fn hypervisor(host: &Host) -> Option<String> {
-    if let Some(t) = host.read_fact("/sys/hypervisor/type") {
-        let t = t.trim();
-        if !t.is_empty() {
-            return Some(format!("/sys/hypervisor/type is `{t}`"));
-        }
-    }
-    if let Some(cpu) = host.read_fact("/proc/cpuinfo") {
-        if cpu
-            .lines()
-            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
-        {
-            return Some("the CPU flags in /proc/cpuinfo include `hypervisor`".into());
-        }
-    }
-    for f in ["sys_vendor", "product_name"] {
-        if let Some(v) = host.read_fact(&format!("/sys/class/dmi/id/{f}")) {
-            let v = v.trim();
-            if VM_VENDORS.iter().any(|x| v.contains(x)) {
-                return Some(format!("DMI {f} is `{v}`"));
-            }
-        }
-    }
-    None
-}
 
 /// The bridges between a GPU and an RDMA NIC whose ACS blocks peer-to-peer.
 pub fn blocking_bridges(facts: &Facts) -> Vec<AcsBridge> {
@@ -80,9 +39,9 @@ pub fn blocking_bridges(facts: &Facts) -> Vec<AcsBridge> {
 /// by `setpci` stays in it) plus those blocking now.
 fn unit_bridges(ctx: &Context) -> Vec<String> {
     let mut v: Vec<String> = ctx
-        .host
-        .read_fact(UNIT_PATH)
-        .map(|u| bridges_in_unit(&u))
+        .seen
+        .file_fact(UNIT_PATH)
+        .map(bridges_in_unit)
         .unwrap_or_default()
         .into_iter()
         .filter(|b| {
@@ -119,19 +78,6 @@ pub fn setpci_args(bridge: &str) -> Vec<String> {
     ]
 }
 
-/// Where the root has setpci (Debian: /usr/bin, RHEL: /usr/sbin); a bare
-/// name (systemd >= 239 searches its fixed path) when it has none.
-pub fn setpci_path(host: &Host) -> Option<&'static str> {
-    [
-        "/usr/sbin/setpci",
-        "/usr/bin/setpci",
-        "/sbin/setpci",
-        "/bin/setpci",
-    ]
-    .into_iter()
-    .find(|p| host.exists(p))
-}
-
 pub fn unit(header: &str, setpci: &str, bridges: &[String]) -> String {
     let mut s = format!(
         "{header}\n# ACS redirects peer-to-peer PCIe traffic (GPUDirect RDMA) to the root complex;\n# the setting does not survive a reboot, so it is cleared at every boot on the\n# bridges between a GPU and an RDMA NIC.\n[Unit]\nDescription=gdrprov: clear PCIe ACS control between GPUs and RDMA NICs\nDefaultDependencies=no\nAfter=sysinit.target\nBefore=network-pre.target nvidia-persistenced.service\nWants=network-pre.target\nConditionVirtualization=no\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
@@ -149,7 +95,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         return Ok(part);
     }
     let blocking = blocking_bridges(ctx.facts);
-    if let Some(why) = hypervisor(ctx.host) {
+    let pf = &ctx.seen.pcie;
+    if let Some(why) = &pf.hypervisor {
         if !blocking.is_empty() || !ctx.facts.pcie.is_empty() {
             part.warnings.push(format!(
                 "pcie.acs: this is a virtual machine ({why}): ACS is left on, a guest needs it for device isolation; enable ATS on the NIC instead (e.g. `mlxconfig -d DEV set ATS_ENABLED=true`) so peer-to-peer traffic is translated on the device"
@@ -165,34 +112,29 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     if bridges.is_empty() {
         return Ok(part);
     }
-    if setpci_path(ctx.host).is_none() {
+    if pf.setpci.is_none() {
         part.warnings.push(format!(
             "pcie.acs: setpci is not installed in {}: install pciutils, or {UNIT} fails at boot",
-            ctx.host.display("/usr")
+            ctx.seen.display("/usr")
         ));
     }
     part.files.push(ManagedFile {
         path: UNIT_PATH.into(),
         content: unit(
             &super::files::header(ctx),
-            setpci_path(ctx.host).unwrap_or("setpci"),
+            pf.setpci.unwrap_or("setpci"),
             &bridges,
         ),
         mode: 0o644,
         module: MODULE,
         reboot: None,
     });
-    if !ctx.host.exists(WANTS_LINK) {
+    if !pf.unit_enabled {
         let spec = CommandSpec::new(
             &["systemctl", "enable", UNIT],
             format!("Enable {UNIT} so ACS is cleared at every boot"),
         );
-        part.commands.push(Change {
-            module: MODULE.into(),
-            description: spec.why.clone(),
-            action: Action::Run { command: spec },
-            reboot: None,
-        });
+        part.commands.push(Change::run(MODULE, spec, None));
     }
     for b in &blocking {
         if ctx.live_changes {
@@ -206,13 +148,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     b.bits.clone().unwrap_or_default()
                 ),
             );
-            part.commands.push(Change {
-                module: MODULE.into(),
-                description: spec.why.clone(),
-                action: Action::Run { command: spec },
-                reboot: None,
-            });
-        } else if ctx.host.is_live() {
+            part.commands.push(Change::run(MODULE, spec, None));
+        } else if ctx.facts.live {
             part.reboot_pending.push(format!(
                 "ACS is on at bridge {}; --no-reboot leaves it until the next boot, where {UNIT} clears it",
                 b.bridge
@@ -224,14 +161,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 
 /// `verify`: no bridge between a GPU and an RDMA NIC has ACS redirect on.
 pub fn check(
-    host: &Host,
+    seen: &PlanFacts,
     facts: &Facts,
     desired: &Composed,
 ) -> Option<std::result::Result<String, String>> {
     if desired.doc.pcie.acs != Some(AcsMode::Disable) {
         return None;
     }
-    if let Some(why) = hypervisor(host) {
+    if let Some(why) = &seen.pcie.hypervisor {
         return Some(Ok(format!(
             "virtual machine ({why}): ACS left on by design; enable ATS on the NIC"
         )));

@@ -3,19 +3,14 @@
 
 use super::files::{self, ManagedFile};
 use super::Part;
+use crate::change::Change;
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Change, Context};
+use crate::host::CommandSpec;
+use crate::modules::Context;
 use crate::profile::builtin;
 use handlebars::Handlebars;
 
 pub const MODULE: &str = "services";
-
-const UNIT_DIRS: &[&str] = &[
-    "/etc/systemd/system",
-    "/usr/lib/systemd/system",
-    "/lib/systemd/system",
-];
 
 pub const VERIFY_UNIT: &str = "/etc/systemd/system/gdrprov-verify.service";
 /// Pulls the unit in at boot. A drop-in rather than the `.wants/` symlink of
@@ -30,11 +25,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     }
     for name in &ctx.desired.doc.services.disabled {
         let unit = unit_name(name);
-        if !exists(ctx.host, &unit, name) {
+        let facts = ctx.seen.units.get(name).copied().unwrap_or_default();
+        if !facts.exists {
             continue;
         }
-        let enabled = is_enabled(ctx.host, &unit, name);
-        let active = ctx.live_changes && is_active(ctx.host, &unit);
+        let enabled = facts.enabled;
+        let active = ctx.live_changes && facts.active;
         if !enabled && !active {
             continue;
         }
@@ -47,13 +43,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "Disable{} {unit} (it conflicts with the profile)",
             if ctx.live_changes { " and stop" } else { "" }
         );
-        let spec = CommandSpec::new(&argv, why);
-        part.commands.push(Change {
-            module: MODULE.into(),
-            description: spec.why.clone(),
-            action: Action::Run { command: spec },
-            reboot: None,
-        });
+        part.commands
+            .push(Change::run(MODULE, CommandSpec::new(&argv, why), None));
     }
     Ok(part)
 }
@@ -64,34 +55,6 @@ fn unit_name(name: &str) -> String {
     } else {
         format!("{name}.service")
     }
-}
-
-fn exists(host: &Host, unit: &str, name: &str) -> bool {
-    UNIT_DIRS
-        .iter()
-        .any(|d| host.exists(&format!("{d}/{unit}")))
-        || host.exists(&format!("/etc/init.d/{name}"))
-}
-
-/// Enabled = a `*.wants/` link to the unit, or a SysV start link.
-fn is_enabled(host: &Host, unit: &str, name: &str) -> bool {
-    let wants = host
-        .list_dir("/etc/systemd/system")
-        .into_iter()
-        .filter(|d| d.ends_with(".wants") || d.ends_with(".requires"))
-        .any(|d| host.exists(&format!("/etc/systemd/system/{d}/{unit}")));
-    let sysv = (2..=5).any(|level| {
-        host.list_dir(&format!("/etc/rc{level}.d")).iter().any(|l| {
-            l.starts_with('S')
-                && l.trim_start_matches(|c: char| c == 'S' || c.is_ascii_digit()) == name
-        })
-    });
-    wants || sysv
-}
-
-fn is_active(host: &Host, unit: &str) -> bool {
-    host.query(&["systemctl", "is-active", "--quiet", unit])
-        .is_some_and(|o| o.success())
 }
 
 /// `verify: { first-boot: true }`: the unit and the drop-in that starts it.

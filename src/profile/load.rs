@@ -5,15 +5,6 @@ use super::model::*;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// A profile ready to use: its own document merged over everything it extends.
-#[derive(Debug, Clone)]
-pub struct LoadedProfile {
-    pub name: String,
-    /// Where it came from, as shown in messages: `built-in rdma-dmabuf` or a path.
-    pub source: String,
-    pub doc: ProfileDoc,
-}
-
 /// Where a profile's text lives.
 #[derive(Debug, Clone)]
 enum Origin {

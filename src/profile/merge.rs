@@ -3,7 +3,6 @@
 //! several profiles applied together: nothing wins, and any contradiction is
 //! an error naming both sources.
 
-use super::load::LoadedProfile;
 use super::model::*;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@ pub mod load;
 pub mod merge;
 pub mod model;
 
-pub use load::{load, parse, LoadedProfile};
+pub use load::{load, parse};
 pub use merge::{compose, Composed};
 pub use model::*;
 

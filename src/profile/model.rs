@@ -544,3 +544,12 @@ impl<'de> Deserialize<'de> for VersionReq {
         d.deserialize_any(V)
     }
 }
+
+/// A profile ready to use: its own document merged over everything it extends.
+#[derive(Debug, Clone)]
+pub struct LoadedProfile {
+    pub name: String,
+    /// Where it came from, as shown in messages: `built-in rdma-dmabuf` or a path.
+    pub source: String,
+    pub doc: ProfileDoc,
+}
