@@ -201,6 +201,7 @@ fn run(args_file: &Path) -> Result<Value> {
     let target = TargetArgs {
         no_exec: a.no_exec,
         cpu_vendor: None,
+        arch: None,
         no_reboot: a.no_reboot,
         force: a.force,
         boot_elsewhere: a.boot_elsewhere,
@@ -323,6 +324,7 @@ fn verified(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
             duration: None,
             min_gbps: None,
             cpu_vendor: None,
+            arch: None,
             marker_dir: None,
             textfile: None,
         },

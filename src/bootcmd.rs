@@ -558,6 +558,7 @@ pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
         target: TargetArgs {
             no_exec: a.target.no_exec,
             cpu_vendor: a.target.cpu_vendor,
+            arch: a.target.arch,
             no_reboot: a.target.no_reboot,
             force: a.target.force,
             boot_elsewhere: a.target.boot_elsewhere,

@@ -125,6 +125,10 @@ pub struct TargetArgs {
     /// CPU vendor for the IOMMU arguments when the root's /proc/cpuinfo cannot tell (image builds).
     #[arg(long, value_enum, value_name = "VENDOR")]
     pub cpu_vendor: Option<CpuVendor>,
+    /// CPU architecture for the IOMMU arguments when the root cannot tell, or to override it
+    /// (image builds for another architecture): x86_64 or aarch64 (arm64).
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub arch: Option<crate::facts::arch::Arch>,
     /// Change nothing in the running kernel (no module loads or unloads): persistent state only,
     /// taking effect at the next boot. For image builds.
     #[arg(long)]
@@ -205,6 +209,9 @@ pub struct VerifyArgs {
     /// CPU vendor when the root cannot tell (see plan).
     #[arg(long, value_enum, value_name = "VENDOR")]
     pub cpu_vendor: Option<CpuVendor>,
+    /// CPU architecture when the root cannot tell (see plan).
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub arch: Option<crate::facts::arch::Arch>,
     /// Write a readiness marker into DIR: `ready` (with the summary) or `failed` (with the
     /// reasons), removing the other; for the first-boot unit (`/run/gdrprov`).
     #[arg(long, value_name = "DIR")]
@@ -329,7 +336,8 @@ pub(crate) fn make_plan(
     target: &TargetArgs,
     trial: Option<&[String]>,
 ) -> Result<Plan> {
-    let facts = Facts::gather(host, target.cpu_vendor);
+    let mut facts = Facts::gather(host, target.cpu_vendor);
+    facts.arch.override_with(target.arch);
     plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
 }
 
@@ -660,6 +668,7 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
     let target = TargetArgs {
         no_exec: true,
         cpu_vendor: a.cpu_vendor,
+        arch: a.arch,
         no_reboot: false,
         force: true,
         boot_elsewhere: true,
@@ -670,7 +679,8 @@ pub(crate) fn verify_host(cli: &Cli, a: &VerifyArgs) -> Result<crate::verify::Re
         .trial
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
-    let facts = Facts::gather(&host, a.cpu_vendor);
+    let mut facts = Facts::gather(&host, a.cpu_vendor);
+    facts.arch.override_with(a.arch);
     // A plan that cannot be made is one failed check, not the end of verify.
     let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
         Ok((p, seen)) => (Ok(p), seen),

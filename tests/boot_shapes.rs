@@ -237,3 +237,123 @@ fn verify_reports_every_check_when_the_grub_defaults_cannot_be_read() {
         check_named(&v, name);
     }
 }
+
+// ---- arm64: an Ubuntu 24.04 GH200 (Grace Hopper) root with GRUB for EFI ----
+
+fn grub_args(root: &Path) -> String {
+    let text = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("GRUB_CMDLINE_LINUX="))
+        .unwrap()
+        .trim_matches('"')
+        .to_string()
+}
+
+#[test]
+fn grace_facts_and_doctor_read_the_arm64_root() {
+    let (_t, root) = example_root("ubuntu-24.04-gh200");
+    let inv = json(&run(&root, &["inventory", "--format", "json"]));
+    let f = if inv["facts"].is_object() {
+        &inv["facts"]
+    } else {
+        &inv
+    };
+    assert_eq!(f["arch"]["arch"], "aarch64", "{:#}", f["arch"]);
+    assert_eq!(f["arch"]["cpu"], "Arm Neoverse-V2 (NVIDIA Grace)");
+    assert_eq!(f["gpus"][0]["name"], "NVIDIA GH200 480GB");
+    assert_eq!(f["gpus"][0]["arch"], "hopper");
+    // Found under /usr/lib/aarch64-linux-gnu.
+    assert_eq!(f["nccl"]["version"], "2.23.4");
+    let out = run(&root, &["doctor", "rdma-dmabuf"]);
+    let text = stdout_of(&out);
+    assert!(
+        text.contains("(aarch64, Arm Neoverse-V2 (NVIDIA Grace))"),
+        "{text}"
+    );
+}
+
+#[test]
+fn grace_gets_iommu_passthrough_1_and_rolls_back_byte_for_byte() {
+    let (_t, root) = example_root("ubuntu-24.04-gh200");
+    let pristine = snapshot(&root);
+    let out = run(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        grub_args(&root),
+        "console=ttyAMA0,115200n8 init_on_alloc=0 iommu.passthrough=1"
+    );
+    // GDS on Grace: translation on, passthrough off; the argument gdrprov
+    // added for rdma-dmabuf goes, the user's stay.
+    let out = run(&root, &["apply", "gds-iommu-off", "-y", "--no-exec"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("`boot.iommu: off` is `iommu.passthrough=0`"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(
+        grub_args(&root),
+        "console=ttyAMA0,115200n8 init_on_alloc=0 iommu.passthrough=0"
+    );
+    for _ in 0..2 {
+        let out = run(&root, &["rollback", "-y", "--no-exec"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    }
+    assert_same(
+        &without_state(snapshot(&root)),
+        &without_state(pristine),
+        "rollback of both applies",
+    );
+}
+
+#[test]
+fn grace_refuses_unsafe_and_contradictory_arguments_unchanged() {
+    let (t, root) = example_root("ubuntu-24.04-gh200");
+    let before = snapshot(&root);
+    for (yaml, why) in [
+        (
+            "boot:\n  cmdline:\n    present: [\"x=$(reboot)\"]\n",
+            "dollar sign",
+        ),
+        (
+            "boot:\n  iommu: passthrough\n  cmdline:\n    present: [iommu.passthrough=0]\n",
+            "iommu.passthrough=0",
+        ),
+    ] {
+        let p = t.path().join("p.yaml");
+        std::fs::write(&p, yaml).unwrap();
+        let out = run(&root, &["apply", p.to_str().unwrap(), "-y", "--no-exec"]);
+        assert_eq!(out.status.code(), Some(1), "{yaml}");
+        assert!(stderr_of(&out).contains(why), "{}", stderr_of(&out));
+        assert_same(&snapshot(&root), &before, yaml);
+    }
+}
+
+#[test]
+fn arch_override_for_an_image_whose_root_cannot_tell() {
+    let (_t, root) = example_root("ubuntu-22.04-h100");
+    std::fs::remove_file(root.join("proc/cpuinfo")).unwrap();
+    let out = run(&root, &["plan", "rdma-dmabuf"]);
+    let text = stdout_of(&out);
+    assert!(
+        text.contains(
+            "+GRUB_CMDLINE_LINUX=\"console=tty1 console=ttyS0,115200n8 iommu=pt intel_iommu=on\""
+        ) && text.contains("--arch aarch64"),
+        "{text}"
+    );
+    let out = run(&root, &["plan", "rdma-dmabuf", "--arch", "arm64"]);
+    let text = stdout_of(&out);
+    assert!(
+        text.contains(
+            "+GRUB_CMDLINE_LINUX=\"console=tty1 console=ttyS0,115200n8 iommu.passthrough=1\""
+        ) && !text.contains("CPU vendor is unknown"),
+        "{text}"
+    );
+    // An x86 vendor that is neither Intel nor AMD is said, not guessed silently.
+    let out = run(&root, &["plan", "rdma-dmabuf", "--cpu-vendor", "other"]);
+    assert!(
+        stdout_of(&out).contains("neither GenuineIntel nor AuthenticAMD"),
+        "{}",
+        stdout_of(&out)
+    );
+}

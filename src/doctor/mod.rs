@@ -332,8 +332,11 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
         let have = facts.iommu.state;
         let ev = format!("IOMMU {:?}: {}", have, facts.iommu.evidence);
         match (want, have) {
+            // Grace: GDS wants the SMMU translating, passthrough off.
+            (IommuMode::Off, IommuState::Translated) if facts.arch.arch == crate::facts::arch::Arch::Aarch64 => {}
+            (IommuMode::Off, IommuState::Passthrough) if facts.arch.arch == crate::facts::arch::Arch::Aarch64 => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is in passthrough but GPUDirect Storage on Grace wants it translating", ev, "NVIDIA's GDS guide: on Grace, IOMMU enabled and passthrough disabled (`iommu.passthrough=0`)", "`gdrprov apply gds-iommu-off` and reboot")),
             (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", "`gdrprov apply gds-iommu-off` and reboot (or a separate boot entry for GDS)")),
-            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot")),
+            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", if facts.arch.arch == crate::facts::arch::Arch::Aarch64 { "`gdrprov apply` adds iommu.passthrough=1 (arm64); reboot" } else { "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot" })),
             (IommuMode::On, IommuState::Off) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU is off but the profile wants it on", ev, "the boot command line lacks the IOMMU arguments", "`gdrprov apply` and reboot")),
             _ => {}
         }
@@ -632,8 +635,25 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         .unwrap_or("no GPU".into());
     let _ = writeln!(
         o,
-        "Host: {}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
+        "Host: {}{}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
         facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
+        match (&facts.arch.arch, &facts.arch.cpu) {
+            (crate::facts::arch::Arch::Unknown, _) => String::new(),
+            (a, Some(cpu)) => format!(
+                " ({}, {cpu})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+            (a, None) => format!(
+                " ({})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+        },
         facts.kernel.effective().unwrap_or("unknown"),
         facts
             .nvidia_driver

@@ -2,6 +2,7 @@
 //! says so; none of them fails. Every read goes through [`Host`], so the
 //! probes work the same on `/`, an image, or a snapshot (`inventory --snapshot`).
 
+pub mod arch;
 pub mod boot;
 pub mod boot_shape;
 pub mod cuda;
@@ -32,6 +33,8 @@ use serde::Serialize;
 pub struct Facts {
     pub os: OsRelease,
     pub cpu_vendor: CpuVendor,
+    /// The CPU architecture (x86_64, aarch64), and an arm64 CPU's name.
+    pub arch: arch::ArchFacts,
     /// The running kernel's command line (`/proc/cmdline` in the root).
     pub proc_cmdline: Option<String>,
     /// Whether the root is the running system.
@@ -114,6 +117,7 @@ impl Facts {
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
+            arch: arch::probe(host),
             live: host.is_live(),
             snapshot: host.is_snapshot(),
             observed: host.is_live()
@@ -150,6 +154,11 @@ impl Facts {
                 family,
             },
             cpu_vendor: CpuVendor::Unknown,
+            arch: arch::ArchFacts {
+                arch: arch::Arch::Unknown,
+                source: String::new(),
+                cpu: None,
+            },
             proc_cmdline: None,
             live: false,
             snapshot: false,

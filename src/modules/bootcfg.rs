@@ -11,7 +11,7 @@ use crate::boot::{cmdline, entries, grub_defaults};
 use crate::change::{Action, Change, ManagedFile};
 use crate::error::{Error, Result};
 use crate::facts::planning::PlanFacts;
-use crate::facts::{CpuVendor, OsFamily};
+use crate::facts::OsFamily;
 use crate::host::CommandSpec;
 use crate::journal::Trial;
 use crate::modules::Context;
@@ -92,12 +92,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
         )));
     }
-    let vendor = match ctx.facts.cpu_vendor {
-        CpuVendor::Intel => Vendor::Intel,
-        CpuVendor::Amd => Vendor::Amd,
-        CpuVendor::Other => Vendor::Other,
-        CpuVendor::Unknown => Vendor::Unknown,
-    };
+    // The platform (arm64 or the x86 vendor) decides the IOMMU arguments.
+    let modes: Vec<Option<IommuMode>> = std::iter::once(boot)
+        .chain(ctx.desired.entries.iter().map(|(_, b)| b))
+        .map(|b| b.iommu)
+        .collect();
+    let (vendor, warnings) = super::bootcfg_arch::platform(ctx.facts, &modes);
+    part.warnings.extend(warnings);
     let wants = wants_of(boot, vendor);
     // No boot loader on the host: the boot part is a report, not an edit.
     if ctx.facts.boot.cmdline_home.is_elsewhere() {
@@ -106,14 +107,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             super::bootcfg_elsewhere::plan(ctx.facts, &wants, &names, ctx.trial.is_some())
                 .map_err(Error::Refused)?;
         return Ok(part);
-    }
-    let any_passthrough = std::iter::once(boot)
-        .chain(ctx.desired.entries.iter().map(|(_, b)| b))
-        .any(|b| b.iommu == Some(IommuMode::Passthrough));
-    if any_passthrough && ctx.facts.cpu_vendor == CpuVendor::Unknown {
-        part.warnings.push(
-            "the CPU vendor is unknown (no /proc/cpuinfo in the root): adding intel_iommu=on, which AMD hosts ignore; pass --cpu-vendor to be exact".into(),
-        );
     }
 
     let seen = ctx.seen;
