@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-packages.sh build
-cargo build --release --quiet
+# The first release build compiles ~200 crates: a few minutes on two cores
+# (seconds once built). cargo shows its progress.
+echo "== cargo build --release (first time: a few minutes)"
+cargo build --release
 G=target/release/gdrprov
 echo "== gdrprov plan rdma-dmabuf --root examples/hosts/ubuntu-22.04-h100"
 "$G" plan rdma-dmabuf --root examples/hosts/ubuntu-22.04-h100

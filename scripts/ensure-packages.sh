@@ -1,37 +1,77 @@
 #!/usr/bin/env bash
-# Installs the Debian packages a step needs, only those missing.
+# Installs the Debian packages a step needs, only those missing, and says
+# which and why on one line per step.
 #   bash scripts/ensure-packages.sh build        # what `cargo build` needs
 #   bash scripts/ensure-packages.sh build test   # plus the tools the tests drive
 # build: cmake and libclang (sideway's rdma-mummy-sys builds a small C shim
 # with cmake and generates its bindings with bindgen; libibverbs itself is
 # loaded at run time, not linked).
+#
+# For tests (tests/scripts.rs), two variables change where it looks and what
+# it does; nobody else needs them:
+#   ENSURE_PACKAGES_LIBDIR   the directory holding llvm-*/lib (default /usr/lib)
+#   ENSURE_PACKAGES_DRY_RUN  1: print the line, install nothing, exit 0
 set -euo pipefail
-need=()
-for what in "$@"; do
-  case "$what" in
-    build)
-      command -v cmake >/dev/null || need+=(cmake)
-      compgen -G '/usr/lib/llvm-*/lib/libclang*.so*' >/dev/null || need+=(libclang-dev)
-      command -v cc >/dev/null || need+=(gcc)
-      ;;
-    test)
-      command -v setpriv >/dev/null || need+=(util-linux)
-      command -v grub-script-check >/dev/null || need+=(grub-common)
-      command -v modprobe >/dev/null || need+=(kmod)
-      command -v packer >/dev/null || need+=(packer)
-      command -v systemd-analyze >/dev/null || need+=(systemd)
-      command -v setpci >/dev/null || need+=(pciutils)
-      command -v python3 >/dev/null || need+=(python3)
-      python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
-      ;;
-    *) echo "ensure-packages.sh: unknown set '$what'" >&2; exit 1 ;;
-  esac
-done
-((${#need[@]})) || exit 0
-if [ "$(id -u)" != 0 ]; then
-  echo "missing Debian packages: ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2
-  exit 1
+
+# bindgen (through clang-sys) loads the C library libclang: the unversioned
+# links libclang.so / libclang-N.so come from libclang-N-dev, which also
+# brings clang's own headers (stddef.h) that the bindings need.
+# libclang-cpp.so.N (package libclang-cppN, the C++ library) is a different
+# library that bindgen cannot use, and libclang-N.so.1 alone (libclang1-N)
+# lacks the headers: neither counts.
+has_libclang() {
+  local dir=$1 lib
+  for lib in "$dir"/llvm-*/lib/libclang.so "$dir"/llvm-*/lib/libclang-[0-9]*.so; do
+    [ -e "$lib" ] && return 0
+  done
+  return 1
+}
+
+main() {
+  local libdir=${ENSURE_PACKAGES_LIBDIR:-/usr/lib}
+  local all=() lines=() what
+  for what in "$@"; do
+    local need=() why
+    case "$what" in
+      build)
+        why="the ibverbs binding's build needs them"
+        command -v cmake >/dev/null || need+=(cmake)
+        has_libclang "$libdir" || need+=(libclang-dev)
+        command -v cc >/dev/null || need+=(gcc)
+        ;;
+      test)
+        why="the tests drive them for real"
+        command -v setpriv >/dev/null || need+=(util-linux)
+        command -v grub-script-check >/dev/null || need+=(grub-common)
+        command -v modprobe >/dev/null || need+=(kmod)
+        command -v packer >/dev/null || need+=(packer)
+        command -v systemd-analyze >/dev/null || need+=(systemd)
+        command -v setpci >/dev/null || need+=(pciutils)
+        command -v python3 >/dev/null || need+=(python3)
+        python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+        ;;
+      *) echo "ensure-packages.sh: unknown set '$what' (use build, test or both)" >&2; return 1 ;;
+    esac
+    if ((${#need[@]})); then
+      lines+=("${need[*]} ($why)")
+      all+=("${need[@]}")
+    fi
+  done
+  ((${#all[@]})) || return 0
+  local line
+  for line in "${lines[@]}"; do echo "ensure-packages.sh: installing $line"; done
+  [ "${ENSURE_PACKAGES_DRY_RUN:-0}" = 1 ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    echo "ensure-packages.sh: not root, so not installing; run: apt-get install ${all[*]}" >&2
+    return 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  # Quiet, but apt's errors still reach the terminal.
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${all[@]}"
+}
+
+# Sourced by a test: define the functions only.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
 fi
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -572,3 +572,141 @@ fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) ->
         .map(|(n, _)| n.clone())
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    const PASSTHROUGH: &str = "boot: { iommu: passthrough }";
+
+    fn debian(defaults: &str) -> World {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.grub.defaults = vec![(DEFAULTS.into(), Ok(Some(defaults.into())))];
+        w.seen.grub.has_update_grub = true;
+        w
+    }
+
+    #[test]
+    fn passthrough_edits_grub_defaults_checks_them_and_regenerates() {
+        let w = debian("GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=\"quiet\"\n");
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        let after = written(&p, DEFAULTS).unwrap();
+        assert!(
+            after.contains("GRUB_CMDLINE_LINUX=\"quiet iommu=pt intel_iommu=on\""),
+            "{after}"
+        );
+        assert_eq!(
+            commands(&p),
+            ["sh -n /etc/default/grub", "update-grub"],
+            "no grub-script-check in this root"
+        );
+        assert_eq!(p.state_after.kernel_args, ["iommu=pt", "intel_iommu=on"]);
+        assert!(p.changes[0].reboot.is_some());
+    }
+
+    #[test]
+    fn amd_gets_iommu_pt_only_and_grub_mkconfig_without_update_grub() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"\"\n");
+        w.facts.cpu_vendor = CpuVendor::Amd;
+        w.seen.grub.has_update_grub = false;
+        w.seen.grub.has_grub_script_check = true;
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(written(&p, DEFAULTS)
+            .unwrap()
+            .contains("GRUB_CMDLINE_LINUX=\"iommu=pt\""));
+        assert_eq!(
+            commands(&p)[1..],
+            [
+                "grub-mkconfig -o /boot/grub/grub.cfg",
+                "grub-script-check /boot/grub/grub.cfg"
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_when_the_arguments_are_there_and_grub_cfg_has_them() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on\"\n");
+        w.state.kernel_args = vec!["iommu=pt".into(), "intel_iommu=on".into()];
+        w.seen.grub.cfg = Some("menuentry 'Debian' --id gnulinux-simple {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro iommu=pt intel_iommu=on\n}\n".into());
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        // A grub.cfg never regenerated after the edit is regenerated.
+        w.seen.grub.cfg =
+            Some("menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro\n}\n".into());
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert_eq!(commands(&p), ["update-grub"]);
+    }
+
+    #[test]
+    fn missing_or_broken_defaults_are_refused_naming_the_file() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.grub.defaults = vec![(DEFAULTS.into(), Ok(None))];
+        let e = w.plan(&desired(PASSTHROUGH)).0.unwrap_err().to_string();
+        assert!(e.starts_with("/img/etc/default/grub does not exist"), "{e}");
+        let w = debian("GRUB_CMDLINE_LINUX=\"a\"\n\0\n");
+        let e = w.plan(&desired(PASSTHROUGH)).0.unwrap_err().to_string();
+        assert!(e.contains("line 2 holds a NUL byte"), "{e}");
+        // Unmanaged boot reads no GRUB file at all.
+        let w = World::image(OsFamily::Debian);
+        assert!(w
+            .plan(&desired("modules: {}"))
+            .0
+            .unwrap()
+            .changes
+            .is_empty());
+    }
+
+    #[test]
+    fn bls_entries_lacking_the_arguments_get_grubby() {
+        let mut w = World::image(OsFamily::Rhel);
+        w.seen.grub.defaults = vec![(
+            DEFAULTS.into(),
+            Ok(Some(
+                "GRUB_CMDLINE_LINUX=\"rhgb iommu=pt intel_iommu=on\"\n".into(),
+            )),
+        )];
+        w.state.kernel_args = vec!["iommu=pt".into(), "intel_iommu=on".into()];
+        w.seen.grub.grubenv_bls = Some("kernelopts=root=/dev/vda1 ro\n".into());
+        w.seen.grub.bls_entries = vec![
+            ("abc-5.14.0.conf".into(), "title R\nversion 5.14.0\nlinux /vmlinuz-5.14.0\noptions $kernelopts iommu=pt intel_iommu=on\n".into()),
+            ("abc-5.14.1.conf".into(), "title R\nversion 5.14.1\nlinux /vmlinuz-5.14.1\noptions $kernelopts\n".into()),
+        ];
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert_eq!(
+            commands(&p),
+            ["grubby --update-kernel=ALL --args=iommu=pt intel_iommu=on"]
+        );
+        assert!(p.changes[0].description.contains("(abc-5.14.1.conf)"));
+    }
+
+    #[test]
+    fn an_extra_entry_is_a_grub_d_script_from_the_edited_defaults() {
+        let w = debian("GRUB_CMDLINE_LINUX=\"quiet\"\n");
+        let mut d = desired(PASSTHROUGH);
+        let off = desired("boot: { iommu: off }");
+        d.entries.push(("gds".into(), off.doc.boot.clone()));
+        let p = w.plan(&d).0.unwrap();
+        let path = entries::grubd_path("gds");
+        let script = written(&p, &path).unwrap();
+        assert!(
+            script.contains("quiet") && script.contains("iommu=off"),
+            "{script}"
+        );
+        assert!(commands(&p).contains(&format!("sh -n {path}")));
+        assert!(commands(&p).contains(&"grub-script-check /boot/grub/grub.cfg".to_string()));
+    }
+
+    #[test]
+    fn trial_needs_boot_arguments_and_leaves_the_default_alone() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"quiet\"\n");
+        w.trial = Some(vec!["x".into()]);
+        let e = w.plan(&desired("modules: {}")).0.unwrap_err().to_string();
+        assert!(e.contains("--trial"), "{e}");
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(written(&p, DEFAULTS).is_none());
+        let trial = p.state_after.trial.as_ref().unwrap();
+        assert_eq!(trial.args, ["quiet", "iommu=pt", "intel_iommu=on"]);
+        assert!(commands(&p).last().unwrap().starts_with("grub-reboot "));
+    }
+}

@@ -154,3 +154,91 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
                 .to_string(),
         })
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::change::Action;
+    use crate::facts::OsFamily;
+    use crate::journal::OwnedFile;
+    use crate::modules::testkit::{desired, written, World};
+
+    const FILE: &str = "files:\n  - { path: /etc/x.conf, content: \"a=1\\n\", mode: \"0600\" }\n";
+
+    #[test]
+    fn a_profile_file_is_created_then_left_alone() {
+        let mut w = World::image(OsFamily::Debian);
+        let p = w.plan(&desired(FILE)).0.unwrap();
+        assert_eq!(p.changes[0].description, "Create /etc/x.conf");
+        assert!(matches!(
+            p.changes[0].action,
+            Action::WriteFile {
+                new_mode: 0o600,
+                ..
+            }
+        ));
+        assert!(p.state_after.files["/etc/x.conf"].original.is_none());
+        w.file("/etc/x.conf", "a=1\n");
+        assert!(w.plan(&desired(FILE)).0.unwrap().changes.is_empty());
+        w.file("/etc/x.conf", "a=2\n");
+        let p = w.plan(&desired(FILE)).0.unwrap();
+        assert_eq!(p.changes[0].description, "Update /etc/x.conf");
+        // An update keeps what was there for rollback.
+        assert!(p.state_after.files["/etc/x.conf"].original.is_some());
+    }
+
+    #[test]
+    fn an_owned_file_no_longer_wanted_is_removed_or_restored() {
+        let mut w = World::image(OsFamily::Debian);
+        w.state
+            .files
+            .insert("/etc/made.conf".into(), OwnedFile { original: None });
+        w.state.files.insert(
+            "/etc/edited.conf".into(),
+            OwnedFile {
+                original: Some("backups/1/edited.conf".into()),
+            },
+        );
+        w.file("/etc/made.conf", "x\n")
+            .file("/etc/edited.conf", "new\n");
+        // The backup is asked for, not read here.
+        let (_, missed) = w.plan(&desired("modules: {}"));
+        assert!(missed.backups.contains("backups/1/edited.conf"));
+        w.seen
+            .backups
+            .insert("backups/1/edited.conf".into(), Ok("old\n".into()));
+        let p = w.plan(&desired("modules: {}")).0.unwrap();
+        let what: Vec<&str> = p.changes.iter().map(|c| c.description.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "Restore /etc/edited.conf as it was before gdrprov managed it",
+                "Remove /etc/made.conf (no profile asks for it any more)"
+            ]
+        );
+        assert_eq!(written(&p, "/etc/edited.conf"), Some("old\n"));
+        assert!(p.state_after.files.is_empty());
+    }
+
+    #[test]
+    fn templates_come_from_the_facts_and_a_clash_with_a_module_is_refused() {
+        let mut w = World::image(OsFamily::Debian);
+        let d = desired("vars: { who: gpu }\nfiles:\n  - { path: /etc/t.conf, template: t.hbs }\n");
+        w.seen
+            .templates
+            .insert("t.hbs".into(), Ok("hello {{who}}\n".into()));
+        assert_eq!(
+            written(&w.plan(&d).0.unwrap(), "/etc/t.conf"),
+            Some("hello gpu\n")
+        );
+        w.seen
+            .templates
+            .insert("t.hbs".into(), Err("read template t.hbs: gone".into()));
+        assert_eq!(
+            w.plan(&d).0.unwrap_err().to_string(),
+            "read template t.hbs: gone"
+        );
+        let clash = desired("modules: { absent: [x] }\nfiles:\n  - { path: /etc/modprobe.d/gdrprov-blacklist.conf, content: \"\" }\n");
+        let e = w.plan(&clash).0.unwrap_err().to_string();
+        assert!(e.contains("written by gdrprov's modules module"), "{e}");
+    }
+}

@@ -247,3 +247,141 @@ fn provider_hint(m: &str) -> String {
         _ => "install the package that ships it for this kernel, or remove it from `modules.present`".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::planning::ModuleUse;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    fn kernel(release: &str, index: &[&str], builtin: &[&str]) -> KernelModules {
+        KernelModules {
+            release: release.into(),
+            builtin: Some(builtin.iter().map(|s| s.to_string()).collect()),
+            index: (!index.is_empty()).then(|| index.iter().map(|s| s.to_string()).collect()),
+            ko_files: Default::default(),
+            has_kernel_dir: true,
+        }
+    }
+
+    const ABSENT: &str = "modules: { absent: [nvidia_peermem, nv_peer_mem] }";
+    const BLOCK: &str = "blacklist nvidia_peermem\ninstall nvidia_peermem /bin/false\nblacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\n";
+
+    #[test]
+    fn present_module_goes_to_modules_load_d_for_every_kernel() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![
+            kernel("6.8.0-1", &["rdma_rxe", "ib_core"], &[]),
+            kernel("6.8.0-2", &["rdma_rxe"], &[]),
+        ];
+        let d = desired("modules: { present: [rdma_rxe] }");
+        let (p, _) = w.plan(&d);
+        let p = p.unwrap();
+        assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nrdma_rxe\n"));
+        // An image: nothing is loaded now.
+        assert!(commands(&p).is_empty());
+    }
+
+    #[test]
+    fn a_module_missing_for_one_kernel_is_refused_with_the_package_to_install() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![
+            kernel("6.8.0-1", &["rdma_rxe"], &[]),
+            kernel("6.8.0-2", &["ib_core"], &[]),
+        ];
+        let d = desired("modules: { present: [rdma-rxe] }");
+        let e = w.plan(&d).0.unwrap_err().to_string();
+        assert!(
+            e.contains("`rdma-rxe` does not exist for kernel 6.8.0-2 in /img/lib/modules"),
+            "{e}"
+        );
+        assert!(e.contains("linux-modules-extra"), "{e}");
+    }
+
+    #[test]
+    fn without_an_index_the_ko_files_decide() {
+        let mut k = kernel("6.8.0-1", &[], &[]);
+        k.ko_files.insert("erdma".into());
+        assert_eq!(module_status(&k, "erdma"), ModStatus::Module);
+        assert_eq!(module_status(&k, "siw"), ModStatus::Missing);
+        k.has_kernel_dir = false;
+        assert_eq!(module_status(&k, "siw"), ModStatus::Unknown);
+        let b = kernel("6.8.0-1", &["x"], &["nv_peer_mem"]);
+        assert_eq!(module_status(&b, "nv-peer-mem"), ModStatus::Builtin);
+    }
+
+    #[test]
+    fn a_driver_older_than_470_gets_nv_peer_mem_even_when_only_modinfo_knows_it() {
+        let mut w = World::image(OsFamily::Rhel);
+        w.facts.nvidia_driver.version = Some("465.19.01".into());
+        w.facts.nvidia_driver.source = Some("`modinfo -k 5.14.0 nvidia`".into());
+        let d = desired("modules: { present: [nvidia_peermem] }");
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, LOAD_CONF).unwrap().ends_with("\nnv_peer_mem\n"));
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, LOAD_CONF)
+            .unwrap()
+            .ends_with("\nnvidia_peermem\n"));
+    }
+
+    #[test]
+    fn a_loaded_absent_module_is_unloaded_unless_in_use() {
+        let mut w = World::live(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem"], &[])];
+        w.facts.modules.loaded = vec!["nvidia_peermem".into(), "nv_peer_mem".into()];
+        w.seen.module_use.insert(
+            "nv_peer_mem".into(),
+            ModuleUse {
+                holders: vec!["ib_core".into()],
+                refcnt: 1,
+            },
+        );
+        let d = desired(ABSENT);
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(commands(&p), ["modprobe -r nvidia_peermem"]);
+        assert!(p.reboot_pending[0].contains("`nv_peer_mem` is loaded and in use (by ib_core)"));
+        // --no-reboot: nothing runs, the reboot is owed.
+        w.live_changes = false;
+        let p = w.plan(&d).0.unwrap();
+        assert!(commands(&p).is_empty());
+        assert_eq!(p.reboot_pending.len(), 2);
+    }
+
+    #[test]
+    fn initramfs_is_listed_only_when_the_block_list_changes() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem"], &[])];
+        let d = desired(ABSENT);
+        // New block list: the listing is asked for.
+        let (_, missed) = w.plan(&d);
+        assert!(missed.initramfs.contains("6.8.0-1"));
+        // Listed, with the module inside: rebuilt.
+        w.seen.initramfs.insert(
+            "6.8.0-1".into(),
+            Some(["nvidia_peermem".to_string()].into_iter().collect()),
+        );
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(commands(&p), ["update-initramfs -u -k 6.8.0-1"]);
+        // The block list is already there: no listing, no rebuild.
+        let mut w = World::image(OsFamily::Rhel);
+        w.seen.kernels = vec![kernel("5.14.0", &["nvidia_peermem"], &[])];
+        let header = crate::modules::files::header(&w.ctx(&d));
+        w.file(BLOCK_CONF, &format!("{header}\n# Kernel modules that must not load (blacklist stops autoloading; install stops modprobe).\n{BLOCK}"));
+        let (p, missed) = w.plan(&d);
+        assert!(missed.initramfs.is_empty(), "{missed:?}");
+        assert!(commands(&p.unwrap()).is_empty());
+    }
+
+    #[test]
+    fn a_builtin_module_cannot_be_blocked_and_says_so() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["x"], &["nv_peer_mem"])];
+        let p = w.plan(&desired(ABSENT)).0.unwrap();
+        assert!(p
+            .warnings
+            .iter()
+            .any(|x| x.contains("`nv_peer_mem` is built into kernel 6.8.0-1")));
+    }
+}

@@ -335,3 +335,63 @@ mod tests {
         assert_eq!(gone, None);
     }
 }
+
+#[cfg(test)]
+mod planning_tests {
+    use super::*;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{desired, written, World};
+
+    const KEYS: &str = "nccl: { NCCL_DMABUF_ENABLE: 1 }";
+
+    #[test]
+    fn keys_are_added_to_the_users_file_and_owned() {
+        let mut w = World::image(OsFamily::Debian);
+        w.file(PATH, "NCCL_DEBUG=INFO\n");
+        let p = w.plan(&desired(KEYS)).0.unwrap();
+        let after = written(&p, PATH).unwrap();
+        assert!(
+            after.starts_with("NCCL_DEBUG=INFO\n") && after.contains("NCCL_DMABUF_ENABLE=1"),
+            "{after}"
+        );
+        assert_eq!(p.state_after.nccl_keys, ["NCCL_DMABUF_ENABLE"]);
+        // Applied: nothing more to do.
+        w.file(PATH, after);
+        w.state.nccl_keys = vec!["NCCL_DMABUF_ENABLE".into()];
+        assert!(w.plan(&desired(KEYS)).0.unwrap().changes.is_empty());
+        // No longer wanted: gdrprov's key goes, the user's stays.
+        let p = w.plan(&desired("modules: {}")).0.unwrap();
+        assert_eq!(written(&p, PATH), Some("NCCL_DEBUG=INFO\n"));
+    }
+
+    #[test]
+    fn an_erdma_mtu_unsafe_for_ll128_drops_it() {
+        let mut w = World::image(OsFamily::Debian);
+        w.facts.rdma_devices = vec![crate::facts::rdma::RdmaDevice {
+            name: "erdma_0".into(),
+            driver: Some("erdma".into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: vec![crate::facts::rdma::RdmaPort {
+                port: 1,
+                state: Some("ACTIVE".into()),
+                phys_state: None,
+                link_layer: None,
+                rate: None,
+                rate_gbps: None,
+                netdev: Some("eth0".into()),
+                mtu: Some(1500),
+            }],
+        }];
+        let d = desired("modules: { present: [erdma] }\nnccl: { NCCL_DEBUG: WARN }");
+        let p = w.plan(&d).0.unwrap();
+        let after = written(&p, PATH).unwrap();
+        assert!(after.contains("NCCL_IB_HCA=erdma_0"), "{after}");
+        assert!(after.contains("NCCL_PROTO=Simple,LL"), "{after}");
+        // With the MTU the profile sets (auto: 1400 without a max MTU), LL128 is safe.
+        let d = desired("modules: { present: [erdma] }\nnetwork: { mtu: { devices: { rdma: \"erdma_*\" }, value: auto } }");
+        let p = w.plan(&d).0.unwrap();
+        assert!(!written(&p, PATH).unwrap().contains("NCCL_PROTO"));
+    }
+}

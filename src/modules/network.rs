@@ -276,3 +276,67 @@ mod tests {
         assert_eq!(auto_mtu(&i).0, 1400);
     }
 }
+
+#[cfg(test)]
+mod planning_tests {
+    use super::*;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    fn with_iface(mut w: World, name: &str, mtu: u32, max: Option<u32>) -> World {
+        w.seen.net.names.push(name.into());
+        w.seen.net.ifaces.insert(
+            name.into(),
+            Iface {
+                name: name.into(),
+                mtu: Some(mtu),
+                max_mtu: max,
+                address: Some("02:00:00:00:00:01".into()),
+                driver: Some("mlx5_core".into()),
+            },
+        );
+        w
+    }
+
+    #[test]
+    fn auto_picks_jumbo_frames_writes_a_link_file_and_sets_it_now() {
+        let w = with_iface(World::live(OsFamily::Debian), "eth1", 1500, Some(9000));
+        let d = desired("network: { mtu: { devices: { name: \"eth*\" }, value: auto } }");
+        let p = w.plan(&d).0.unwrap();
+        let link = written(&p, &link_path("eth1")).unwrap();
+        assert!(link.contains("MACAddress=02:00:00:00:00:01") && link.contains("MTUBytes=8500"));
+        assert_eq!(commands(&p), ["ip link set dev eth1 mtu 8500"]);
+        assert_eq!(
+            check(&w.seen, &w.facts, &d).unwrap().unwrap_err(),
+            "eth1 has MTU 1500 (/sys/class/net/eth1/mtu), wanted 8500"
+        );
+    }
+
+    #[test]
+    fn by_driver_with_a_number_writes_one_file_for_the_driver() {
+        let mut w = with_iface(World::image(OsFamily::Rhel), "ens1", 9000, None);
+        w.seen
+            .net
+            .drivers
+            .insert("ens1".into(), Some("mlx5_core".into()));
+        let d = desired("network: { mtu: { devices: { driver: mlx5_core }, value: 9000 } }");
+        let p = w.plan(&d).0.unwrap();
+        let link = written(&p, &format!("{LINK_DIR}/10-gdrprov-driver-mlx5_core.link")).unwrap();
+        assert!(link.contains("Driver=mlx5_core") && link.contains("MTUBytes=9000"));
+        assert!(commands(&p).is_empty());
+    }
+
+    #[test]
+    fn no_matching_interface_is_a_warning_and_a_failed_check() {
+        let w = with_iface(World::live(OsFamily::Debian), "eth0", 1500, None);
+        let d = desired("network: { mtu: { devices: { rdma: \"erdma_*\" }, value: auto } }");
+        let p = w.plan(&d).0.unwrap();
+        assert!(p.changes.is_empty());
+        assert!(
+            p.warnings[0].contains("no interface matches [rdma: erdma_*]"),
+            "{:?}",
+            p.warnings
+        );
+        assert!(check(&w.seen, &w.facts, &d).unwrap().is_err());
+    }
+}

@@ -201,3 +201,102 @@ pub fn check(
         read.join(", ")
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::pcie::{Distance, PciePath};
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    const ACS: &str = "pcie: { acs: disable }";
+
+    fn path(bridges: &[(&str, bool)]) -> PciePath {
+        PciePath {
+            gpu: "0000:3b:00.0".into(),
+            nic: "mlx5_0".into(),
+            nic_pci: "0000:3c:00.0".into(),
+            gpu_numa: Some(0),
+            nic_numa: Some(0),
+            common_bridge: Some("0000:3a:00.0".into()),
+            distance: Distance::PXB,
+            bridges: bridges
+                .iter()
+                .map(|(b, blocks)| AcsBridge {
+                    bridge: b.to_string(),
+                    control: Some(if *blocks { 0x1d } else { 0x01 }),
+                    bits: Some(if *blocks {
+                        "ReqRedir+".into()
+                    } else {
+                        "ReqRedir-".into()
+                    }),
+                    blocks_p2p: *blocks,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn bare_metal_gets_the_unit_enabled_and_setpci_now() {
+        let mut w = World::live(OsFamily::Debian);
+        w.facts.pcie = vec![path(&[("0000:3a:00.0", true), ("0000:3a:01.0", false)])];
+        w.seen.pcie.setpci = Some("/usr/bin/setpci");
+        let p = w.plan(&desired(ACS)).0.unwrap();
+        let unit = written(&p, UNIT_PATH).unwrap();
+        assert!(unit.contains("ExecStart=/usr/bin/setpci -s 0000:3a:00.0 ECAP_ACS+0x6.w=0000"));
+        assert!(!unit.contains("3a:01.0"));
+        assert_eq!(
+            commands(&p),
+            [
+                "systemctl enable gdrprov-acs.service",
+                "setpci -s 0000:3a:00.0 ECAP_ACS+0x6.w=0000"
+            ]
+        );
+        // Enabled already, and an image: the unit only.
+        let mut w = World::image(OsFamily::Debian);
+        w.facts.pcie = vec![path(&[("0000:3a:00.0", true)])];
+        w.seen.pcie.unit_enabled = true;
+        let p = w.plan(&desired(ACS)).0.unwrap();
+        assert!(commands(&p).is_empty());
+        assert!(p.warnings[0].contains("setpci is not installed in /img/usr"));
+        assert!(written(&p, UNIT_PATH)
+            .unwrap()
+            .contains("ExecStart=setpci -s"));
+    }
+
+    #[test]
+    fn a_bridge_fixed_by_setpci_stays_in_the_unit() {
+        let mut w = World::live(OsFamily::Debian);
+        w.facts.pcie = vec![path(&[("0000:3a:00.0", false)])];
+        w.seen.pcie.setpci = Some("/usr/bin/setpci");
+        w.seen.pcie.unit_enabled = true;
+        let d = desired(ACS);
+        let old = unit(
+            &crate::modules::files::header(&w.ctx(&d)),
+            "/usr/bin/setpci",
+            &["0000:3a:00.0".into()],
+        );
+        w.file(UNIT_PATH, &old);
+        let p = w.plan(&d).0.unwrap();
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+    }
+
+    #[test]
+    fn a_virtual_machine_keeps_acs_and_gets_advice() {
+        let mut w = World::live(OsFamily::Debian);
+        w.facts.pcie = vec![path(&[("0000:3a:00.0", true)])];
+        w.seen.pcie.hypervisor = Some("DMI sys_vendor is `QEMU`".into());
+        let p = w.plan(&desired(ACS)).0.unwrap();
+        assert!(p.changes.is_empty());
+        assert!(p.warnings[0].contains("virtual machine (DMI sys_vendor is `QEMU`)"));
+        assert!(check(&w.seen, &w.facts, &desired(ACS)).unwrap().is_ok());
+        // Unmanaged: nothing, and no check.
+        assert!(w
+            .plan(&desired("modules: {}"))
+            .0
+            .unwrap()
+            .warnings
+            .is_empty());
+        assert!(check(&w.seen, &w.facts, &desired("modules: {}")).is_none());
+    }
+}

@@ -144,3 +144,72 @@ fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
         },
     ])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::planning::UnitFacts;
+    use crate::facts::OsFamily;
+    use crate::modules::testkit::{commands, desired, written, World};
+
+    const DISABLED: &str = "services: { disabled: [nv_peer_mem, openibd.service] }";
+
+    #[test]
+    fn an_enabled_conflicting_service_is_disabled_and_stopped_on_the_live_system() {
+        let mut w = World::live(OsFamily::Debian);
+        let on = UnitFacts {
+            exists: true,
+            enabled: true,
+            active: true,
+        };
+        w.seen.units.insert("nv_peer_mem".into(), on);
+        let p = w.plan(&desired(DISABLED)).0.unwrap();
+        assert_eq!(
+            commands(&p),
+            ["systemctl disable --now nv_peer_mem.service"]
+        );
+        // In an image (or --no-reboot): disabled, not stopped.
+        w.live_changes = false;
+        let p = w.plan(&desired(DISABLED)).0.unwrap();
+        assert_eq!(commands(&p), ["systemctl disable nv_peer_mem.service"]);
+    }
+
+    #[test]
+    fn absent_or_already_disabled_services_need_nothing() {
+        let mut w = World::live(OsFamily::Rhel);
+        w.seen.units.insert(
+            "nv_peer_mem".into(),
+            UnitFacts {
+                exists: true,
+                enabled: false,
+                active: false,
+            },
+        );
+        assert!(w.plan(&desired(DISABLED)).0.unwrap().changes.is_empty());
+    }
+
+    #[test]
+    fn first_boot_writes_the_verify_unit_for_built_in_profiles_only() {
+        let w = World::image(OsFamily::Debian);
+        let mut d = desired("verify: { first-boot: true }");
+        let e = w.plan(&d).0.unwrap_err().to_string();
+        assert!(e.contains("`test` is not a built-in profile"), "{e}");
+        d.names = vec!["rdma-dmabuf".into()];
+        let p = w.plan(&d).0.unwrap();
+        let unit = written(&p, VERIFY_UNIT).unwrap();
+        assert!(
+            unit.contains("/usr/local/bin/gdrprov") && unit.contains("rdma-dmabuf"),
+            "{unit}"
+        );
+        assert!(written(&p, VERIFY_WANTS)
+            .unwrap()
+            .contains("Wants=gdrprov-verify.service"));
+        let bad = desired("verify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }");
+        assert!(w
+            .plan(&bad)
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("would interpret in ExecStart"));
+    }
+}
