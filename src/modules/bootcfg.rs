@@ -576,6 +576,7 @@ fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::CpuVendor;
     use crate::modules::testkit::{commands, desired, written, World};
 
     const PASSTHROUGH: &str = "boot: { iommu: passthrough }";
