@@ -357,3 +357,232 @@ fn arch_override_for_an_image_whose_root_cannot_tell() {
         stdout_of(&out)
     );
 }
+
+// ---- systemd-boot with kernel-install; ESP at /boot/efi or /efi; UKIs ----
+
+const MID: &str = "4f1c0a2b9d8e4c7f8a6b5c4d3e2f1a0b";
+const ROOT_ARGS: &str = "root=UUID=0c5d6e7f-8a9b-4c1d-9e2f-3a4b5c6d7e8f ro quiet";
+
+fn put(root: &Path, path: &str, content: &str) {
+    let p = root.join(path.trim_start_matches('/'));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, content).unwrap();
+}
+
+/// A systemd-boot root as `bootctl install` + kernel-install leave it: the
+/// ESP at `esp`, one type #1 entry per kernel, /etc/kernel/cmdline when
+/// `kernel_cmdline` (Fedora, Arch) and not (Debian's default).
+fn sdboot_root(esp: &str, kernel_cmdline: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    put(&root, "/etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"13\"\nID=debian\n");
+    put(&root, "/etc/machine-id", &format!("{MID}\n"));
+    put(
+        &root,
+        "/proc/cpuinfo",
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu\n",
+    );
+    put(
+        &root,
+        &format!("{esp}/loader/loader.conf"),
+        "timeout 3\n#console-mode keep\n",
+    );
+    for k in ["6.12.38+deb13-amd64", "6.12.43+deb13-amd64"] {
+        put(
+            &root,
+            &format!("{esp}/loader/entries/{MID}-{k}.conf"),
+            &format!("# Boot Loader Specification type#1 entry\n# File created by /usr/lib/kernel/install.d/90-loaderentry.install (systemd 257.8-1~deb13u2)\ntitle      Debian GNU/Linux 13 (trixie)\nversion    {k}\nmachine-id {MID}\nsort-key   debian\noptions    {ROOT_ARGS} systemd.machine_id={MID}\nlinux      /{MID}/{k}/linux\ninitrd     /{MID}/{k}/initrd.img-{k}\n"),
+        );
+    }
+    put(&root, "/proc/cmdline", &format!("initrd=\\{MID}\\6.12.43+deb13-amd64\\initrd.img-6.12.43+deb13-amd64 {ROOT_ARGS} systemd.machine_id={MID}\n"));
+    if kernel_cmdline {
+        put(&root, "/etc/kernel/cmdline", &format!("{ROOT_ARGS}\n"));
+    }
+    // Directories every such install has (rollback leaves the ones apply made).
+    for d in ["etc/kernel/postinst.d", "etc/modprobe.d"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    put(&root, "/usr/bin/bootctl", "");
+    put(&root, "/usr/bin/kernel-install", "");
+    (t, root)
+}
+
+fn entry(root: &Path, esp: &str, k: &str) -> String {
+    std::fs::read_to_string(root.join(format!(
+        "{}/loader/entries/{MID}-{k}.conf",
+        esp.trim_start_matches('/')
+    )))
+    .unwrap()
+}
+
+#[test]
+fn systemd_boot_edits_kernel_cmdline_and_entries_and_rolls_back() {
+    for (esp, kc) in [("/boot/efi", false), ("/efi", true), ("/boot", true)] {
+        let (_t, root) = sdboot_root(esp, kc);
+        let pristine = snapshot(&root);
+        let out = run(
+            &root,
+            &["apply", "rdma-dmabuf", "-y", "--no-exec", "--force"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{esp}: {}", stderr_of(&out));
+        let kernel_cmdline = std::fs::read_to_string(root.join("etc/kernel/cmdline")).unwrap();
+        // From the running line when the file was absent (kernel-install's
+        // own fallback), without systemd-boot's initrd=.
+        let want = if kc {
+            format!("{ROOT_ARGS} iommu=pt intel_iommu=on\n")
+        } else {
+            format!("{ROOT_ARGS} systemd.machine_id={MID} iommu=pt intel_iommu=on\n")
+        };
+        assert_eq!(kernel_cmdline, want, "{esp}");
+        for k in ["6.12.38+deb13-amd64", "6.12.43+deb13-amd64"] {
+            assert!(
+                entry(&root, esp, k).contains(&format!(
+                    "options    {ROOT_ARGS} systemd.machine_id={MID} iommu=pt intel_iommu=on\nlinux"
+                )),
+                "{esp} {k}: {}",
+                entry(&root, esp, k)
+            );
+        }
+        // Compliant now: nothing more to do.
+        let out = run(
+            &root,
+            &["plan", "rdma-dmabuf", "--force", "--detailed-exitcode"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{esp}: {}", stdout_of(&out));
+        // gds: the arguments gdrprov added go; iommu=off comes.
+        let out = run(
+            &root,
+            &["apply", "gds-iommu-off", "-y", "--no-exec", "--force"],
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        let e = entry(&root, esp, "6.12.43+deb13-amd64");
+        assert!(
+            e.contains(&format!(
+                "options    {ROOT_ARGS} systemd.machine_id={MID} iommu=off\n"
+            )),
+            "{e}"
+        );
+        for _ in 0..2 {
+            let out = run(&root, &["rollback", "-y", "--no-exec"]);
+            assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+        }
+        assert_same(
+            &without_state(snapshot(&root)),
+            &without_state(pristine),
+            &format!("rollback on ESP {esp}"),
+        );
+    }
+}
+
+#[test]
+fn systemd_boot_keeps_the_users_arguments() {
+    let (_t, root) = sdboot_root("/efi", true);
+    put(
+        &root,
+        "/etc/kernel/cmdline",
+        &format!("{ROOT_ARGS} iommu=pt mitigations=off\n"),
+    );
+    let out = run(
+        &root,
+        &["apply", "rdma-dmabuf", "-y", "--no-exec", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    // The user's iommu=pt satisfies the profile; gdrprov adds only intel_iommu=on.
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/kernel/cmdline")).unwrap(),
+        format!("{ROOT_ARGS} iommu=pt mitigations=off intel_iommu=on\n")
+    );
+    // Dropping boot: gdrprov removes only what it added.
+    let out = run(
+        &root,
+        &["apply", "legacy-peermem", "-y", "--no-exec", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/kernel/cmdline")).unwrap(),
+        format!("{ROOT_ARGS} iommu=pt mitigations=off\n")
+    );
+}
+
+#[test]
+fn uki_is_rebuilt_by_kernel_install_or_refused_with_the_reason() {
+    let (_t, root) = sdboot_root("/efi", true);
+    for e in std::fs::read_dir(root.join("efi/loader/entries")).unwrap() {
+        std::fs::remove_file(e.unwrap().path()).unwrap();
+    }
+    put(
+        &root,
+        &format!("/efi/EFI/Linux/{MID}-6.12.43+deb13-amd64.efi"),
+        "MZ (a UKI)",
+    );
+    put(&root, "/usr/lib/modules/6.12.43+deb13-amd64/vmlinuz", "");
+    // Not built by kernel-install: refused, nothing changed.
+    let before = snapshot(&root);
+    let out = run(
+        &root,
+        &["apply", "rdma-dmabuf", "-y", "--no-exec", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("carry their kernel command line inside") && err.contains("layout=uki"),
+        "{err}"
+    );
+    assert_same(&snapshot(&root), &before, "refused UKI apply");
+    // layout=uki: kernel-install rebuilds it from /etc/kernel/cmdline.
+    put(
+        &root,
+        "/etc/kernel/install.conf",
+        "layout=uki\nuki_generator=ukify\n",
+    );
+    let out = run(
+        &root,
+        &[
+            "apply",
+            "rdma-dmabuf",
+            "-y",
+            "--no-exec",
+            "--force",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let pending = json(&out)["pending_commands"].to_string();
+    assert!(
+        pending.contains(
+            "kernel-install add 6.12.43+deb13-amd64 /usr/lib/modules/6.12.43+deb13-amd64/vmlinuz"
+        ),
+        "{pending}"
+    );
+}
+
+#[test]
+fn systemd_boot_refuses_entries_and_trial_for_now() {
+    let (t, root) = sdboot_root("/efi", true);
+    let p = t.path().join("p.yaml");
+    std::fs::write(&p, "boot:\n  iommu: \"off\"\n  entry: gds\n").unwrap();
+    let out = run(
+        &root,
+        &["plan", "rdma-dmabuf", p.to_str().unwrap(), "--force"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("systemd-boot"),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = run(
+        &root,
+        &["apply", "rdma-dmabuf", "--trial", "--dry-run", "--force"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("--trial is not available on systemd-boot"));
+    // Unsafe arguments are refused as on GRUB, and nothing changes.
+    let before = snapshot(&root);
+    std::fs::write(&p, "boot:\n  cmdline:\n    present: [\"x=`reboot`\"]\n").unwrap();
+    let out = run(&root, &["apply", p.to_str().unwrap(), "-y", "--no-exec"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr_of(&out).contains("backtick"), "{}", stderr_of(&out));
+    assert_same(&snapshot(&root), &before, "refused unsafe argument");
+}

@@ -35,6 +35,10 @@ pub enum CmdlineHome {
         /// The first boot loader file found, for people.
         evidence: String,
     },
+    /// systemd-boot (or another Boot Loader Specification loader) with
+    /// kernel-install: `/etc/kernel/cmdline` for future kernels, the entries'
+    /// `options` lines (or UKIs) for the installed ones.
+    SystemdBoot(SdBoot),
     /// Nothing on this root sets it: whatever starts the kernel does.
     Elsewhere {
         /// What starts the kernel, as far as the root tells.
@@ -42,6 +46,101 @@ pub enum CmdlineHome {
         /// What was looked for and not found, and what points to the starter.
         evidence: Vec<String>,
     },
+}
+
+/// A systemd-boot/kernel-install root.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SdBoot {
+    /// Where the ESP (or XBOOTLDR) with `loader/` is mounted: `/efi`,
+    /// `/boot/efi` or `/boot`.
+    pub esp: String,
+    /// Type #1 entries, `$ESP/loader/entries/*.conf`, sorted.
+    pub entries: Vec<String>,
+    /// Unified kernel images, `$ESP/EFI/Linux/*.efi`, sorted.
+    pub ukis: Vec<String>,
+    /// `layout=` of `/etc/kernel/install.conf` (or /usr/lib/kernel/install.conf).
+    pub layout: Option<String>,
+    /// `/usr/bin/kernel-install` exists.
+    pub kernel_install: bool,
+    /// Kernels with an image kernel-install can rebuild a UKI from:
+    /// `/usr/lib/modules/VERSION/vmlinuz`.
+    pub kernel_images: Vec<String>,
+}
+
+impl SdBoot {
+    /// The host builds UKIs through kernel-install.
+    pub fn uki_layout(&self) -> bool {
+        self.layout.as_deref() == Some("uki")
+    }
+}
+
+/// The GRUB files: any of them makes the GRUB modules responsible.
+const GRUB_FILES: [&str; 3] = [
+    "/etc/default/grub",
+    "/boot/grub/grub.cfg",
+    "/boot/grub2/grub.cfg",
+];
+
+fn install_conf_layout(host: &Host) -> Option<String> {
+    ["/etc/kernel/install.conf", "/usr/lib/kernel/install.conf"]
+        .iter()
+        .find_map(|p| host.read_fact(p))
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.trim()
+                    .strip_prefix("layout=")
+                    .map(|v| v.trim().trim_matches('"').to_string())
+            })
+        })
+}
+
+/// A systemd-boot root: no GRUB, and an ESP with `loader/` or UKIs, or
+/// kernel-install's own files.
+fn sdboot(host: &Host) -> Option<SdBoot> {
+    if GRUB_FILES.iter().any(|p| host.exists(p)) {
+        return None;
+    }
+    let list = |dir: &str, ext: &str| -> Vec<String> {
+        let mut v: Vec<String> = host
+            .list_dir(dir)
+            .into_iter()
+            .filter(|e| e.to_ascii_lowercase().ends_with(ext))
+            .map(|e| format!("{dir}/{e}"))
+            .collect();
+        v.sort();
+        v
+    };
+    let esp = ESP_DIRS.iter().find(|d| {
+        host.exists(&format!("{d}/loader/loader.conf"))
+            || !list(&format!("{d}/loader/entries"), ".conf").is_empty()
+            || !list(&format!("{d}/EFI/Linux"), ".efi").is_empty()
+    });
+    let kernel_files =
+        host.exists("/etc/kernel/cmdline") || host.exists("/etc/kernel/install.conf");
+    let esp = match esp {
+        Some(e) => e.to_string(),
+        None if kernel_files => ESP_DIRS
+            .iter()
+            .find(|d| host.exists(&format!("{d}/EFI")))
+            .unwrap_or(&"/boot")
+            .to_string(),
+        None => return None,
+    };
+    let mut kernel_images: Vec<String> = host
+        .list_dir("/usr/lib/modules")
+        .into_iter()
+        .filter(|v| host.exists(&format!("/usr/lib/modules/{v}/vmlinuz")))
+        .collect();
+    kernel_images.sort();
+    Some(SdBoot {
+        entries: list(&format!("{esp}/loader/entries"), ".conf"),
+        ukis: list(&format!("{esp}/EFI/Linux"), ".efi"),
+        layout: install_conf_layout(host),
+        kernel_install: host.exists("/usr/bin/kernel-install")
+            || host.exists("/bin/kernel-install"),
+        kernel_images,
+        esp,
+    })
 }
 
 /// What boots a host whose command line is not set on it.
@@ -87,6 +186,9 @@ impl CmdlineHome {
 /// Looks for every place a boot loader keeps the command line; with none
 /// found, gathers what tells who starts the kernel instead.
 pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> CmdlineHome {
+    if let Some(sd) = sdboot(host) {
+        return CmdlineHome::SystemdBoot(sd);
+    }
     if let Some(f) = LOADER_FILES.iter().find(|p| host.exists(p)) {
         return CmdlineHome::OnHost {
             evidence: (*f).to_string(),

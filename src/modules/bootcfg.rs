@@ -108,6 +108,9 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 .map_err(Error::Refused)?;
         return Ok(part);
     }
+    if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, part);
+    }
 
     let seen = ctx.seen;
     let files = read_defaults(seen)?;
