@@ -22,6 +22,7 @@ pub mod prepare;
 pub mod profile;
 pub mod render;
 pub mod requirements;
+pub mod rollback;
 pub mod snapshot;
 pub mod verify;
 pub mod versions;

@@ -63,7 +63,12 @@ fn every_builtin_profile_gets_a_report_not_an_error() {
             "doctor {p}: {}",
             stderr_of(&out)
         );
-        json(&out);
+        let doc = json(&out).to_string();
+        assert_eq!(
+            doc.contains("\"boot-elsewhere\""),
+            has_boot,
+            "doctor {p}: {doc}"
+        );
 
         let out = run(&root, &["verify", p, "--no-loopback", "--format", "json"]);
         assert_eq!(

@@ -1,0 +1,223 @@
+//! The splice editor: the smallest byte edits that give the wanted value.
+
+use super::*;
+
+/// A replacement of `file[start..end]`.
+pub(super) struct Splice {
+    pub(super) file: usize,
+    pub(super) start: usize,
+    pub(super) end: usize,
+    pub(super) with: String,
+}
+
+pub(super) fn line_ending(text: &str) -> &'static str {
+    if text.contains("\r\n") {
+        "\r\n"
+    } else {
+        "\n"
+    }
+}
+
+/// No assignment anywhere: append one to the first file.
+pub(super) fn append_line(
+    file: usize,
+    name: &str,
+    text: &str,
+    var: &str,
+    additions: &[String],
+) -> Result<Splice, GrubError> {
+    if text.ends_with('\\') {
+        return Err(GrubError::Unsupported {
+            file: name.to_owned(),
+            line: shell::line_of(text, text.len()),
+            var: var.to_owned(),
+            reason: "the file ends with a backslash, which would swallow a new line".into(),
+        });
+    }
+    let nl = line_ending(text);
+    let mut with = String::new();
+    if !text.is_empty() && !text.ends_with('\n') {
+        with.push_str(nl);
+    }
+    with.push_str(&format!("{var}=\"{}\"{nl}", additions.join(" ")));
+    Ok(Splice {
+        file,
+        start: text.len(),
+        end: text.len(),
+        with,
+    })
+}
+
+/// The raw byte range that removing token `t` takes away: the argument and
+/// the whitespace run before it, or after it when none is before it.
+pub(super) fn removal_range(
+    files: &[(&str, &str)],
+    var: &str,
+    assigns: &[Assignment],
+    exp: &[ExpChar],
+    t: &Token,
+) -> Result<(usize, (usize, usize)), GrubError> {
+    let chars = exp.get(t.range.0..t.range.1).unwrap_or_default();
+    let first = chars.first().map(|c| c.origin);
+    let contiguous = chars.windows(2).all(|w| match w {
+        [a, b] => a.origin.0 == b.origin.0 && a.origin.2 == b.origin.1,
+        _ => true,
+    });
+    let (Some((ai, mut start, _)), Some(last), true) = (first, chars.last(), contiguous) else {
+        let a = first.and_then(|o| assigns.get(o.0));
+        return Err(GrubError::NotOneWord {
+            file: a
+                .and_then(|a| files.get(a.file))
+                .map(|f| f.0)
+                .unwrap_or_default()
+                .to_owned(),
+            line: a.map_or(0, |a| a.line),
+            var: var.to_owned(),
+            arg: t.text.clone(),
+        });
+    };
+    let mut end = last.origin.2;
+    let space_of = |j: usize| {
+        exp.get(j)
+            .filter(|c| cmdline::is_kernel_space(c.ch) && c.origin.0 == ai)
+            .map(|c| (c.origin.1, c.origin.2))
+    };
+    let mut j = t.range.0;
+    while let Some((s, e)) = j.checked_sub(1).and_then(space_of) {
+        if e != start {
+            break;
+        }
+        start = s;
+        j -= 1;
+    }
+    if j == t.range.0 {
+        let mut k = t.range.1;
+        while let Some((s, e)) = space_of(k) {
+            if s != end {
+                break;
+            }
+            end = e;
+            k += 1;
+        }
+    }
+    Ok((ai, (start, end)))
+}
+
+pub(super) fn value_splices(
+    files: &[(&str, &str)],
+    var: &str,
+    assigns: &[Assignment],
+    exp: &[ExpChar],
+    toks: &[Token],
+    remove: &[String],
+    additions: &[String],
+) -> Result<Vec<Splice>, GrubError> {
+    let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); assigns.len()];
+    for t in toks.iter().filter(|t| remove.contains(&t.text)) {
+        let (ai, r) = removal_range(files, var, assigns, exp, t)?;
+        if let Some(v) = ranges.get_mut(ai) {
+            v.push(r);
+        }
+    }
+    let last = assigns.len().saturating_sub(1);
+    let mut splices = Vec::new();
+    for (ai, (a, rs)) in assigns.iter().zip(ranges).enumerate() {
+        let adds = if ai == last { additions } else { &[] };
+        if rs.is_empty() && adds.is_empty() {
+            continue;
+        }
+        let text = files.get(a.file).map(|f| f.1).unwrap_or_default();
+        splices.push(Splice {
+            file: a.file,
+            start: a.value_span.0,
+            end: a.value_span.1,
+            with: new_value(text, a, rs, adds),
+        });
+    }
+    Ok(splices)
+}
+
+/// The assignment's new raw value: its bytes minus `removed`, plus `adds`
+/// at the end in its quoting style (an unquoted value gains double quotes).
+pub(super) fn new_value(
+    text: &str,
+    a: &Assignment,
+    mut removed: Vec<(usize, usize)>,
+    adds: &[String],
+) -> String {
+    removed.sort_unstable();
+    let (vs, ve) = a.value_span;
+    let mut kept = String::new();
+    let mut pos = vs;
+    for (s, e) in removed {
+        if s > pos {
+            kept.push_str(text.get(pos..s).unwrap_or_default());
+        }
+        pos = pos.max(e);
+    }
+    kept.push_str(text.get(pos.min(ve)..ve).unwrap_or_default());
+    if adds.is_empty() {
+        return kept;
+    }
+    let joined = adds.join(" ");
+    let (open, inner, close) = match a.quoting {
+        Quoting::Double | Quoting::Single => {
+            let q = if a.quoting == Quoting::Double {
+                "\""
+            } else {
+                "'"
+            };
+            let inner = kept
+                .get(1..kept.len().saturating_sub(1))
+                .unwrap_or_default();
+            (q, inner.to_owned(), q)
+        }
+        Quoting::Unquoted | Quoting::Empty => ("\"", kept, "\""),
+    };
+    let sep = if inner.is_empty() || inner.ends_with([' ', '\t']) {
+        ""
+    } else {
+        " "
+    };
+    format!("{open}{inner}{sep}{joined}{close}")
+}
+
+pub(super) fn apply_splices(contents: &mut [String], mut splices: Vec<Splice>) {
+    // From the end backwards, so earlier offsets stay valid.
+    splices.sort_by_key(|s| std::cmp::Reverse((s.file, s.start)));
+    for s in splices {
+        if let Some(c) = contents.get_mut(s.file) {
+            if s.start <= s.end
+                && s.end <= c.len()
+                && c.is_char_boundary(s.start)
+                && c.is_char_boundary(s.end)
+            {
+                c.replace_range(s.start..s.end, &s.with);
+            }
+        }
+    }
+}
+
+pub(super) fn merged(files: &[(&str, &str)], edits: &[FileEdit]) -> Vec<String> {
+    files
+        .iter()
+        .map(|(n, t)| {
+            edits
+                .iter()
+                .find(|e| e.name == *n)
+                .map_or_else(|| (*t).to_owned(), |e| e.new_content.clone())
+        })
+        .collect()
+}
+
+pub(super) fn changed(files: &[(&str, &str)], contents: &[String]) -> Vec<FileEdit> {
+    files
+        .iter()
+        .zip(contents)
+        .filter(|((_, old), new)| *old != new.as_str())
+        .map(|((n, _), new)| FileEdit {
+            name: (*n).to_owned(),
+            new_content: new.clone(),
+        })
+        .collect()
+}
