@@ -591,3 +591,41 @@ fn systemd_boot_refuses_entries_and_trial_for_now() {
     assert!(stderr_of(&out).contains("backtick"), "{}", stderr_of(&out));
     assert_same(&snapshot(&root), &before, "refused unsafe argument");
 }
+
+#[test]
+fn systemd_boot_list_set_default_and_once() {
+    let (_t, root) = sdboot_root("/boot/efi", false);
+    let pristine = snapshot(&root);
+    let v = json(&run(&root, &["boot", "list", "--format", "json"]));
+    assert_eq!(v["loader"], "systemd-boot (/boot/efi)", "{v:#}");
+    let old = format!("{MID}-6.12.38+deb13-amd64");
+    let new = format!("{MID}-6.12.43+deb13-amd64");
+    // Newest first, and it is the default without a `default` line; the
+    // running one is found from /proc/cmdline.
+    assert_eq!(v["entries"][0]["id"], new.as_str());
+    assert_eq!(v["default"], new.as_str());
+    assert_eq!(v["entries"][0]["running"], true, "{v:#}");
+    let out = run(&root, &["boot", "set-default", &old]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(root.join("boot/efi/loader/loader.conf")).unwrap(),
+        format!("timeout 3\n#console-mode keep\ndefault {old}.conf\n")
+    );
+    let v = json(&run(&root, &["boot", "list", "--format", "json"]));
+    assert_eq!(v["default"], old.as_str());
+    // The one-shot entry is an EFI variable: only on the running system.
+    let out = run(&root, &["boot", "once", &old]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr_of(&out).contains("bootctl set-oneshot"),
+        "{}",
+        stderr_of(&out)
+    );
+    let out = run(&root, &["rollback", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_same(
+        &without_state(snapshot(&root)),
+        &without_state(pristine),
+        "rollback of set-default",
+    );
+}
