@@ -5,7 +5,7 @@
 //! by the next run (`recover`), so a host is never left half-configured.
 
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
+use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
 use crate::journal::{self, Generation, Kind, State, StateStore, Status, Step};
 use crate::plan::{Action, Change, Plan};
 pub use crate::rollback::plan_rollback;
@@ -19,6 +19,10 @@ pub struct Outcome {
     pub pending_commands: Vec<CommandSpec>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
+    /// The filesystems holding boot-loader files this run wrote, and how
+    /// each was made durable where the boot loader reads it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durable: Vec<Durable>,
 }
 
 /// Test-only fault injection (documented in the README): abort the process
@@ -72,6 +76,7 @@ pub fn execute(
 
     let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
     let mut commands_run = Vec::new();
+    let mut durable = Vec::new();
     // Every failure from here on, of a step or of the journal write after
     // it (a full disk), puts every file back.
     let mut state_saved = false;
@@ -84,6 +89,11 @@ pub fn execute(
             if fault_after == Some(i + 1) {
                 std::process::abort();
             }
+        }
+        // Before the journal says "complete" and before success is reported:
+        // what the boot loader reads must be on disk where it reads it.
+        if let Some(paths) = boot_touched(&generation.steps) {
+            durable = host.make_boot_durable(&paths)?;
         }
         store.save_state(&generation.state_after)?;
         state_saved = true;
@@ -113,6 +123,7 @@ pub fn execute(
     if kind == Kind::Rollback {
         for u in &generation.undoes {
             let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
             g.rolled_back_by = Some(n);
             store.save_generation(&g)?;
         }
@@ -123,7 +134,24 @@ pub fn execute(
         commands_run,
         pending_commands: plan.pending_commands.clone(),
         recovered: Vec::new(),
+        durable,
     })
+}
+
+/// The boot-loader files a generation's steps write or remove, when any
+/// step writes one or runs a tool that does (update-grub, grub-reboot, ...);
+/// `None` when nothing a boot loader reads was touched.
+fn boot_touched(steps: &[Step]) -> Option<Vec<&str>> {
+    let paths: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s.path.as_deref())
+        .filter(|p| host::is_boot_path(p))
+        .collect();
+    let ran_tool = steps
+        .iter()
+        .filter_map(|s| s.command.as_ref())
+        .any(|c| host::is_boot_command(&c.argv));
+    (ran_tool || !paths.is_empty()).then_some(paths)
 }
 
 /// Disk space set aside before the first write: enough to write back every
@@ -174,6 +202,7 @@ fn prepare_step(
         before_meta: None,
         after: None,
         command: None,
+        created_dirs: Vec::new(),
         done: false,
         pending: false,
     };
@@ -203,8 +232,36 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
+}
+
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
 }
 
 /// Runs one step; gives the command line it ran, if any.
@@ -272,6 +329,7 @@ struct Reverted {
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
     restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
     let started = g
@@ -300,6 +358,11 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
             )),
             Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
         }
+    }
+    // The restored boot files must be what the next boot reads, too. Best
+    // effort: the revert itself has succeeded, and this only syncs.
+    if let Some(paths) = boot_touched(&g.steps) {
+        let _ = host.make_boot_durable(&paths);
     }
     g.status = Status::Reverted;
     store.save_generation(g)?;

@@ -459,10 +459,12 @@ fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
             ),
         });
     }
+    // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
+    let durable = host.make_boot_durable(&[])?;
     match cli.format {
         Format::Json => println!(
             "{}",
-            serde_json::json!({"command": host.effective_argv(spec), "ran": true})
+            serde_json::json!({"command": host.effective_argv(spec), "ran": true, "durable": durable})
         ),
         Format::Text | Format::Prometheus => println!("Ran: {line}\n{}.", spec.why),
     }

@@ -4,6 +4,7 @@
 
 use crate::cli::Cli;
 use crate::error::{Error, Result};
+use crate::host::{Host, WriteOptions};
 use crate::verify::{Report, Status};
 use clap::CommandFactory;
 use std::fmt::Write as _;
@@ -84,30 +85,20 @@ pub fn write_marker(dir: &Path, ready: bool, text: &str) -> Result<()> {
     }
 }
 
-/// Writes a file atomically (temp file in the same directory, fsync,
-/// rename): the textfile collector never reads half a file.
+/// Writes a file atomically through the host layer (temp file in the same
+/// directory, fsync, rename): the textfile collector never reads half a file,
+/// and ignores the temp file (`.NAME.gdrprov-PID.tmp`, not `*.prom`).
 pub fn write_textfile(path: &Path, text: &str) -> Result<()> {
     let shown = path.display().to_string();
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
+    let absolute = std::path::absolute(path).map_err(|e| Error::io("write", &shown, e))?;
+    let Some(absolute) = absolute.to_str() else {
+        return Err(Error::Usage(format!("{shown} is not a UTF-8 path")));
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| Error::Usage(format!("{shown} is not a file name")))?;
-    // node-exporter ignores files not ending in .prom, so the temp file is invisible to it.
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Error::io("write", shown, e)
-    })
+    Host::open(Path::new("/"), true)?.write_atomic(
+        absolute,
+        text.as_bytes(),
+        WriteOptions::default(),
+    )
 }
 
 /// A label value in the exposition format: `\`, `"` and newlines escaped.

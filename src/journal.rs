@@ -102,6 +102,11 @@ pub struct Step {
     pub after: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub command: Option<CommandSpec>,
+    /// Directories this step's write creates (they did not exist when the
+    /// generation was prepared), deepest first: a rollback removes those
+    /// left empty.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub created_dirs: Vec<String>,
     pub done: bool,
     #[serde(default)]
     pub pending: bool,

@@ -233,6 +233,14 @@ pub fn text(r: &Report, style: Style) -> String {
                     "; no reboot needed"
                 }
             );
+            if !o.durable.is_empty() {
+                let shown: Vec<String> = o.durable.iter().map(|d| d.to_string()).collect();
+                let _ = writeln!(
+                    out,
+                    "Boot files on disk for the boot loader: {}.",
+                    shown.join(", ")
+                );
+            }
         }
     }
     out

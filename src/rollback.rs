@@ -91,7 +91,14 @@ pub fn plan_rollback(
                 },
                 None => Change {
                     module: "rollback".into(),
-                    description: format!("Remove {path} (created by generation {})", g.generation),
+                    description: match step.created_dirs.as_slice() {
+                        [] => format!("Remove {path} (created by generation {})", g.generation),
+                        dirs => format!(
+                            "Remove {path} (created by generation {}), and the directories it created once empty: {}",
+                            g.generation,
+                            dirs.join(", ")
+                        ),
+                    },
                     action: Action::RemoveFile {
                         path: path.clone(),
                         before: current.unwrap_or_default(),
@@ -146,7 +153,8 @@ fn boot_time_effect(path: &str) -> Option<String> {
         ("/etc/default/grub", "the kernel command line"),
         ("/etc/grub.d/", "the boot entries"),
         ("/boot/loader/entries/", "the boot entries"),
-        ("/etc/modprobe.d/", "kernel module settings"),
+        // Not /etc/modprobe.d: modprobe reads it at every run, so a module
+        // the rollback unblocks loads again at once, with no reboot.
         ("/etc/modules-load.d/", "modules loaded at boot"),
         ("/etc/systemd/network/", "network link settings"),
     ];

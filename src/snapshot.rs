@@ -6,10 +6,9 @@
 //! answers on any machine.
 
 use crate::error::{Error, Result};
-use crate::host::{Host, Recording, KEEP_FILE, SNAPSHOT_DIR};
-use std::collections::{BTreeSet, VecDeque};
-use std::ffi::OsString;
-use std::path::{Component, Path, PathBuf};
+use crate::host::{Host, Recording, Visit, KEEP_FILE, SNAPSHOT_DIR};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 /// Files larger than this are not copied (none of the probes needs one).
 const MAX_FILE: u64 = 2 << 20;
@@ -24,28 +23,12 @@ pub struct Summary {
 }
 
 struct Copier<'a> {
-    src: &'a Path,
+    host: &'a Host,
     dst: &'a Path,
     summary: Summary,
 }
 
-fn components(p: &Path) -> VecDeque<OsString> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            _ => None,
-        })
-        .collect()
-}
-
 impl Copier<'_> {
-    fn join(root: &Path, parts: &[OsString]) -> PathBuf {
-        let mut p = root.to_path_buf();
-        p.extend(parts);
-        p
-    }
-
     fn link(&mut self, at: &Path, target: &Path) -> std::io::Result<()> {
         if std::fs::symlink_metadata(at).is_ok() {
             return Ok(());
@@ -58,52 +41,37 @@ impl Copier<'_> {
         Ok(())
     }
 
-    /// Walks `path` in the source with chroot semantics, recreating every
-    /// directory and symlink on the way in the destination. Returns the
-    /// resolved source and destination paths, or `None` when it is missing.
+    /// Resolves `path` in the source as the host layer does (chroot
+    /// semantics), recreating every directory and symlink on the way in the
+    /// destination. Returns the resolved source and destination paths, or
+    /// `None` when it is missing (or a symlink loop).
     fn materialize(&mut self, path: &str) -> std::io::Result<Option<(PathBuf, PathBuf)>> {
-        let mut todo = components(Path::new(path));
-        let mut done: Vec<OsString> = Vec::new();
-        let mut hops = 0;
-        while let Some(name) = todo.pop_front() {
-            if name == ".." {
-                done.pop();
-                continue;
-            }
-            done.push(name);
-            let s = Self::join(self.src, &done);
-            let meta = match std::fs::symlink_metadata(&s) {
-                Ok(m) => m,
-                Err(_) => return Ok(None),
-            };
-            if meta.file_type().is_symlink() {
-                hops += 1;
-                if hops > 40 {
-                    return Ok(None);
-                }
-                let target = std::fs::read_link(&s)?;
-                self.link(&Self::join(self.dst, &done), &target)?;
-                done.pop();
-                if target.is_absolute() {
-                    done.clear();
-                }
-                let mut rest = components(&target);
-                rest.extend(todo.drain(..));
-                todo = rest;
-            } else if meta.is_dir() {
-                let d = Self::join(self.dst, &done);
-                if std::fs::symlink_metadata(&d).is_err() {
-                    std::fs::create_dir_all(&d)?;
+        let (host, dst) = (self.host, self.dst);
+        let mut failed: Option<std::io::Error> = None;
+        let resolved = host.resolve_visiting(path, |parts, visit| {
+            let mut at = dst.to_path_buf();
+            at.extend(parts);
+            let made = match visit {
+                Visit::Link(target) => self.link(&at, target),
+                Visit::Dir if std::fs::symlink_metadata(&at).is_err() => {
                     self.summary.dirs += 1;
+                    std::fs::create_dir_all(&at)
                 }
-            } else if !todo.is_empty() {
-                return Ok(None);
-            }
+                Visit::Dir => Ok(()),
+            };
+            made.map_err(|e| {
+                failed = Some(e);
+                Error::Usage("snapshot copy failed".into())
+            })
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
-        Ok(Some((
-            Self::join(self.src, &done),
-            Self::join(self.dst, &done),
-        )))
+        let Ok(r) = resolved else { return Ok(None) };
+        if std::fs::symlink_metadata(&r.real).is_err() {
+            return Ok(None);
+        }
+        Ok(Some((r.real, dst.join(r.logical.trim_start_matches('/')))))
     }
 
     fn copy_file(&mut self, path: &str) -> std::io::Result<()> {
@@ -206,7 +174,7 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
         ));
     }
     let mut c = Copier {
-        src: host.root(),
+        host,
         dst: &dest,
         summary: Summary::default(),
     };

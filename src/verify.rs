@@ -5,8 +5,9 @@
 
 use crate::bench::{self, LoopbackOptions, LoopbackReport, RunLength};
 use crate::error::Result;
+use crate::facts::boot::BootFacts;
 use crate::host::Host;
-use crate::journal::StateStore;
+use crate::journal::{StateStore, Trial};
 use crate::plan::Plan;
 use crate::profile::Composed;
 use crate::requirements::{ReqResult, Status as ReqStatus};
@@ -163,6 +164,18 @@ pub fn run(
         });
     }
 
+    // A pending trial boot, judged by what the root shows runs (a snapshot
+    // or fixture with /proc/cmdline too).
+    if let Some(t) = &state.trial {
+        checks.push(match facts.proc_cmdline {
+            Some(_) => trial_check(t, &facts.boot),
+            None => skip(
+                "trial",
+                format!("{} shows no running command line", host.root().display()),
+            ),
+        });
+    }
+
     if !host.is_live() {
         for name in ["reboot", "modules", "loopback"] {
             checks.push(skip(
@@ -265,6 +278,34 @@ pub fn run(
         }
     }
     Ok(finish(host, desired, checks, report))
+}
+
+/// A pending trial boot (`apply --trial`): is it what runs, still to come,
+/// or did its one boot not happen (GRUB used the one-shot `next_entry` and the
+/// default entry runs: the trial kernel failed, or another entry was chosen)?
+fn trial_check(t: &Trial, boot: &BootFacts) -> Check {
+    if boot.trial_running {
+        pass(
+            "trial",
+            &format!(
+                "the running kernel was started from the trial entry {}; `gdrprov commit` makes its arguments the default",
+                t.entry
+            ),
+        )
+    } else if boot.next_entry.as_deref() == Some(t.entry.as_str()) {
+        skip(
+            "trial",
+            format!("the trial entry {} boots at the next boot (once)", t.entry),
+        )
+    } else {
+        fail(
+            "trial",
+            format!(
+                "the trial entry {} did not boot: GRUB used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and `gdrprov apply --trial` again, or `gdrprov boot once {}` and reboot to try it again",
+                t.entry, t.entry
+            ),
+        )
+    }
 }
 
 fn finish(

@@ -31,15 +31,6 @@ fn gds_profile(t: &tempfile::TempDir) -> String {
     p.display().to_string()
 }
 
-fn have(tool: &str) -> bool {
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {tool}"))
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
-
 /// Runs a generated /etc/grub.d script the way grub-mkconfig would, with a
 /// fake /boot (two kernels, one initrd) and a fake grub-probe; gives stdout.
 fn run_grubd_script(script: &Path) -> String {
@@ -549,7 +540,9 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         grub_before
     );
     let script = root.join("etc/grub.d/42_gdrprov_gdrprov-trial");
-    assert!(run_grubd_script(&script).contains("console=ttyS0,115200n8 iommu=pt intel_iommu=on\n"));
+    // The trial entry carries gdrprov's marker, which tells the trial boot apart.
+    assert!(run_grubd_script(&script)
+        .contains("console=ttyS0,115200n8 iommu=pt intel_iommu=on gdrprov.trial=1\n"));
     let s = state(&root);
     assert_eq!(s["trial"]["entry"], "gdrprov-trial");
     assert_eq!(s["trial"]["profiles"], serde_json::json!(["rdma-dmabuf"]));

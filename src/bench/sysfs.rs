@@ -1,8 +1,9 @@
 //! Pure helpers over what the kernel shows in sysfs and /proc: the port's line rate, whether a
-//! device is software RDMA, and why no RDMA device is visible. The readers take a root so that
-//! tests run them on fixture trees.
+//! device is software RDMA, and why no RDMA device is visible. The readers take a host (the
+//! host layer), so that tests run them on fixture trees.
 
-use std::fs;
+use crate::facts::rdma::RDMA_DRIVERS;
+use crate::host::Host;
 use std::path::Path;
 
 /// Parse the port `rate` file of sysfs (`/sys/class/infiniband/DEV/ports/N/rate`), e.g.
@@ -62,50 +63,25 @@ pub fn is_software_device(name: &str, vendor_id: u32) -> bool {
         || vendor_id == 0x0062_6d74
 }
 
-/// Pairs of (NIC core driver, its RDMA driver).
-const RDMA_DRIVERS: &[(&str, &str)] = &[
-    ("mlx5_core", "mlx5_ib"),
-    ("mlx4_core", "mlx4_ib"),
-    ("bnxt_en", "bnxt_re"),
-    ("ice", "irdma"),
-    ("i40e", "irdma"),
-    ("qede", "qedr"),
-    ("erdma", "erdma"),
-    ("efa", "efa"),
-    ("hns3", "hns_roce_hw_v2"),
-    ("ionic", "ionic_rdma"),
-    ("rdma_rxe", "rdma_rxe"),
-    ("siw", "siw"),
-];
-
-/// RDMA devices the kernel shows under `ROOT/sys/class/infiniband`, sorted; None if the folder is absent.
-pub fn kernel_rdma_devices(root: &Path) -> Option<Vec<String>> {
-    let dir = fs::read_dir(root.join("sys/class/infiniband")).ok()?;
-    let mut names: Vec<String> = dir
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    Some(names)
+/// RDMA devices the kernel shows under `/sys/class/infiniband`, sorted; None if the folder is absent.
+pub fn kernel_rdma_devices(host: &Host) -> Option<Vec<String>> {
+    let dir = "/sys/class/infiniband";
+    host.exists(dir).then(|| host.list_dir(dir))
 }
 
-/// Loaded modules from `ROOT/proc/modules`.
-pub fn loaded_modules(root: &Path) -> Vec<String> {
-    fs::read_to_string(root.join("proc/modules"))
-        .map(|s| {
-            s.lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
+/// [`diagnose_no_device`] on the running system.
+pub fn diagnose_running_system() -> String {
+    match Host::open(Path::new("/"), true) {
+        Ok(host) => diagnose_no_device(&host),
+        Err(e) => e.to_string(),
+    }
 }
 
 /// Explain why libibverbs sees no RDMA device, from the kernel's view of the host.
-pub fn diagnose_no_device(root: &Path) -> String {
-    let modules = loaded_modules(root);
+pub fn diagnose_no_device(host: &Host) -> String {
+    let (_, modules) = crate::facts::kmod::loaded(host);
     let has = |m: &str| modules.iter().any(|x| x == m);
-    let class = kernel_rdma_devices(root);
+    let class = kernel_rdma_devices(host);
     if let Some(devs) = class.as_ref().filter(|d| !d.is_empty()) {
         return format!(
             "the kernel has RDMA device(s) {} but libibverbs found none: its user-space provider is missing \
@@ -145,10 +121,8 @@ pub fn diagnose_no_device(root: &Path) -> String {
 }
 
 /// Read the port's sysfs rate file, if present.
-pub fn read_port_rate(root: &Path, device: &str, port: u8) -> Option<f64> {
-    let s =
-        fs::read_to_string(root.join(format!("sys/class/infiniband/{device}/ports/{port}/rate")))
-            .ok()?;
+pub fn read_port_rate(host: &Host, device: &str, port: u8) -> Option<f64> {
+    let s = host.read_fact(&format!("/sys/class/infiniband/{device}/ports/{port}/rate"))?;
     parse_rate_gbps(s.trim())
 }
 
@@ -207,24 +181,24 @@ mod tests {
             "mlx5_core 2056192 1 mlx5_ib, Live 0x0\nib_core 1 0 - Live 0x0\n",
             Some(&[]),
         );
-        let why = diagnose_no_device(d.path());
+        let why = diagnose_no_device(&Host::open(d.path(), true).unwrap());
         assert!(why.contains("mlx5_core loaded but mlx5_ib is not"), "{why}");
         assert!(why.contains("/sys/class/infiniband is empty"), "{why}");
 
         let d = fixture("mlx5_ib 1 0 - Live 0x0\nmlx5_core 1 0 - Live 0x0\n", None);
-        let why = diagnose_no_device(d.path());
+        let why = diagnose_no_device(&Host::open(d.path(), true).unwrap());
         assert!(
             why.contains("mlx5_core and mlx5_ib loaded but /sys/class/infiniband is absent"),
             "{why}"
         );
 
         let d = fixture("nvidia 1 0 - Live 0x0\n", None);
-        let why = diagnose_no_device(d.path());
+        let why = diagnose_no_device(&Host::open(d.path(), true).unwrap());
         assert!(why.contains("no RDMA NIC driver is loaded"), "{why}");
         assert!(why.contains("rdma_rxe"), "{why}");
 
         let d = fixture("rdma_rxe 1 0 - Live 0x0\n", Some(&[]));
-        let why = diagnose_no_device(d.path());
+        let why = diagnose_no_device(&Host::open(d.path(), true).unwrap());
         assert!(
             why.contains("rdma_rxe loaded but /sys/class/infiniband is empty"),
             "{why}"
@@ -232,7 +206,7 @@ mod tests {
         assert!(why.contains("rdma link add"), "{why}");
 
         let d = fixture("mlx5_core 1 0 - Live 0x0\n", Some(&["mlx5_0"]));
-        let why = diagnose_no_device(d.path());
+        let why = diagnose_no_device(&Host::open(d.path(), true).unwrap());
         assert!(why.contains("mlx5_0") && why.contains("provider"), "{why}");
     }
 }

@@ -58,16 +58,16 @@ pub fn device_names() -> Result<Vec<String>, BenchError> {
         why: match to_io(e).raw_os_error() {
             Some(code) => format!(
                 "{} (ibv_get_device_list: {})",
-                sysfs::diagnose_no_device(Path::new("/")),
+                sysfs::diagnose_running_system(),
                 super::error::errno_name(code)
             ),
-            None => sysfs::diagnose_no_device(Path::new("/")),
+            None => sysfs::diagnose_running_system(),
         },
     })?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
     if names.is_empty() {
         return Err(BenchError::NoRdmaDevice {
-            why: sysfs::diagnose_no_device(Path::new("/")),
+            why: sysfs::diagnose_running_system(),
         });
     }
     Ok(names)
@@ -209,7 +209,9 @@ pub fn query_port(
     } else {
         u32::from(a.active_speed)
     };
-    let line_rate = sysfs::read_port_rate(Path::new("/"), name, port)
+    let line_rate = crate::host::Host::open(Path::new("/"), true)
+        .ok()
+        .and_then(|host| sysfs::read_port_rate(&host, name, port))
         .or_else(|| sysfs::line_rate_from_speed_width(speed, a.active_width));
     let mut info = PortInfo {
         device: name.to_string(),

@@ -242,11 +242,9 @@ pub(super) fn rdma_devices(cx: &Cx, out: &mut Vec<Finding>) {
                     .loaded
                     .iter()
                     .filter(|x| {
-                        [
-                            "mlx4", "erdma", "irdma", "bnxt_re", "efa", "rdma_rxe", "siw",
-                        ]
-                        .iter()
-                        .any(|p| x.starts_with(p))
+                        crate::facts::rdma::RDMA_DRIVERS
+                            .iter()
+                            .any(|(_, rdma)| x == rdma)
                     })
                     .collect();
                 out.push(Finding::new(

@@ -76,11 +76,14 @@ pub fn probe(host: &Host) -> ArchFacts {
             };
         }
     }
-    if let Some(arch) = host
-        .read_fact("/var/lib/dpkg/status")
-        .as_deref()
-        .and_then(from_dpkg_status)
-    {
+    // Not logged as a file read (as in facts::packages): the database is
+    // larger than a snapshot copies, and a snapshot has /proc/cpuinfo.
+    let status = host
+        .read("/var/lib/dpkg/status")
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    if let Some(arch) = status.as_deref().and_then(from_dpkg_status) {
         return ArchFacts {
             arch,
             source: "dpkg's architecture (/var/lib/dpkg/status)".into(),

@@ -1,5 +1,8 @@
-//! Boot loader kind: GRUB (BIOS or EFI) with grub.cfg, or BLS entries.
+//! Boot loader kind: GRUB (BIOS or EFI) with grub.cfg, or BLS entries; and
+//! which boot runs: the one-shot `next_entry` of grubenv, the gdrprov entry
+//! the running kernel was started from, and whether that is a trial boot.
 
+use crate::boot::{cmdline, entries};
 use crate::host::Host;
 use serde::Serialize;
 
@@ -26,9 +29,27 @@ pub struct BootFacts {
     pub grub_cfg: Option<String>,
     /// BLS entry files.
     pub bls_entries: Vec<String>,
+    /// grubenv's `next_entry`: the entry the next boot uses once
+    /// (`grub-reboot`); GRUB clears it when it boots it.
+    pub next_entry: Option<String>,
+    /// The entry gdrprov generated (`boot.entry`, `apply --trial`) that the
+    /// running kernel was started from: its grub.cfg id or BLS id, found by
+    /// matching `/proc/cmdline` with the entries' kernel lines.
+    pub running_entry: Option<String>,
+    /// The running kernel was started from the trial entry of
+    /// `apply --trial`: its [`TRIAL_MARKER`] is on `/proc/cmdline`.
+    pub trial_running: bool,
     /// Where the kernel command line is set: on this host, or elsewhere.
     pub cmdline_home: super::boot_shape::CmdlineHome,
 }
+
+/// The argument only the trial entry's kernel line carries, so that the
+/// trial boot is told apart from the default even when their arguments are
+/// otherwise the same. A dotted name the kernel ignores (an unused module
+/// parameter) and never passes to init.
+pub const TRIAL_MARKER: &str = "gdrprov.trial=1";
+
+const GRUBENVS: [&str; 2] = ["/boot/grub/grubenv", "/boot/grub2/grubenv"];
 
 pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let grub_cfg = ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
@@ -49,11 +70,56 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
         (false, true, _) => BootLoaderKind::Bls,
         (false, false, _) => BootLoaderKind::Unknown,
     };
+    let env = GRUBENVS
+        .iter()
+        .find_map(|p| host.read_fact(p))
+        .unwrap_or_default();
+    let running: Option<Vec<String>> = host
+        .read_fact("/proc/cmdline")
+        .map(|s| cmdline::split(s.trim()));
+    let running_entry = running
+        .as_deref()
+        .and_then(|r| running_gdrprov_entry(host, grub_cfg.as_deref(), &env, r));
     BootFacts {
         kind,
         efi,
         grub_cfg,
         bls_entries,
+        next_entry: entries::grubenv_get(&env, "next_entry"),
+        running_entry,
+        trial_running: running
+            .as_deref()
+            .is_some_and(|r| r.iter().any(|a| a == TRIAL_MARKER)),
         cmdline_home: super::boot_shape::probe(host, proc_cmdline),
     }
+}
+
+/// The gdrprov entry whose kernel line is the running command line.
+fn running_gdrprov_entry(
+    host: &Host,
+    grub_cfg: Option<&str>,
+    env: &str,
+    running: &[String],
+) -> Option<String> {
+    let from_cfg = grub_cfg
+        .and_then(|p| host.read_fact(p))
+        .map(|cfg| entries::parse_grub_cfg(&cfg))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.id.as_deref().is_some_and(entries::is_gdrprov_id))
+        .find(|m| entries::runs(running, m.kernel.as_deref(), &m.args))
+        .and_then(|m| m.id);
+    if from_cfg.is_some() {
+        return from_cfg;
+    }
+    let kernelopts = entries::grubenv_get(env, "kernelopts").unwrap_or_default();
+    host.list_dir("/boot/loader/entries")
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
+        .filter(|id| id.contains(entries::BLS_INFIX))
+        .find(|id| {
+            host.read_fact(&format!("/boot/loader/entries/{id}.conf"))
+                .map(|t| entries::parse_bls(id, &t, &kernelopts))
+                .is_some_and(|e| entries::runs(running, Some(&e.linux), &e.options))
+        })
 }

@@ -127,8 +127,9 @@ pub fn libcuda_probe() -> CudaRuntime {
 
 mod dl {
     use super::{CudaDevice, CudaRuntime};
-    use nix::libc;
-    use std::ffi::{c_char, c_int, c_void, CStr};
+    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+    use std::ffi::{c_char, c_int, CStr};
+    use std::mem::ManuallyDrop;
 
     type CuInit = unsafe extern "C" fn(u32) -> c_int;
     type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
@@ -140,16 +141,16 @@ mod dl {
     const ATTR_CC_MINOR: c_int = 76;
     const ATTR_DMA_BUF_SUPPORTED: c_int = 124;
 
-    struct Lib(*mut c_void);
+    /// Never closed: unloading libcuda while its threads run is unsafe.
+    struct Lib(ManuallyDrop<Library>);
 
     impl Lib {
         fn open() -> Result<Lib, String> {
-            for name in [c"libcuda.so.1", c"libcuda.so"] {
-                // SAFETY: dlopen with a valid NUL-terminated name; the handle
-                // is checked for null before use.
-                let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
-                if !h.is_null() {
-                    return Ok(Lib(h));
+            for name in ["libcuda.so.1", "libcuda.so"] {
+                // SAFETY: loading libcuda runs its initialisers, which make
+                // no demands on this process.
+                if let Ok(lib) = unsafe { Library::open(Some(name), RTLD_NOW | RTLD_LOCAL) } {
+                    return Ok(Lib(ManuallyDrop::new(lib)));
                 }
             }
             Err("libcuda.so.1 not found (no NVIDIA user-space driver)".into())
@@ -157,18 +158,13 @@ mod dl {
 
         /// Looks a symbol up; `T` must be the symbol's true function type.
         unsafe fn sym<T: Copy>(&self, name: &CStr) -> Result<T, String> {
-            // SAFETY: the handle is a live dlopen handle; the caller names
-            // the right function type for the symbol.
-            let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
-            if p.is_null() {
-                return Err(format!("libcuda has no {}", name.to_string_lossy()));
-            }
-            // SAFETY: T is a function pointer type of the same size as a data pointer.
-            Ok(unsafe { std::mem::transmute_copy::<*mut c_void, T>(&p) })
+            // SAFETY: the caller names the right function type for the symbol;
+            // the library outlives every use (it is never unloaded).
+            unsafe { self.0.get::<T>(name.to_bytes_with_nul()) }
+                .map(|s| *s)
+                .map_err(|_| format!("libcuda has no {}", name.to_string_lossy()))
         }
     }
-
-    // The library stays loaded: unloading libcuda while its threads run is unsafe.
 
     pub fn probe() -> Result<CudaRuntime, String> {
         let lib = Lib::open()?;

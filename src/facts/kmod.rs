@@ -88,7 +88,9 @@ pub fn parse_modprobe_conf(text: &str, file: &str, out: &mut Vec<BlockedModule>)
     }
 }
 
-pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
+/// The loaded modules, sorted, and where that was read: `/proc/modules`,
+/// else `/sys/module/*/initstate`, else `absent` (an image).
+pub fn loaded(host: &Host) -> (String, Vec<String>) {
     let (source, mut loaded) = if let Some(pm) = host.read_fact("/proc/modules") {
         (
             "/proc/modules".to_string(),
@@ -114,6 +116,11 @@ pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
     };
     loaded.sort();
     loaded.dedup();
+    (source, loaded)
+}
+
+pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
+    let (source, loaded) = loaded(host);
     let mut blocked: Vec<BlockedModule> = Vec::new();
     let mut seen_dirs: Vec<String> = Vec::new();
     for dir in MODPROBE_DIRS {

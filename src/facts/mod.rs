@@ -17,6 +17,7 @@ pub mod net;
 pub mod nvidia;
 pub mod ofed;
 mod os;
+mod packages;
 pub mod pci;
 pub mod pcie;
 pub mod perftest;
@@ -114,6 +115,7 @@ impl Facts {
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
+        let packages = packages::Packages::new(host);
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
@@ -125,9 +127,9 @@ impl Facts {
                 || !pci_devices.is_empty()
                 || host.exists("/proc/modules"),
             boot: boot::probe(host, proc_cmdline.as_deref()),
-            ofed: ofed::probe(host),
-            perftest: perftest::probe(host),
-            nccl: nccl::probe(host),
+            ofed: ofed::probe(host, &packages),
+            perftest: perftest::probe(host, &packages),
+            nccl: nccl::probe(host, &packages),
             erdma: erdma::probe(host, &modules.loaded),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
@@ -169,6 +171,9 @@ impl Facts {
                 efi: false,
                 grub_cfg: None,
                 bls_entries: Vec::new(),
+                next_entry: None,
+                running_entry: None,
+                trial_running: false,
                 // Planning tests put GRUB's files into PlanFacts themselves.
                 cmdline_home: boot_shape::CmdlineHome::OnHost {
                     evidence: String::new(),

@@ -1,6 +1,6 @@
 //! NCCL: every copy found (system library, header, package, Python wheel).
 
-use super::util::package_version;
+use super::packages::Packages;
 use crate::host::Host;
 use serde::Serialize;
 
@@ -70,7 +70,7 @@ fn python_dirs(host: &Host) -> Vec<String> {
     out
 }
 
-pub fn probe(host: &Host) -> NcclFacts {
+pub fn probe(host: &Host, packages: &Packages) -> NcclFacts {
     let mut installs = Vec::new();
     for dir in LIB_DIRS {
         for f in host.list_dir_prefix(dir, "libnccl.so.") {
@@ -95,7 +95,7 @@ pub fn probe(host: &Host) -> NcclFacts {
         }
     }
     if installs.is_empty() {
-        if let Some((pkg, v)) = package_version(host, &["libnccl2", "libnccl"]) {
+        if let Some((pkg, v)) = packages.version(&["libnccl2", "libnccl"]) {
             installs.push(NcclInstall {
                 version: v.split(['-', '+']).next().unwrap_or(&v).to_string(),
                 source: format!("package {pkg}"),

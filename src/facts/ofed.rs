@@ -1,7 +1,8 @@
 //! The RDMA stack: MLNX_OFED / DOCA-OFED (`ofed_info -s`) or the
 //! distribution's inbox rdma-core (package database), or nothing.
 
-use super::util::{package_version, query_ok, version_in};
+use super::packages::Packages;
+use super::util::{query_ok, version_in};
 use crate::host::Host;
 use serde::Serialize;
 
@@ -36,7 +37,7 @@ pub fn parse_ofed_info(s: &str) -> Option<String> {
     version_in(rest.trim_end_matches(':'))
 }
 
-pub fn probe(host: &Host) -> OfedFacts {
+pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
     if let Some(out) = query_ok(host, &["ofed_info", "-s"]) {
         if let Some(v) = parse_ofed_info(&out) {
             return OfedFacts {
@@ -61,7 +62,7 @@ pub fn probe(host: &Host) -> OfedFacts {
             }
         }
     }
-    if let Some((pkg, v)) = package_version(host, &["rdma-core", "libibverbs1", "libibverbs"]) {
+    if let Some((pkg, v)) = packages.version(&["rdma-core", "libibverbs1", "libibverbs"]) {
         return OfedFacts {
             kind: OfedKindFact::Inbox,
             version: Some(v),

@@ -1,7 +1,8 @@
 //! perftest: its version and whether `ib_write_bw` was built with
 //! `--use_cuda_dmabuf` (perftest >= 6.26 with CUDA).
 
-use super::util::{package_version, version_in};
+use super::packages::Packages;
+use super::util::version_in;
 use crate::host::Host;
 use serde::Serialize;
 
@@ -13,13 +14,13 @@ pub struct PerftestFacts {
     pub cuda_dmabuf: Option<bool>,
 }
 
-pub fn probe(host: &Host) -> PerftestFacts {
+pub fn probe(host: &Host, packages: &Packages) -> PerftestFacts {
     let version_out = host.query(&["ib_write_bw", "--version"]);
     let help = host.query(&["ib_write_bw", "--help"]);
     let mut version = version_out
         .as_ref()
         .and_then(|o| version_in(&format!("{}{}", o.stdout, o.stderr)));
-    let pkg = package_version(host, &["perftest"]);
+    let pkg = packages.version(&["perftest"]);
     if version.is_none() {
         version = pkg.as_ref().map(|(_, v)| v.clone());
     }

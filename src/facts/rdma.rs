@@ -6,6 +6,23 @@ use super::util::{read_int, read_trim};
 use crate::host::Host;
 use serde::Serialize;
 
+/// NIC drivers that have an RDMA half: (core driver, its RDMA driver).
+/// Soft devices (rxe, siw) are their own RDMA driver.
+pub const RDMA_DRIVERS: &[(&str, &str)] = &[
+    ("mlx5_core", "mlx5_ib"),
+    ("mlx4_core", "mlx4_ib"),
+    ("bnxt_en", "bnxt_re"),
+    ("ice", "irdma"),
+    ("i40e", "irdma"),
+    ("qede", "qedr"),
+    ("erdma", "erdma"),
+    ("efa", "efa"),
+    ("hns3", "hns_roce_hw_v2"),
+    ("ionic", "ionic_rdma"),
+    ("rdma_rxe", "rdma_rxe"),
+    ("siw", "siw"),
+];
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RdmaPort {
     pub port: u32,

@@ -44,43 +44,6 @@ pub fn query_ok(host: &Host, argv: &[&str]) -> Option<String> {
     out.success().then_some(out.stdout)
 }
 
-/// Installed package version from the package database (dpkg or rpm),
-/// asked through the command runner so it works chrooted and from a snapshot.
-pub fn package_version(host: &Host, names: &[&str]) -> Option<(String, String)> {
-    for name in names {
-        if let Some(out) = query_ok(
-            host,
-            &[
-                "dpkg-query",
-                "-W",
-                "-f",
-                "${db:Status-Abbrev} ${Version}\\n",
-                name,
-            ],
-        ) {
-            for line in out.lines() {
-                if let Some(v) = line.strip_prefix("ii ") {
-                    let v = v.trim();
-                    if !v.is_empty() {
-                        return Some((name.to_string(), v.to_string()));
-                    }
-                }
-            }
-        }
-        if let Some(out) = query_ok(
-            host,
-            &["rpm", "-q", "--qf", "%{VERSION}-%{RELEASE}\\n", name],
-        ) {
-            if let Some(v) = out.lines().next() {
-                if !v.contains("not installed") && !v.trim().is_empty() {
-                    return Some((name.to_string(), v.trim().to_string()));
-                }
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

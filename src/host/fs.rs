@@ -290,6 +290,27 @@ impl Host {
         }
     }
 
+    /// Removes a directory if it is empty (one gdrprov created); gives
+    /// whether it did. One already gone, not empty, or not a plain directory
+    /// is left alone.
+    pub fn remove_empty_dir(&self, path: &str) -> Result<bool> {
+        let r = self.resolve(path)?;
+        if r.real == self.root || !std::fs::symlink_metadata(&r.real).is_ok_and(|m| m.is_dir()) {
+            return Ok(false);
+        }
+        match std::fs::remove_dir(&r.real) {
+            Ok(()) => {
+                let dir = r.real.parent().unwrap_or(Path::new("/"));
+                sync_dir(dir).map_err(|e| Error::io("sync", self.display(&r.logical), e))?;
+                Ok(true)
+            }
+            Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                Ok(false)
+            }
+            Err(e) => Err(Error::io("remove directory", self.display(&r.logical), e)),
+        }
+    }
+
     /// Removes a file; a file already gone is not an error.
     pub fn remove(&self, path: &str) -> Result<()> {
         let r = self.resolve(path)?;

@@ -3,13 +3,15 @@
 //! symlink can reach outside it; every command goes through one runner that
 //! chroots into an image root and can be told to run nothing.
 
+mod durable;
 mod fs;
 mod path;
 mod record;
 mod runner;
 
+pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
-pub use path::{check_profile_path, InRoot};
+pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec};
 

@@ -50,11 +50,28 @@ pub fn check_profile_path(path: &str) -> Result<()> {
     Ok(())
 }
 
+/// What [`Host::resolve_visiting`] meets on the way: the path so far (its
+/// components inside the root) is a directory, or a symlink to `target`.
+pub enum Visit<'a> {
+    Dir,
+    Link(&'a Path),
+}
+
 impl Host {
     /// Resolves `path` (absolute, inside the root) to a real path that lies
     /// inside the root, following symlinks with chroot semantics. Missing
     /// trailing components are allowed (for files about to be created).
     pub fn resolve(&self, path: &str) -> Result<InRoot> {
+        self.resolve_visiting(path, |_, _| Ok(()))
+    }
+
+    /// As [`Host::resolve`], telling `visit` each directory and symlink on
+    /// the way (a snapshot recreates them); an error from `visit` stops it.
+    pub fn resolve_visiting(
+        &self,
+        path: &str,
+        mut visit: impl FnMut(&[OsString], Visit) -> Result<()>,
+    ) -> Result<InRoot> {
         if !path.starts_with('/') {
             return Err(Error::BadPath {
                 path: path.into(),
@@ -86,6 +103,7 @@ impl Host {
                     }
                     let target = std::fs::read_link(&real)
                         .map_err(|e| Error::io("read link", real.display().to_string(), e))?;
+                    visit(&done, Visit::Link(&target))?;
                     done.pop();
                     if target.is_absolute() {
                         done.clear();
@@ -94,6 +112,7 @@ impl Host {
                     rest.extend(todo.drain(..));
                     todo = rest;
                 }
+                Ok(meta) if meta.is_dir() => visit(&done, Visit::Dir)?,
                 Ok(_) => {}
                 Err(_) => missing = true,
             }

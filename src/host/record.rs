@@ -60,6 +60,10 @@ pub struct Recording {
     /// In-process probes (the CUDA driver API), by name.
     #[serde(default)]
     pub probes: BTreeMap<String, serde_json::Value>,
+    /// Every process started, as run (`chroot ROOT ...` on an image root);
+    /// not part of a snapshot. Tests count them.
+    #[serde(skip)]
+    pub spawned: Vec<Vec<String>>,
 }
 
 impl Recording {
@@ -129,6 +133,12 @@ impl Host {
             self.log_command(argv, out.as_ref());
         }
         Some(out)
+    }
+
+    /// Logs `argv`'s answer worked out without running it (from a file the
+    /// tool itself reads), so that a snapshot replays it like a command.
+    pub fn record_answer(&self, argv: &[&str], out: Option<&CommandOutput>) {
+        self.log_command(argv, out);
     }
 
     pub(super) fn log_command(&self, argv: &[&str], out: Option<&CommandOutput>) {

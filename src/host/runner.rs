@@ -5,6 +5,10 @@
 
 use super::Host;
 use crate::error::{Error, Result};
+use std::os::unix::fs::PermissionsExt;
+
+/// The search path when `$PATH` is unset (as execvp and the shells use).
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// A command gdrprov wants to run, with the reason shown to people.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -88,6 +92,13 @@ impl Host {
         if self.no_exec() {
             return None;
         }
+        // A tool the root does not have is absent: no process is started
+        // to learn that (a plan on an image root would otherwise run a dozen
+        // `chroot ROOT tool` that all fail).
+        if self.find_program(argv.first()?).is_none() {
+            self.log_command(argv, None);
+            return None;
+        }
         let out = self.spawn(&CommandSpec::new(argv, "probe")).ok();
         // chroot's own failures (125: could not chroot, 126/127: the tool is
         // not in the image or not runnable) read as absent.
@@ -96,11 +107,41 @@ impl Host {
         out
     }
 
+    /// Where `prog` lies inside the root, found as `chroot ROOT prog` (or
+    /// the shell, on `/`) would find it: a name with a slash as written, a
+    /// bare name in each directory of `$PATH`. `None` when there is no
+    /// executable file by that name.
+    /// A script counts only when its interpreter (`#!/bin/sh`) is there too:
+    /// an image root without a shell cannot run it.
+    pub fn find_program(&self, prog: &str) -> Option<String> {
+        let is_exec = |path: &str| {
+            self.resolve(path).ok().is_some_and(|r| {
+                executable(&r.real) && interpreter(&r.real).is_none_or(|i| self.runnable(&i))
+            })
+        };
+        if prog.contains('/') {
+            return (prog.starts_with('/') && is_exec(prog)).then(|| prog.to_string());
+        }
+        if prog.is_empty() {
+            return None;
+        }
+        let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string());
+        path.split(':')
+            .filter(|dir| dir.starts_with('/'))
+            .map(|dir| format!("{}/{prog}", dir.trim_end_matches('/')))
+            .find(|p| is_exec(p))
+    }
+
+    fn runnable(&self, path: &str) -> bool {
+        path.starts_with('/') && self.resolve(path).is_ok_and(|r| executable(&r.real))
+    }
+
     fn spawn(&self, spec: &CommandSpec) -> Result<CommandOutput> {
         let argv = self.effective_argv(spec);
         let Some((prog, args)) = argv.split_first() else {
             return Err(Error::Usage("empty command".into()));
         };
+        self.log(|r| r.spawned.push(argv.clone()));
         let out = duct::cmd(prog, args)
             .env("LC_ALL", "C")
             .stdin_null()
@@ -124,6 +165,21 @@ impl Host {
     }
 }
 
+fn executable(real: &std::path::Path) -> bool {
+    std::fs::metadata(real).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The interpreter a script names on its `#!` line.
+fn interpreter(real: &std::path::Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(real).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let text = String::from_utf8_lossy(line);
+    text.split_whitespace().next().map(String::from)
+}
+
 /// Quotes an argument for display so a person can paste it into a shell.
 pub fn shell_quote(s: &str) -> String {
     if !s.is_empty()
@@ -133,5 +189,86 @@ pub fn shell_quote(s: &str) -> String {
         s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::path::Path;
+
+    fn file(root: &Path, path: &str, mode: u32, content: &[u8]) {
+        let p = root.join(path.trim_start_matches('/'));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, content).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    fn tool(root: &Path, path: &str, mode: u32) {
+        file(root, path, mode, b"\x7fELF");
+    }
+
+    #[test]
+    fn programs_are_looked_up_inside_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        tool(t.path(), "/usr/bin/ib_write_bw", 0o755);
+        tool(t.path(), "/usr/bin/not-executable", 0o644);
+        // Merged /usr: /sbin is a link to usr/bin, found through it.
+        symlink("usr/bin", t.path().join("sbin")).unwrap();
+        let h = Host::open(t.path(), false).unwrap();
+        // /usr/bin or /sbin, whichever $PATH names first.
+        let found = h.find_program("ib_write_bw").unwrap();
+        assert!(found.ends_with("bin/ib_write_bw"), "{found}");
+        assert_eq!(
+            h.find_program("/sbin/ib_write_bw").as_deref(),
+            Some("/sbin/ib_write_bw")
+        );
+        assert_eq!(h.find_program("not-executable"), None);
+        assert_eq!(h.find_program("/usr/local/cuda/bin/nvcc"), None);
+        assert_eq!(h.find_program("nvcc"), None);
+        assert_eq!(h.find_program("bin/ib_write_bw"), None);
+    }
+
+    #[test]
+    fn scripts_need_their_interpreter_in_the_root() {
+        let t = tempfile::tempdir().unwrap();
+        // A script for /bin/sh, and the root has no /bin/sh.
+        file(
+            t.path(),
+            "/usr/bin/ofed_info",
+            0o755,
+            b"#!/bin/sh\necho x\n",
+        );
+        let h = Host::open(t.path(), false).unwrap();
+        assert_eq!(h.find_program("ofed_info"), None);
+        tool(t.path(), "/bin/sh", 0o755);
+        assert!(h.find_program("ofed_info").is_some());
+    }
+
+    #[test]
+    fn absent_tools_start_no_process() {
+        let t = tempfile::tempdir().unwrap();
+        let h = Host::open(t.path(), false).unwrap().recording();
+        for argv in [
+            &["ib_write_bw", "--version"][..],
+            &["rpm", "-q", "perftest"],
+        ] {
+            assert!(h.query(argv).is_none());
+        }
+        let rec = h.recorded().unwrap();
+        assert!(rec.spawned.is_empty(), "{:?}", rec.spawned);
+        // A snapshot of this root still says the tools were absent.
+        assert_eq!(rec.commands.len(), 2);
+        assert!(rec.commands.iter().all(|c| !c.ran));
+    }
+
+    #[test]
+    fn present_tools_still_run() {
+        // On the running system `true` is in $PATH: the probe runs it.
+        let h = Host::open(Path::new("/"), false).unwrap().recording();
+        let out = h.query(&["true"]).expect("`true` runs");
+        assert!(out.success());
+        assert_eq!(h.recorded().unwrap().spawned, [["true"]]);
     }
 }

@@ -10,6 +10,7 @@ use crate::boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use crate::boot::{cmdline, entries, grub_defaults};
 use crate::change::{Action, Change, ManagedFile};
 use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::planning::PlanFacts;
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
@@ -119,13 +120,83 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
     let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
-    let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx
+        .facts
+        .boot
+        .running_entry
+        .as_deref()
+        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    let running: Option<Vec<String>> = match chosen {
+        Some(_) => None,
+        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
+    };
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
         .map_err(|e| Error::Refused(e.to_string()))?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
+    let s = Shared {
+        seen,
+        files,
+        current,
+        args,
+        wants,
+        vendor,
+        trial,
+        bls,
+    };
+    let edited = default_entry(&s, &mut part)?;
+    let x = extra_entries(ctx, &s, &owned_entries, &mut part)?;
+    regeneration(&s, &x, edited, &mut part);
+    trial_boot(ctx, &s, x, &mut part);
+    Ok(part)
+}
 
-    // The default entry; a trial leaves it exactly as it is.
+/// What the parts of the boot plan share.
+struct Shared<'a> {
+    seen: &'a PlanFacts,
+    /// The GRUB defaults (name, text), `/etc/default/grub` first.
+    files: Vec<(String, String)>,
+    /// The default entry's command line as the defaults give it now.
+    current: Vec<String>,
+    /// The default entry's arguments: wanted, to add, to remove, the result.
+    args: desired::ArgPlan,
+    wants: BootWants,
+    vendor: Vendor,
+    trial: bool,
+    bls: bool,
+}
+
+/// The extra entries (the trial's included) and their files.
+struct Entries {
+    extras: Vec<Extra>,
+    /// Path and content of every entry file wanted.
+    wanted_paths: Vec<(String, String)>,
+    /// Entry files whose content changes.
+    scripts_changed: Vec<String>,
+    /// The trial entry's id, when there is one.
+    trial_id: Option<String>,
+    /// Whether an entry gdrprov owned is removed.
+    removed: bool,
+    /// The default entry's command line now and after this plan.
+    base_now: Vec<String>,
+    base_after: Vec<String>,
+}
+
+/// The default entry: the GRUB defaults edit (a trial leaves them exactly
+/// as they are). Gives whether they are edited.
+fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
+    let (seen, files, args, trial) = (s.seen, &s.files, &s.args, s.trial);
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
     let reboot_reason = describe(&args.add, &args.remove);
     let mut edited = false;
     if !trial {
@@ -151,7 +222,10 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     new_mode: 0o644,
                     meta: None,
                 },
-                reboot: Some(format!("kernel command line: {reboot_reason}")),
+                // Not when the running kernel already has it (`commit` of a
+                // trial that runs).
+                reboot: (args.reboot.is_none() || args.reboot_needed())
+                    .then(|| format!("kernel command line: {reboot_reason}")),
             });
         }
         if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
@@ -162,13 +236,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             ));
         }
     }
+    Ok(edited)
+}
 
-    // Extra entries start from the default entry's command line (as it will
-    // be after this plan) and apply their own profile's rules to it.
+/// Extra entries start from the default entry's command line (as it will
+/// be after this plan) and apply their own profile's rules to it; the
+/// trial is one more. Their files, and whether any changes.
+fn extra_entries(
+    ctx: &Context,
+    s: &Shared,
+    owned_entries: &[String],
+    part: &mut Part,
+) -> Result<Entries> {
+    let (seen, args, trial, bls) = (s.seen, &s.args, s.trial, s.bls);
+    let (current, wants, vendor) = (&s.current, &s.wants, s.vendor);
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after = desired::plan_args(&e.options, &wants, &ctx.state.kernel_args, None)
+            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)
                 .map_err(|e| Error::Refused(e.to_string()))?
                 .result;
             (e.options.clone(), after)
@@ -190,7 +275,11 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         extras.push(Extra {
             name: entries::TRIAL_ENTRY.into(),
             own: args.wanted.clone(),
-            args: base_after.clone(),
+            args: base_after
+                .iter()
+                .cloned()
+                .chain([TRIAL_MARKER.to_string()])
+                .collect(),
         });
     }
     if bls && !extras.is_empty() && bls_default.is_none() {
@@ -257,7 +346,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     let removed = owned_entries
         .iter()
         .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && !matches!(seen.file(p), Ok(None)));
+    Ok(Entries {
+        extras,
+        wanted_paths,
+        scripts_changed,
+        trial_id,
+        removed,
+        base_now,
+        base_after,
+    })
+}
 
+/// Making the boot loader read the new command line and entries: grubby on
+/// BLS entries, else `update-grub` after checking the shell files, and
+/// GRUB's own check of what it generated.
+fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
+    let (seen, files, args, trial, bls) = (s.seen, &s.files, &s.args, s.trial, s.bls);
+    let (extras, wanted_paths) = (&x.extras, x.wanted_paths.as_slice());
+    let (scripts_changed, removed) = (x.scripts_changed.as_slice(), x.removed);
     if bls {
         let stale = if trial {
             Vec::new()
@@ -287,7 +393,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             ));
             // grubby --update-kernel=ALL edits gdrprov's entries too: write
             // them after it, even when they are already right.
-            for (path, content) in &wanted_paths {
+            for (path, content) in wanted_paths {
                 part.late_paths.push(path.clone());
                 if !scripts_changed.contains(path) {
                     part.late.push(Change {
@@ -307,15 +413,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 }
             }
         }
-        if let Some(id) = &trial_id {
-            part.commands.push(trial_command(ctx, "grub2-reboot", id));
-        }
     } else {
         let wanted_default: &[String] = if trial { &[] } else { &args.wanted };
         let stale = !edited
             && scripts_changed.is_empty()
             && !removed
-            && grub_cfg_stale(seen, wanted_default, &extras);
+            && grub_cfg_stale(seen, wanted_default, extras);
         if edited || stale || removed || !scripts_changed.is_empty() {
             if edited {
                 // /bin/sh is what grub-mkconfig sources these files with.
@@ -331,7 +434,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     ));
                 }
             }
-            for path in &scripts_changed {
+            for path in scripts_changed {
                 part.commands.push(run_change(
                     CommandSpec::new(
                         &["sh", "-n", path],
@@ -359,9 +462,22 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-        if let Some(id) = &trial_id {
-            part.commands.push(trial_command(ctx, "grub-reboot", id));
-        }
+    }
+}
+
+/// `apply --trial`: the one-shot boot of the trial entry; a replaced pending
+/// trial's one-shot boot is cancelled; the trial is recorded.
+fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
+    let (seen, bls) = (s.seen, s.bls);
+    let Entries {
+        trial_id,
+        base_now,
+        base_after,
+        ..
+    } = x;
+    if let Some(id) = &trial_id {
+        let tool = if bls { "grub2-reboot" } else { "grub-reboot" };
+        part.commands.push(trial_command(ctx, tool, id));
     }
 
     // A pending trial replaced before it booted: its one-shot next_entry
@@ -389,7 +505,15 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
     if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
-        part.reboot_pending.push(trial_reason(&id));
+        // Owed only while the trial has not had its boot: not when it is the
+        // running boot, nor when GRUB used the one-shot boot of this same
+        // trial and fell back (verify's `trial` check says it did not boot).
+        let had_its_boot = ctx.facts.boot.trial_running
+            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
+                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
+        if !had_its_boot {
+            part.reboot_pending.push(trial_reason(&id));
+        }
         part.trial = Some(Trial {
             profiles: specs.clone(),
             entry: id,
@@ -401,7 +525,17 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             args: base_after,
         });
     }
-    Ok(part)
+}
+
+/// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
+/// entry `name` of a profile.
+fn names_entry(id: &str, name: &str) -> bool {
+    id == name
+        || id.ends_with(&format!(
+            "{}{}",
+            entries::BLS_INFIX,
+            name.strip_prefix("gdrprov-").unwrap_or(name)
+        ))
 }
 
 fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {

@@ -7,6 +7,7 @@ use super::Part;
 use crate::change::Change;
 use crate::error::{Error, Result};
 use crate::facts::planning::KernelModules;
+use crate::facts::rdma::RdmaDevice;
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
 use crate::modules::Context;
@@ -108,11 +109,16 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 .unwrap_or_default();
             let (holders, refcnt) = (usage.holders, usage.refcnt);
             if holders.is_empty() && refcnt == 0 {
-                part.commands.push(run(
-                    &["modprobe", "-r", m],
-                    format!("Unload {m} now (it must be absent)"),
-                    None,
-                ));
+                let gone = removed_rdma_devices(&ctx.facts.rdma_devices, m);
+                let why = if gone.is_empty() {
+                    format!("Unload {m} now (it must be absent)")
+                } else {
+                    format!(
+                        "Unload {m} now (it must be absent); this removes its RDMA device(s) {}",
+                        gone.join(", ")
+                    )
+                };
+                part.commands.push(run(&["modprobe", "-r", m], why, None));
             } else {
                 let by = if holders.is_empty() {
                     format!("{refcnt} user(s)")
@@ -178,6 +184,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
     Ok(part)
+}
+
+/// The RDMA devices that unloading module `m` deletes: those its driver
+/// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
+/// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
+fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
+    let m = norm(m);
+    let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
+    devices
+        .iter()
+        .filter(|d| {
+            d.driver
+                .as_deref()
+                .map(norm)
+                .is_some_and(|drv| drv == m || core.as_deref() == Some(drv.as_str()))
+        })
+        .map(|d| d.name.clone())
+        .collect()
 }
 
 fn managed(path: &str, content: String, reboot: Option<String>) -> ManagedFile {
@@ -383,5 +407,24 @@ mod tests {
             .warnings
             .iter()
             .any(|x| x.contains("`nv_peer_mem` is built into kernel 6.8.0-1")));
+    }
+
+    fn dev(name: &str, driver: &str) -> RdmaDevice {
+        RdmaDevice {
+            name: name.into(),
+            driver: Some(driver.into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn unloading_names_the_rdma_devices_it_removes() {
+        let devs = [dev("rxe0", "rdma_rxe"), dev("mlx5_0", "mlx5_core")];
+        assert_eq!(removed_rdma_devices(&devs, "rdma-rxe"), ["rxe0"]);
+        assert_eq!(removed_rdma_devices(&devs, "mlx5_ib"), ["mlx5_0"]);
+        assert!(removed_rdma_devices(&devs, "nvidia_peermem").is_empty());
     }
 }

@@ -107,3 +107,23 @@ pub fn assert_same(
         .collect();
     assert!(diff.is_empty(), "{what}: these paths differ: {diff:?}");
 }
+
+/// Whether `tool` is installed (an executable file in `$PATH`).
+pub fn installed(tool: &str) -> bool {
+    std::env::var("PATH")
+        .unwrap_or_default()
+        .split(':')
+        .any(|d| {
+            std::fs::metadata(Path::new(d).join(tool))
+                .is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+        })
+}
+
+/// [`installed`], for a test that skips without the tool: says SKIPPED.
+pub fn have(tool: &str) -> bool {
+    let found = installed(tool);
+    if !found {
+        eprintln!("SKIPPED: {tool} is not installed (scripts/test.sh installs it)");
+    }
+    found
+}

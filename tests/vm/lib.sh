@@ -101,13 +101,16 @@ vm_free_port() {
 # cycle after a real OS reboot). Measured here: a warm reset under TCG takes ~29 s from GRUB to the kernel
 # (SeaBIOS disk reads after a reset), a fresh qemu ~12 s; what the guest does is the same either way.
 # The serial log is appended to, so it keeps every boot of the guest.
+# The disk cache is qemu's `unsafe` (guest flushes ignored: fast, and a clean reboot loses nothing); a
+# power-cut scenario sets VM_DISK_CACHE=writeback so that what the guest flushed survives a killed qemu,
+# as it survives a power cut on real disks.
 vm_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d; d=$(vm_gdir "$name")
   # shellcheck disable=SC2046
   qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) \
     -smp "$VM_SMP" -m "$VM_MEM" -no-reboot \
-    -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=unsafe,discard=unmap" \
+    -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=${VM_DISK_CACHE:-unsafe},discard=unmap" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
     -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=" \
     "$@" \
@@ -284,6 +287,37 @@ vm_reboot() {
     [ -n "$new" ] && [ "$new" != "$old" ] && break
     if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
+    fi
+    sleep 1
+  done
+  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_mux_start "$name"
+}
+
+# vm_powercut NAME [SINCE]: a power cut: SIGKILL the guest's qemu at once (no shutdown, no sync: what the
+# guest's kernel had not written to its disk is lost), then start the same machine again on the same disk and
+# wait until ssh answers with a new boot id. SINCE ($EPOCHREALTIME taken when the last guest command returned)
+# makes the log say how many ms after it the power went. Use with VM_DISK_CACHE=writeback (see vm_qemu).
+vm_powercut() {
+  local name=$1 since=${2:-} d pid t0 new ms args=()
+  d=$(vm_gdir "$name")
+  read -r pid < "$d/pid" || vm_die "guest $name: no qemu pid"
+  kill -9 "$pid" 2>/dev/null || vm_die "guest $name: qemu $pid was not running at the power cut"
+  [ -n "$since" ] && ms=$(( (${EPOCHREALTIME//[.,]/} - ${since//[.,]/}) / 1000 ))
+  t0=$(date +%s)
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  vm_log "guest $name: power cut (qemu $pid killed${ms:+ $ms ms after the last command returned})"
+  vm_mux_stop "$name"
+  rm -f "$d/pid"
+  [ -s "$d/args" ] && mapfile -t args < "$d/args"
+  vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
+    { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the power cut"; }
+  while :; do
+    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting after the power cut"; }
+    new=$(vm_ssh_try "$name" "$t0" 20 cat /proc/sys/kernel/random/boot_id) || new=
+    [ -n "$new" ] && break
+    if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
+      vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after the power cut"
     fi
     sleep 1
   done

@@ -82,7 +82,7 @@ done
 # ~50 s, and two lanes gave ~1.2x the throughput of one).
 JOBS=${GDRPROV_VM_JOBS:-2}
 case $JOBS in ''|*[!0-9]*|0) echo "GDRPROV_VM_JOBS must be a positive number, not '$JOBS'"; echo "0 passed, 1 failed"; exit 1 ;; esac
-cost() { local f=$1; echo $(( 1 + $(grep -c 'vm_reboot ' "$f") + $(grep -c '^vm_launch ' "$f") )); }
+cost() { local f=$1; echo $(( 1 + $(grep -cE 'vm_(reboot|powercut) ' "$f") + $(grep -c '^vm_launch ' "$f") )); }
 shared=() jobs=()
 for f in "${scenarios[@]}"; do
   # Jobs hold scenario names (no spaces), not paths: the checkout's path may have spaces.

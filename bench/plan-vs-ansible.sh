@@ -1,0 +1,67 @@
+#!/bin/sh
+# Side by side, in one run, on the same example root: `gdrprov plan` and the
+# equivalent Ansible `--check --diff` run (bench/plan-vs-ansible/playbook.yml:
+# the same files, the same commands). Prints both mean times and the ratio.
+#
+#   bench/plan-vs-ansible.sh [GDRPROV]
+#
+# GDRPROV defaults to target/release/gdrprov (built if missing). Ansible is
+# the ansible-core that scripts/test.sh installs in target/ansible-venv
+# (ANSIBLE_PLAYBOOK=... for another). hyperfine is used when installed
+# (apt-get install hyperfine), else a plain loop. RUNS=N: Ansible runs (10).
+set -eu
+cd "$(dirname "$0")/.."
+gdrprov=${1:-target/release/gdrprov}
+playbook=${ANSIBLE_PLAYBOOK:-target/ansible-venv/bin/ansible-playbook}
+runs=${RUNS:-10}
+example=examples/hosts/ubuntu-22.04-h100
+
+if [ ! -x "$gdrprov" ]; then
+  cargo build --release --bin gdrprov >&2
+fi
+if [ ! -x "$playbook" ]; then
+  echo "plan-vs-ansible.sh: no $playbook; run scripts/test.sh once (it installs ansible-core)" >&2
+  exit 2
+fi
+
+# Both read the same copy of the root; check mode changes nothing in it.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -a "$example" "$work/root"
+root=$work/root
+export ANSIBLE_PYTHON_INTERPRETER="$(dirname "$playbook")/python3"
+export ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
+export ANSIBLE_NOCOLOR=1
+
+plan_cmd="$gdrprov plan rdma-dmabuf --root $root"
+ansible_cmd="$playbook -i localhost, --check --diff -e bench_root=$root bench/plan-vs-ansible/playbook.yml"
+
+# Both must work (and agree that there is something to change) before timing.
+$plan_cmd >"$work/plan.out" || { cat "$work/plan.out"; exit 1; }
+$ansible_cmd >"$work/ansible.out" || { cat "$work/ansible.out"; exit 1; }
+grep -q '^Plan: 5 change' "$work/plan.out"
+grep -q 'changed=3' "$work/ansible.out"
+before=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
+
+if command -v hyperfine >/dev/null; then
+  hyperfine -N --warmup 3 --min-runs "$runs" --export-json "$work/h.json" \
+    -n "gdrprov plan" "$plan_cmd" -n "ansible-playbook --check --diff" "$ansible_cmd" >&2
+  means=$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join(str(x["mean"]) for x in r))' "$work/h.json")
+else
+  loop() { # N CMD...: mean seconds per run
+    n=$1; shift
+    t0=$(date +%s%N); i=0
+    while [ $i -lt "$n" ]; do "$@" >/dev/null; i=$((i + 1)); done
+    echo "$t0 $(date +%s%N) $n" | awk '{ print ($2 - $1) / 1e9 / $3 }'
+  }
+  means="$(loop 200 $plan_cmd) $(loop "$runs" $ansible_cmd)"
+fi
+
+after=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
+[ "$before" = "$after" ] || { echo "plan-vs-ansible.sh: the root changed" >&2; exit 1; }
+
+echo "$means" | awk '{
+  printf "gdrprov plan:                    %8.2f ms\n", $1 * 1000
+  printf "ansible-playbook --check --diff: %8.2f ms\n", $2 * 1000
+  printf "ratio:                           %8.0fx\n", $2 / $1
+}'
