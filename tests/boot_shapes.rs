@@ -1,7 +1,8 @@
 //! Boot shapes besides GRUB's defaults. First: a host whose kernel command
-//! line is set outside it. The root is `tests/fixtures/snapshots/device-h200`,
-//! an `inventory --snapshot` of a GPU VM of the test devices' kind (Ubuntu
-//! 24.04, kernel booted directly by Firecracker, no boot loader, no /etc/default/grub).
+//! line is set outside it. The roots are `inventory --snapshot`s of the test
+//! devices, `tests/fixtures/snapshots/device-h100` (the H100 test machine)
+//! and `device-h200` (Ubuntu 24.04, kernel booted directly by Firecracker, no
+//! boot loader, no /etc/default/grub).
 
 mod common;
 
@@ -15,10 +16,16 @@ const BUILTINS: [&str; 4] = [
     "erdma-cloud",
 ];
 
+const DEVICES: [&str; 2] = ["device-h100", "device-h200"];
+
 fn direct_boot_root() -> (tempfile::TempDir, std::path::PathBuf) {
+    device_root("device-h200")
+}
+
+fn device_root(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
-    copy_tree(&repo().join("tests/fixtures/snapshots/device-h200"), &root);
+    copy_tree(&repo().join("tests/fixtures/snapshots").join(name), &root);
     // Directories every Ubuntu has, which the snapshot did not record (no
     // probe reads them); rollback leaves the directories apply created.
     for d in ["etc/modprobe.d", "etc/modules-load.d"] {
@@ -40,7 +47,13 @@ fn json(out: &std::process::Output) -> serde_json::Value {
 
 #[test]
 fn every_builtin_profile_gets_a_report_not_an_error() {
-    let (_t, root) = direct_boot_root();
+    for dev in DEVICES {
+        every_builtin_profile_on(dev);
+    }
+}
+
+fn every_builtin_profile_on(dev: &str) {
+    let (_t, root) = device_root(dev);
     let pristine = snapshot(&root);
     for p in BUILTINS {
         let out = run(&root, &["plan", p, "--force", "--format", "json"]);
@@ -105,7 +118,13 @@ fn every_builtin_profile_gets_a_report_not_an_error() {
 
 #[test]
 fn apply_without_the_boot_part_needs_the_flag_and_rolls_back_byte_for_byte() {
-    let (_t, root) = direct_boot_root();
+    for dev in DEVICES {
+        apply_on(dev);
+    }
+}
+
+fn apply_on(dev: &str) {
+    let (_t, root) = device_root(dev);
     let pristine = snapshot(&root);
     for p in BUILTINS {
         if matches!(p, "rdma-dmabuf" | "gds-iommu-off") {
