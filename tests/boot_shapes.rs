@@ -648,3 +648,39 @@ fn systemd_boot_list_set_default_and_once() {
         "rollback of set-default",
     );
 }
+
+#[test]
+fn ansible_module_takes_boot_elsewhere() {
+    let (t, root) = device_root("device-h100");
+    let args = t.path().join("args.json");
+    let module = |extra: &str| {
+        std::fs::write(
+            &args,
+            format!(
+                r#"{{"profile": "rdma-dmabuf", "no_exec": true, "force": true, "root": "{}"{extra}}}"#,
+                root.display()
+            ),
+        )
+        .unwrap();
+        let out = gdrprov().arg(&args).output().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    let before = snapshot(&root);
+    let (code, v) = module("");
+    assert_eq!(
+        (code, &v["failed"]),
+        (Some(1), &serde_json::json!(true)),
+        "{v}"
+    );
+    assert!(
+        v["msg"].as_str().unwrap().contains("boot_elsewhere")
+            || v["msg"].as_str().unwrap().contains("--boot-elsewhere"),
+        "{v}"
+    );
+    assert_same(&snapshot(&root), &before, "refused module run");
+    let (code, v) = module(r#", "boot_elsewhere": true"#);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v["changed"], true, "{v}");
+    assert_eq!(v["plan"]["boot"]["manageable"], false, "{v}");
+}
