@@ -9,12 +9,12 @@
 //! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
 
-use crate::cli::{self, ApplyArgs, Cli, Color, Command, RollbackArgs, TargetArgs, VerifyArgs};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::journal::{Kind, StateStore, Status};
+use crate::ops;
 use crate::plan::{Action, Plan};
-use crate::render::{self, Format};
+use crate::render;
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -54,9 +54,9 @@ pub fn main(args_file: &Path) -> i32 {
         })
     );
     if is_failed {
-        cli::exit::ERROR
+        crate::exit::ERROR
     } else {
-        cli::exit::OK
+        crate::exit::OK
     }
 }
 
@@ -146,6 +146,13 @@ fn parse(text: &str) -> Result<ModuleArgs> {
             )))
         }
     };
+    // verify never refuses on requirements (they are checks there), so
+    // `force` would be silently ignored: refuse it instead.
+    if state == "verified" && boolish(&m, "force")? {
+        return Err(Error::Usage(
+            "force does nothing with state=verified (verify reports failed requirements as checks and never refuses); drop force, or use it with state=applied or rolled_back".into(),
+        ));
+    }
     if profiles.is_empty() && state != "rolled_back" {
         return Err(Error::Usage(format!(
             "profile is required for state={state} (a built-in profile name or a profile file on the host)"
@@ -192,47 +199,34 @@ fn run(args_file: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(args_file)
         .map_err(|e| Error::io("read", args_file.display().to_string(), e))?;
     let a = parse(&text)?;
-    let cli = Cli {
-        root: a.root.clone(),
-        format: Format::Json,
-        color: Color::Never,
-        command: Command::History,
-    };
-    let target = TargetArgs {
-        no_exec: a.no_exec,
-        cpu_vendor: None,
-        arch: None,
-        no_reboot: a.no_reboot,
-        force: a.force,
-        boot_elsewhere: a.boot_elsewhere,
+    // The same requests the command line builds (src/ops.rs).
+    let request = ops::ProfilesRequest {
+        profiles: a.profiles.clone(),
+        target: ops::Target {
+            root: a.root.clone(),
+            no_exec: a.no_exec,
+            cpu_vendor: None,
+            no_reboot: a.no_reboot,
+            force: a.force,
+            arch: None,
+            boot_elsewhere: a.boot_elsewhere,
+        },
+        trial: a.trial,
     };
     let mut out = match a.state.as_str() {
-        "verified" => verified(&cli, &a)?,
-        "rolled_back" => rolled_back(&cli, &a)?,
+        "verified" => verified(&a)?,
+        "rolled_back" => rolled_back(&a)?,
         _ if a.check_mode => {
-            let desired = cli::load_profiles(&a.profiles)?;
-            let host = Host::open(&cli.root, a.no_exec)?;
-            let trial = a.trial.then_some(a.profiles.as_slice());
-            let plan = cli::make_plan(&host, &desired, &target, trial)?;
-            result(&host, desired.names, &plan, None, &a, "plan")
+            let p = ops::plan(&request)?;
+            result(&p.host, p.names, &p.plan, render::Done::Planned, &a, "plan")
         }
         _ => {
-            let applied = cli::apply_profiles(
-                &cli,
-                &ApplyArgs {
-                    profiles: a.profiles.clone(),
-                    dry_run: false,
-                    yes: true,
-                    detailed_exitcode: false,
-                    trial: a.trial,
-                    target,
-                },
-            )?;
+            let applied = ops::apply(&request, &mut ops::yes)?;
             result(
                 &applied.host,
-                applied.names,
+                applied.names.clone(),
                 &applied.plan,
-                applied.outcome.as_ref(),
+                applied.done(),
                 &a,
                 "apply",
             )
@@ -256,11 +250,11 @@ fn result(
     host: &Host,
     names: Vec<String>,
     plan: &Plan,
-    outcome: Option<&crate::apply::Outcome>,
+    done: render::Done,
     a: &ModuleArgs,
     command: &'static str,
 ) -> Value {
-    let report = render::report(command, host, names, plan, outcome);
+    let report = render::report(command, host, names, plan, done);
     let changed = !plan.is_empty();
     let msg = if !changed {
         "nothing to change: the host already matches".to_string()
@@ -269,6 +263,9 @@ fn result(
     } else {
         format!("{} change(s) made", plan.changes.len())
     };
+    // Ansible shows `warnings` on every run: a forced requirement is said
+    // when it matters, on a run that changes something, not on every run.
+    let warnings: &[String] = if changed { report.warnings } else { &[] };
     let mut v = json!({
         "changed": changed,
         "failed": false,
@@ -276,59 +273,64 @@ fn result(
         "reboot_required": report.reboot_required,
         "reboot_reasons": report.reboot_reasons,
         "pending_commands": report.pending_commands,
-        "warnings": report.warnings,
+        "warnings": warnings,
         "plan": report,
     });
     if a.diff {
         if let Some(obj) = v.as_object_mut() {
-            obj.insert("diff".into(), Value::Array(diffs(plan)));
+            obj.insert("diff".into(), Value::Array(diffs(host, plan)));
         }
     }
     v
 }
 
-/// Ansible's diff format: one `{before_header, after_header, before, after}` per file.
-fn diffs(plan: &Plan) -> Vec<Value> {
+/// Ansible's diff format: one `{before_header, after_header, before, after}`
+/// per file, and one `{prepared}` (shown as is) per command a change runs or
+/// leaves owed.
+fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
+    let command = |verb: &str, c: &crate::host::CommandSpec| {
+        let c = render::CommandOut::of(host, c);
+        json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
+    };
+    // Owed commands are news only on the run that leaves them owed.
+    let owed = plan
+        .pending_commands
+        .iter()
+        .filter(|_| !plan.is_empty())
+        .map(|c| command("command owed (no_exec: not run)", c));
     plan.changes
         .iter()
-        .filter_map(|c| match &c.action {
+        .map(|c| match &c.action {
             Action::WriteFile {
                 path,
                 before,
                 after,
                 ..
-            } => Some(json!({
+            } => json!({
                 "before_header": if before.is_some() { path.clone() } else { "/dev/null".into() },
                 "after_header": path,
                 "before": before.clone().unwrap_or_default(),
                 "after": after,
-            })),
-            Action::RemoveFile { path, before } => Some(json!({
+            }),
+            Action::RemoveFile { path, before } => json!({
                 "before_header": path,
                 "after_header": "/dev/null",
                 "before": before,
                 "after": "",
-            })),
-            Action::Run { .. } => None,
+            }),
+            Action::Run { command: c } => command("command", c),
         })
+        .chain(owed)
         .collect()
 }
 
-fn verified(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
-    let report = cli::verify_host(
-        cli,
-        &VerifyArgs {
-            profiles: a.profiles.clone(),
-            no_loopback: a.no_loopback,
-            device: None,
-            duration: None,
-            min_gbps: None,
-            cpu_vendor: None,
-            arch: None,
-            marker_dir: None,
-            textfile: None,
-        },
-    )?;
+fn verified(a: &ModuleArgs) -> Result<Value> {
+    let report = ops::verify(&ops::VerifyRequest {
+        root: a.root.clone(),
+        profiles: a.profiles.clone(),
+        no_loopback: a.no_loopback,
+        ..ops::VerifyRequest::default()
+    })?;
     let failing: Vec<String> = report
         .checks
         .iter()
@@ -350,8 +352,8 @@ fn verified(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
     }))
 }
 
-fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
-    let host = Host::open(&cli.root, a.no_exec)?;
+fn rolled_back(a: &ModuleArgs) -> Result<Value> {
+    let host = Host::open(&a.root, a.no_exec)?;
     let store = StateStore::new(&host);
     let in_effect = store.generation_numbers().into_iter().any(|n| {
         store.load_generation(n).is_ok_and(|g| {
@@ -369,7 +371,7 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
     if a.check_mode {
         let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
         let profiles = store.load_state()?.profiles;
-        let mut v = result(&host, profiles, &plan, None, a, "rollback");
+        let mut v = result(&host, profiles, &plan, render::Done::Planned, a, "rollback");
         if let Some(obj) = v.as_object_mut() {
             // Undoing a generation is a change even when its files are already back.
             obj.insert("changed".into(), Value::Bool(true));
@@ -377,24 +379,36 @@ fn rolled_back(cli: &Cli, a: &ModuleArgs) -> Result<Value> {
         }
         return Ok(v);
     }
-    let Some((host, profiles, plan, outcome)) = cli::rollback_generations(
-        cli,
-        &RollbackArgs {
-            generation: None,
-            yes: true,
-            no_exec: a.no_exec,
-            force: a.force,
-        },
-    )?
-    else {
-        return Ok(json!({
-            "changed": true,
-            "failed": false,
-            "msg": "an interrupted gdrprov run was put back; no apply was in effect",
-            "reboot_required": false,
-        }));
+    let request = ops::RollbackRequest {
+        root: a.root.clone(),
+        generation: None,
+        no_exec: a.no_exec,
+        force: a.force,
     };
-    let mut v = result(&host, profiles, &plan, Some(&outcome), a, "rollback");
+    let (host, profiles, plan, outcome) = match ops::rollback(&request, &mut ops::yes)? {
+        ops::RolledBack::Done {
+            host,
+            profiles,
+            plan,
+            outcome,
+        } => (host, profiles, plan, outcome),
+        ops::RolledBack::Nothing { .. } | ops::RolledBack::Recovered { .. } => {
+            return Ok(json!({
+                "changed": true,
+                "failed": false,
+                "msg": "an interrupted gdrprov run was put back; no apply was in effect",
+                "reboot_required": false,
+            }));
+        }
+    };
+    let mut v = result(
+        &host,
+        profiles,
+        &plan,
+        render::Done::Ran(&outcome),
+        a,
+        "rollback",
+    );
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));
         obj.insert(

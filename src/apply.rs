@@ -15,7 +15,7 @@ pub use crate::rollback::plan_rollback;
 pub struct Outcome {
     pub generation: u64,
     pub changed: usize,
-    pub commands_run: Vec<String>,
+    pub commands_run: Vec<CommandSpec>,
     pub pending_commands: Vec<CommandSpec>,
     /// Messages from recovering an interrupted earlier run.
     pub recovered: Vec<String>,
@@ -44,6 +44,8 @@ pub fn execute(
         undoes,
         rolled_back_by: None,
         started: journal::now(),
+        finished: None,
+        user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         status: Status::InProgress,
         steps: Vec::new(),
@@ -98,6 +100,7 @@ pub fn execute(
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
+        generation.finished = Some(journal::now());
         store.save_generation(&generation)
     })();
     if let Err(e) = ran {
@@ -265,7 +268,7 @@ fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
 }
 
 /// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
+fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
     match &change.action {
         Action::WriteFile {
             path,
@@ -302,7 +305,7 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<String>> {
                     ),
                 });
             }
-            Ok(Some(command.shell_line()))
+            Ok(Some(command.clone()))
         }
     }
 }
@@ -365,6 +368,7 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
         let _ = host.make_boot_durable(&paths);
     }
     g.status = Status::Reverted;
+    g.finished = Some(journal::now());
     store.save_generation(g)?;
     Ok(out)
 }

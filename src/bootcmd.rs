@@ -11,72 +11,24 @@
 
 use crate::apply;
 use crate::boot::{cmdline, entries, grub_defaults};
-use crate::cli::{self, ApplyArgs, Cli, TargetArgs};
+use crate::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
 use crate::facts::{self, OsFamily};
 use crate::host::{CommandSpec, Host};
 use crate::journal::{Kind, StateStore};
 use crate::modules::bootcfg::{BLS_DIR, GRUB_CFG};
+use crate::ops;
 use crate::plan::{Action, Change, Plan};
-use crate::render::Format;
-use clap::{Args, Subcommand};
+use crate::render::{Format, Output};
 use serde::Serialize;
 
-#[derive(Debug, Subcommand)]
-pub enum BootCommand {
-    /// The boot entries with their kernel arguments: which is the default, which runs.
-    List,
-    /// Make ENTRY the default boot entry (grub-set-default / grub2-set-default; on Debian this
-    /// also sets GRUB_DEFAULT=saved). Recorded in the journal.
-    SetDefault(EntryArgs),
-    /// Boot ENTRY at the next boot only (grub-reboot / grub2-reboot); later boots use the
-    /// default again.
-    Once(EntryArgs),
-}
+pub use crate::ops::trial_specs;
 
-#[derive(Debug, Args)]
-pub struct EntryArgs {
-    /// An entry as `gdrprov boot list` shows it (its id, `submenu>entry` path or title; for
-    /// gdrprov's own entries also the entry name, e.g. gdrprov-gds).
-    #[arg(value_name = "ENTRY")]
-    pub entry: String,
-    /// Run nothing: print the commands (and the GRUB_DEFAULT edit) that would run.
-    #[arg(long)]
-    pub no_exec: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct CommitArgs {
-    /// Accepted for symmetry with apply: commit never asks (it is meant for a systemd unit).
-    #[arg(long, short = 'y')]
-    pub yes: bool,
-    #[command(flatten)]
-    pub target: TargetArgs,
-}
-
-/// The profile specs a trial records: files made absolute, so that `commit`
-/// finds them from any directory (a systemd unit runs in `/`).
-pub fn trial_specs(specs: &[String]) -> Vec<String> {
-    specs
-        .iter()
-        .map(|s| {
-            let p = std::path::Path::new(s);
-            if p.is_file() {
-                std::fs::canonicalize(p)
-                    .map(|c| c.display().to_string())
-                    .unwrap_or_else(|_| s.clone())
-            } else {
-                s.clone()
-            }
-        })
-        .collect()
-}
-
-pub fn boot(cli: &Cli, cmd: &BootCommand) -> Result<i32> {
+pub fn boot(out: &Output, cmd: &BootCommand) -> Result<i32> {
     match cmd {
-        BootCommand::List => list(cli),
-        BootCommand::SetDefault(a) => set_default(cli, a),
-        BootCommand::Once(a) => once(cli, a),
+        BootCommand::List => list(out),
+        BootCommand::SetDefault(a) => set_default(out, a),
+        BootCommand::Once(a) => once(out, a),
     }
 }
 
@@ -314,10 +266,10 @@ fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
     })
 }
 
-fn list(cli: &Cli) -> Result<i32> {
-    let host = Host::open(&cli.root, true)?;
+fn list(out: &Output) -> Result<i32> {
+    let host = Host::open(&out.root, true)?;
     let info = read_info(&host)?;
-    match cli.format {
+    match out.format {
         Format::Json => {
             let v = serde_json::json!({
                 "loader": match info.loader { Loader::Grub(p) => format!("grub ({p})"), Loader::Bls => "bls".into(), Loader::SdBoot(esp) => format!("systemd-boot ({esp})") },
@@ -325,7 +277,7 @@ fn list(cli: &Cli) -> Result<i32> {
                 "next_entry": info.next_entry,
                 "entries": info.entries,
             });
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            out.document("boot list", v);
         }
         Format::Text | Format::Prometheus => {
             if info.entries.is_empty() {
@@ -357,7 +309,7 @@ fn list(cli: &Cli) -> Result<i32> {
             }
         }
     }
-    Ok(cli::exit::OK)
+    Ok(crate::exit::OK)
 }
 
 /// The entry a user named: an id or path, a title, or (for gdrprov's own
@@ -402,8 +354,8 @@ fn resolve(info: &Bootinfo, host: &Host, name: &str) -> Result<String> {
     }
 }
 
-fn once(cli: &Cli, a: &EntryArgs) -> Result<i32> {
-    let host = Host::open(&cli.root, a.no_exec)?;
+fn once(out: &Output, a: &EntryArgs) -> Result<i32> {
+    let host = Host::open(&out.root, a.no_exec)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
     if let Loader::SdBoot(_) = info.loader {
@@ -419,52 +371,52 @@ fn once(cli: &Cli, a: &EntryArgs) -> Result<i32> {
             &["bootctl", "set-oneshot", &file],
             format!("Boot {id} at the next boot only (bootctl set-oneshot)"),
         );
-        run_or_show(cli, &host, &spec)?;
-        return Ok(cli::exit::OK);
+        run_or_show(out, &host, &spec)?;
+        return Ok(crate::exit::OK);
     }
     let tool = format!("{}reboot", info.tool_prefix);
     let spec = CommandSpec::new(&[&tool, &id], format!("Boot {id} at the next boot only"));
-    run_or_show(cli, &host, &spec)?;
-    Ok(cli::exit::OK)
+    run_or_show(out, &host, &spec)?;
+    Ok(crate::exit::OK)
 }
 
-fn run_or_show(cli: &Cli, host: &Host, spec: &CommandSpec) -> Result<()> {
+fn run_or_show(out: &Output, host: &Host, spec: &CommandSpec) -> Result<()> {
     let line = CommandSpec {
         argv: host.effective_argv(spec),
         why: String::new(),
         regenerate: false,
     }
     .shell_line();
+    let shown = crate::render::CommandOut::of(host, spec);
     if host.no_exec() {
-        match cli.format {
-            Format::Json => println!(
-                "{}",
-                serde_json::json!({"command": host.effective_argv(spec), "ran": false})
-            ),
+        match out.format {
+            Format::Json => {
+                out.document("boot once", serde_json::json!({"run": shown, "ran": false}))
+            }
             Format::Text | Format::Prometheus => println!("Would run (--no-exec): {line}"),
         }
         return Ok(());
     }
-    cli::require_root(host, "changing the boot entries")?;
-    let out = host.run(spec)?;
-    if !out.success() {
+    ops::require_root(host, "changing the boot entries")?;
+    let ran = host.run(spec)?;
+    if !ran.success() {
         return Err(Error::Command {
             command: line,
             msg: format!(
                 "exit {}: {}",
-                out.code
+                ran.code
                     .map(|c| c.to_string())
                     .unwrap_or_else(|| "by signal".into()),
-                out.stderr.trim()
+                ran.stderr.trim()
             ),
         });
     }
     // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
     let durable = host.make_boot_durable(&[])?;
-    match cli.format {
-        Format::Json => println!(
-            "{}",
-            serde_json::json!({"command": host.effective_argv(spec), "ran": true, "durable": durable})
+    match out.format {
+        Format::Json => out.document(
+            "boot once",
+            serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
         Format::Text | Format::Prometheus => println!("Ran: {line}\n{}.", spec.why),
     }
@@ -529,8 +481,8 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
         .collect())
 }
 
-fn set_default(cli: &Cli, a: &EntryArgs) -> Result<i32> {
-    let host = Host::open(&cli.root, a.no_exec)?;
+fn set_default(out: &Output, a: &EntryArgs) -> Result<i32> {
+    let host = Host::open(&out.root, a.no_exec)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
     let store = StateStore::new(&host);
@@ -601,13 +553,16 @@ fn set_default(cli: &Cli, a: &EntryArgs) -> Result<i32> {
         ..Plan::default()
     };
     if host.no_exec() {
-        cli::print_report(
-            cli,
-            &crate::render::report("plan", &host, state.profiles.clone(), &plan, None),
-        );
-        return Ok(cli::exit::OK);
+        out.report(&crate::render::report(
+            "boot set-default",
+            &host,
+            state.profiles.clone(),
+            &plan,
+            crate::render::Done::Planned,
+        ));
+        return Ok(crate::exit::OK);
     }
-    cli::require_root(&host, "changing the boot entries")?;
+    ops::require_root(&host, "changing the boot entries")?;
     let _lock = store.lock()?;
     let recovered = apply::recover(&host, &store)?;
     let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
@@ -616,15 +571,18 @@ fn set_default(cli: &Cli, a: &EntryArgs) -> Result<i32> {
     let mut g = store.load_generation(outcome.generation)?;
     g.profiles = vec![format!("boot set-default {id}")];
     store.save_generation(&g)?;
-    cli::print_report(
-        cli,
-        &crate::render::report("apply", &host, state.profiles, &plan, Some(&outcome)),
-    );
-    Ok(cli::exit::OK)
+    out.report(&crate::render::report(
+        "boot set-default",
+        &host,
+        state.profiles,
+        &plan,
+        crate::render::Done::Ran(&outcome),
+    ));
+    Ok(crate::exit::OK)
 }
 
-pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
-    let host = Host::open(&cli.root, a.target.no_exec)?;
+pub fn commit(out: &Output, target: &ops::Target) -> Result<i32> {
+    let host = Host::open(&target.root, target.no_exec)?;
     let store = StateStore::new(&host);
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
@@ -666,21 +624,21 @@ pub fn commit(cli: &Cli, a: &CommitArgs) -> Result<i32> {
             trial.entry
         )));
     }
-    let args = ApplyArgs {
-        profiles: trial.profiles,
-        dry_run: false,
-        yes: true,
-        detailed_exitcode: false,
-        trial: false,
-        target: TargetArgs {
-            no_exec: a.target.no_exec,
-            cpu_vendor: a.target.cpu_vendor,
-            arch: a.target.arch,
-            no_reboot: a.target.no_reboot,
-            force: a.target.force,
-            boot_elsewhere: a.target.boot_elsewhere,
+    // Commit never asks: it is meant for a systemd unit.
+    let done = ops::apply(
+        &ops::ProfilesRequest {
+            profiles: trial.profiles,
+            target: target.clone(),
+            trial: false,
         },
-    };
-    let _ = a.yes;
-    cli::cmd_apply(cli, &args)
+        &mut ops::yes,
+    )?;
+    out.report(&crate::render::report(
+        "commit",
+        &done.host,
+        done.names.clone(),
+        &done.plan,
+        done.done(),
+    ));
+    Ok(crate::exit::OK)
 }

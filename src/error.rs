@@ -77,6 +77,27 @@ pub enum Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
+    /// The error's kind in the JSON error object (`error.kind`), stable for scripts.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::ProfileSyntax { .. } => "profile-syntax",
+            Error::ProfileInvalid { .. } => "profile-invalid",
+            Error::UnknownProfile { .. } => "unknown-profile",
+            Error::ProfileConflict { .. } => "profile-conflict",
+            Error::ExtendsCycle { .. } => "extends-cycle",
+            Error::Template { .. } => "template",
+            Error::RootMissing(_) => "root-missing",
+            Error::BadPath { .. } => "bad-path",
+            Error::NotRoot { .. } => "not-root",
+            Error::Locked { .. } => "locked",
+            Error::Io { .. } => "io",
+            Error::Command { .. } => "command",
+            Error::Refused(_) => "refused",
+            Error::Journal(_) => "journal",
+            Error::Usage(_) => "usage",
+        }
+    }
+
     /// An I/O error with the path it concerns and a hint for the common causes.
     pub fn io(op: &'static str, path: impl Into<String>, source: std::io::Error) -> Self {
         let hint = match source.raw_os_error() {

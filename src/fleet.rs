@@ -2,7 +2,7 @@
 //! Prometheus metrics for node-exporter's textfile collector, shell
 //! completions and the manual page.
 
-use crate::cli::Cli;
+use crate::cli::{Cli, Shell};
 use crate::error::{Error, Result};
 use crate::host::{Host, WriteOptions};
 use crate::verify::{Report, Status};
@@ -10,13 +10,6 @@ use clap::CommandFactory;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::Path;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
-    Bash,
-    Zsh,
-    Fish,
-}
 
 pub fn completions(shell: Shell) -> Result<i32> {
     let mut cmd = Cli::command();
@@ -32,7 +25,7 @@ pub fn completions(shell: Shell) -> Result<i32> {
             clap_complete::generate(clap_complete::Shell::Fish, &mut cmd, "gdrprov", &mut out)
         }
     }
-    Ok(crate::cli::exit::OK)
+    Ok(crate::exit::OK)
 }
 
 pub fn man() -> Result<i32> {
@@ -43,7 +36,7 @@ pub fn man() -> Result<i32> {
     std::io::stdout()
         .write_all(&buf)
         .map_err(|e| Error::io("write", "standard output", e))?;
-    Ok(crate::cli::exit::OK)
+    Ok(crate::exit::OK)
 }
 
 /// One line per check for the marker file: what passed, what failed and why.

@@ -2,10 +2,12 @@
 //! a copy of everything the probes read.
 
 use crate::error::Result;
+use crate::facts::boot::BootLoaderKind;
 use crate::facts::iommu::IommuState;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
-use crate::facts::{CpuVendor, Depth, Facts};
+
+use crate::facts::{CpuVendor, Depth, Facts, OsFamily};
 use crate::host::Host;
 use crate::render::Format;
 use std::fmt::Write as _;
@@ -31,17 +33,15 @@ pub fn run(
             .ok();
         let differs = again.map(|a| differing(&facts, &a)).unwrap_or_default();
         match format {
-            Format::Json => println!(
-                "{}",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "gdrprov": env!("CARGO_PKG_VERSION"),
-                    "command": "inventory",
+            Format::Json => crate::render::print_json(
+                "inventory",
+                root,
+                serde_json::json!({
                     "snapshot": dir.display().to_string(),
                     "files": s.files, "links": s.links, "dirs": s.dirs, "commands": s.commands,
                     "skipped": s.skipped,
                     "differs": differs,
-                }))
-                .unwrap_or_default()
+                }),
             ),
             Format::Text | Format::Prometheus => {
                 println!(
@@ -72,19 +72,51 @@ pub fn run(
         return Ok(0);
     }
     match format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "gdrprov": env!("CARGO_PKG_VERSION"),
-                "command": "inventory",
-                "root": host.root().display().to_string(),
-                "facts": facts,
-            }))
-            .unwrap_or_default()
+        Format::Json => crate::render::print_json(
+            "inventory",
+            host.root(),
+            serde_json::json!({ "facts": facts }),
         ),
         Format::Text | Format::Prometheus => print!("{}", text(&host, &facts)),
     }
     Ok(0)
+}
+
+/// Text output names things in words, never by their Rust names.
+pub fn family_words(f: OsFamily) -> &'static str {
+    match f {
+        OsFamily::Debian => "Debian family",
+        OsFamily::Rhel => "RHEL family",
+        OsFamily::Unknown => "OS family not recognised",
+    }
+}
+
+pub fn cpu_words(c: CpuVendor) -> &'static str {
+    match c {
+        CpuVendor::Intel => "Intel",
+        CpuVendor::Amd => "AMD",
+        CpuVendor::Other => "of another vendor",
+        CpuVendor::Unknown => "vendor unknown (give --cpu-vendor)",
+    }
+}
+
+pub fn boot_words(b: BootLoaderKind) -> &'static str {
+    match b {
+        BootLoaderKind::GrubBls => "GRUB with BLS entries",
+        BootLoaderKind::GrubEfi => "GRUB (EFI)",
+        BootLoaderKind::GrubBios => "GRUB (BIOS)",
+        BootLoaderKind::Bls => "BLS entries without GRUB (systemd-boot)",
+        BootLoaderKind::Unknown => "no GRUB or BLS boot loader found",
+    }
+}
+
+pub fn iommu_words(s: IommuState) -> &'static str {
+    match s {
+        IommuState::Off => "off",
+        IommuState::Passthrough => "passthrough",
+        IommuState::Translated => "translating DMA",
+        IommuState::Unknown => "state unknown",
+    }
 }
 
 /// Top-level facts whose JSON differs (ignoring where they were read from).
@@ -140,10 +172,10 @@ pub fn text(host: &Host, f: &Facts) -> String {
     let _ = writeln!(w, "Root: {where_}");
     let _ = writeln!(
         w,
-        "OS: {} ({:?} family), CPU {:?}",
+        "OS: {} ({}), CPU {}",
         or_absent(f.os.pretty_name.as_deref().or(f.os.id.as_deref())),
-        f.os.family,
-        f.cpu_vendor
+        family_words(f.os.family),
+        cpu_words(f.cpu_vendor)
     );
     let _ = writeln!(
         w,
@@ -157,8 +189,8 @@ pub fn text(host: &Host, f: &Facts) -> String {
     );
     let _ = writeln!(
         w,
-        "Boot: {:?}, EFI {}",
-        f.boot.kind,
+        "Boot: {}, EFI {}",
+        boot_words(f.boot.kind),
         if f.boot.efi { "yes" } else { "no" }
     );
     let _ = writeln!(w, "Command line: {}", or_absent(f.proc_cmdline.as_deref()));

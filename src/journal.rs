@@ -124,6 +124,14 @@ pub struct Generation {
     pub rolled_back_by: Option<u64>,
     /// Seconds since the Unix epoch.
     pub started: u64,
+    /// When the run ended (complete or reverted), seconds since the Unix
+    /// epoch; absent in journals of older versions and while in progress.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<u64>,
+    /// Who ran it: `SUDO_USER` when run through sudo, else the user name
+    /// (or `uid N`); absent in journals of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     pub profiles: Vec<String>,
     pub status: Status,
     pub steps: Vec<Step>,
@@ -325,6 +333,25 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     let mut s = serde_json::to_vec_pretty(v).map_err(|e| Error::Journal(e.to_string()))?;
     s.push(b'\n');
     Ok(s)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 UTC (`2026-11-22T20:15:03Z`).
+pub fn rfc3339(secs: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Who runs gdrprov, for the journal: the user behind sudo, else this
+/// process's user.
+pub fn invoking_user() -> String {
+    if let Some(u) = std::env::var("SUDO_USER").ok().filter(|u| !u.is_empty()) {
+        return u;
+    }
+    let uid = nix::unistd::geteuid();
+    match nix::unistd::User::from_uid(uid) {
+        Ok(Some(u)) => u.name,
+        _ => format!("uid {}", uid.as_raw()),
+    }
 }
 
 pub fn now() -> u64 {

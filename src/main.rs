@@ -6,5 +6,5 @@ fn main() {
     unsafe {
         nix::libc::signal(nix::libc::SIGPIPE, nix::libc::SIG_DFL);
     }
-    std::process::exit(gdrprov::cli::main());
+    std::process::exit(gdrprov::commands::main());
 }

@@ -94,18 +94,17 @@ fn version_req(
         VersionReq::Full(f) => (f.severity, f.reason.clone()),
     };
     let spec = req.version();
+    // `>= 0` asks only that the thing is there.
+    let wanted = if spec.split_whitespace().collect::<String>() == ">=0" {
+        "present".to_string()
+    } else {
+        spec.to_string()
+    };
     let ok = match actual {
         Some(v) => match versions::satisfies(v, spec) {
             Ok(b) => Some(b),
             Err(e) => {
-                let mut r = result(
-                    what,
-                    spec.to_string(),
-                    Some(v.into()),
-                    Some(false),
-                    sev,
-                    reason,
-                );
+                let mut r = result(what, wanted, Some(v.into()), Some(false), sev, reason);
                 r.message = format!("{what}: the profile's constraint is invalid: {e}");
                 return r;
             }
@@ -113,14 +112,7 @@ fn version_req(
         None if absent_known => Some(false),
         None => None,
     };
-    result(
-        what,
-        spec.to_string(),
-        actual.map(String::from),
-        ok,
-        sev,
-        reason,
-    )
+    result(what, wanted, actual.map(String::from), ok, sev, reason)
 }
 
 /// Checks every requirement.
@@ -296,9 +288,22 @@ pub fn gate(results: &[ReqResult], force: bool) -> Result<Vec<String>, String> {
     let blocking: Vec<&ReqResult> = results.iter().filter(|r| r.blocks()).collect();
     let mut warnings: Vec<String> = results
         .iter()
-        .filter(|r| r.status != Status::Ok && !r.blocks())
+        .filter(|r| r.status == Status::Failed && !r.blocks())
         .map(|r| format!("requirement: {}", r.message))
         .collect();
+    // What cannot be read here (an image root has no running driver or
+    // tools) is one line, not one warning each.
+    let unknown: Vec<String> = results
+        .iter()
+        .filter(|r| r.status == Status::Unknown)
+        .map(|r| format!("{} {}", r.what, r.wanted))
+        .collect();
+    if !unknown.is_empty() {
+        warnings.push(format!(
+            "requirements not checked (cannot be determined on this root): {}",
+            unknown.join(", ")
+        ));
+    }
     if !blocking.is_empty() {
         if !force {
             let list: Vec<String> = blocking

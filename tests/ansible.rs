@@ -179,3 +179,99 @@ fn module_mode_without_ansible() {
         "apply then rollback through the module",
     );
 }
+
+/// Runs the module with these arguments (a JSON object's body); returns
+/// (exit code, result).
+fn module(t: &Path, body: &str) -> (i32, serde_json::Value) {
+    let args = t.join("args.json");
+    std::fs::write(&args, format!("{{{body}}}")).unwrap();
+    let out = gdrprov().arg(&args).output().unwrap();
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout_of(&out)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn module_results_are_what_an_operator_expects() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let rr = root.display().to_string();
+    let pristine = snapshot(&root);
+
+    // force with state=verified would be ignored: refused, nothing changed.
+    let (code, v) = module(
+        t.path(),
+        &format!(r#""profile": "rdma-dmabuf", "state": "verified", "force": true, "root": "{rr}""#),
+    );
+    assert_eq!(code, 1, "{v}");
+    assert_eq!(v["failed"], true);
+    assert!(
+        v["msg"]
+            .as_str()
+            .unwrap()
+            .contains("force does nothing with state=verified"),
+        "{v}"
+    );
+    assert_same(
+        &snapshot(&root),
+        &pristine,
+        "a refused verify changed the root",
+    );
+
+    // Check mode with diff: every reason once, the commands in the diff.
+    let (code, v) = module(
+        t.path(),
+        &format!(
+            r#""profile": "rdma-dmabuf", "root": "{rr}", "_ansible_check_mode": true, "_ansible_diff": true"#
+        ),
+    );
+    assert_eq!(code, 0, "{v}");
+    let reasons: Vec<&str> = v["reboot_reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| r.contains("iommu=pt")).count(),
+        1,
+        "{reasons:#?}"
+    );
+    let prepared: Vec<&str> = v["diff"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d["prepared"].as_str())
+        .collect();
+    assert!(
+        prepared.iter().any(|p| p.contains("update-grub")),
+        "the diff shows no command: {:#}",
+        v["diff"]
+    );
+    assert_same(&snapshot(&root), &pristine, "check mode changed the root");
+
+    // A forced requirement warns on the run that changes something, not on
+    // every later run.
+    let forced = t.path().join("new-kernel.yaml");
+    std::fs::write(
+        &forced,
+        "extends: [rdma-dmabuf]\nrequires:\n  kernel: \">= 99\"\n",
+    )
+    .unwrap();
+    let body = format!(
+        r#""profile": "{}", "root": "{rr}", "no_exec": true, "force": true"#,
+        forced.display()
+    );
+    let (code, first) = module(t.path(), &body);
+    assert_eq!(code, 0, "{first}");
+    assert_eq!(first["changed"], true);
+    assert!(
+        first["warnings"]
+            .to_string()
+            .contains("requirement (forced): kernel"),
+        "{first:#}"
+    );
+    let (code, again) = module(t.path(), &body);
+    assert_eq!(code, 0, "{again}");
+    assert_eq!(again["changed"], false, "{again:#}");
+    assert_eq!(again["warnings"], serde_json::json!([]), "{again:#}");
+}

@@ -575,7 +575,7 @@ fn uki_is_rebuilt_by_kernel_install_or_refused_with_the_reason() {
     let pending = json(&out)["pending_commands"].to_string();
     assert!(
         pending.contains(
-            "kernel-install add 6.12.43+deb13-amd64 /usr/lib/modules/6.12.43+deb13-amd64/vmlinuz"
+            r#""kernel-install","add","6.12.43+deb13-amd64","/usr/lib/modules/6.12.43+deb13-amd64/vmlinuz""#
         ),
         "{pending}"
     );

@@ -247,7 +247,7 @@ fn verify_writes_markers_and_prometheus_textfile() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("--format prometheus is only for `gdrprov verify`"));
+    assert!(stderr_of(&out).contains("--format prometheus is only for `gdrprov verify"));
 }
 
 #[test]

@@ -1233,7 +1233,12 @@ fn a_failed_or_broken_regeneration_restores_the_grub_defaults() {
             .unwrap()
             .iter()
             .filter(|c| c["kind"] == "run")
-            .map(|c| c["command"][2].as_str().unwrap_or_default().to_string())
+            .map(|c| {
+                c["command"]["argv"][2]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
             .collect();
         assert_eq!(
             runs,

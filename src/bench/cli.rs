@@ -204,8 +204,11 @@ impl LoopbackArgs {
     }
 }
 
-fn to_json<T: serde::Serialize>(v: &T) -> Result<String, BenchError> {
-    serde_json::to_string_pretty(v).map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))
+/// The JSON document of a bench command, in gdrprov's envelope (bench runs
+/// on the running system only: root `/`).
+fn to_json<T: serde::Serialize>(command: &str, v: &T) -> Result<String, BenchError> {
+    let v = crate::render::envelope(command, std::path::Path::new("/"), v);
+    serde_json::to_string_pretty(&v).map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))
 }
 
 /// Run `gdrprov bench loopback`: Ok(0) when it passed, Ok(1) when the data check or threshold failed.
@@ -221,7 +224,7 @@ pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> 
         let r = export_only(args.gpu, size)?;
         match format {
             BenchFormat::Text => print!("{}", render_export_text(&r)),
-            BenchFormat::Json => println!("{}", to_json(&r)?),
+            BenchFormat::Json => println!("{}", to_json("bench loopback", &r)?),
         }
         return Ok(if r.passed { 0 } else { 1 });
     }
@@ -229,7 +232,7 @@ pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> 
     let r = run_loopback(&opts, &mut notes)?;
     match format {
         BenchFormat::Text => print!("{}", render_text(&r)),
-        BenchFormat::Json => println!("{}", to_json(&r)?),
+        BenchFormat::Json => println!("{}", to_json("bench loopback", &r)?),
     }
     Ok(if r.passed { 0 } else { 1 })
 }
@@ -251,7 +254,10 @@ pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchErro
                 println!("{}: dma-buf MRs {verdict} ({})", p.device, p.detail);
             }
         }
-        BenchFormat::Json => println!("{}", to_json(&probes)?),
+        BenchFormat::Json => println!(
+            "{}",
+            to_json("bench probe", &serde_json::json!({ "devices": probes }))?
+        ),
     }
     Ok(
         if probes.iter().all(|p| p.support == DmabufSupport::Supported) {

@@ -18,9 +18,6 @@ use crate::versions;
 use serde::Serialize;
 use std::path::Path;
 
-/// `doctor` exits with this when a finding of severity error stands in the way.
-pub const EXIT_BLOCKED: i32 = 3;
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Sev {
@@ -246,14 +243,10 @@ pub fn run(
         ),
         None => None,
     };
-    let loaded = profiles
-        .iter()
-        .map(|s| crate::profile::load(s))
-        .collect::<Result<Vec<_>>>()?;
-    let composed = if loaded.is_empty() {
+    let composed = if profiles.is_empty() {
         None
     } else {
-        Some(crate::profile::compose(&loaded)?)
+        Some(crate::ops::load_profiles(profiles)?)
     };
     let host = Host::open(root, false)?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
@@ -292,6 +285,11 @@ pub fn run(
         .min_by_key(|f| f.warnings)
         .map(|f| f.profile.clone());
     let blocked = findings.iter().any(|f| f.severity == Sev::Error);
+    // Suggested commands keep the user's --root (and --format).
+    for f in &mut findings {
+        f.fix = crate::render::keep_options(&f.fix, root, format);
+        f.cause = crate::render::keep_options(&f.cause, root, format);
+    }
     let report = Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
         command: "doctor",
@@ -304,13 +302,17 @@ pub fn run(
         blocked,
     };
     match format {
-        Format::Json => println!(
+        Format::Json => crate::render::print_json("doctor", root, &report),
+        Format::Text | Format::Prometheus => print!(
             "{}",
-            serde_json::to_string_pretty(&report).unwrap_or_default()
+            crate::render::keep_options(&text(&facts, &report), root, format)
         ),
-        Format::Text | Format::Prometheus => print!("{}", text(&facts, &report)),
     }
-    Ok(if blocked { EXIT_BLOCKED } else { 0 })
+    Ok(if blocked {
+        crate::exit::NOT_READY
+    } else {
+        crate::exit::OK
+    })
 }
 
 pub fn text(facts: &Facts, r: &Report) -> String {

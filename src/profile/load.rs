@@ -47,7 +47,25 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
             msg: "larger than 1 MiB; a profile is a short YAML file".into(),
         });
     }
-    serde_saphyr::from_str_with_options::<ProfileDoc>(text, parse_options()).map_err(|e| {
+    if text
+        .lines()
+        .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        return Err(Error::ProfileInvalid {
+            file: label.into(),
+            msg: "the profile is empty (nothing but blank lines or comments); refusing it, because an empty profile would undo every setting gdrprov made. Write at least one section (boot, modules, services, network, pcie, nccl, files, verify), or `extends: [rdma-dmabuf]`".into(),
+        });
+    }
+    // The key path (`modules.present`) where deserialisation stopped.
+    let mut path = String::new();
+    let parsed =
+        serde_saphyr::with_deserializer_from_str_with_options(text, parse_options(), |de| {
+            serde_path_to_error::deserialize::<_, ProfileDoc>(de).map_err(|e| {
+                path = e.path().to_string();
+                e.into_inner()
+            })
+        });
+    parsed.map_err(|e| {
         let (line, col) = e
             .location()
             .map(|l| (l.line(), l.column()))
@@ -56,9 +74,170 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
             file: label.into(),
             line,
             col,
-            msg: short_message(&e),
+            msg: explain(&short_message(&e), &path, text, line, col),
         }
     })
+}
+
+/// serde-saphyr's message in the profile's words: the key path first, what
+/// was expected and what was found, and how to write it.
+fn explain(msg: &str, path: &str, text: &str, line: u64, col: u64) -> String {
+    let path = match path {
+        "" | "." | "?" => None,
+        p => Some(p.to_string()),
+    };
+    let at = |p: &Option<String>| p.as_ref().map(|p| format!("{p}: ")).unwrap_or_default();
+    let found = Found::at(text, line, col);
+    if msg.starts_with("expected sequence start") {
+        let (noun, one) = list_noun(path.as_deref());
+        let got = match &found {
+            Found::Scalar(v) => format!("{one} (write [{v}])"),
+            other => other.describe(),
+        };
+        return format!("{}expected a list of {noun}, got {got}", at(&path));
+    }
+    if msg.starts_with("expected mapping start") {
+        return match &path {
+            None => format!(
+                "a profile is a mapping of sections (`modules:`, `boot:`, ...), got {}",
+                found.describe()
+            ),
+            Some(p) => format!(
+                "{p}: expected a mapping (`key: value` lines under it), got {}",
+                found.describe()
+            ),
+        };
+    }
+    if let Some(rest) = msg.strip_prefix("duplicate mapping key: ") {
+        let key = rest.split(',').next().unwrap_or(rest).trim();
+        let first = first_line_of_key(text, key, line, col)
+            .map(|n| format!("first at line {n}, again at line {line}"))
+            .unwrap_or_else(|| format!("again at line {line}"));
+        return format!(
+            "{}duplicate key `{key}` ({first}); write it once and put everything under it there",
+            at(&path.filter(|p| p.rsplit('.').next() != Some(key)))
+        );
+    }
+    if let Some(rest) = msg.strip_prefix("unknown field ") {
+        let parent = path
+            .as_deref()
+            .and_then(|p| p.rsplit_once('.').map(|(a, _)| a.to_string()));
+        let rest = rest.replace(", expected one of ", "; the keys allowed here are ");
+        let rest = rest.replace(", expected ", "; allowed here: ");
+        return match parent {
+            Some(p) => format!("{p}: unknown key {rest}"),
+            None => format!("unknown key {rest}"),
+        };
+    }
+    let wanted = match msg {
+        m if m.starts_with("invalid boolean") => Some("true or false"),
+        m if m.starts_with("invalid integer") || m.starts_with("invalid floating") => {
+            Some("a number")
+        }
+        m if m.starts_with("expected string scalar") || m.starts_with("expected scalar") => {
+            Some("a single value (text)")
+        }
+        _ => None,
+    };
+    if let Some(w) = wanted {
+        return format!("{}expected {w}, got {}", at(&path), found.describe());
+    }
+    if let Some(rest) = msg.strip_prefix("invalid type: ") {
+        if let Some((got, want)) = rest.split_once(", expected ") {
+            return format!("{}expected {want}, got {got}", at(&path));
+        }
+    }
+    format!("{}{msg}", at(&path))
+}
+
+/// What the YAML holds at a position, for messages.
+enum Found {
+    Scalar(String),
+    List,
+    Mapping,
+    Nothing,
+}
+
+impl Found {
+    fn at(text: &str, line: u64, col: u64) -> Found {
+        let lines: Vec<&str> = text.lines().collect();
+        let Some(l) = lines.get((line as usize).saturating_sub(1)) else {
+            return Found::Nothing;
+        };
+        let rest: String = l.chars().skip((col as usize).saturating_sub(1)).collect();
+        let rest = rest.split(" #").next().unwrap_or("").trim();
+        if rest.is_empty() {
+            // The value is on the lines below.
+            return match lines
+                .iter()
+                .skip(line as usize)
+                .map(|l| l.trim())
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+            {
+                Some(n) if n.starts_with("- ") || n == "-" => Found::List,
+                Some(_) => Found::Mapping,
+                None => Found::Nothing,
+            };
+        }
+        if rest.starts_with('{') || (rest.contains(": ") && !rest.starts_with(['"', '\''])) {
+            Found::Mapping
+        } else if rest.starts_with('[') || rest.starts_with("- ") {
+            Found::List
+        } else {
+            Found::Scalar(rest.trim_matches(['"', '\'']).to_string())
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Found::Scalar(v) => format!("the value `{v}`"),
+            Found::List => "a list".into(),
+            Found::Mapping => "a mapping".into(),
+            Found::Nothing => "nothing".into(),
+        }
+    }
+}
+
+/// What a list at PATH holds, in the profile's words: (plural, "one X").
+fn list_noun(path: Option<&str>) -> (&'static str, &'static str) {
+    match path.unwrap_or("") {
+        "modules.present" | "modules.absent" => ("module names", "one name"),
+        "boot.cmdline.present" | "boot.cmdline.absent" => ("kernel arguments", "one argument"),
+        "services.disabled" => ("systemd unit names", "one name"),
+        "extends" => ("profile names", "one name"),
+        "files" => (
+            "files (each with path and content or template)",
+            "one value",
+        ),
+        _ => ("values", "one value"),
+    }
+}
+
+/// The line where KEY first appears at the indentation of the duplicate (at
+/// LINE:COL), for "first at line N".
+fn first_line_of_key(text: &str, key: &str, line: u64, col: u64) -> Option<u64> {
+    let indent = (col as usize).saturating_sub(1);
+    text.lines()
+        .take((line as usize).saturating_sub(1))
+        .position(|l| {
+            let lead = l.len() - l.trim_start().len();
+            let t = l.trim_start();
+            lead == indent
+                && t.strip_prefix(key)
+                    .is_some_and(|r| r.trim_start().starts_with(':'))
+        })
+        .map(|i| i as u64 + 1)
+}
+
+/// The line and column of a top-level KEY (`extends:`), for messages about its value.
+fn key_position(text: &str, key: &str) -> (u64, u64) {
+    text.lines()
+        .position(|l| {
+            l.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with(':'))
+        })
+        .map(|i| (i as u64 + 1, 1))
+        .unwrap_or((0, 0))
 }
 
 /// serde-saphyr renders a snippet with the message; keep only the message
@@ -116,6 +295,15 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
             return Ok(Origin::File(c.clone()));
         }
     }
+    if relative_to.is_none() && Path::new(spec).is_dir() {
+        return Err(Error::ProfileInvalid {
+            file: spec.to_string(),
+            msg: format!(
+                "is a directory, not a profile file; give a YAML file (e.g. {}/NAME.yaml) or a built-in profile name",
+                spec.trim_end_matches('/')
+            ),
+        });
+    }
     if !looks_like_path {
         if let Some(name) = builtin::PROFILES
             .iter()
@@ -160,10 +348,25 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
     validate(&mut doc, origin)?;
     let mut merged = ProfileDoc::default();
     for parent in doc.extends.clone() {
-        let parent_origin = match origin.dir() {
-            Some(dir) => locate(&parent, Some(dir)).or_else(|_| locate(&parent, None))?,
-            None => locate(&parent, None)?,
+        let found = match origin.dir() {
+            Some(dir) => locate(&parent, Some(dir)).or_else(|_| locate(&parent, None)),
+            None => locate(&parent, None),
         };
+        let parent_origin = found.map_err(|e| {
+            let (line, col) = key_position(&text, "extends");
+            let why = match e {
+                Error::UnknownProfile { known, .. } => format!(
+                    "`{parent}` is neither a built-in profile ({known}) nor a file next to this profile"
+                ),
+                other => other.to_string(),
+            };
+            Error::ProfileSyntax {
+                file: label.clone(),
+                line,
+                col,
+                msg: format!("extends: {why}"),
+            }
+        })?;
         let parent_doc = load_origin(&parent_origin, chain)?;
         merged = super::merge::extend(merged, parent_doc);
     }

@@ -1,0 +1,43 @@
+//! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
+
+use crate::cli::TargetArgs;
+use crate::error::Result;
+use crate::exit;
+use crate::ops;
+use crate::render::{self, Output};
+
+pub fn run(
+    out: &Output,
+    profiles: &[String],
+    target: &TargetArgs,
+    detailed: bool,
+    trial: bool,
+) -> Result<i32> {
+    let planned = ops::plan(&ops::ProfilesRequest {
+        profiles: profiles.to_vec(),
+        target: target.to_target(&out.root),
+        trial,
+    })?;
+    out.report(&render::report(
+        "plan",
+        &planned.host,
+        planned.names.clone(),
+        &planned.plan,
+        render::Done::Planned,
+    ));
+    // Commands owed by an earlier --no-exec apply are pending changes too:
+    // the host does not match until they run (docs/commands.md).
+    // Only the command line, set outside this host, is owed: exit 4.
+    let boot_owed = planned
+        .plan
+        .boot_elsewhere
+        .as_ref()
+        .is_some_and(|b| b.satisfied != Some(true));
+    Ok(if detailed && planned.pending() {
+        exit::CHANGES
+    } else if detailed && boot_owed {
+        exit::BOOT_ELSEWHERE
+    } else {
+        exit::OK
+    })
+}

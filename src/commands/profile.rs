@@ -1,0 +1,88 @@
+//! `gdrprov profile list | show | validate | schema`.
+
+use crate::cli::ProfileCommand;
+use crate::error::{Error, Result};
+use crate::exit;
+use crate::profile;
+use crate::render::{Format, Output};
+
+pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
+    match p {
+        ProfileCommand::List => {
+            let mut rows = Vec::new();
+            for name in profile::builtin::names() {
+                let loaded = profile::load(name)?;
+                rows.push((name, loaded.doc.description.unwrap_or_default()));
+            }
+            match out.format {
+                Format::Json => {
+                    let v: Vec<_> = rows
+                        .iter()
+                        .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
+                        .collect();
+                    out.document("profile list", serde_json::json!({"profiles": v}));
+                }
+                Format::Text | Format::Prometheus => {
+                    for (n, d) in rows {
+                        println!(
+                            "{n:<16} {}",
+                            d.split_whitespace().collect::<Vec<_>>().join(" ")
+                        );
+                    }
+                }
+            }
+        }
+        ProfileCommand::Show { name } => {
+            let loaded = profile::load(name)?;
+            match out.format {
+                Format::Json => out.document(
+                    "profile show",
+                    serde_json::json!({
+                        "name": loaded.name,
+                        "source": loaded.source.to_string(),
+                        "profile": loaded.doc,
+                    }),
+                ),
+                Format::Text | Format::Prometheus => {
+                    let yaml = serde_saphyr::to_string(&loaded.doc)
+                        .map_err(|e| Error::Usage(e.to_string()))?;
+                    print!(
+                        "# {} ({}), extends resolved\n{yaml}",
+                        loaded.name, loaded.source
+                    );
+                }
+            }
+        }
+        ProfileCommand::Validate { files } => {
+            let mut failed = 0;
+            let mut results = Vec::new();
+            for f in files {
+                match profile::load(f) {
+                    Ok(p) => {
+                        if out.format != Format::Json {
+                            println!("{f}: ok ({})", p.name);
+                        }
+                        results.push(serde_json::json!({"file": f, "ok": true, "name": p.name}));
+                    }
+                    Err(e) => {
+                        eprintln!("gdrprov: error: {e}");
+                        results.push(serde_json::json!({"file": f, "ok": false,
+                            "error": {"kind": e.kind(), "message": e.to_string()}}));
+                        failed += 1;
+                    }
+                }
+            }
+            if out.format == Format::Json {
+                out.document(
+                    "profile validate",
+                    serde_json::json!({"ok": failed == 0, "files": results}),
+                );
+            }
+            if failed > 0 {
+                return Ok(exit::ERROR);
+            }
+        }
+        ProfileCommand::Schema => println!("{}", profile::schema_json()),
+    }
+    Ok(exit::OK)
+}

@@ -1,0 +1,464 @@
+//! The operations API: plan, apply, rollback and verify, each taking a plain
+//! request struct. The command line (src/commands/) and the Ansible module
+//! (src/ansible.rs) both build these requests; neither knows the other.
+//! Nothing here prints: a caller that wants to ask before changing anything
+//! passes a confirmation callback.
+
+use crate::apply;
+use crate::error::{Error, Result};
+use crate::facts::{CpuVendor, Facts};
+use crate::host::Host;
+use crate::journal::{Kind, StateStore};
+use crate::plan::Plan;
+use crate::profile::{self, Composed};
+use crate::render;
+use std::path::PathBuf;
+
+/// Where and how a plan or apply acts.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// `/` (the running system) or an image or snapshot directory.
+    pub root: PathBuf,
+    /// Run no command: list them as pending instead.
+    pub no_exec: bool,
+    /// CPU vendor when the root's /proc/cpuinfo cannot tell (image builds).
+    pub cpu_vendor: Option<CpuVendor>,
+    /// Persistent state only: no module loads or unloads.
+    pub no_reboot: bool,
+    /// Go ahead although hard requirements fail (they become warnings).
+    pub force: bool,
+    /// The CPU architecture, over what the root shows (`--arch`).
+    pub arch: Option<crate::facts::arch::Arch>,
+    /// Apply without the boot part on a host whose command line is set
+    /// outside it (`--boot-elsewhere`).
+    pub boot_elsewhere: bool,
+}
+
+impl Target {
+    /// Read-only on ROOT: what verify and check modes use.
+    pub fn read_only(root: PathBuf, cpu_vendor: Option<CpuVendor>) -> Target {
+        Target {
+            root,
+            no_exec: true,
+            cpu_vendor,
+            no_reboot: false,
+            force: true,
+            arch: None,
+            boot_elsewhere: true,
+        }
+    }
+}
+
+/// `plan` and `apply`: profiles (built-in names or files) on a target.
+#[derive(Debug, Clone)]
+pub struct ProfilesRequest {
+    pub profiles: Vec<String>,
+    pub target: Target,
+    /// The boot arguments go into a one-shot trial entry (`apply --trial`).
+    pub trial: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct RollbackRequest {
+    pub root: PathBuf,
+    /// Undo this generation and every later one (default: the latest in effect).
+    pub generation: Option<u64>,
+    pub no_exec: bool,
+    /// Restore files even if they were edited after gdrprov wrote them.
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct VerifyRequest {
+    pub root: PathBuf,
+    pub profiles: Vec<String>,
+    pub no_loopback: bool,
+    pub device: Option<String>,
+    pub duration: Option<f64>,
+    pub min_gbps: Option<f64>,
+    pub cpu_vendor: Option<CpuVendor>,
+    pub arch: Option<crate::facts::arch::Arch>,
+}
+
+/// What an operation is about to do, for its caller to show and confirm.
+pub struct Ask<'a> {
+    pub host: &'a Host,
+    /// `plan` (what an apply will do) or `rollback`.
+    pub command: &'static str,
+    pub profiles: &'a [String],
+    pub plan: &'a Plan,
+    pub question: String,
+}
+
+/// Asked before anything is written; an error stops the operation with
+/// nothing changed.
+pub type Confirm<'a> = &'a mut dyn FnMut(&Ask) -> Result<()>;
+
+/// Confirmation for callers that never ask (`--yes`, the Ansible module).
+pub fn yes(_: &Ask) -> Result<()> {
+    Ok(())
+}
+
+/// Loads and composes profiles (names or files), in order.
+pub fn load_profiles(specs: &[String]) -> Result<Composed> {
+    let loaded = specs
+        .iter()
+        .map(|s| profile::load(s))
+        .collect::<Result<Vec<_>>>()?;
+    profile::compose(&loaded)
+}
+
+/// The profile specs a trial records: files made absolute, so that `commit`
+/// finds them from any directory (a systemd unit runs in `/`).
+pub fn trial_specs(specs: &[String]) -> Vec<String> {
+    specs
+        .iter()
+        .map(|s| {
+            let p = std::path::Path::new(s);
+            if p.is_file() {
+                std::fs::canonicalize(p)
+                    .map(|c| c.display().to_string())
+                    .unwrap_or_else(|_| s.clone())
+            } else {
+                s.clone()
+            }
+        })
+        .collect()
+}
+
+/// A plan and what it was made from.
+pub struct Planned {
+    pub host: Host,
+    pub names: Vec<String>,
+    pub plan: Plan,
+}
+
+impl Planned {
+    /// Changes to make, or commands still owed: the host does not match yet.
+    pub fn pending(&self) -> bool {
+        !self.plan.is_empty() || !self.plan.pending_commands.is_empty()
+    }
+}
+
+/// `plan`: every change the profiles need. Changes nothing.
+pub fn plan(req: &ProfilesRequest) -> Result<Planned> {
+    let desired = load_profiles(&req.profiles)?;
+    let host = Host::open(&req.target.root, req.target.no_exec)?;
+    let trial = req.trial.then_some(req.profiles.as_slice());
+    let plan = make_plan(&host, &desired, &req.target, trial)?;
+    Ok(Planned {
+        host,
+        names: desired.names,
+        plan,
+    })
+}
+
+pub fn make_plan(
+    host: &Host,
+    desired: &Composed,
+    target: &Target,
+    trial: Option<&[String]>,
+) -> Result<Plan> {
+    let mut facts = Facts::gather(host, target.cpu_vendor);
+    facts.arch.override_with(target.arch);
+    plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
+}
+
+/// `make_plan` for a caller that already gathered the facts (verify); gives
+/// what planning read too.
+fn plan_with_facts(
+    host: &Host,
+    desired: &Composed,
+    target: &Target,
+    trial: Option<&[String]>,
+    facts: &Facts,
+) -> Result<(Plan, crate::facts::planning::PlanFacts)> {
+    let state = StateStore::new(host).load_state()?;
+    let opts = crate::prepare::Options {
+        live_changes: host.is_live() && !target.no_reboot,
+        trial: trial.map(trial_specs),
+    };
+    // Requirements first: every failed one is reported, before any
+    // module can stop on a detail (a missing GRUB, a missing module).
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
+    let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
+    let (mut plan, seen) = crate::prepare::plan(host, facts, desired, &state, &opts)?;
+    plan.warnings.extend(warnings);
+    Ok((plan, seen))
+}
+
+pub fn require_root(host: &Host, action: &str) -> Result<()> {
+    let uid = nix::unistd::geteuid();
+    if host.is_live() && !uid.is_root() {
+        return Err(Error::NotRoot {
+            action: action.into(),
+            uid: uid.as_raw(),
+        });
+    }
+    Ok(())
+}
+
+/// Commands for an image root run through chroot(2), which needs root.
+fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
+    let runs = plan
+        .changes
+        .iter()
+        .any(|c| matches!(c.action, crate::plan::Action::Run { .. }));
+    let uid = nix::unistd::geteuid();
+    if runs && !host.is_live() && !uid.is_root() {
+        return Err(Error::Refused(format!(
+            "the plan runs commands inside {} (chroot), which needs root (running as uid {}); run it with sudo, or add --no-exec to list the commands instead (nothing was changed)",
+            host.root().display(),
+            uid.as_raw()
+        )));
+    }
+    Ok(())
+}
+
+/// What an apply did (or, with nothing to do, found): for the report.
+pub struct Applied {
+    pub host: Host,
+    pub names: Vec<String>,
+    pub plan: Plan,
+    pub outcome: Option<apply::Outcome>,
+}
+
+impl Applied {
+    pub fn done(&self) -> render::Done<'_> {
+        self.outcome
+            .as_ref()
+            .map_or(render::Done::Nothing, render::Done::Ran)
+    }
+}
+
+/// `apply`: makes the changes as one journal generation. Takes the lock
+/// only when something will be written; `confirm` sees the plan first.
+/// Nothing half-done: on a host whose kernel command line is set outside
+/// it, apply goes ahead without the boot part only when told to.
+fn check_boot_elsewhere(plan: &Plan, target: &Target) -> Result<()> {
+    match &plan.boot_elsewhere {
+        Some(b) if b.satisfied != Some(true) && !target.boot_elsewhere => {
+            Err(Error::Refused(format!(
+                "{}; gdrprov cannot change it here. Set it there, then apply again; or pass --boot-elsewhere (Ansible: boot_elsewhere: true) to apply the rest of the profile now and set the command line there yourself (nothing was changed)",
+                b.summary()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
+    let trial = req.trial.then_some(req.profiles.as_slice());
+    let desired = load_profiles(&req.profiles)?;
+    let host = Host::open(&req.target.root, req.target.no_exec)?;
+    require_root(&host, "apply")?;
+    let store = StateStore::new(&host);
+    // Plan first, without the lock: an apply with nothing to do writes
+    // nothing at all, not even the lock file.
+    let plan = make_plan(&host, &desired, &req.target, trial)?;
+    check_boot_elsewhere(&plan, &req.target)?;
+    let names = desired.names.clone();
+    if plan.is_empty() && !apply::interrupted(&store) {
+        return Ok(Applied {
+            host,
+            names,
+            plan,
+            outcome: None,
+        });
+    }
+    require_chroot_rights(&host, &plan)?;
+    confirm(&Ask {
+        host: &host,
+        command: "plan",
+        profiles: &names,
+        plan: &plan,
+        question: "Apply these changes?".into(),
+    })?;
+    let lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    // Plan again under the lock; what runs must be what was shown.
+    let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
+    if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
+        return Err(Error::Refused(
+            "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
+        ));
+    }
+    if locked_plan.is_empty() {
+        for note in &recovered {
+            eprintln!("gdrprov: recovered: {note}");
+        }
+        drop(lock);
+        return Ok(Applied {
+            host,
+            names,
+            plan: locked_plan,
+            outcome: None,
+        });
+    }
+    let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
+    outcome.recovered = recovered;
+    drop(lock);
+    Ok(Applied {
+        host,
+        names,
+        plan: locked_plan,
+        outcome: Some(outcome),
+    })
+}
+
+fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
+    let shown = |p: &Plan| {
+        serde_json::to_string(
+            &render::report("plan", host, Vec::new(), p, render::Done::Planned).changes,
+        )
+        .unwrap_or_default()
+    };
+    shown(a) == shown(b)
+}
+
+/// What a rollback came to.
+#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
+pub enum RolledBack {
+    /// No apply in effect and no interrupted run: nothing was written.
+    Nothing { host: Host },
+    /// The only thing to undo was an interrupted run, now put back.
+    Recovered { host: Host, notes: Vec<String> },
+    Done {
+        host: Host,
+        /// The profiles in effect before the rollback.
+        profiles: Vec<String>,
+        plan: Plan,
+        outcome: apply::Outcome,
+    },
+}
+
+/// `rollback`: restores every file of the generation(s) byte for byte.
+/// Writes nothing (not even the lock) when there is nothing to undo.
+pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
+    let host = Host::open(&req.root, req.no_exec)?;
+    let store = StateStore::new(&host);
+    if req.generation.is_none() && !apply::interrupted(&store) && !apply::any_in_effect(&store) {
+        return Ok(RolledBack::Nothing { host });
+    }
+    require_root(&host, "rollback")?;
+    // Only an interrupted run to undo (its apply never completed): putting
+    // its files back is the whole rollback.
+    if req.generation.is_none() && !apply::any_in_effect(&store) {
+        confirm(&Ask {
+            host: &host,
+            command: "rollback",
+            profiles: &[],
+            plan: &Plan::default(),
+            question: "An interrupted gdrprov run left files half-changed; put them back?".into(),
+        })?;
+        let _lock = store.lock()?;
+        let notes = apply::recover(&host, &store)?;
+        return Ok(RolledBack::Recovered { host, notes });
+    }
+    // Planned before the lock too, so that a refused rollback (a generation
+    // not in effect) writes nothing.
+    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
+    let profiles = store.load_state()?.profiles;
+    confirm(&Ask {
+        host: &host,
+        command: "rollback",
+        profiles: &profiles,
+        plan: &plan,
+        question: format!("Roll back generation(s) {undoes:?}?"),
+    })?;
+    let lock = store.lock()?;
+    let recovered = apply::recover(&host, &store)?;
+    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
+    require_chroot_rights(&host, &plan)?;
+    let profiles = store.load_state()?.profiles;
+    let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
+    outcome.recovered = recovered;
+    drop(lock);
+    Ok(RolledBack::Done {
+        host,
+        profiles,
+        plan,
+        outcome,
+    })
+}
+
+/// Commands that act on the running system refuse another root in one line
+/// instead of silently working on this machine.
+pub fn refuse_other_root(root: &std::path::Path, what: &str, fix: &str) -> Result<()> {
+    let host = Host::open(root, true)?;
+    if host.is_live() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{what} runs on the RDMA devices and GPUs of this machine, not on --root {}: {fix}",
+        root.display()
+    )))
+}
+
+/// `verify`: verify's checks (and the loopback) as a report.
+pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
+    for (flag, v) in [("--duration", req.duration), ("--min-gbps", req.min_gbps)] {
+        if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0 && *x < 86_400.0)) {
+            return Err(Error::Usage(format!(
+                "{flag} {x}: give a positive number (seconds below one day, Gb/s)"
+            )));
+        }
+    }
+    if let Some(d) = &req.device {
+        crate::bench::cli::parse_dev_port(d).map_err(|e| Error::Usage(format!("--device: {e}")))?;
+    }
+    // The loopback runs on this machine's devices; on another root verify
+    // skips it, so options for it would be silently ignored.
+    let loopback_opts = [
+        ("--device", req.device.is_some()),
+        ("--duration", req.duration.is_some()),
+        ("--min-gbps", req.min_gbps.is_some()),
+    ];
+    if let Some((flag, _)) = loopback_opts.iter().find(|(_, given)| *given) {
+        refuse_other_root(
+            &req.root,
+            &format!("verify's loopback ({flag})"),
+            &format!("drop {flag} (verify skips the loopback on another root), or run verify on the host itself"),
+        )?;
+    }
+    let desired = load_profiles(&req.profiles)?;
+    // Verify changes nothing and runs nothing but read-only probes.
+    let host = Host::open(&req.root, true)?;
+    // Requirements are a check of their own here, not a gate.
+    let target = Target::read_only(req.root.clone(), req.cpu_vendor);
+    // During a trial boot the configuration to compare with is the trial's.
+    let trial = StateStore::new(&host)
+        .load_state()?
+        .trial
+        .map(|t| t.profiles);
+    // One gathering of the facts serves the plan and the requirements check.
+    let mut facts = Facts::gather(&host, req.cpu_vendor);
+    facts.arch.override_with(req.arch);
+    // A plan that cannot be made is one failed check, not the end of verify.
+    let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
+        Ok((p, seen)) => (Ok(p), seen),
+        Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
+            let state = StateStore::new(&host).load_state()?;
+            let seen =
+                crate::facts::planning::PlanFacts::gather(&host, &facts, &desired, &state, false);
+            (Err(e.to_string()), seen)
+        }
+        Err(e) => return Err(e),
+    };
+    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
+    let choice = crate::verify::LoopbackChoice {
+        skip: req.no_loopback,
+        device: req.device.clone(),
+        seconds: req.duration,
+        min_gbps: req.min_gbps,
+    };
+    crate::verify::run(
+        &host,
+        &facts,
+        &seen,
+        &desired,
+        plan.as_ref().map_err(String::as_str),
+        &reqs,
+        &choice,
+    )
+}
