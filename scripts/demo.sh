@@ -6,9 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-packages.sh build
-# The first release build compiles ~200 crates: a few minutes on two cores
-# (seconds once built). cargo shows its progress.
-echo "== cargo build --release (first time: a few minutes)"
+# The first release build compiles ~130 crates: 11 minutes on a busy 2-core
+# machine (seconds once built). cargo shows its progress.
+echo "== cargo build --release (the first build takes about 10 minutes on 2 cores)"
 cargo build --release
 G=target/release/gdrprov
 echo "== gdrprov plan rdma-dmabuf --root examples/hosts/ubuntu-22.04-h100"

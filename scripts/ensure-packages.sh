@@ -47,6 +47,7 @@ main() {
         command -v packer >/dev/null || need+=(packer)
         command -v systemd-analyze >/dev/null || need+=(systemd)
         command -v setpci >/dev/null || need+=(pciutils)
+        command -v strace >/dev/null || need+=(strace)
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
         ;;

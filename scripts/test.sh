@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the build needs (cmake, libclang)
 # and the system tools the tests drive for real (util-linux's setpriv, GRUB's
-# grub-script-check, kmod, packer, systemd-analyze, pciutils' setpci;
+# grub-script-check, kmod, packer, systemd-analyze, pciutils' setpci, strace;
 # ansible-core from PyPI into target/ansible-venv), then runs every unit and
 # integration test.
 set -euo pipefail

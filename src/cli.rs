@@ -47,6 +47,7 @@ impl Command {
             Command::Bench(b) => match b.command {
                 BenchCommand::Loopback(_) => "bench loopback",
                 BenchCommand::Probe(_) => "bench probe",
+                BenchCommand::Copy(_) => "bench copy",
             },
             Command::Inventory(_) => "inventory",
             Command::Doctor(_) => "doctor",

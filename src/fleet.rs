@@ -140,6 +140,9 @@ pub fn prometheus(r: &Report) -> String {
             escape_label(c.name)
         );
     }
+    if let Some(h) = &r.health {
+        s.push_str(&crate::health::metrics::prometheus(h));
+    }
     if let Some(lb) = &r.loopback {
         let memory = serde_json::to_value(lb.memory)
             .ok()
@@ -220,6 +223,7 @@ mod tests {
                 },
             ],
             loopback: None,
+            health: None,
         }
     }
 

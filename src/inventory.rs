@@ -9,16 +9,12 @@ use crate::facts::ofed::OfedKindFact;
 
 use crate::facts::{CpuVendor, Depth, Facts, OsFamily};
 use crate::host::Host;
-use crate::render::Format;
+use crate::render::{Format, Output};
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub fn run(
-    root: &Path,
-    format: Format,
-    snapshot: Option<&Path>,
-    cpu: Option<CpuVendor>,
-) -> Result<i32> {
+pub fn run(out: &Output, snapshot: Option<&Path>, cpu: Option<CpuVendor>) -> Result<i32> {
+    let (root, format) = (out.root.as_path(), out.format);
     let mut host = Host::open(root, false)?;
     if snapshot.is_some() {
         host = host.recording();
@@ -33,9 +29,8 @@ pub fn run(
             .ok();
         let differs = again.map(|a| differing(&facts, &a)).unwrap_or_default();
         match format {
-            Format::Json => crate::render::print_json(
+            Format::Json => out.document(
                 "inventory",
-                root,
                 serde_json::json!({
                     "snapshot": dir.display().to_string(),
                     "files": s.files, "links": s.links, "dirs": s.dirs, "commands": s.commands,
@@ -69,17 +64,13 @@ pub fn run(
                 }
             }
         }
-        return Ok(0);
+        return Ok(crate::exit::OK);
     }
     match format {
-        Format::Json => crate::render::print_json(
-            "inventory",
-            host.root(),
-            serde_json::json!({ "facts": facts }),
-        ),
+        Format::Json => out.document("inventory", serde_json::json!({ "facts": facts })),
         Format::Text | Format::Prometheus => print!("{}", text(&host, &facts)),
     }
-    Ok(0)
+    Ok(crate::exit::OK)
 }
 
 /// Text output names things in words, never by their Rust names.
@@ -427,6 +418,20 @@ pub fn text(host: &Host, f: &Facts) -> String {
             format!("; configured: {}", f.limits.configured.join("; "))
         }
     );
+    if !f.links.is_empty() {
+        let _ = writeln!(w, "PCIe links:");
+    }
+    for l in &f.links {
+        let _ = writeln!(
+            w,
+            "  {:?} {}: {} (maximum {}){}",
+            l.role,
+            l.address,
+            l.current(),
+            l.maximum(),
+            if l.degraded() { "  DEGRADED" } else { "" }
+        );
+    }
     if !f.pcie.is_empty() {
         let _ = writeln!(w, "PCIe paths:");
     }

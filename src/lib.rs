@@ -15,6 +15,7 @@ pub mod error;
 pub mod exit;
 pub mod facts;
 pub mod fleet;
+pub mod health;
 pub mod host;
 pub mod inventory;
 pub mod journal;

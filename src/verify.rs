@@ -38,6 +38,9 @@ pub struct Report {
     pub checks: Vec<Check>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub loopback: Option<LoopbackReport>,
+    /// The readiness checks of src/health with evidence and fix, and their measurements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::health::HealthReport>,
 }
 
 /// What the loopback part of verify may do.
@@ -176,6 +179,10 @@ pub fn run(
         });
     }
 
+    // PCIe links, copy bandwidth, kernel log, NVML, RDMA ports, affinity.
+    let health = crate::health::for_verify(host.is_live(), facts);
+    checks.extend(health.checks.iter().map(from_health));
+
     if !host.is_live() {
         for name in ["reboot", "modules", "loopback"] {
             checks.push(skip(
@@ -183,7 +190,7 @@ pub fn run(
                 format!("{} is not the running system", host.root().display()),
             ));
         }
-        return Ok(finish(host, desired, checks, None));
+        return Ok(finish(host, desired, checks, None, health));
     }
 
     checks.push(if let Err(why) = &plan {
@@ -277,7 +284,7 @@ pub fn run(
             Err(e) => checks.push(fail("loopback", e.to_string())),
         }
     }
-    Ok(finish(host, desired, checks, report))
+    Ok(finish(host, desired, checks, report, health))
 }
 
 /// A pending trial boot (`apply --trial`): is it what runs, still to come,
@@ -313,6 +320,7 @@ fn finish(
     desired: &Composed,
     checks: Vec<Check>,
     loopback: Option<LoopbackReport>,
+    health: crate::health::HealthReport,
 ) -> Report {
     Report {
         profiles: desired.names.clone(),
@@ -321,6 +329,21 @@ fn finish(
         ready: checks.iter().all(|c| c.status != Status::Fail),
         checks,
         loopback,
+        health: Some(health),
+    }
+}
+
+/// A warning passes (shown as such); evidence and fix go into the detail.
+fn from_health(h: &crate::health::HealthCheck) -> Check {
+    use crate::health::Outcome;
+    Check {
+        name: h.name,
+        status: match h.outcome {
+            Outcome::Pass | Outcome::Warn => Status::Pass,
+            Outcome::Fail => Status::Fail,
+            Outcome::Skip => Status::Skip,
+        },
+        detail: h.detail(),
     }
 }
 

@@ -30,6 +30,28 @@ pub enum BenchCommand {
     Loopback(LoopbackArgs),
     /// Does the RDMA device accept dma-buf memory regions? (needs no GPU)
     Probe(ProbeArgs),
+    /// GPU <-> host copy bandwidth (pinned memory, 256 MiB, best of several runs) per GPU.
+    Copy(CopyArgs),
+}
+
+/// `gdrprov bench copy`
+#[derive(Debug, Clone, clap::Args)]
+pub struct CopyArgs {
+    /// CUDA device index(es) (default: every GPU).
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub gpu: Vec<u32>,
+    /// Bytes per copy; K/M/G suffixes [default: 256MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Timed runs per direction; the best counts.
+    #[arg(long, default_value_t = super::copy::DEFAULT_RUNS, value_name = "N")]
+    pub runs: u32,
+    /// Pass at this fraction of the link's raw rate [default: Azure's floor for the GPU, else 0.75].
+    #[arg(long, value_name = "FRACTION")]
+    pub min_fraction: Option<f64>,
+    /// Pass at this many GB/s each way.
+    #[arg(long, value_name = "GBS")]
+    pub min_gbs: Option<f64>,
 }
 
 /// `gdrprov bench loopback`
@@ -268,11 +290,43 @@ pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchErro
     )
 }
 
+/// Run `gdrprov bench copy`: Ok(0) when every GPU reached its floor, else Ok(1).
+pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError> {
+    for (name, v) in [
+        ("--min-fraction", args.min_fraction),
+        ("--min-gbs", args.min_gbs),
+    ] {
+        if let Some(x) = v {
+            if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{name} {x} is out of range"
+                )));
+            }
+        }
+    }
+    let size = usize::try_from(args.size.unwrap_or(super::copy::DEFAULT_SIZE as u64))
+        .map_err(|_| BenchError::InvalidArgument("--size is too large".into()))?;
+    let opts = super::copy::CopyOptions {
+        gpus: args.gpu.clone(),
+        size,
+        runs: args.runs,
+        min_fraction: args.min_fraction,
+        min_gbs: args.min_gbs,
+    };
+    let r = super::copy::run(&opts)?;
+    match format {
+        BenchFormat::Text => print!("{}", super::copy::render_text(&r)),
+        BenchFormat::Json => println!("{}", to_json("bench copy", &r)?),
+    }
+    Ok(if r.passed { 0 } else { 1 })
+}
+
 /// Dispatch `gdrprov bench <command>`.
 pub fn run_bench(args: &BenchArgs, format: BenchFormat) -> Result<i32, BenchError> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, format),
         BenchCommand::Probe(a) => run_probe(a, format),
+        BenchCommand::Copy(a) => run_copy(a, format),
     }
 }
 

@@ -97,7 +97,7 @@ pub enum BenchError {
 
     #[error(
         "libcuda (the NVIDIA driver's CUDA library) is not loadable: {detail}. Install the NVIDIA driver \
-         (it ships libcuda.so.1), or use --memory host"
+         (it ships libcuda.so.1); `bench loopback` can use --memory host"
     )]
     LibcudaMissing { detail: String },
 

@@ -5,6 +5,7 @@
 //! each missing piece is reported as an error that names it.
 
 pub mod cli;
+pub mod copy;
 pub mod cuda;
 pub mod error;
 pub mod gid;

@@ -144,16 +144,10 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             };
             crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
         }
-        Command::Inventory(a) => {
-            crate::inventory::run(&cli.root, cli.format, a.snapshot.as_deref(), a.cpu_vendor)
+        Command::Inventory(a) => crate::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor),
+        Command::Doctor(a) => {
+            crate::doctor::run(out, &a.profiles, a.nccl_log.as_deref(), a.cpu_vendor)
         }
-        Command::Doctor(a) => crate::doctor::run(
-            &cli.root,
-            cli.format,
-            &a.profiles,
-            a.nccl_log.as_deref(),
-            a.cpu_vendor,
-        ),
         Command::Boot(b) => crate::bootcmd::boot(out, b),
         Command::Commit(a) => crate::bootcmd::commit(out, &a.target.to_target(&cli.root)),
         Command::AnsibleModule { args_file } => Ok(crate::ansible::main(args_file)),

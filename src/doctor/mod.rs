@@ -1,6 +1,7 @@
 //! `gdrprov doctor`: which profile fits this host and what stands in the way,
 //! as findings with severity, evidence, cause and fix.
 
+pub mod health_rules;
 pub mod nccl_log;
 mod rules;
 
@@ -12,7 +13,7 @@ use crate::facts::pcie::Distance;
 use crate::facts::{CpuVendor, Depth, Facts};
 use crate::host::Host;
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
-use crate::render::Format;
+use crate::render::{Format, Output};
 use crate::requirements::{self, ReqResult, Status};
 use crate::versions;
 use serde::Serialize;
@@ -230,8 +231,7 @@ pub struct Report {
 }
 
 pub fn run(
-    root: &Path,
-    format: Format,
+    out: &Output,
     profiles: &[String],
     nccl_log: Option<&Path>,
     cpu: Option<CpuVendor>,
@@ -248,7 +248,7 @@ pub fn run(
     } else {
         Some(crate::ops::load_profiles(profiles)?)
     };
-    let host = Host::open(root, false)?;
+    let host = Host::open(&out.root, false)?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
     let log_findings = match (&log, nccl_log) {
         (Some(text), Some(p)) => nccl_log::findings(text, &p.display().to_string(), &facts),
@@ -278,6 +278,7 @@ pub fn run(
         }
     };
     findings.extend(log_findings);
+    findings.extend(health_rules::findings(&facts));
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
         .iter()
@@ -287,8 +288,8 @@ pub fn run(
     let blocked = findings.iter().any(|f| f.severity == Sev::Error);
     // Suggested commands keep the user's --root (and --format).
     for f in &mut findings {
-        f.fix = crate::render::keep_options(&f.fix, root, format);
-        f.cause = crate::render::keep_options(&f.cause, root, format);
+        f.fix = crate::render::keep_options(&f.fix, &out.root, out.format);
+        f.cause = crate::render::keep_options(&f.cause, &out.root, out.format);
     }
     let report = Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
@@ -301,12 +302,9 @@ pub fn run(
         best_fit,
         blocked,
     };
-    match format {
-        Format::Json => crate::render::print_json("doctor", root, &report),
-        Format::Text | Format::Prometheus => print!(
-            "{}",
-            crate::render::keep_options(&text(&facts, &report), root, format)
-        ),
+    match out.format {
+        Format::Json => out.document("doctor", &report),
+        Format::Text | Format::Prometheus => out.text(&text(&facts, &report)),
     }
     Ok(if blocked {
         crate::exit::NOT_READY

@@ -7,11 +7,14 @@ pub mod boot;
 pub mod boot_shape;
 pub mod cuda;
 pub mod erdma;
+pub mod gids;
 pub mod gpu;
 pub mod iommu;
 pub mod kernel;
+pub mod kernlog;
 pub mod kmod;
 pub mod limits;
+pub mod links;
 pub mod nccl;
 pub mod net;
 pub mod nvidia;
@@ -60,6 +63,12 @@ pub struct Facts {
     pub modules: kmod::ModuleFacts,
     pub limits: limits::LimitsFacts,
     pub pcie: Vec<pcie::PciePath>,
+    /// PCIe link speed and width of the GPUs, RDMA NICs and bridges between.
+    pub links: Vec<links::PcieLink>,
+    /// The populated GIDs of every RoCE port.
+    pub roce_gids: Vec<gids::PortGids>,
+    /// Xid, AER, link and port events from the kernel log; `None` when no log could be read.
+    pub kernel_events: Option<kernlog::KernelLog>,
     /// Kernel log errors and warnings about the GPU and RDMA modules.
     pub kernel_log: Vec<String>,
 }
@@ -115,6 +124,8 @@ impl Facts {
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
+        let links = links::probe(host, &gpus, &rdma_devices);
+        let roce_gids = gids::probe(host, &rdma_devices);
         let packages = packages::Packages::new(host);
         Facts {
             os: os::os_release(host),
@@ -142,6 +153,9 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
+            links,
+            roce_gids,
+            kernel_events: kernlog::probe(host),
         }
     }
 
@@ -223,6 +237,9 @@ impl Facts {
                 configured: Vec::new(),
             },
             pcie: Vec::new(),
+            links: Vec::new(),
+            roce_gids: Vec::new(),
+            kernel_events: None,
             kernel_log: Vec::new(),
         }
     }

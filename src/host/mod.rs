@@ -28,6 +28,8 @@ pub struct Host {
     recorder: Option<Arc<Mutex<Recording>>>,
     /// Set when the root is a snapshot: commands are answered from it, never run.
     replay: Option<Arc<Recording>>,
+    /// The root, open, for reads resolved by the kernel (`openat2`).
+    root_fd: Option<Arc<std::os::fd::OwnedFd>>,
 }
 
 impl Host {
@@ -45,12 +47,14 @@ impl Host {
         } else {
             record::load_replay(&canonical).map(Arc::new)
         };
+        let root_fd = fs::open_root(&canonical).map(Arc::new);
         Ok(Host {
             root: canonical,
             live,
             no_exec,
             recorder: None,
             replay,
+            root_fd,
         })
     }
 

@@ -476,7 +476,8 @@ skip() { echo "SKIP: $*"; exit 77; }
 # require_gdrprov SUBCOMMAND... [-- WORD]: skip unless gdrprov_has says yes.
 require_gdrprov() {
   local what=${*/#-- /}; what=${what// -- / }
-  gdrprov_has "$@" || skip "gdrprov $what not implemented yet"
+  # Every scenario's command exists now: a missing one is a failure, never a silent skip.
+  gdrprov_has "$@" || fail "gdrprov $what is missing from $GDRPROV_BIN (or its --help failed)"
 }
 
 # --- assertions ------------------------------------------------------------------------------------------

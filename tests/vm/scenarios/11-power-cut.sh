@@ -26,6 +26,7 @@ out=$(vm_ssh $g "gdrprov apply rdma-dmabuf --force --yes" 2>&1)
 vm_powercut $g "$EPOCHREALTIME"
 printf '%s\n' "$out" | sed 's/^/    apply| /'
 printf '%s' "$out" | grep -q '^Done' || fail "apply did not report Done"
+info "apply says: $(printf '%s' "$out" | grep '^Boot files' || echo 'nothing about boot files on disk')"
 c1=$(vm_ssh $g cat /proc/cmdline)
 info "after apply + power cut: $c1"
 for a in $want; do

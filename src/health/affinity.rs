@@ -1,0 +1,68 @@
+//! GPU <-> NIC affinity: for each GPU the nearest RDMA NIC, their PCIe
+//! distance as NCCL classifies it (PIX/PXB/PHB/SYS) and NUMA nodes. A GPU
+//! whose best NIC is across the CPU interconnect (SYS) gets no GPUDirect RDMA
+//! from NCCL by default (NCCL_NET_GDR_LEVEL defaults to PHB/PXB).
+
+use super::HealthCheck;
+use crate::facts::pcie::{Distance, PciePath};
+use crate::facts::Facts;
+
+pub const NAME: &str = "gpu-nic-affinity";
+
+fn numa(n: Option<i64>) -> String {
+    n.map(|v| v.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// Per GPU, its nearest NIC (ties: the first by name).
+pub fn nearest(facts: &Facts) -> Vec<&PciePath> {
+    let mut out: Vec<&PciePath> = Vec::new();
+    for g in &facts.gpus {
+        let best = facts
+            .pcie
+            .iter()
+            .filter(|p| p.gpu == g.pci)
+            .min_by(|a, b| a.distance.cmp(&b.distance).then(a.nic.cmp(&b.nic)));
+        if let Some(b) = best {
+            out.push(b);
+        }
+    }
+    out
+}
+
+pub fn check(facts: &Facts) -> HealthCheck {
+    if facts.gpus.is_empty() {
+        return HealthCheck::skip(NAME, "no NVIDIA GPU on this root");
+    }
+    let best = nearest(facts);
+    if best.is_empty() {
+        return HealthCheck::skip(
+            NAME,
+            "no PCI RDMA NIC on this root (soft RDMA devices have no PCIe path)",
+        );
+    }
+    let describe = |p: &PciePath| {
+        format!(
+            "GPU {} -> {} ({}) {:?}, NUMA {}/{}",
+            p.gpu,
+            p.nic,
+            p.nic_pci,
+            p.distance,
+            numa(p.gpu_numa),
+            numa(p.nic_numa)
+        )
+    };
+    let far: Vec<String> = best
+        .iter()
+        .filter(|p| p.distance == Distance::SYS)
+        .map(|p| describe(p))
+        .collect();
+    let all: Vec<String> = best.iter().map(|p| describe(p)).collect();
+    if !far.is_empty() {
+        return HealthCheck::warn(
+            NAME,
+            format!("best NIC is SYS-distant (another CPU socket): {}", far.join("; ")),
+            "put a NIC on the same CPU socket (ideally the same PCIe switch) as each GPU; NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (PHB by default), so these GPUs stage through host memory",
+        );
+    }
+    HealthCheck::pass(NAME, all.join("; "))
+}

@@ -1,0 +1,154 @@
+//! RDMA port check: state ACTIVE, the current rate against the port's width x
+//! lane-speed maximum (InfiniBand), the link layer, and on RoCE a GID that
+//! NCCL can use (RoCE v2 with an IPv4 or global IPv6 address).
+
+use super::HealthCheck;
+use crate::facts::rdma::{RdmaDevice, RdmaPort};
+use crate::facts::Facts;
+
+pub const NAME: &str = "rdma-ports";
+
+/// An InfiniBand HCA port has 4 lanes (a split port, 2).
+pub const IB_MAX_WIDTH: u32 = 4;
+
+/// Per-lane data rate in Gb/s of an IB speed name, as the kernel writes it.
+pub fn lane_gbps(speed: &str) -> Option<f64> {
+    Some(match speed {
+        "SDR" => 2.5,
+        "DDR" => 5.0,
+        "QDR" | "FDR10" => 10.0,
+        "FDR" => 14.0625,
+        "EDR" => 25.0,
+        "HDR" => 50.0,
+        "NDR" => 100.0,
+        "XDR" => 200.0,
+        _ => return None,
+    })
+}
+
+/// `400 Gb/sec (4X NDR)` -> (400, 4, "NDR").
+pub fn parse_rate(rate: &str) -> Option<(f64, u32, String)> {
+    let gbps: f64 = rate.split_whitespace().next()?.parse().ok()?;
+    let inner = rate.split_once('(')?.1.trim_end_matches(')');
+    let (w, s) = inner.split_once(' ')?;
+    let width: u32 = w.trim_end_matches('X').parse().ok()?;
+    Some((gbps, width, s.trim().to_string()))
+}
+
+fn port_name(d: &RdmaDevice, p: &RdmaPort) -> String {
+    format!("{}:{}", d.name, p.port)
+}
+
+pub fn check(facts: &Facts) -> HealthCheck {
+    let ports: Vec<(&RdmaDevice, &RdmaPort)> = facts
+        .rdma_devices
+        .iter()
+        .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
+        .collect();
+    if ports.is_empty() {
+        return HealthCheck::skip(NAME, "no RDMA device on this root");
+    }
+    let mut ok = Vec::new();
+    let mut bad = Vec::new();
+    let mut down = Vec::new();
+    let mut fixes: Vec<&str> = Vec::new();
+    for (d, p) in &ports {
+        let name = port_name(d, p);
+        let ll = p.link_layer.as_deref().unwrap_or("?");
+        let rate = p.rate.as_deref().unwrap_or("?");
+        if !p.is_active() {
+            down.push(format!(
+                "{name} ({ll}) is {} (physical: {})",
+                p.state.as_deref().unwrap_or("?"),
+                p.phys_state.as_deref().unwrap_or("?")
+            ));
+            continue;
+        }
+        let mut problems = Vec::new();
+        if ll == "InfiniBand" {
+            if let Some((gbps, width, speed)) = p.rate.as_deref().and_then(parse_rate) {
+                if let Some(lane) = lane_gbps(&speed) {
+                    let max = lane * f64::from(IB_MAX_WIDTH);
+                    if width < IB_MAX_WIDTH && gbps + 0.5 < max {
+                        problems.push(format!(
+                            "rate {rate} is {:.0}% of {IB_MAX_WIDTH}X {speed} ({max:.0} Gb/s)",
+                            100.0 * gbps / max
+                        ));
+                        fixes.push("the port trained at fewer lanes: reseat or replace the cable (a damaged lane drops the width), check the switch port; a port split on purpose (2X) is the only expected exception");
+                    }
+                }
+            }
+        }
+        let gids = facts
+            .roce_gids
+            .iter()
+            .find(|g| g.device == d.name && g.port == p.port);
+        // eRDMA is not RoCE; a root without the GID table tells nothing.
+        if ll == "Ethernet" && !d.is_erdma() && gids.is_some_and(|g| g.table) {
+            match gids.and_then(|g| g.gids.iter().find(|x| x.usable_for_roce())) {
+                Some(g) => problems_ok_gid(&mut ok, &name, ll, rate, g.index, &g.address()),
+                None => {
+                    problems.push(format!(
+                        "no RoCE v2 GID with an IPv4 or global IPv6 address (netdev {})",
+                        p.netdev.as_deref().unwrap_or("?")
+                    ));
+                    fixes.push("give the port's netdev an IP address (`ip addr add ... dev NETDEV`) and bring it up; RoCE v2 GIDs follow the netdev's addresses");
+                }
+            }
+            if problems.is_empty() {
+                continue;
+            }
+        }
+        if problems.is_empty() {
+            ok.push(format!("{name} ACTIVE {ll} {rate}"));
+        } else {
+            bad.push(format!(
+                "{name} ACTIVE {ll} {rate}: {}",
+                problems.join("; ")
+            ));
+        }
+    }
+    fixes.dedup();
+    let active = ports.iter().filter(|(_, p)| p.is_active()).count();
+    if active == 0 {
+        bad.extend(down.iter().cloned());
+        fixes.push("no port is ACTIVE: check the cable and the switch port (`ibstat`), that the subnet manager runs (InfiniBand: `sminfo`), and for RoCE that the netdev is up (`ip link set NETDEV up`)");
+        down.clear();
+    }
+    if !bad.is_empty() {
+        return HealthCheck::fail(NAME, bad.join("; "), fixes.join("; "));
+    }
+    if !down.is_empty() {
+        return HealthCheck::warn(
+            NAME,
+            format!("{}; not active: {}", ok.join(", "), down.join("; ")),
+            "a port that should carry traffic must be ACTIVE: check its cable and switch port",
+        );
+    }
+    HealthCheck::pass(NAME, ok.join(", "))
+}
+
+fn problems_ok_gid(ok: &mut Vec<String>, name: &str, ll: &str, rate: &str, index: u32, addr: &str) {
+    ok.push(format!(
+        "{name} ACTIVE {ll} (RoCE) {rate}, GID {index} {addr}"
+    ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(
+            parse_rate("400 Gb/sec (4X NDR)"),
+            Some((400.0, 4, "NDR".into()))
+        );
+        assert_eq!(
+            parse_rate("200 Gb/sec (2X NDR)"),
+            Some((200.0, 2, "NDR".into()))
+        );
+        assert_eq!(parse_rate("10 Gb/sec"), None);
+        assert_eq!(lane_gbps("HDR"), Some(50.0));
+    }
+}
