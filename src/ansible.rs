@@ -6,7 +6,7 @@
 //!
 //! Arguments: `profile` (a name or path, or a list), `state`
 //! (`applied` | `verified` | `rolled_back`, default `applied`), `root`
-//! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `no_loopback`.
+//! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
 
 use crate::error::{Error, Result};
@@ -73,6 +73,7 @@ struct ModuleArgs {
     trial: bool,
     no_reboot: bool,
     force: bool,
+    boot_elsewhere: bool,
     no_loopback: bool,
     check_mode: bool,
     diff: bool,
@@ -86,6 +87,7 @@ const KNOWN: &[&str] = &[
     "trial",
     "no_reboot",
     "force",
+    "boot_elsewhere",
     "no_loopback",
 ];
 
@@ -169,6 +171,7 @@ fn parse(text: &str) -> Result<ModuleArgs> {
         trial: flag("trial")?,
         no_reboot: flag("no_reboot")?,
         force: flag("force")?,
+        boot_elsewhere: flag("boot_elsewhere")?,
         no_loopback: flag("no_loopback")?,
         check_mode: flag("_ansible_check_mode")?,
         diff: flag("_ansible_diff")?,
@@ -205,6 +208,8 @@ fn run(args_file: &Path) -> Result<Value> {
             cpu_vendor: None,
             no_reboot: a.no_reboot,
             force: a.force,
+            arch: None,
+            boot_elsewhere: a.boot_elsewhere,
         },
         trial: a.trial,
     };

@@ -39,6 +39,8 @@ enum Loader {
     Grub(&'static str),
     /// BLS entries (`/boot/loader/entries`) read by GRUB's blscfg.
     Bls,
+    /// systemd-boot: type #1 entries in `ESP/loader/entries`.
+    SdBoot(&'static str),
 }
 
 struct Bootinfo {
@@ -66,6 +68,11 @@ struct EntryOut {
 }
 
 fn loader(host: &Host) -> Result<Loader> {
+    if let facts::boot_shape::CmdlineHome::SystemdBoot(sd) = facts::boot_shape::probe(host, None) {
+        if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
+            return Ok(Loader::SdBoot(esp));
+        }
+    }
     let family = facts::os_family(host);
     let bls = host.list_dir(BLS_DIR).iter().any(|n| n.ends_with(".conf"));
     if bls && (family == OsFamily::Rhel || host.exists("/boot/grub2")) {
@@ -80,13 +87,16 @@ fn loader(host: &Host) -> Result<Loader> {
         return Ok(Loader::Bls);
     }
     Err(Error::Refused(format!(
-        "no GRUB configuration in {} (neither {GRUB_CFG} nor BLS entries in {BLS_DIR}): gdrprov's boot commands work with GRUB only",
+        "no boot loader configuration in {} (neither {GRUB_CFG} nor BLS entries in {BLS_DIR} nor systemd-boot's ESP/loader): gdrprov's boot commands work with GRUB and systemd-boot",
         host.display("/")
     )))
 }
 
 fn read_info(host: &Host) -> Result<Bootinfo> {
     let loader = loader(host)?;
+    if let Loader::SdBoot(esp) = loader {
+        return read_sdboot(host, esp);
+    }
     let grub2 = matches!(loader, Loader::Bls | Loader::Grub("/boot/grub2/grub.cfg"))
         || (facts::os_family(host) == OsFamily::Rhel && !host.exists("/usr/sbin/grub-reboot"));
     let env_path = if grub2 {
@@ -147,6 +157,7 @@ fn read_info(host: &Host) -> Result<Bootinfo> {
                 });
             }
         }
+        Loader::SdBoot(esp) => return read_sdboot(host, esp),
         Loader::Bls => {
             let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
             let mut bls: Vec<entries::BlsEntry> = host
@@ -191,13 +202,77 @@ fn read_info(host: &Host) -> Result<Bootinfo> {
     })
 }
 
+/// systemd-boot's menu: the type #1 entries, newest first; the default from
+/// loader.conf's `default` (else the first); the one-shot entry is an EFI
+/// variable of the running firmware, not shown.
+fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
+    let dir = format!("{esp}/loader/entries");
+    let mut initrds = std::collections::BTreeMap::new();
+    let mut es: Vec<entries::BlsEntry> = host
+        .list_dir(&dir)
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
+        .filter_map(|id| {
+            let text = host.read_fact(&format!("{dir}/{id}.conf"))?;
+            initrds.insert(id.clone(), crate::boot::sdboot::initrd_args(&text));
+            Some(entries::parse_bls(&id, &text, ""))
+        })
+        .collect();
+    crate::boot::sdboot::sort(&mut es);
+    let pattern = host
+        .read_fact(&format!("{esp}/loader/loader.conf"))
+        .and_then(|c| crate::boot::sdboot::loader_default(&c));
+    let default = pattern
+        .as_deref()
+        .and_then(|p| {
+            es.iter()
+                .find(|e| crate::boot::sdboot::matches_default(p, &e.id))
+        })
+        .or(es.first())
+        .map(|e| e.id.clone());
+    // systemd-boot puts `initrd=` on the command line: it tells entries of
+    // the same options apart.
+    let running: Option<Vec<String>> = host
+        .read_fact("/proc/cmdline")
+        .map(|s| cmdline::split(s.trim()));
+    let runs = |e: &entries::BlsEntry| {
+        let Some(r) = running.as_deref() else {
+            return false;
+        };
+        let (ird, rest): (Vec<String>, Vec<String>) =
+            r.iter().cloned().partition(|a| a.starts_with("initrd="));
+        entries::runs(&rest, Some(&e.linux), &e.options)
+            && (ird.is_empty() || initrds.get(&e.id) == Some(&ird))
+    };
+    let out = es
+        .iter()
+        .map(|e| EntryOut {
+            id: e.id.clone(),
+            title: e.title.clone(),
+            kernel: Some(e.linux.clone()),
+            running: runs(e),
+            args: e.options.clone(),
+            default: default.as_deref() == Some(e.id.as_str()),
+            next_boot: false,
+            gdrprov: e.id.contains(entries::BLS_INFIX),
+        })
+        .collect();
+    Ok(Bootinfo {
+        loader: Loader::SdBoot(esp),
+        tool_prefix: "",
+        entries: out,
+        default,
+        next_entry: None,
+    })
+}
+
 fn list(out: &Output) -> Result<i32> {
     let host = Host::open(&out.root, true)?;
     let info = read_info(&host)?;
     match out.format {
         Format::Json => {
             let v = serde_json::json!({
-                "loader": match info.loader { Loader::Grub(p) => format!("grub ({p})"), Loader::Bls => "bls".into() },
+                "loader": match info.loader { Loader::Grub(p) => format!("grub ({p})"), Loader::Bls => "bls".into(), Loader::SdBoot(esp) => format!("systemd-boot ({esp})") },
                 "default": info.default,
                 "next_entry": info.next_entry,
                 "entries": info.entries,
@@ -268,9 +343,10 @@ fn resolve(info: &Bootinfo, host: &Host, name: &str) -> Result<String> {
             let known: Vec<&str> = info.entries.iter().map(|e| e.id.as_str()).collect();
             Err(Error::Refused(format!(
                 "no boot entry `{name}` in {}; the entries are: {} (see `gdrprov boot list`; an entry gdrprov just added appears once grub.cfg is regenerated)",
-                host.display(match info.loader {
-                    Loader::Grub(p) => p,
-                    Loader::Bls => BLS_DIR,
+                host.display(&match info.loader {
+                    Loader::Grub(p) => p.to_string(),
+                    Loader::Bls => BLS_DIR.to_string(),
+                    Loader::SdBoot(esp) => format!("{esp}/loader/entries"),
                 }),
                 if known.is_empty() { "none".to_string() } else { known.join(", ") }
             )))
@@ -282,6 +358,22 @@ fn once(out: &Output, a: &EntryArgs) -> Result<i32> {
     let host = Host::open(&out.root, a.no_exec)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
+    if let Loader::SdBoot(_) = info.loader {
+        // The one-shot entry is an EFI variable of the running firmware.
+        if !host.is_live() {
+            return Err(Error::Refused(format!(
+                "`boot once` on systemd-boot sets the EFI variable LoaderEntryOneShot of the running firmware (bootctl set-oneshot); {} is not the running system",
+                host.root().display()
+            )));
+        }
+        let file = format!("{id}.conf");
+        let spec = CommandSpec::new(
+            &["bootctl", "set-oneshot", &file],
+            format!("Boot {id} at the next boot only (bootctl set-oneshot)"),
+        );
+        run_or_show(out, &host, &spec)?;
+        return Ok(crate::exit::OK);
+    }
     let tool = format!("{}reboot", info.tool_prefix);
     let spec = CommandSpec::new(&[&tool, &id], format!("Boot {id} at the next boot only"));
     run_or_show(out, &host, &spec)?;
@@ -402,6 +494,27 @@ fn set_default(out: &Output, a: &EntryArgs) -> Result<i32> {
         reboot: None,
     };
     let mut changes = Vec::new();
+    // systemd-boot: loader.conf's `default` (a file, so the journal can
+    // roll it back); an EFI variable set by `bootctl set-default` would win.
+    if let Loader::SdBoot(esp) = info.loader {
+        let path = format!("{esp}/loader/loader.conf");
+        let before = host.read_text(&path)?;
+        let after = crate::boot::sdboot::set_loader_default(before.as_deref().unwrap_or(""), &id);
+        if before.as_deref() != Some(after.as_str()) {
+            changes.push(Change {
+                module: "boot".into(),
+                description: format!("Make {id} the default boot entry (`default` in {path})"),
+                action: Action::WriteFile {
+                    path: path.clone(),
+                    before,
+                    after,
+                    new_mode: 0o644,
+                    meta: None,
+                },
+                reboot: None,
+            });
+        }
+    }
     if let Loader::Grub(cfg) = info.loader {
         let edits = saved_default_edits(&host)?;
         if !edits.is_empty() {
@@ -427,11 +540,13 @@ fn set_default(out: &Output, a: &EntryArgs) -> Result<i32> {
             changes.push(run(regen.regenerating()));
         }
     }
-    let tool = format!("{}set-default", info.tool_prefix);
-    changes.push(run(CommandSpec::new(
-        &[&tool, &id],
-        format!("Make {id} the default boot entry ({tool})"),
-    )));
+    if !matches!(info.loader, Loader::SdBoot(_)) {
+        let tool = format!("{}set-default", info.tool_prefix);
+        changes.push(run(CommandSpec::new(
+            &[&tool, &id],
+            format!("Make {id} the default boot entry ({tool})"),
+        )));
+    }
     let plan = Plan {
         changes,
         state_after: state.clone(),

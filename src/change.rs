@@ -149,6 +149,8 @@ pub struct Part {
     pub late: Vec<Change>,
     /// The keys of /etc/nccl.conf gdrprov owns after the change.
     pub nccl_keys: Option<Vec<String>>,
+    /// The boot part on a host whose command line is set outside it.
+    pub boot_elsewhere: Option<crate::modules::bootcfg_elsewhere::BootElsewhere>,
 }
 
 impl Part {
@@ -168,6 +170,9 @@ impl Part {
         self.late.extend(other.late);
         if other.nccl_keys.is_some() {
             self.nccl_keys = other.nccl_keys;
+        }
+        if other.boot_elsewhere.is_some() {
+            self.boot_elsewhere = other.boot_elsewhere;
         }
     }
 }

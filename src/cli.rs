@@ -135,6 +135,10 @@ pub struct TargetArgs {
     /// CPU vendor for the IOMMU arguments when the root's /proc/cpuinfo cannot tell (image builds).
     #[arg(long, value_enum, value_name = "VENDOR")]
     pub cpu_vendor: Option<CpuVendor>,
+    /// CPU architecture for the IOMMU arguments when the root cannot tell, or to override it
+    /// (image builds for another architecture): x86_64 or aarch64 (arm64).
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub arch: Option<crate::facts::arch::Arch>,
     /// Change nothing in the running kernel (no module loads or unloads): persistent state only,
     /// taking effect at the next boot. For image builds.
     #[arg(long)]
@@ -142,6 +146,10 @@ pub struct TargetArgs {
     /// Go ahead even though the profile's hard requirements fail (they become warnings).
     #[arg(long)]
     pub force: bool,
+    /// This host's kernel command line is set outside it (hypervisor, PXE, container): apply
+    /// the rest of the profile and leave the boot part for you to set there.
+    #[arg(long)]
+    pub boot_elsewhere: bool,
 }
 
 #[derive(Debug, Args)]
@@ -211,6 +219,9 @@ pub struct VerifyArgs {
     /// CPU vendor when the root cannot tell (see plan).
     #[arg(long, value_enum, value_name = "VENDOR")]
     pub cpu_vendor: Option<CpuVendor>,
+    /// CPU architecture when the root cannot tell (see plan).
+    #[arg(long, value_enum, value_name = "ARCH")]
+    pub arch: Option<crate::facts::arch::Arch>,
     /// Write a readiness marker into DIR: `ready` (with the summary) or `failed` (with the
     /// reasons), removing the other; for the first-boot unit (`/run/gdrprov`).
     #[arg(long, value_name = "DIR")]
@@ -286,6 +297,8 @@ impl TargetArgs {
             cpu_vendor: self.cpu_vendor,
             no_reboot: self.no_reboot,
             force: self.force,
+            arch: self.arch,
+            boot_elsewhere: self.boot_elsewhere,
         }
     }
 }
@@ -321,6 +334,7 @@ impl VerifyArgs {
             duration: self.duration,
             min_gbps: self.min_gbps,
             cpu_vendor: self.cpu_vendor,
+            arch: self.arch,
         }
     }
 }

@@ -9,3 +9,7 @@ pub const CHANGES: i32 = 2;
 /// `verify`: a check failed, the host is not ready; `doctor`: a finding
 /// blocks the profile.
 pub const NOT_READY: i32 = 3;
+/// `plan --detailed-exitcode`: nothing left to change on the host, but its
+/// kernel command line, set outside it (hypervisor, PXE, container), lacks
+/// what the profile wants.
+pub const BOOT_ELSEWHERE: i32 = 4;

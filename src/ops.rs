@@ -27,6 +27,11 @@ pub struct Target {
     pub no_reboot: bool,
     /// Go ahead although hard requirements fail (they become warnings).
     pub force: bool,
+    /// The CPU architecture, over what the root shows (`--arch`).
+    pub arch: Option<crate::facts::arch::Arch>,
+    /// Apply without the boot part on a host whose command line is set
+    /// outside it (`--boot-elsewhere`).
+    pub boot_elsewhere: bool,
 }
 
 impl Target {
@@ -38,6 +43,8 @@ impl Target {
             cpu_vendor,
             no_reboot: false,
             force: true,
+            arch: None,
+            boot_elsewhere: true,
         }
     }
 }
@@ -70,6 +77,7 @@ pub struct VerifyRequest {
     pub duration: Option<f64>,
     pub min_gbps: Option<f64>,
     pub cpu_vendor: Option<CpuVendor>,
+    pub arch: Option<crate::facts::arch::Arch>,
 }
 
 /// What an operation is about to do, for its caller to show and confirm.
@@ -151,7 +159,8 @@ pub fn make_plan(
     target: &Target,
     trial: Option<&[String]>,
 ) -> Result<Plan> {
-    let facts = Facts::gather(host, target.cpu_vendor);
+    let mut facts = Facts::gather(host, target.cpu_vendor);
+    facts.arch.override_with(target.arch);
     plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
 }
 
@@ -224,6 +233,20 @@ impl Applied {
 
 /// `apply`: makes the changes as one journal generation. Takes the lock
 /// only when something will be written; `confirm` sees the plan first.
+/// Nothing half-done: on a host whose kernel command line is set outside
+/// it, apply goes ahead without the boot part only when told to.
+fn check_boot_elsewhere(plan: &Plan, target: &Target) -> Result<()> {
+    match &plan.boot_elsewhere {
+        Some(b) if b.satisfied != Some(true) && !target.boot_elsewhere => {
+            Err(Error::Refused(format!(
+                "{}; gdrprov cannot change it here. Set it there, then apply again; or pass --boot-elsewhere (Ansible: boot_elsewhere: true) to apply the rest of the profile now and set the command line there yourself (nothing was changed)",
+                b.summary()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
     let trial = req.trial.then_some(req.profiles.as_slice());
     let desired = load_profiles(&req.profiles)?;
@@ -233,6 +256,7 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &req.target, trial)?;
+    check_boot_elsewhere(&plan, &req.target)?;
     let names = desired.names.clone();
     if plan.is_empty() && !apply::interrupted(&store) {
         return Ok(Applied {
@@ -408,8 +432,19 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         .trial
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
-    let facts = Facts::gather(&host, req.cpu_vendor);
-    let (plan, seen) = plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts)?;
+    let mut facts = Facts::gather(&host, req.cpu_vendor);
+    facts.arch.override_with(req.arch);
+    // A plan that cannot be made is one failed check, not the end of verify.
+    let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
+        Ok((p, seen)) => (Ok(p), seen),
+        Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
+            let state = StateStore::new(&host).load_state()?;
+            let seen =
+                crate::facts::planning::PlanFacts::gather(&host, &facts, &desired, &state, false);
+            (Err(e.to_string()), seen)
+        }
+        Err(e) => return Err(e),
+    };
     let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
     let choice = crate::verify::LoopbackChoice {
         skip: req.no_loopback,
@@ -417,5 +452,13 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         seconds: req.duration,
         min_gbps: req.min_gbps,
     };
-    crate::verify::run(&host, &facts, &seen, &desired, &plan, &reqs, &choice)
+    crate::verify::run(
+        &host,
+        &facts,
+        &seen,
+        &desired,
+        plan.as_ref().map_err(String::as_str),
+        &reqs,
+        &choice,
+    )
 }

@@ -16,6 +16,9 @@ pub struct Plan {
     /// Why the host needs a reboot even when nothing is left to change.
     pub reboot_pending: Vec<String>,
     pub warnings: Vec<String>,
+    /// The boot part, when this host's kernel command line is set outside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_elsewhere: Option<crate::modules::bootcfg_elsewhere::BootElsewhere>,
     /// Ownership after this plan is applied.
     #[serde(skip)]
     pub state_after: State,
@@ -141,6 +144,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     let mut plan = Plan {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
+        boot_elsewhere: part.boot_elsewhere,
         ..Plan::default()
     };
     if ctx.no_exec {

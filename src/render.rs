@@ -233,6 +233,10 @@ pub struct Report<'a> {
     pub reboot_required: bool,
     pub reboot_reasons: Vec<String>,
     pub warnings: &'a [String],
+    /// The boot part when this host's kernel command line is set outside it
+    /// (`manageable: false`): what is wanted, and where to set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<&'a crate::modules::bootcfg_elsewhere::BootElsewhere>,
     /// Present for every apply and rollback (not for a plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<OutcomeOut>,
@@ -322,6 +326,7 @@ pub fn report<'a>(
         reboot_required: !reasons.is_empty(),
         reboot_reasons: reasons,
         warnings: &plan.warnings,
+        boot: plan.boot_elsewhere.as_ref(),
         outcome,
     }
 }
@@ -377,7 +382,18 @@ pub fn text(r: &Report, style: Style) -> String {
     for w in r.warnings {
         let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
     }
-    if r.changes.is_empty() && r.pending_commands.is_empty() {
+    if let Some(b) = r.boot {
+        let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());
+        let _ = writeln!(out, "     wanted: {}", b.wanted.join(" "));
+        let _ = writeln!(out, "     why: {}", b.evidence.join("; "));
+    }
+    let boot_owed = r.boot.is_some_and(|b| b.satisfied != Some(true));
+    if r.changes.is_empty() && r.pending_commands.is_empty() && boot_owed {
+        let _ = writeln!(
+            out,
+            "\nNothing to change on this host (the boot part is set elsewhere, above)."
+        );
+    } else if r.changes.is_empty() && r.pending_commands.is_empty() {
         let _ = writeln!(out, "\nNothing to change: the host already matches.");
     } else if r.changes.is_empty() {
         let _ = writeln!(

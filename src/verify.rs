@@ -59,7 +59,7 @@ pub fn run(
     facts: &crate::facts::Facts,
     seen: &crate::facts::planning::PlanFacts,
     desired: &Composed,
-    plan: &Plan,
+    plan: std::result::Result<&Plan, &str>,
     reqs: &[ReqResult],
     loopback: &LoopbackChoice,
 ) -> Result<Report> {
@@ -94,10 +94,21 @@ pub fn run(
         )
     });
 
-    checks.push(if plan.is_empty() && state.pending_commands.is_empty() {
+    // A plan that could not be made (a boot loader file gdrprov refuses to
+    // read) fails this check; every other check still runs.
+    checks.push(if let Err(why) = &plan {
+        fail(
+            "configuration",
+            format!("cannot compare with the profile: {why}"),
+        )
+    } else if plan.is_ok_and(|p| p.is_empty()) && state.pending_commands.is_empty() {
         pass("configuration", "the host's files match the profile")
     } else {
-        let mut what: Vec<String> = plan.changes.iter().map(|c| c.description.clone()).collect();
+        let mut what: Vec<String> = plan
+            .iter()
+            .flat_map(|p| &p.changes)
+            .map(|c| c.description.clone())
+            .collect();
         what.extend(
             state
                 .pending_commands
@@ -140,6 +151,22 @@ pub fn run(
         });
     }
 
+    // The kernel command line of a host that does not set it itself.
+    if let Some(b) = plan.ok().and_then(|p| p.boot_elsewhere.as_ref()) {
+        checks.push(match b.satisfied {
+            Some(true) => pass("boot", &b.summary()),
+            Some(false) => fail("boot", b.summary()),
+            None => skip(
+                "boot",
+                format!(
+                    "{}; the running command line is not known in {}",
+                    b.summary(),
+                    host.root().display()
+                ),
+            ),
+        });
+    }
+
     // A pending trial boot, judged by what the root shows runs (a snapshot
     // or fixture with /proc/cmdline too).
     if let Some(t) = &state.trial {
@@ -166,7 +193,9 @@ pub fn run(
         return Ok(finish(host, desired, checks, None, health));
     }
 
-    checks.push(if plan.reboot_pending.is_empty() {
+    checks.push(if let Err(why) = &plan {
+        skip("reboot", format!("no plan to compare with: {why}"))
+    } else if plan.is_ok_and(|p| p.reboot_pending.is_empty()) {
         pass(
             "reboot",
             "the running kernel has the configured command line and modules",
@@ -174,7 +203,11 @@ pub fn run(
     } else {
         fail(
             "reboot",
-            format!("reboot to finish: {}", plan.reboot_pending.join("; ")),
+            format!(
+                "reboot to finish: {}",
+                plan.map(|p| p.reboot_pending.join("; "))
+                    .unwrap_or_default()
+            ),
         )
     });
 

@@ -511,7 +511,7 @@ fn boot_commands_refuse_a_host_without_grub() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stderr_of(&out).contains("work with GRUB only"),
+        stderr_of(&out).contains("work with GRUB and systemd-boot"),
         "{}",
         stderr_of(&out)
     );

@@ -575,6 +575,16 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
     ] {
         assert_eq!(boot.remove(k), Some(empty), "{k}");
     }
+    // Also newer: the architecture, and where the command line is set
+    // (outside: Firecracker boots the kernel directly).
+    assert_eq!(
+        boot.remove("cmdline_home").unwrap()["starter"],
+        "hypervisor"
+    );
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("arch").unwrap()["arch"],
+        "x86_64"
+    );
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
     assert_eq!(code, 3);

@@ -37,6 +37,9 @@ pub enum CpuVendor {
     /// Not known (an image root): treated like Intel, since `intel_iommu=on`
     /// is harmless elsewhere and needed on Intel.
     Unknown,
+    /// An arm64 CPU (NVIDIA Grace): the IOMMU is an SMMU, set with
+    /// `iommu.passthrough=` (`iommu=pt`, `intel_iommu`, `amd_iommu` are x86-only).
+    Arm,
 }
 
 /// The boot part of a profile.
@@ -187,6 +190,9 @@ fn opt(key: &'static str, option: &'static str) -> Forbid {
 }
 
 fn iommu_rules(intent: IommuIntent, vendor: CpuVendor) -> (Vec<&'static str>, Vec<Forbid>) {
+    if vendor == CpuVendor::Arm {
+        return arm_iommu_rules(intent);
+    }
     let intel = matches!(vendor, CpuVendor::Intel | CpuVendor::Unknown);
     match intent {
         IommuIntent::Passthrough => (
@@ -224,6 +230,24 @@ fn iommu_rules(intent: IommuIntent, vendor: CpuVendor) -> (Vec<&'static str>, Ve
                 opt("intel_iommu", "off"),
                 opt("amd_iommu", "off"),
             ],
+        ),
+        IommuIntent::Unmanaged => (Vec::new(), Vec::new()),
+    }
+}
+
+/// arm64 (SMMUv3): `iommu.passthrough=1` bypasses translation; `=0`
+/// translates. No command-line switch turns the SMMU off, and NVIDIA's GDS
+/// guide wants Grace's IOMMU enabled without passthrough: `off` (GDS) and
+/// `on` are both `iommu.passthrough=0` there.
+fn arm_iommu_rules(intent: IommuIntent) -> (Vec<&'static str>, Vec<Forbid>) {
+    match intent {
+        IommuIntent::Passthrough => (
+            vec!["iommu.passthrough=1"],
+            vec![Forbid::Exact("iommu.passthrough=0".into())],
+        ),
+        IommuIntent::Off | IommuIntent::On => (
+            vec!["iommu.passthrough=0"],
+            vec![Forbid::Exact("iommu.passthrough=1".into())],
         ),
         IommuIntent::Unmanaged => (Vec::new(), Vec::new()),
     }

@@ -23,4 +23,5 @@ pub mod cmdline;
 pub mod desired;
 pub mod entries;
 pub mod grub_defaults;
+pub mod sdboot;
 mod shell;

@@ -27,8 +27,16 @@ pub fn run(
     ));
     // Commands owed by an earlier --no-exec apply are pending changes too:
     // the host does not match until they run (docs/commands.md).
+    // Only the command line, set outside this host, is owed: exit 4.
+    let boot_owed = planned
+        .plan
+        .boot_elsewhere
+        .as_ref()
+        .is_some_and(|b| b.satisfied != Some(true));
     Ok(if detailed && planned.pending() {
         exit::CHANGES
+    } else if detailed && boot_owed {
+        exit::BOOT_ELSEWHERE
     } else {
         exit::OK
     })

@@ -330,8 +330,25 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         .unwrap_or("no GPU".into());
     let _ = writeln!(
         o,
-        "Host: {}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
+        "Host: {}{}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
         facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
+        match (&facts.arch.arch, &facts.arch.cpu) {
+            (crate::facts::arch::Arch::Unknown, _) => String::new(),
+            (a, Some(cpu)) => format!(
+                " ({}, {cpu})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+            (a, None) => format!(
+                " ({})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+        },
         facts.kernel.effective().unwrap_or("unknown"),
         facts
             .nvidia_driver

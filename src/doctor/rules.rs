@@ -199,12 +199,25 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
             crate::inventory::iommu_words(have),
             facts.iommu.evidence
         );
+        let arm = facts.arch.arch == crate::facts::arch::Arch::Aarch64;
         match (want, have) {
+            // Grace: GDS wants the SMMU translating, passthrough off.
+            (IommuMode::Off, IommuState::Translated) if arm => {}
+            (IommuMode::Off, IommuState::Passthrough) if arm => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is in passthrough but GPUDirect Storage on Grace wants it translating", ev, "NVIDIA's GDS guide: on Grace, IOMMU enabled and passthrough disabled (`iommu.passthrough=0`)", "`gdrprov apply gds-iommu-off` and reboot")),
             (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", "`gdrprov apply gds-iommu-off` and reboot (or a separate boot entry for GDS)")),
-            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot")),
+            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", if arm { "`gdrprov apply` adds iommu.passthrough=1 (arm64); reboot" } else { "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot" })),
             (IommuMode::On, IommuState::Off) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU is off but the profile wants it on", ev, "the boot command line lacks the IOMMU arguments", "`gdrprov apply` and reboot")),
             _ => {}
         }
+    }
+    // No boot loader on the host: `gdrprov apply` cannot fix the IOMMU mode.
+    if let (Some(_), crate::facts::boot_shape::CmdlineHome::Elsewhere { starter, evidence }) =
+        (intent.iommu, &facts.boot.cmdline_home)
+    {
+        for f in out.iter_mut().filter(|f| f.id == "iommu-mode") {
+            f.fix = format!("set the profile's IOMMU arguments in {} and restart the host (`gdrprov plan` lists them); gdrprov cannot change this host's kernel command line", starter.where_to_set());
+        }
+        out.push(Finding::new("boot-elsewhere", Sev::Info, "the kernel command line is set outside this host", evidence.join("; "), "no boot loader on the host keeps the command line: whatever starts the kernel sets it", format!("set boot arguments in {}; `gdrprov apply --boot-elsewhere` applies the rest of a profile", starter.where_to_set())));
     }
 }
 

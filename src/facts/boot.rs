@@ -39,6 +39,8 @@ pub struct BootFacts {
     /// The running kernel was started from the trial entry of
     /// `apply --trial`: its [`TRIAL_MARKER`] is on `/proc/cmdline`.
     pub trial_running: bool,
+    /// Where the kernel command line is set: on this host, or elsewhere.
+    pub cmdline_home: super::boot_shape::CmdlineHome,
 }
 
 /// The argument only the trial entry's kernel line carries, so that the
@@ -49,7 +51,7 @@ pub const TRIAL_MARKER: &str = "gdrprov.trial=1";
 
 const GRUBENVS: [&str; 2] = ["/boot/grub/grubenv", "/boot/grub2/grubenv"];
 
-pub fn probe(host: &Host) -> BootFacts {
+pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let grub_cfg = ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
         .into_iter()
         .find(|p| host.exists(p))
@@ -88,6 +90,7 @@ pub fn probe(host: &Host) -> BootFacts {
         trial_running: running
             .as_deref()
             .is_some_and(|r| r.iter().any(|a| a == TRIAL_MARKER)),
+        cmdline_home: super::boot_shape::probe(host, proc_cmdline),
     }
 }
 

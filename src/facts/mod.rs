@@ -2,7 +2,9 @@
 //! says so; none of them fails. Every read goes through [`Host`], so the
 //! probes work the same on `/`, an image, or a snapshot (`inventory --snapshot`).
 
+pub mod arch;
 pub mod boot;
+pub mod boot_shape;
 pub mod cuda;
 pub mod erdma;
 pub mod gids;
@@ -35,6 +37,8 @@ use serde::Serialize;
 pub struct Facts {
     pub os: OsRelease,
     pub cpu_vendor: CpuVendor,
+    /// The CPU architecture (x86_64, aarch64), and an arm64 CPU's name.
+    pub arch: arch::ArchFacts,
     /// The running kernel's command line (`/proc/cmdline` in the root).
     pub proc_cmdline: Option<String>,
     /// Whether the root is the running system.
@@ -126,13 +130,14 @@ impl Facts {
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
+            arch: arch::probe(host),
             live: host.is_live(),
             snapshot: host.is_snapshot(),
             observed: host.is_live()
                 || host.is_snapshot()
                 || !pci_devices.is_empty()
                 || host.exists("/proc/modules"),
-            boot: boot::probe(host),
+            boot: boot::probe(host, proc_cmdline.as_deref()),
             ofed: ofed::probe(host, &packages),
             perftest: perftest::probe(host, &packages),
             nccl: nccl::probe(host, &packages),
@@ -165,6 +170,11 @@ impl Facts {
                 family,
             },
             cpu_vendor: CpuVendor::Unknown,
+            arch: arch::ArchFacts {
+                arch: arch::Arch::Unknown,
+                source: String::new(),
+                cpu: None,
+            },
             proc_cmdline: None,
             live: false,
             snapshot: false,
@@ -178,6 +188,10 @@ impl Facts {
                 next_entry: None,
                 running_entry: None,
                 trial_running: false,
+                // Planning tests put GRUB's files into PlanFacts themselves.
+                cmdline_home: boot_shape::CmdlineHome::OnHost {
+                    evidence: String::new(),
+                },
             },
             nvidia_driver: nvidia::DriverFacts {
                 version: None,

@@ -12,7 +12,7 @@ use crate::change::{Action, Change, ManagedFile};
 use crate::error::{Error, Result};
 use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::planning::PlanFacts;
-use crate::facts::{CpuVendor, OsFamily};
+use crate::facts::OsFamily;
 use crate::host::CommandSpec;
 use crate::journal::Trial;
 use crate::modules::Context;
@@ -93,20 +93,24 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
         )));
     }
-    let vendor = match ctx.facts.cpu_vendor {
-        CpuVendor::Intel => Vendor::Intel,
-        CpuVendor::Amd => Vendor::Amd,
-        CpuVendor::Other => Vendor::Other,
-        CpuVendor::Unknown => Vendor::Unknown,
-    };
-    let wants = wants_of(boot, vendor);
-    let any_passthrough = std::iter::once(boot)
+    // The platform (arm64 or the x86 vendor) decides the IOMMU arguments.
+    let modes: Vec<Option<IommuMode>> = std::iter::once(boot)
         .chain(ctx.desired.entries.iter().map(|(_, b)| b))
-        .any(|b| b.iommu == Some(IommuMode::Passthrough));
-    if any_passthrough && ctx.facts.cpu_vendor == CpuVendor::Unknown {
-        part.warnings.push(
-            "the CPU vendor is unknown (no /proc/cpuinfo in the root): adding intel_iommu=on, which AMD hosts ignore; pass --cpu-vendor to be exact".into(),
-        );
+        .map(|b| b.iommu)
+        .collect();
+    let (vendor, warnings) = super::bootcfg_arch::platform(ctx.facts, &modes);
+    part.warnings.extend(warnings);
+    let wants = wants_of(boot, vendor);
+    // No boot loader on the host: the boot part is a report, not an edit.
+    if ctx.facts.boot.cmdline_home.is_elsewhere() {
+        let names: Vec<String> = ctx.desired.entries.iter().map(|(n, _)| n.clone()).collect();
+        part.boot_elsewhere =
+            super::bootcfg_elsewhere::plan(ctx.facts, &wants, &names, ctx.trial.is_some())
+                .map_err(Error::Refused)?;
+        return Ok(part);
+    }
+    if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, part);
     }
 
     let seen = ctx.seen;
@@ -709,6 +713,7 @@ fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::CpuVendor;
     use crate::modules::testkit::{commands, desired, written, World};
 
     const PASSTHROUGH: &str = "boot: { iommu: passthrough }";

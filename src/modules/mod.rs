@@ -2,6 +2,9 @@
 //! gdrprov already owns) into changes, without side effects.
 
 pub mod bootcfg;
+pub mod bootcfg_arch;
+pub mod bootcfg_elsewhere;
+pub mod bootcfg_sdboot;
 pub mod files;
 pub mod kmod;
 pub mod nccl;
