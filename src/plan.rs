@@ -16,6 +16,9 @@ pub struct Plan {
     /// Why the host needs a reboot even when nothing is left to change.
     pub reboot_pending: Vec<String>,
     pub warnings: Vec<String>,
+    /// Profile parts whose `when:` does not hold here, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
     /// Ownership after this plan is applied.
     #[serde(skip)]
     pub state_after: State,
@@ -45,6 +48,17 @@ impl Plan {
 /// Order: files first, then commands (unloads, loads, regeneration), so that
 /// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
+    // `when:` parts are added where their condition holds on the facts.
+    let (resolved, skipped) = crate::profile::when::resolve(ctx.desired, ctx.facts);
+    let ctx = &Context {
+        facts: ctx.facts,
+        seen: ctx.seen,
+        desired: &resolved,
+        state: ctx.state,
+        live_changes: ctx.live_changes,
+        no_exec: ctx.no_exec,
+        trial: ctx.trial.clone(),
+    };
     let mut part = crate::modules::bootcfg::plan(ctx)?;
     part.absorb(crate::modules::kmod::plan(ctx)?);
     part.absorb(crate::modules::services::plan(ctx)?);
@@ -141,6 +155,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     let mut plan = Plan {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
+        skipped,
         ..Plan::default()
     };
     if ctx.no_exec {

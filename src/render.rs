@@ -233,6 +233,9 @@ pub struct Report<'a> {
     pub reboot_required: bool,
     pub reboot_reasons: Vec<String>,
     pub warnings: &'a [String],
+    /// Profile parts whose `when:` does not hold on this host.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub skipped: &'a [String],
     /// Present for every apply and rollback (not for a plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<OutcomeOut>,
@@ -322,6 +325,7 @@ pub fn report<'a>(
         reboot_required: !reasons.is_empty(),
         reboot_reasons: reasons,
         warnings: &plan.warnings,
+        skipped: &plan.skipped,
         outcome,
     }
 }
@@ -376,6 +380,9 @@ pub fn text(r: &Report, style: Style) -> String {
     );
     for w in r.warnings {
         let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
+    }
+    for s in r.skipped {
+        let _ = writeln!(out, "when: {s}");
     }
     if r.changes.is_empty() && r.pending_commands.is_empty() {
         let _ = writeln!(out, "\nNothing to change: the host already matches.");

@@ -23,6 +23,7 @@ pub mod pci;
 pub mod pcie;
 pub mod perftest;
 pub mod planning;
+pub mod platform;
 pub mod rdma;
 mod util;
 
@@ -67,6 +68,8 @@ pub struct Facts {
     pub kernel_events: Option<kernlog::KernelLog>,
     /// Kernel log errors and warnings about the GPU and RDMA modules.
     pub kernel_log: Vec<String>,
+    /// CPU architecture and virtualization (read by profiles' `when:`).
+    pub platform: platform::PlatformFacts,
 }
 
 /// How much to ask.
@@ -151,6 +154,7 @@ impl Facts {
             links,
             roce_gids,
             kernel_events: kernlog::probe(host),
+            platform: platform::probe(host),
         }
     }
 
@@ -227,6 +231,7 @@ impl Facts {
             roce_gids: Vec::new(),
             kernel_events: None,
             kernel_log: Vec::new(),
+            platform: platform::PlatformFacts::unknown(),
         }
     }
 

@@ -346,6 +346,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
     let text = read_origin(origin)?;
     let mut doc = parse(&text, &label)?;
     validate(&mut doc, origin)?;
+    let doc = super::when::split(doc, &label)?;
     let mut merged = ProfileDoc::default();
     for parent in doc.extends.clone() {
         let found = match origin.dir() {
