@@ -194,6 +194,7 @@ impl Facts {
                 kind: ofed::OfedKindFact::Absent,
                 version: None,
                 evidence: None,
+                openibd: None,
             },
             perftest: perftest::PerftestFacts {
                 installed: false,
