@@ -24,12 +24,22 @@ fn ofed_root() -> (tempfile::TempDir, std::path::PathBuf) {
 fn add_openibd(root: &Path, path: &str) {
     let p = root.join(path.trim_start_matches('/'));
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(&p, "[Unit]\nDescription=openibd - configure Mellanox devices\n").unwrap();
+    std::fs::write(
+        &p,
+        "[Unit]\nDescription=openibd - configure Mellanox devices\n",
+    )
+    .unwrap();
 }
 
 fn apply(root: &Path) {
     let out = gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--root", root.to_str().unwrap()])
+        .args([
+            "apply",
+            "legacy-peermem",
+            "-y",
+            "--root",
+            root.to_str().unwrap(),
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -37,7 +47,10 @@ fn apply(root: &Path) {
 
 #[test]
 fn with_openibd_peermem_loads_from_a_dropin() {
-    for unit in ["/usr/lib/systemd/system/openibd.service", "/etc/init.d/openibd"] {
+    for unit in [
+        "/usr/lib/systemd/system/openibd.service",
+        "/etc/init.d/openibd",
+    ] {
         let (_t, root) = ofed_root();
         add_openibd(&root, unit);
         apply(&root);

@@ -460,13 +460,15 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         }
     }
     for (k, v) in &doc.nccl {
-        if !k.starts_with("NCCL_")
+        // NCCL sets every line of nccl.conf in its environment before it
+        // loads its net plugin: libfabric's FI_ settings work there too.
+        if !(k.starts_with("NCCL_") || k.starts_with("FI_"))
             || !k
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
         {
             return Err(invalid(format!(
-                "nccl: `{k}` is not an NCCL setting (NCCL_ followed by capitals, digits or `_`)"
+                "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
             )));
         }
         let ok = match v {
