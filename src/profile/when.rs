@@ -17,6 +17,12 @@ use crate::versions;
 pub fn split(mut doc: ProfileDoc, label: &str) -> Result<ProfileDoc> {
     let mut parts: Vec<(When, String, ProfileDoc)> = Vec::new();
     if let Some(w) = doc.boot.when.take() {
+        if doc.boot.entry.is_some() {
+            return Err(Error::ProfileInvalid {
+                file: label.to_string(),
+                msg: "boot.when cannot be combined with boot.entry: a boot entry of its own is for every host the profile is applied to; remove one of them".into(),
+            });
+        }
         let boot = std::mem::take(&mut doc.boot);
         parts.push((
             w,
@@ -367,6 +373,11 @@ files:
         assert!(e.contains("boot.when is empty"), "{e}");
         let e = load_err("modules:\n  when: { arch: arm64 }\n  present: [x]\n");
         assert!(e.contains("arm64"), "{e}");
+        let e = load_err("boot:\n  when: { arch: aarch64 }\n  entry: gds\n  iommu: off\n");
+        assert!(
+            e.contains("boot.when cannot be combined with boot.entry"),
+            "{e}"
+        );
         let e = load_err("modules:\n  when: { gpu: h100 }\n  present: [x]\n");
         assert!(e.contains("gpu"), "{e}");
     }
