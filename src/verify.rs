@@ -247,6 +247,28 @@ pub fn run(
     let mut report = None;
     if efa_only {
         checks.push(skip("loopback", EFA_NO_LOOPBACK.into()));
+        // What EFA needs of the GPU: its memory exported as dma-buf.
+        checks.push(if facts.gpus.is_empty() {
+            skip("dmabuf-export", "no GPU".into())
+        } else {
+            match bench::loopback::export_only(0, 8 << 20) {
+                Ok(r) if r.passed => pass(
+                    "dmabuf-export",
+                    &format!(
+                        "GPU 0: {} bytes exported as dma-buf and read back",
+                        r.allocated_bytes
+                    ),
+                ),
+                Ok(r) => fail(
+                    "dmabuf-export",
+                    format!(
+                        "GPU 0: the dma-buf export failed (fd valid: {}); EFA cannot register GPU memory: check the open driver and kernel >= 5.12 (`gdrprov doctor efa`)",
+                        r.dmabuf_fd_valid
+                    ),
+                ),
+                Err(e) => fail("dmabuf-export", format!("GPU 0: {e}")),
+            }
+        });
     } else if loopback.skip || desired.doc.verify.loopback == Some(false) {
         checks.push(skip(
             "loopback",
