@@ -19,6 +19,9 @@ pub struct Plan {
     /// The boot part, when this host's kernel command line is set outside it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot_elsewhere: Option<crate::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// Profile parts whose `when:` does not hold here, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
     /// Ownership after this plan is applied.
     #[serde(skip)]
     pub state_after: State,
@@ -48,6 +51,17 @@ impl Plan {
 /// Order: files first, then commands (unloads, loads, regeneration), so that
 /// a command always sees the files it depends on.
 pub fn build(ctx: &Context) -> Result<Plan> {
+    // `when:` parts are added where their condition holds on the facts.
+    let (resolved, skipped) = crate::profile::when::resolve(ctx.desired, ctx.facts);
+    let ctx = &Context {
+        facts: ctx.facts,
+        seen: ctx.seen,
+        desired: &resolved,
+        state: ctx.state,
+        live_changes: ctx.live_changes,
+        no_exec: ctx.no_exec,
+        trial: ctx.trial.clone(),
+    };
     let mut part = crate::modules::bootcfg::plan(ctx)?;
     part.absorb(crate::modules::kmod::plan(ctx)?);
     part.absorb(crate::modules::services::plan(ctx)?);
@@ -145,6 +159,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
         boot_elsewhere: part.boot_elsewhere,
+        skipped,
         ..Plan::default()
     };
     if ctx.no_exec {

@@ -237,6 +237,9 @@ pub struct Report<'a> {
     /// (`manageable: false`): what is wanted, and where to set it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub boot: Option<&'a crate::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// Profile parts whose `when:` does not hold on this host.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub skipped: &'a [String],
     /// Present for every apply and rollback (not for a plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<OutcomeOut>,
@@ -327,6 +330,7 @@ pub fn report<'a>(
         reboot_reasons: reasons,
         warnings: &plan.warnings,
         boot: plan.boot_elsewhere.as_ref(),
+        skipped: &plan.skipped,
         outcome,
     }
 }
@@ -381,6 +385,9 @@ pub fn text(r: &Report, style: Style) -> String {
     );
     for w in r.warnings {
         let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
+    }
+    for s in r.skipped {
+        let _ = writeln!(out, "when: {s}");
     }
     if let Some(b) = r.boot {
         let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());

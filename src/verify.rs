@@ -183,7 +183,24 @@ pub fn run(
     let health = crate::health::for_verify(host.is_live(), facts);
     checks.extend(health.checks.iter().map(from_health));
 
+    // EFA: its devices stand in for the loopback, which needs RC queue pairs.
+    let efa: Vec<&crate::facts::rdma::RdmaDevice> = facts
+        .rdma_devices
+        .iter()
+        .filter(|d| d.driver.as_deref() == Some("efa"))
+        .collect();
+    let efa_only = !efa.is_empty() && efa.len() == facts.rdma_devices.len();
+    if !efa.is_empty() && facts.observed {
+        checks.push(efa_devices_check(&efa));
+    }
+
     if !host.is_live() {
+        if !efa.is_empty() {
+            checks.push(skip(
+                "efa-fi-info",
+                format!("{} is not the running system", host.root().display()),
+            ));
+        }
         for name in ["reboot", "modules", "loopback"] {
             checks.push(skip(
                 name,
@@ -250,8 +267,42 @@ pub fn run(
         fail("modules", why.join("; "))
     });
 
+    if !efa.is_empty() {
+        let tool = FI_INFO.iter().find(|p| host.exists(p));
+        let out = tool.map(|t| {
+            host.query(&[t, "-p", "efa", "-c", "FI_HMEM"])
+                .map(|o| o.stdout)
+                .unwrap_or_default()
+        });
+        checks.push(efa_fi_info_check(tool.copied(), out.as_deref()));
+    }
+
     let mut report = None;
-    if loopback.skip || desired.doc.verify.loopback == Some(false) {
+    if efa_only {
+        checks.push(skip("loopback", EFA_NO_LOOPBACK.into()));
+        // What EFA needs of the GPU: its memory exported as dma-buf.
+        checks.push(if facts.gpus.is_empty() {
+            skip("dmabuf-export", "no GPU".into())
+        } else {
+            match bench::loopback::export_only(0, 8 << 20) {
+                Ok(r) if r.passed => pass(
+                    "dmabuf-export",
+                    &format!(
+                        "GPU 0: {} bytes exported as dma-buf and read back",
+                        r.allocated_bytes
+                    ),
+                ),
+                Ok(r) => fail(
+                    "dmabuf-export",
+                    format!(
+                        "GPU 0: the dma-buf export failed (fd valid: {}); EFA cannot register GPU memory: check the open driver and kernel >= 5.12 (`gdrprov doctor efa`)",
+                        r.dmabuf_fd_valid
+                    ),
+                ),
+                Err(e) => fail("dmabuf-export", format!("GPU 0: {e}")),
+            }
+        });
+    } else if loopback.skip || desired.doc.verify.loopback == Some(false) {
         checks.push(skip(
             "loopback",
             "turned off (--no-loopback or verify.loopback: false)".into(),
@@ -400,6 +451,69 @@ fn list<S: AsRef<str>>(v: &[S]) -> String {
     }
 }
 
+const EFA_NO_LOOPBACK: &str = "does not apply on EFA: EFA has SRD queue pairs, no RC, and the RDMA loopback needs RC; the efa checks stand in for it";
+
+/// Where the EFA installer (and distributions) put libfabric's `fi_info`.
+const FI_INFO: [&str; 3] = [
+    "/opt/amazon/efa/bin/fi_info",
+    "/usr/bin/fi_info",
+    "/usr/local/bin/fi_info",
+];
+
+/// Every EFA device with at least one ACTIVE port.
+fn efa_devices_check(devs: &[&crate::facts::rdma::RdmaDevice]) -> Check {
+    let mut up = Vec::new();
+    let mut down = Vec::new();
+    for d in devs {
+        match d.ports.iter().find(|p| p.is_active()) {
+            Some(p) => up.push(format!("{} port {} ACTIVE", d.name, p.port)),
+            None => down.push(format!(
+                "{} ({})",
+                d.name,
+                d.ports
+                    .iter()
+                    .map(|p| format!(
+                        "port {} {}",
+                        p.port,
+                        p.state.as_deref().unwrap_or("state unknown")
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+    if down.is_empty() {
+        pass("efa-devices", &up.join("; "))
+    } else {
+        fail(
+            "efa-devices",
+            format!(
+                "EFA device(s) without an ACTIVE port: {}; check the ENI is an EFA interface attached to this instance and `modprobe efa`",
+                down.join("; ")
+            ),
+        )
+    }
+}
+
+/// `fi_info -p efa -c FI_HMEM` lists the efa provider: libfabric can hand
+/// GPU memory to EFA.
+fn efa_fi_info_check(tool: Option<&str>, out: Option<&str>) -> Check {
+    match (tool, out) {
+        (None, _) | (_, None) => skip(
+            "efa-fi-info",
+            "fi_info not found (the EFA installer puts it in /opt/amazon/efa/bin)".into(),
+        ),
+        (Some(t), Some(o)) if o.lines().any(|l| l.trim() == "provider: efa") => pass(
+            "efa-fi-info",
+            &format!("`{t} -p efa -c FI_HMEM` lists the efa provider with FI_HMEM"),
+        ),
+        (Some(t), Some(_)) => fail(
+            "efa-fi-info",
+            format!("`{t} -p efa -c FI_HMEM` lists no efa provider with FI_HMEM: libfabric cannot register GPU memory on EFA; reinstall the EFA installer's libfabric (with CUDA support) and check the efa module is loaded"),
+        ),
+    }
+}
+
 fn pass(name: &'static str, detail: &str) -> Check {
     Check {
         name,
@@ -449,4 +563,54 @@ pub fn text(r: &Report) -> String {
         out.push_str(&format!("Result: NOT READY — {failed} check(s) failed.\n"));
     }
     out
+}
+
+#[cfg(test)]
+mod efa_tests {
+    use super::*;
+    use crate::facts::rdma::{RdmaDevice, RdmaPort};
+
+    fn dev(name: &str, state: &str) -> RdmaDevice {
+        RdmaDevice {
+            name: name.into(),
+            driver: Some("efa".into()),
+            pci: Some("0000:4f:00.0".into()),
+            sysfs_path: None,
+            numa_node: Some(0),
+            ports: vec![RdmaPort {
+                port: 1,
+                state: Some(state.into()),
+                phys_state: Some("LINK_UP".into()),
+                link_layer: Some("Unspecified".into()),
+                rate: Some("100 Gb/sec (4X EDR)".into()),
+                rate_gbps: Some(100.0),
+                netdev: None,
+                mtu: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn efa_devices_must_have_an_active_port() {
+        let (a, b) = (dev("rdmap79s0", "ACTIVE"), dev("rdmap80s0", "ACTIVE"));
+        let c = efa_devices_check(&[&a, &b]);
+        assert_eq!(c.status, Status::Pass);
+        assert_eq!(c.detail, "rdmap79s0 port 1 ACTIVE; rdmap80s0 port 1 ACTIVE");
+        let d = dev("rdmap81s0", "DOWN");
+        let c = efa_devices_check(&[&a, &d]);
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.contains("rdmap81s0 (port 1 DOWN)"), "{}", c.detail);
+    }
+
+    #[test]
+    fn fi_info_must_list_efa_with_hmem() {
+        let t = Some("/opt/amazon/efa/bin/fi_info");
+        let listed = "provider: efa\n    fabric: efa\n    domain: rdmap79s0-rdm\n    version: 122.0\n    type: FI_EP_RDM\n    protocol: FI_PROTO_EFA\n";
+        assert_eq!(efa_fi_info_check(t, Some(listed)).status, Status::Pass);
+        let none = "fi_getinfo: -61 (No data available)\n";
+        let c = efa_fi_info_check(t, Some(none));
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.detail.contains("FI_HMEM"));
+        assert_eq!(efa_fi_info_check(None, None).status, Status::Skip);
+    }
 }

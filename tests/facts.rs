@@ -564,6 +564,14 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         assert!(then.get(k).is_none());
         now.as_object_mut().unwrap().remove(k);
     }
+    // The platform fact (issue 20), from the recorded /proc/cpuinfo: a Firecracker guest.
+    assert!(then.get("platform").is_none());
+    let platform = now.as_object_mut().unwrap().remove("platform").unwrap();
+    assert!(
+        platform.get("arch").is_none(),
+        "one home for the architecture: facts.arch"
+    );
+    assert_eq!(platform["virtualization"], "vm");
     // Boot facts added after the recording (which boot runs: trial marker,
     // next_entry, running entry) are absent from it; on this host they are
     // empty, which is checked here, and the rest must match.

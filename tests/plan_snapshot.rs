@@ -60,5 +60,5 @@ fn a_snapshot_taken_while_planning_plans_the_same() {
             compared += 1;
         }
     }
-    assert_eq!(compared, 12);
+    assert_eq!(compared, 15);
 }

@@ -68,6 +68,34 @@ pub(crate) fn peermem_einval(evidence: String) -> Finding {
     )
 }
 
+/// A peer-memory module (`nvidia_peermem`, EFA's `efa_nv_peermem`) refused
+/// by the kernel because it was built against another `ib_core` than the one
+/// loaded: "disagrees about version of symbol ib_register_peer_memory_client"
+/// or "Unknown symbol ... (err -22)".
+pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> {
+    let (module, line) = kernel_log.iter().find_map(|l| {
+        let module = ["efa_nv_peermem", "nvidia_peermem"]
+            .into_iter()
+            .find(|m| l.contains(&format!("{m}: ")))?;
+        (l.contains("disagrees about version of symbol")
+            || (l.contains("Unknown symbol") && l.contains("err -22")))
+        .then_some((module, l))
+    })?;
+    let symbol = line
+        .split("symbol ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("ib_register_peer_memory_client");
+    Some(Finding::new(
+        "peermem-symbol-mismatch",
+        Sev::Error,
+        format!("{module} was built against another ib_core than the one loaded (symbol {symbol})"),
+        format!("kernel log: {}", line.trim()),
+        format!("{module} was compiled against the RDMA stack present when the NVIDIA driver was built; MLNX_OFED/DOCA-OFED (or an inbox rdma-core kernel update) installed since replaced ib_core, whose {symbol} no longer matches, so the kernel refuses the module"),
+        format!("rebuild the NVIDIA kernel modules after OFED: reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`; or move to dma-buf, which needs no peer-memory module (`gdrprov apply rdma-dmabuf`: open driver, kernel >= 5.12)"),
+    ))
+}
+
 /// What a profile is after, read from its settings.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Intent {
@@ -433,4 +461,56 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         );
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::OsFamily;
+
+    fn findings(log: &[&str]) -> Vec<Finding> {
+        let mut facts = Facts::blank(OsFamily::Debian);
+        facts.kernel_log = log.iter().map(|l| l.to_string()).collect();
+        let intent = Intent {
+            peermem: true,
+            rdma: true,
+            ..Intent::default()
+        };
+        diagnose(&facts, intent, &[])
+    }
+
+    #[test]
+    fn the_peermem_symbol_mismatch_is_named_with_the_fix() {
+        let f = findings(&[
+            "[   65.412027] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client",
+            "[   65.412031] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)",
+        ]);
+        let m = f
+            .iter()
+            .find(|f| f.id == "peermem-symbol-mismatch")
+            .unwrap_or_else(|| panic!("{f:?}"));
+        assert_eq!(m.severity, Sev::Error);
+        assert!(
+            m.title.contains("nvidia_peermem")
+                && m.title.contains("ib_register_peer_memory_client")
+        );
+        assert!(m.evidence.contains("disagrees about version"));
+        assert!(m.fix.contains("dkms") && m.fix.contains("dma-buf"));
+        assert!(!f.iter().any(|f| f.id == "peermem-invalid-argument"));
+    }
+
+    #[test]
+    fn err_22_alone_and_efa_peermem_are_recognised() {
+        let f = findings(&[
+            "[ 9.1] efa_nv_peermem: Unknown symbol ib_register_peer_memory_client (err -22)",
+        ]);
+        let m = f
+            .iter()
+            .find(|f| f.id == "peermem-symbol-mismatch")
+            .unwrap();
+        assert!(m.title.starts_with("efa_nv_peermem"));
+        // Another failure of the module is not a symbol mismatch.
+        let f = findings(&["[ 9.1] nvidia_peermem: module verification failed: signature and/or required key missing"]);
+        assert!(!f.iter().any(|f| f.id == "peermem-symbol-mismatch"));
+    }
 }

@@ -89,18 +89,65 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
         } else if line.contains("nvidia_peermem") && line.contains("Invalid argument") {
             push("peermem-invalid-argument", super::peermem_einval(ev));
         } else if line.contains("Using network Socket") || line.contains("NET/Socket : Using") {
+            let efa = facts
+                .rdma_devices
+                .iter()
+                .any(|d| d.driver.as_deref() == Some("efa"));
             push(
                 "nccl-socket",
-                Finding::new(
-                    "nccl-socket",
-                    Sev::Warn,
-                    "NCCL uses TCP sockets between nodes",
-                    ev,
-                    "no RDMA transport was usable",
-                    "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
-                ),
+                if efa {
+                    Finding::new(
+                        "nccl-socket",
+                        Sev::Error,
+                        "NCCL fell back to TCP sockets on an EFA host",
+                        ev,
+                        "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
+                        "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
+                    )
+                } else {
+                    Finding::new(
+                        "nccl-socket",
+                        Sev::Warn,
+                        "NCCL uses TCP sockets between nodes",
+                        ev,
+                        "no RDMA transport was usable",
+                        "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
+                    )
+                },
             );
         }
     }
     out
+}
+
+#[cfg(test)]
+mod efa_tests {
+    use super::*;
+    use crate::facts::rdma::RdmaDevice;
+    use crate::facts::OsFamily;
+
+    const LOG: &str = "ip-10-1-2-3:4242:4300 [0] NCCL INFO NET/OFI Failed to initialize sendrecv protocol\nip-10-1-2-3:4242:4300 [0] NCCL INFO NET/Socket : Using [0]enp71s0:10.1.2.3<0>\nip-10-1-2-3:4242:4300 [0] NCCL INFO Using network Socket\n";
+
+    #[test]
+    fn socket_fallback_on_an_efa_host_names_the_plugin() {
+        let mut facts = Facts::blank(OsFamily::Debian);
+        let general = findings(LOG, "nccl.log", &facts);
+        let f = general.iter().find(|f| f.id == "nccl-socket").unwrap();
+        assert_eq!(f.severity, Sev::Warn);
+        assert!(!f.fix.contains("aws-ofi-nccl"));
+        facts.rdma_devices.push(RdmaDevice {
+            name: "rdmap79s0".into(),
+            driver: Some("efa".into()),
+            pci: None,
+            sysfs_path: None,
+            numa_node: None,
+            ports: Vec::new(),
+        });
+        let efa = findings(LOG, "nccl.log", &facts);
+        let f = efa.iter().find(|f| f.id == "nccl-socket").unwrap();
+        assert_eq!(f.severity, Sev::Error);
+        assert!(f.title.contains("EFA") && f.fix.contains("aws-ofi-nccl"));
+        assert!(f.evidence.starts_with("nccl.log:2: "), "{}", f.evidence);
+        assert_eq!(efa.iter().filter(|f| f.id == "nccl-socket").count(), 1);
+    }
 }

@@ -165,7 +165,9 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
                 || l.contains("disagrees about version")
                 || l.contains("Invalid argument"))
     });
-    if let Some(l) = einval_log {
+    if let Some(f) = peermem_symbol_mismatch(&facts.kernel_log) {
+        out.push(f);
+    } else if let Some(l) = einval_log {
         out.push(peermem_einval(format!("kernel log: {l}")));
     } else if intent.peermem
         && sure

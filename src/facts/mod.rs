@@ -25,6 +25,7 @@ pub mod pci;
 pub mod pcie;
 pub mod perftest;
 pub mod planning;
+pub mod platform;
 pub mod rdma;
 mod util;
 
@@ -71,6 +72,8 @@ pub struct Facts {
     pub kernel_events: Option<kernlog::KernelLog>,
     /// Kernel log errors and warnings about the GPU and RDMA modules.
     pub kernel_log: Vec<String>,
+    /// CPU architecture and virtualization (read by profiles' `when:`).
+    pub platform: platform::PlatformFacts,
 }
 
 /// How much to ask.
@@ -156,6 +159,7 @@ impl Facts {
             links,
             roce_gids,
             kernel_events: kernlog::probe(host),
+            platform: platform::probe(host),
         }
     }
 
@@ -204,6 +208,7 @@ impl Facts {
                 kind: ofed::OfedKindFact::Absent,
                 version: None,
                 evidence: None,
+                openibd: None,
             },
             perftest: perftest::PerftestFacts {
                 installed: false,
@@ -241,6 +246,7 @@ impl Facts {
             roce_gids: Vec::new(),
             kernel_events: None,
             kernel_log: Vec::new(),
+            platform: platform::PlatformFacts::unknown(),
         }
     }
 

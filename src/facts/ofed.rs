@@ -23,7 +23,19 @@ pub struct OfedFacts {
     pub version: Option<String>,
     /// What `ofed_info -s` printed, or the package that was found.
     pub evidence: Option<String>,
+    /// MLNX_OFED/DOCA's `openibd` (its unit or SysV script), which reloads
+    /// the RDMA stack and fails while `nvidia_peermem` holds `ib_core`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub openibd: Option<String>,
 }
+
+/// Where the root has openibd, if it has.
+pub const OPENIBD_PATHS: [&str; 4] = [
+    "/etc/systemd/system/openibd.service",
+    "/usr/lib/systemd/system/openibd.service",
+    "/lib/systemd/system/openibd.service",
+    "/etc/init.d/openibd",
+];
 
 /// `MLNX_OFED_LINUX-24.10-3.2.5.0:` or `OFED-internal-24.10-3.2.5:` (DOCA).
 pub fn parse_ofed_info(s: &str) -> Option<String> {
@@ -38,12 +50,22 @@ pub fn parse_ofed_info(s: &str) -> Option<String> {
 }
 
 pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
+    let mut f = stack(host, packages);
+    f.openibd = OPENIBD_PATHS
+        .iter()
+        .find(|p| host.exists(p))
+        .map(|p| p.to_string());
+    f
+}
+
+fn stack(host: &Host, packages: &Packages) -> OfedFacts {
     if let Some(out) = query_ok(host, &["ofed_info", "-s"]) {
         if let Some(v) = parse_ofed_info(&out) {
             return OfedFacts {
                 kind: OfedKindFact::Mlnx,
                 version: Some(v),
                 evidence: Some(format!("ofed_info -s: {}", out.trim())),
+                openibd: None,
             };
         }
     }
@@ -58,6 +80,7 @@ pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
                     kind: OfedKindFact::Mlnx,
                     version: Some(v),
                     evidence: Some("/usr/bin/ofed_info".into()),
+                    openibd: None,
                 };
             }
         }
@@ -67,6 +90,7 @@ pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
             kind: OfedKindFact::Inbox,
             version: Some(v),
             evidence: Some(format!("package {pkg}")),
+            openibd: None,
         };
     }
     for lib in [
@@ -80,6 +104,7 @@ pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
                 kind: OfedKindFact::Inbox,
                 version: None,
                 evidence: Some(lib.to_string()),
+                openibd: None,
             };
         }
     }
@@ -87,6 +112,7 @@ pub fn probe(host: &Host, packages: &Packages) -> OfedFacts {
         kind: OfedKindFact::Absent,
         version: None,
         evidence: None,
+        openibd: None,
     }
 }
 

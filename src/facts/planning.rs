@@ -191,7 +191,9 @@ impl PlanFacts {
         state: &State,
         live_changes: bool,
     ) -> PlanFacts {
-        let doc = &desired.doc;
+        // What planning will see: the `when:` parts that hold here.
+        let (resolved, _) = crate::profile::when::resolve(desired, facts);
+        let doc = &resolved.doc;
         let mut pf = PlanFacts {
             root: (!host.is_live()).then(|| host.display("")),
             grub: grub(host, facts.os.family),

@@ -16,6 +16,8 @@ pub const MODULE: &str = "modules";
 pub const LOAD_CONF: &str = "/etc/modules-load.d/gdrprov.conf";
 pub const BLOCK_CONF: &str = "/etc/modprobe.d/gdrprov-blacklist.conf";
 pub const OPTIONS_CONF: &str = "/etc/modprobe.d/gdrprov-options.conf";
+/// Where nvidia_peermem is loaded on a host with MLNX_OFED/DOCA's openibd.
+pub const OPENIBD_DROPIN: &str = "/etc/systemd/system/openibd.service.d/gdrprov-peermem.conf";
 
 /// sysfs and modprobe treat `-` and `_` in module names alike.
 pub fn norm(name: &str) -> String {
@@ -48,10 +50,23 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
 
-    if !present.is_empty() {
+    // With openibd, nvidia_peermem is loaded after it (as Azure's HPC images
+    // do): loaded earlier by systemd-modules-load, it holds ib_core, and
+    // `openibd restart` (OFED upgrades, operators) fails.
+    let (after_openibd, at_boot): (Vec<String>, Vec<String>) = present
+        .iter()
+        .cloned()
+        .partition(|m| ctx.facts.ofed.openibd.is_some() && norm(m) == "nvidia_peermem");
+    if let Some(m) = after_openibd.first() {
+        let s = format!(
+            "{header}\n# {m} loads after openibd has loaded the RDMA stack, not from\n# modules-load.d: `openibd restart` fails while {m} holds ib_core.\n# Unload it (`modprobe -r {m}`) before restarting openibd.\n[Service]\nExecStartPost=-/sbin/modprobe {m}\n"
+        );
+        part.files.push(managed(OPENIBD_DROPIN, s, None));
+    }
+    if !at_boot.is_empty() {
         let mut s =
             format!("{header}\n# Kernel modules loaded at every boot (systemd-modules-load).\n");
-        for m in &present {
+        for m in &at_boot {
             s.push_str(m);
             s.push('\n');
         }
@@ -291,6 +306,38 @@ mod tests {
 
     const ABSENT: &str = "modules: { absent: [nvidia_peermem, nv_peer_mem] }";
     const BLOCK: &str = "blacklist nvidia_peermem\ninstall nvidia_peermem /bin/false\nblacklist nv_peer_mem\ninstall nv_peer_mem /bin/false\n";
+
+    #[test]
+    fn peermem_loads_after_openibd_where_the_host_has_it() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem", "ib_core"], &[])];
+        let d = desired("modules: { present: [nvidia_peermem, ib_core] }");
+        // No openibd: modules-load.d, as before.
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, LOAD_CONF)
+            .unwrap()
+            .ends_with("\nnvidia_peermem\nib_core\n"));
+        assert_eq!(written(&p, OPENIBD_DROPIN), None);
+        // openibd: a drop-in, and modules-load.d keeps the others.
+        w.facts.ofed.openibd = Some("/etc/init.d/openibd".into());
+        let p = w.plan(&d).0.unwrap();
+        let load = written(&p, LOAD_CONF).unwrap();
+        assert!(load.ends_with("\nib_core\n") && !load.contains("nvidia_peermem"));
+        let dropin = written(&p, OPENIBD_DROPIN).unwrap();
+        assert!(
+            dropin.ends_with("[Service]\nExecStartPost=-/sbin/modprobe nvidia_peermem\n"),
+            "{dropin}"
+        );
+        // Only peermem: no modules-load.d file at all.
+        let p = w
+            .plan(&desired("modules: { present: [nvidia-peermem] }"))
+            .0
+            .unwrap();
+        assert_eq!(written(&p, LOAD_CONF), None);
+        assert!(written(&p, OPENIBD_DROPIN)
+            .unwrap()
+            .contains("modprobe nvidia-peermem\n"));
+    }
 
     #[test]
     fn present_module_goes_to_modules_load_d_for_every_kernel() {

@@ -52,6 +52,7 @@ pub(crate) mod testkit {
     /// A profile given as YAML (no `extends`).
     pub fn desired(yaml: &str) -> Composed {
         let doc = crate::profile::parse(yaml, "test.yaml").expect("test profile parses");
+        let doc = crate::profile::when::split(doc, "test.yaml").expect("test conditions parse");
         crate::profile::compose(&[LoadedProfile {
             name: "test".into(),
             source: "test.yaml".into(),

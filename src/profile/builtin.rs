@@ -18,6 +18,7 @@ pub const PROFILES: &[(&str, &str)] = &[
         "erdma-cloud",
         include_str!("../../profiles/erdma-cloud.yaml"),
     ),
+    ("efa", include_str!("../../profiles/efa.yaml")),
 ];
 
 pub const TEMPLATES: &[(&str, &str)] = &[

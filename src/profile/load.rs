@@ -346,6 +346,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
     let text = read_origin(origin)?;
     let mut doc = parse(&text, &label)?;
     validate(&mut doc, origin)?;
+    let doc = super::when::split(doc, &label)?;
     let mut merged = ProfileDoc::default();
     for parent in doc.extends.clone() {
         let found = match origin.dir() {
@@ -459,13 +460,15 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         }
     }
     for (k, v) in &doc.nccl {
-        if !k.starts_with("NCCL_")
+        // NCCL sets every line of nccl.conf in its environment before it
+        // loads its net plugin: libfabric's FI_ settings work there too.
+        if !(k.starts_with("NCCL_") || k.starts_with("FI_"))
             || !k
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
         {
             return Err(invalid(format!(
-                "nccl: `{k}` is not an NCCL setting (NCCL_ followed by capitals, digits or `_`)"
+                "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
             )));
         }
         let ok = match v {

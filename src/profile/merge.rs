@@ -47,20 +47,25 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
                 absent: cmd_absent,
             },
             entry: child.boot.entry.or(parent.boot.entry),
+            when: None,
         },
         modules: Modules {
             present: modules_present,
             absent: modules_absent,
             options: overlay(parent.modules.options, child.modules.options),
+            when: None,
         },
         services: Services {
             disabled: union(parent.services.disabled, child.services.disabled),
+            when: None,
         },
         network: Network {
             mtu: child.network.mtu.or(parent.network.mtu),
+            when: None,
         },
         pcie: Pcie {
             acs: child.pcie.acs.or(parent.pcie.acs),
+            when: None,
         },
         nccl: overlay(parent.nccl, child.nccl),
         files,
@@ -73,6 +78,11 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
             loopback: child.verify.loopback.or(parent.verify.loopback),
             first_boot: child.verify.first_boot.or(parent.verify.first_boot),
         },
+        conditional: parent
+            .conditional
+            .into_iter()
+            .chain(child.conditional)
+            .collect(),
     }
 }
 
@@ -324,6 +334,7 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         };
         doc.verify.loopback = doc.verify.loopback.or(d.verify.loopback);
         doc.verify.first_boot = doc.verify.first_boot.or(d.verify.first_boot);
+        doc.conditional.extend(d.conditional.iter().cloned());
     }
     Ok(Composed {
         names: profiles.iter().map(|p| p.name.clone()).collect(),

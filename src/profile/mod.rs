@@ -5,6 +5,7 @@ pub mod builtin;
 pub mod load;
 pub mod merge;
 pub mod model;
+pub mod when;
 
 pub use load::{load, parse};
 pub use merge::{compose, Composed};

@@ -46,6 +46,69 @@ pub struct ProfileDoc {
     pub vars: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Verify::is_empty")]
     pub verify: Verify,
+    /// Sections and files with a `when:`, taken out at load and added back
+    /// at planning where their condition holds on the host's facts.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub conditional: Vec<Conditional>,
+}
+
+/// `when:` — the facts a section or a file applies on. Every key given must
+/// hold; a fact that is unknown (an image root without /proc) does not.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct When {
+    /// Version constraint on the NVIDIA driver, e.g. `"< 595"` or `">= 570, < 595"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia_driver: Option<String>,
+    /// Version constraint on the kernel (the running one, or in an image the newest installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<WhenArch>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virtualization: Option<WhenVirt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ofed: Option<WhenOfed>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenArch {
+    X86_64,
+    Aarch64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenVirt {
+    /// Bare metal.
+    None,
+    /// A virtual machine (hypervisor CPU flag, `/sys/hypervisor`, DMI vendor).
+    Vm,
+    /// A container (`/.dockerenv`, `/run/.containerenv`).
+    Container,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WhenOfed {
+    /// MLNX_OFED or DOCA-OFED.
+    Mlnx,
+    /// The distribution's rdma-core.
+    Inbox,
+    None,
+}
+
+/// One conditional part of a profile: a document holding only that part.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Conditional {
+    pub when: When,
+    /// What it is, in the profile's words: `modules`, `files[/etc/x.conf]`.
+    pub what: String,
+    /// The profile it came from.
+    pub source: String,
+    pub doc: ProfileDoc,
 }
 
 /// Version and flavour requirements checked before anything is applied.
@@ -195,6 +258,9 @@ pub enum IommuMode {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Boot {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iommu: Option<IommuMode>,
     #[serde(default, skip_serializing_if = "Cmdline::is_empty")]
@@ -231,6 +297,9 @@ impl Cmdline {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Modules {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     /// Loaded now (on the running system) and at every boot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub present: Vec<String>,
@@ -251,6 +320,9 @@ impl Modules {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Services {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     /// systemd units disabled (and stopped on the running system).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
@@ -266,6 +338,9 @@ impl Services {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Network {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<MtuSpec>,
 }
@@ -423,6 +498,9 @@ fn one_or_many_match<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<NetMa
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Pcie {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acs: Option<AcsMode>,
 }
@@ -447,6 +525,9 @@ pub enum AcsMode {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct FileSpec {
+    /// Only on hosts whose facts match (see `when:` in docs/profiles.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<When>,
     /// Absolute path inside the root.
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
