@@ -36,6 +36,9 @@ pub fn run(out: &Output, snapshot: Option<&Path>, cpu: Option<CpuVendor>) -> Res
                     "files": s.files, "links": s.links, "dirs": s.dirs, "commands": s.commands,
                     "skipped": s.skipped,
                     "differs": differs,
+                    // The facts of this run, the one the snapshot recorded: what a
+                    // replay (`--root DIR`) must give again.
+                    "facts": facts,
                 }),
             ),
             Format::Text | Format::Prometheus => {

@@ -1,5 +1,5 @@
-//! The CPU architecture of a root: the running kernel's on a live system,
-//! else `/proc/cpuinfo` (snapshots), else the ELF header of the root's own
+//! The CPU architecture of a root: `/proc/cpuinfo` (live systems and
+//! snapshots), else the running kernel's on a live system, else the ELF header of the root's own
 //! shell, else dpkg's architecture. It decides the IOMMU arguments (x86:
 //! `iommu=pt`; arm64: `iommu.passthrough=1`).
 
@@ -48,6 +48,15 @@ const ELF_PROBES: [&str; 4] = ["/bin/sh", "/usr/bin/sh", "/bin/bash", "/usr/bin/
 pub fn probe(host: &Host) -> ArchFacts {
     let cpuinfo = host.read_fact("/proc/cpuinfo");
     let cpu = cpuinfo.as_deref().and_then(arm_cpu);
+    // /proc/cpuinfo first, live too: a snapshot records it, so a replay of a
+    // live host's snapshot gives the same fact, source included.
+    if let Some(arch) = cpuinfo.as_deref().and_then(from_cpuinfo) {
+        return ArchFacts {
+            arch,
+            source: "/proc/cpuinfo".into(),
+            cpu,
+        };
+    }
     if host.is_live() {
         let arch = match std::env::consts::ARCH {
             "x86_64" => Arch::X86_64,
@@ -57,13 +66,6 @@ pub fn probe(host: &Host) -> ArchFacts {
         return ArchFacts {
             arch,
             source: "the running system".into(),
-            cpu,
-        };
-    }
-    if let Some(arch) = cpuinfo.as_deref().and_then(from_cpuinfo) {
-        return ArchFacts {
-            arch,
-            source: "/proc/cpuinfo".into(),
             cpu,
         };
     }
