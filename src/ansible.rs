@@ -15,6 +15,8 @@ use crate::journal::{Kind, StateStore, Status};
 use crate::ops;
 use crate::plan::{Action, Plan};
 use crate::render;
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
@@ -64,34 +66,106 @@ fn failed(msg: &str) -> Value {
     json!({"failed": true, "changed": false, "msg": msg})
 }
 
-#[derive(Debug)]
+/// The task's arguments, deserialized straight from the args file (the
+/// `_ansible_*` keys aside, in [`AnsibleKeys`]); unknown ones are refused.
+/// Each maps onto a field of an `ops` request (see the `*_request` methods).
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
 struct ModuleArgs {
+    #[serde(default, rename = "profile", deserialize_with = "profile_list")]
     profiles: Vec<String>,
-    state: String,
+    #[serde(default, deserialize_with = "state")]
+    state: State,
+    #[serde(default = "slash", deserialize_with = "root")]
     root: PathBuf,
+    #[serde(default, deserialize_with = "boolish")]
     no_exec: bool,
+    #[serde(default, deserialize_with = "boolish")]
     trial: bool,
+    #[serde(default, deserialize_with = "boolish")]
     no_reboot: bool,
+    #[serde(default, deserialize_with = "boolish")]
     force: bool,
+    #[serde(default, deserialize_with = "boolish")]
     boot_elsewhere: bool,
+    #[serde(default, deserialize_with = "boolish")]
     no_loopback: bool,
+}
+
+/// The `_ansible_*` keys gdrprov honours (Ansible sends more; they are ignored).
+#[derive(Debug, Default, Deserialize)]
+struct AnsibleKeys {
+    #[serde(default, rename = "_ansible_check_mode", deserialize_with = "boolish")]
     check_mode: bool,
+    #[serde(default, rename = "_ansible_diff", deserialize_with = "boolish")]
     diff: bool,
 }
 
-const KNOWN: &[&str] = &[
-    "profile",
-    "state",
-    "root",
-    "no_exec",
-    "trial",
-    "no_reboot",
-    "force",
-    "boot_elsewhere",
-    "no_loopback",
-];
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum State {
+    #[default]
+    Applied,
+    Verified,
+    RolledBack,
+}
 
-fn parse(text: &str) -> Result<ModuleArgs> {
+impl ModuleArgs {
+    fn profiles_request(&self) -> ops::ProfilesRequest {
+        ops::ProfilesRequest {
+            profiles: self.profiles.clone(),
+            target: ops::Target {
+                root: self.root.clone(),
+                no_exec: self.no_exec,
+                cpu_vendor: None,
+                no_reboot: self.no_reboot,
+                force: self.force,
+                arch: None,
+                boot_elsewhere: self.boot_elsewhere,
+            },
+            trial: self.trial,
+        }
+    }
+
+    fn verify_request(&self) -> ops::VerifyRequest {
+        ops::VerifyRequest {
+            root: self.root.clone(),
+            profiles: self.profiles.clone(),
+            no_loopback: self.no_loopback,
+            ..ops::VerifyRequest::default()
+        }
+    }
+
+    fn rollback_request(&self) -> ops::RollbackRequest {
+        ops::RollbackRequest {
+            root: self.root.clone(),
+            generation: None,
+            no_exec: self.no_exec,
+            force: self.force,
+        }
+    }
+
+    /// What no single argument can say wrong on its own.
+    fn check(&self) -> Result<()> {
+        // verify never refuses on requirements (they are checks there), so
+        // `force` would be silently ignored: refuse it instead.
+        if self.state == State::Verified && self.force {
+            return Err(Error::Usage(
+                "force does nothing with state=verified (verify reports failed requirements as checks and never refuses); drop force, or use it with state=applied or rolled_back".into(),
+            ));
+        }
+        if self.profiles.is_empty() && self.state != State::RolledBack {
+            let state = serde_json::to_value(self.state).unwrap_or_default();
+            let state = state.as_str().unwrap_or_default();
+            return Err(Error::Usage(format!(
+                "profile is required for state={state} (a built-in profile name or a profile file on the host)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn parse(text: &str) -> Result<(ModuleArgs, AnsibleKeys)> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| Error::Usage(format!("the module arguments are not JSON: {e}")))?;
     let Value::Object(m) = v else {
@@ -99,148 +173,126 @@ fn parse(text: &str) -> Result<ModuleArgs> {
             "the module arguments are not a JSON object".into(),
         ));
     };
-    let unknown: Vec<&str> = m
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !k.starts_with("_ansible_") && !KNOWN.contains(k))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(Error::Usage(format!(
-            "Unsupported parameters for (gdrprov) module: {}. Supported parameters include: {}",
-            unknown.join(", "),
-            KNOWN.join(", ")
-        )));
-    }
-    let flag = |k: &str| -> Result<bool> { boolish(&m, k) };
-    let profiles = match m.get("profile") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(s)) => s
+    let (ansible, task): (Map<String, Value>, Map<String, Value>) =
+        m.into_iter().partition(|(k, _)| k.starts_with("_ansible_"));
+    let args: ModuleArgs = from_map(task)?;
+    args.check()?;
+    Ok((args, from_map(ansible)?))
+}
+
+/// Deserializes one argument map; errors in the module's words, naming the argument.
+fn from_map<T: DeserializeOwned>(m: Map<String, Value>) -> Result<T> {
+    serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        Error::Usage(match inner.strip_prefix("unknown field ") {
+            // serde: "unknown field `x`, expected one of `a`, `b`"
+            Some(rest) => {
+                let rest = rest.replace('`', "");
+                match rest.split_once(", expected one of ") {
+                    Some((field, known)) => format!(
+                        "Unsupported parameters for (gdrprov) module: {field}. Supported parameters include: {known}"
+                    ),
+                    None => format!("Unsupported parameters for (gdrprov) module: {rest}"),
+                }
+            }
+            None if path == "." => inner,
+            None => format!("{path} {inner}"),
+        })
+    })
+}
+
+fn slash() -> PathBuf {
+    PathBuf::from("/")
+}
+
+/// `profile`: a name or path, a comma-separated string of them, or a list.
+fn profile_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) => Ok(s
             .split(',')
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
-            .collect(),
-        Some(Value::Array(a)) => a
-            .iter()
+            .collect()),
+        Value::Array(a) => a
+            .into_iter()
             .map(|x| match x {
-                Value::String(s) => Ok(s.clone()),
-                other => Err(Error::Usage(format!(
-                    "profile: each entry must be a string, not {other}"
+                Value::String(s) => Ok(s),
+                other => Err(D::Error::custom(format!(
+                    "entries must each be a string, not {other}"
                 ))),
             })
-            .collect::<Result<Vec<_>>>()?,
-        Some(other) => {
-            return Err(Error::Usage(format!(
-                "profile must be a string or a list of strings, not {other}"
-            )))
-        }
-    };
-    let state = match m.get("state") {
-        None | Some(Value::Null) => "applied".to_string(),
-        Some(Value::String(s)) if ["applied", "verified", "rolled_back"].contains(&s.as_str()) => {
-            s.clone()
-        }
-        Some(other) => {
-            return Err(Error::Usage(format!(
-                "state must be one of applied, verified, rolled_back, not {other}"
-            )))
-        }
-    };
-    // verify never refuses on requirements (they are checks there), so
-    // `force` would be silently ignored: refuse it instead.
-    if state == "verified" && boolish(&m, "force")? {
-        return Err(Error::Usage(
-            "force does nothing with state=verified (verify reports failed requirements as checks and never refuses); drop force, or use it with state=applied or rolled_back".into(),
-        ));
+            .collect(),
+        other => Err(D::Error::custom(format!(
+            "must be a string or a list of strings, not {other}"
+        ))),
     }
-    if profiles.is_empty() && state != "rolled_back" {
-        return Err(Error::Usage(format!(
-            "profile is required for state={state} (a built-in profile name or a profile file on the host)"
-        )));
-    }
-    let root = match m.get("root") {
-        None | Some(Value::Null) => PathBuf::from("/"),
-        Some(Value::String(s)) => PathBuf::from(s),
-        Some(other) => return Err(Error::Usage(format!("root must be a path, not {other}"))),
-    };
-    Ok(ModuleArgs {
-        profiles,
-        state,
-        root,
-        no_exec: flag("no_exec")?,
-        trial: flag("trial")?,
-        no_reboot: flag("no_reboot")?,
-        force: flag("force")?,
-        boot_elsewhere: flag("boot_elsewhere")?,
-        no_loopback: flag("no_loopback")?,
-        check_mode: flag("_ansible_check_mode")?,
-        diff: flag("_ansible_diff")?,
-    })
 }
 
-/// Ansible's booleans: true/false, and the strings yes/no/true/false/1/0/on/off.
-fn boolish(m: &Map<String, Value>, k: &str) -> Result<bool> {
-    match m.get(k) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(Value::Number(n)) if n.as_u64() == Some(0) || n.as_u64() == Some(1) => {
+fn state<'de, D: Deserializer<'de>>(d: D) -> Result<State, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(State::Applied),
+        Value::String(s) if s == "applied" => Ok(State::Applied),
+        Value::String(s) if s == "verified" => Ok(State::Verified),
+        Value::String(s) if s == "rolled_back" => Ok(State::RolledBack),
+        other => Err(D::Error::custom(format!(
+            "must be one of applied, verified, rolled_back, not {other}"
+        ))),
+    }
+}
+
+fn root<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(slash()),
+        Value::String(s) => Ok(PathBuf::from(s)),
+        other => Err(D::Error::custom(format!("must be a path, not {other}"))),
+    }
+}
+
+/// Ansible's booleans: true/false, 0/1, and the strings yes/no/true/false/1/0/on/off/y/n.
+fn boolish<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(b),
+        Value::Number(n) if n.as_u64() == Some(0) || n.as_u64() == Some(1) => {
             Ok(n.as_u64() == Some(1))
         }
-        Some(Value::String(s)) => match s.to_ascii_lowercase().as_str() {
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
             "yes" | "true" | "on" | "1" | "y" => Ok(true),
             "no" | "false" | "off" | "0" | "n" | "" => Ok(false),
-            _ => Err(Error::Usage(format!("{k} must be a boolean, not {s:?}"))),
+            _ => Err(D::Error::custom(format!("must be a boolean, not {s:?}"))),
         },
-        Some(other) => Err(Error::Usage(format!("{k} must be a boolean, not {other}"))),
+        other => Err(D::Error::custom(format!("must be a boolean, not {other}"))),
     }
 }
 
 fn run(args_file: &Path) -> Result<Value> {
     let text = std::fs::read_to_string(args_file)
         .map_err(|e| Error::io("read", args_file.display().to_string(), e))?;
-    let a = parse(&text)?;
-    // The same requests the command line builds (src/ops.rs).
-    let request = ops::ProfilesRequest {
-        profiles: a.profiles.clone(),
-        target: ops::Target {
-            root: a.root.clone(),
-            no_exec: a.no_exec,
-            cpu_vendor: None,
-            no_reboot: a.no_reboot,
-            force: a.force,
-            arch: None,
-            boot_elsewhere: a.boot_elsewhere,
-        },
-        trial: a.trial,
-    };
-    let mut out = match a.state.as_str() {
-        "verified" => verified(&a)?,
-        "rolled_back" => rolled_back(&a)?,
-        _ if a.check_mode => {
-            let p = ops::plan(&request)?;
-            result(&p.host, p.names, &p.plan, render::Done::Planned, &a, "plan")
+    let (a, k) = parse(&text)?;
+    let mut out = match a.state {
+        State::Verified => verified(&a)?,
+        State::RolledBack => rolled_back(&a, &k)?,
+        State::Applied if k.check_mode => {
+            let p = ops::plan(&a.profiles_request())?;
+            result(&p.host, p.names, &p.plan, render::Done::Planned, &k, "plan")
         }
-        _ => {
-            let applied = ops::apply(&request, &mut ops::yes)?;
+        State::Applied => {
+            let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
             result(
                 &applied.host,
                 applied.names.clone(),
                 &applied.plan,
                 applied.done(),
-                &a,
+                &k,
                 "apply",
             )
         }
     };
     if let Some(obj) = out.as_object_mut() {
-        obj.insert(
-            "invocation".into(),
-            json!({"module_args": {
-                "profile": a.profiles, "state": a.state, "root": a.root.display().to_string(),
-                "no_exec": a.no_exec, "trial": a.trial, "no_reboot": a.no_reboot,
-                "force": a.force, "no_loopback": a.no_loopback,
-            }}),
-        );
+        obj.insert("invocation".into(), json!({ "module_args": a }));
     }
     Ok(out)
 }
@@ -251,14 +303,14 @@ fn result(
     names: Vec<String>,
     plan: &Plan,
     done: render::Done,
-    a: &ModuleArgs,
+    k: &AnsibleKeys,
     command: &'static str,
 ) -> Value {
     let report = render::report(command, host, names, plan, done);
     let changed = !plan.is_empty();
     let msg = if !changed {
         "nothing to change: the host already matches".to_string()
-    } else if a.check_mode {
+    } else if k.check_mode {
         format!("{} change(s) would be made", plan.changes.len())
     } else {
         format!("{} change(s) made", plan.changes.len())
@@ -276,7 +328,7 @@ fn result(
         "warnings": warnings,
         "plan": report,
     });
-    if a.diff {
+    if k.diff {
         if let Some(obj) = v.as_object_mut() {
             obj.insert("diff".into(), Value::Array(diffs(host, plan)));
         }
@@ -325,12 +377,7 @@ fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
 }
 
 fn verified(a: &ModuleArgs) -> Result<Value> {
-    let report = ops::verify(&ops::VerifyRequest {
-        root: a.root.clone(),
-        profiles: a.profiles.clone(),
-        no_loopback: a.no_loopback,
-        ..ops::VerifyRequest::default()
-    })?;
+    let report = ops::verify(&a.verify_request())?;
     let failing: Vec<String> = report
         .checks
         .iter()
@@ -352,7 +399,7 @@ fn verified(a: &ModuleArgs) -> Result<Value> {
     }))
 }
 
-fn rolled_back(a: &ModuleArgs) -> Result<Value> {
+fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
     let host = Host::open(&a.root, a.no_exec)?;
     let store = StateStore::new(&host);
     let in_effect = store.generation_numbers().into_iter().any(|n| {
@@ -368,10 +415,10 @@ fn rolled_back(a: &ModuleArgs) -> Result<Value> {
             "reboot_required": false,
         }));
     }
-    if a.check_mode {
+    if k.check_mode {
         let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
         let profiles = store.load_state()?.profiles;
-        let mut v = result(&host, profiles, &plan, render::Done::Planned, a, "rollback");
+        let mut v = result(&host, profiles, &plan, render::Done::Planned, k, "rollback");
         if let Some(obj) = v.as_object_mut() {
             // Undoing a generation is a change even when its files are already back.
             obj.insert("changed".into(), Value::Bool(true));
@@ -379,13 +426,8 @@ fn rolled_back(a: &ModuleArgs) -> Result<Value> {
         }
         return Ok(v);
     }
-    let request = ops::RollbackRequest {
-        root: a.root.clone(),
-        generation: None,
-        no_exec: a.no_exec,
-        force: a.force,
-    };
-    let (host, profiles, plan, outcome) = match ops::rollback(&request, &mut ops::yes)? {
+    let (host, profiles, plan, outcome) = match ops::rollback(&a.rollback_request(), &mut ops::yes)?
+    {
         ops::RolledBack::Done {
             host,
             profiles,
@@ -406,7 +448,7 @@ fn rolled_back(a: &ModuleArgs) -> Result<Value> {
         profiles,
         &plan,
         render::Done::Ran(&outcome),
-        a,
+        k,
         "rollback",
     );
     if let Some(obj) = v.as_object_mut() {
@@ -423,17 +465,68 @@ fn rolled_back(a: &ModuleArgs) -> Result<Value> {
 mod tests {
     use super::*;
 
+    fn message(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
     #[test]
     fn arguments_are_checked() {
-        let a = parse(r#"{"profile": "rdma-dmabuf", "no_exec": "yes", "_ansible_check_mode": true, "_ansible_diff": false}"#).unwrap();
+        let (a, k) = parse(r#"{"profile": "rdma-dmabuf", "no_exec": "yes", "_ansible_check_mode": true, "_ansible_diff": false, "_ansible_verbosity": 3}"#).unwrap();
         assert_eq!(a.profiles, ["rdma-dmabuf"]);
-        assert!(a.no_exec && a.check_mode && !a.diff);
-        assert_eq!(a.state, "applied");
-        let e = parse(r#"{"profile": "x", "colour": 1}"#).unwrap_err();
-        assert!(e.to_string().contains("Unsupported parameters"), "{e}");
-        assert!(parse(r#"{"state": "applied"}"#).is_err());
-        assert!(parse(r#"{"profile": "x", "state": "gone"}"#).is_err());
-        assert!(parse(r#"{"profile": "x", "trial": "maybe"}"#).is_err());
-        assert!(parse(r#"{"state": "rolled_back"}"#).is_ok());
+        assert!(a.no_exec && k.check_mode && !k.diff);
+        assert_eq!(a.state, State::Applied);
+        assert_eq!(a.root, Path::new("/"));
+        let e = message(r#"{"profile": "x", "colour": 1}"#);
+        assert!(
+            e.starts_with("Unsupported parameters for (gdrprov) module: colour. Supported parameters include: profile, state, root,"),
+            "{e}"
+        );
+        assert!(
+            message(r#"{"state": "applied"}"#).contains("profile is required for state=applied")
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "state": "gone"}"#),
+            r#"state must be one of applied, verified, rolled_back, not "gone""#
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "trial": "maybe"}"#),
+            r#"trial must be a boolean, not "maybe""#
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "root": 3}"#),
+            "root must be a path, not 3"
+        );
+        assert_eq!(
+            message(r#"{"profile": ["a", 1]}"#),
+            "profile entries must each be a string, not 1"
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "_ansible_diff": "perhaps"}"#),
+            r#"_ansible_diff must be a boolean, not "perhaps""#
+        );
+        let (a, _) = parse(r#"{"state": "rolled_back", "force": 1, "root": null}"#).unwrap();
+        assert!(a.force && a.profiles.is_empty() && a.state == State::RolledBack);
+        let (a, _) = parse(r#"{"profile": "a, b", "state": null, "trial": "on"}"#).unwrap();
+        assert_eq!(a.profiles, ["a", "b"]);
+        assert!(a.trial && a.state == State::Applied);
+    }
+
+    #[test]
+    fn arguments_map_onto_the_ops_requests() {
+        let (a, _) = parse(r#"{"profile": ["p"], "root": "/r", "no_exec": true, "no_reboot": true, "force": true, "boot_elsewhere": true, "trial": true, "no_loopback": true}"#).unwrap();
+        let p = a.profiles_request();
+        assert_eq!(p.profiles, ["p"]);
+        assert_eq!(p.target.root, Path::new("/r"));
+        assert!(p.target.no_exec && p.target.no_reboot && p.target.force);
+        assert!(p.target.boot_elsewhere && p.trial);
+        let v = a.verify_request();
+        assert!(v.no_loopback && v.root == Path::new("/r") && v.profiles == ["p"]);
+        let r = a.rollback_request();
+        assert!(r.no_exec && r.force && r.generation.is_none());
+        // The invocation Ansible shows: the arguments under their own names.
+        let inv = serde_json::to_value(&a).unwrap();
+        assert_eq!(inv["profile"], json!(["p"]));
+        assert_eq!(inv["state"], "applied");
+        assert_eq!(inv["root"], "/r");
     }
 }

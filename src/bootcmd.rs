@@ -445,8 +445,9 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
         .iter()
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
-    let shown = |e: grub_defaults::GrubError| {
-        Error::Refused(format!("{e} (in {})", host.display("/etc/default")))
+    let shown = |source| Error::GrubDefaults {
+        dir: host.display("/etc/default"),
+        source,
     };
     let current = grub_defaults::effective_value(&named, "GRUB_DEFAULT").map_err(shown)?;
     if current == ["saved"] {

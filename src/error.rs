@@ -67,6 +67,31 @@ pub enum Error {
     #[error("{0}")]
     Refused(String),
 
+    /// Boot arguments a profile asks for that cannot be satisfied (a bad
+    /// argument, or one wanted and forbidden).
+    #[error(transparent)]
+    BootArgs(#[from] crate::boot::desired::DesiredError),
+
+    /// The same, for one extra boot entry or entry file, named first.
+    #[error("{within}: {source}")]
+    BootArgsIn {
+        within: String,
+        #[source]
+        source: crate::boot::desired::DesiredError,
+    },
+
+    /// GRUB's defaults files (in DIR) that gdrprov cannot read or edit safely.
+    #[error("{source} (in {dir})")]
+    GrubDefaults {
+        dir: String,
+        #[source]
+        source: crate::boot::grub_defaults::GrubError,
+    },
+
+    /// `gdrprov bench` could not run or measure.
+    #[error(transparent)]
+    Bench(#[from] crate::bench::BenchError),
+
     #[error("journal: {0}")]
     Journal(String),
 
@@ -92,7 +117,13 @@ impl Error {
             Error::Locked { .. } => "locked",
             Error::Io { .. } => "io",
             Error::Command { .. } => "command",
-            Error::Refused(_) => "refused",
+            // Refusals to plan with what the profile or the host's GRUB
+            // files say, as before they had their own variants.
+            Error::Refused(_)
+            | Error::BootArgs(_)
+            | Error::BootArgsIn { .. }
+            | Error::GrubDefaults { .. } => "refused",
+            Error::Bench(_) => "bench",
             Error::Journal(_) => "journal",
             Error::Usage(_) => "usage",
         }
@@ -118,5 +149,50 @@ impl Error {
             hint,
             source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::boot::desired::DesiredError;
+    use crate::boot::grub_defaults::GrubError;
+
+    #[test]
+    fn wrapped_errors_keep_their_message_and_a_kind() {
+        let conflict = || DesiredError::Conflict {
+            wanted: "iommu=pt".into(),
+            rule: "iommu=off is forbidden".into(),
+        };
+        let e = Error::from(conflict());
+        assert_eq!(e.to_string(), conflict().to_string());
+        assert_eq!(e.kind(), "refused");
+        let e = Error::BootArgsIn {
+            within: "boot entry `trial`".into(),
+            source: conflict(),
+        };
+        assert_eq!(e.to_string(), format!("boot entry `trial`: {}", conflict()));
+        assert_eq!(e.kind(), "refused");
+        let e = Error::GrubDefaults {
+            dir: "/r/etc/default".into(),
+            source: GrubError::NoFiles,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!("{} (in /r/etc/default)", GrubError::NoFiles)
+        );
+        assert_eq!(e.kind(), "refused");
+        let bench = || crate::bench::BenchError::NoRdmaDevice {
+            why: "no /sys/class/infiniband".into(),
+        };
+        let e = Error::from(bench());
+        assert_eq!(e.to_string(), bench().to_string());
+        assert_eq!(e.kind(), "bench");
+        assert!(std::error::Error::source(&Error::from(conflict())).is_none());
+        assert!(std::error::Error::source(&Error::BootArgsIn {
+            within: String::new(),
+            source: conflict()
+        })
+        .is_some());
     }
 }

@@ -30,3 +30,4 @@ pub mod rollback;
 pub mod snapshot;
 pub mod verify;
 pub mod versions;
+pub mod wildcard;

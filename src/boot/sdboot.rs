@@ -47,17 +47,7 @@ pub fn set_loader_default(conf: &str, id: &str) -> String {
 /// `ID.conf` (or ID), or a glob with `*` and `?`.
 pub fn matches_default(pattern: &str, id: &str) -> bool {
     let file = format!("{id}.conf");
-    glob(pattern.as_bytes(), file.as_bytes()) || pattern == id
-}
-
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => glob(&p[1..], s) || (!s.is_empty() && glob(p, &s[1..])),
-        (Some(b'?'), Some(_)) => glob(&p[1..], &s[1..]),
-        (Some(a), Some(b)) if a == b => glob(&p[1..], &s[1..]),
-        _ => false,
-    }
+    crate::wildcard::matches(pattern, &file) || pattern == id
 }
 
 /// The `initrd=` arguments systemd-boot passes for an entry's `initrd`

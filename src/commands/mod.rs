@@ -142,7 +142,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             } else {
                 crate::bench::BenchFormat::Text
             };
-            crate::bench::run_bench(b, format).map_err(|e| Error::Refused(e.to_string()))
+            Ok(crate::bench::run_bench(b, format)?)
         }
         Command::Inventory(a) => crate::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor),
         Command::Doctor(a) => {

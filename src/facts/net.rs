@@ -31,18 +31,9 @@ pub struct NetFacts {
     pub ifaces: BTreeMap<String, Iface>,
 }
 
-/// `*` and `?` wildcards.
+/// `*` and `?` wildcards (src/wildcard.rs).
 pub fn glob(pattern: &str, s: &str) -> bool {
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match (p.first(), s.first()) {
-            (None, None) => true,
-            (Some(b'*'), _) => go(&p[1..], s) || (!s.is_empty() && go(p, &s[1..])),
-            (Some(b'?'), Some(_)) => go(&p[1..], &s[1..]),
-            (Some(a), Some(b)) if a == b => go(&p[1..], &s[1..]),
-            _ => false,
-        }
-    }
-    go(pattern.as_bytes(), s.as_bytes())
+    crate::wildcard::matches(pattern, s)
 }
 
 /// The interface names the matches give, in order, without duplicates or `lo`.

@@ -137,8 +137,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         Some(_) => None,
         None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
     };
-    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())
-        .map_err(|e| Error::Refused(e.to_string()))?;
+    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
     let s = Shared {
@@ -253,9 +252,7 @@ fn extra_entries(
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)
-                .map_err(|e| Error::Refused(e.to_string()))?
-                .result;
+            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)?.result;
             (e.options.clone(), after)
         }
         None => (current.clone(), args.result.clone()),
@@ -263,8 +260,12 @@ fn extra_entries(
     let base = if trial { &base_now } else { &base_after };
     let mut extras = Vec::new();
     for (name, b) in &ctx.desired.entries {
-        let p = desired::plan_args(base, &wants_of(b, vendor), &[], None)
-            .map_err(|e| Error::Refused(format!("boot entry `{name}`: {e}")))?;
+        let p = desired::plan_args(base, &wants_of(b, vendor), &[], None).map_err(|source| {
+            Error::BootArgsIn {
+                within: format!("boot entry `{name}`"),
+                source,
+            }
+        })?;
         extras.push(Extra {
             name: name.clone(),
             own: p.wanted,
@@ -597,7 +598,10 @@ fn describe(add: &[String], remove: &[String]) -> String {
 }
 
 fn grub_error(seen: &PlanFacts, e: grub_defaults::GrubError) -> Error {
-    Error::Refused(format!("{} (in {})", e, seen.display("/etc/default")))
+    Error::GrubDefaults {
+        dir: seen.display("/etc/default"),
+        source: e,
+    }
 }
 
 /// `/etc/default/grub`, then `grub.d/*.cfg` in C-locale order, as

@@ -161,8 +161,7 @@ pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Re
             .map(|(_, t)| from_running(&options_of(t)))
             .unwrap_or_default(),
     };
-    let args = desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())
-        .map_err(|e| Error::Refused(e.to_string()))?;
+    let args = desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?;
     part.kernel_args = Some(args.owned.clone());
     let reboot = |what: &str| Some(format!("kernel command line: {what}"));
     let mut changed = false;
@@ -185,8 +184,13 @@ pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Re
     }
     for (path, text) in &entries {
         let opts = cmdline::split(&options_of(text));
-        let e = desired::plan_args(&opts, wants, &ctx.state.kernel_args, None)
-            .map_err(|e| Error::Refused(format!("{path}: {e}")))?;
+        let e =
+            desired::plan_args(&opts, wants, &ctx.state.kernel_args, None).map_err(|source| {
+                Error::BootArgsIn {
+                    within: path.to_string(),
+                    source,
+                }
+            })?;
         if e.is_noop() {
             continue;
         }

@@ -510,6 +510,12 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                     "network.mtu.devices[{i}]: `{v}` is not a device name or pattern (letters, digits, `-_.:@`, wildcards `*` `?`)"
                 )));
             }
+            if let Err(e) = crate::wildcard::Wildcard::new(v) {
+                return Err(invalid(format!(
+                    "network.mtu.devices[{i}]: `{v}` is not a valid pattern ({}); use `*` and `?` as wildcards",
+                    e.kind()
+                )));
+            }
         }
     }
     if let Some(fr) = doc.verify.min_line_rate_fraction {
