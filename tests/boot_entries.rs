@@ -15,11 +15,6 @@ fn r(root: &Path) -> &str {
     root.to_str().unwrap()
 }
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(out), stderr_of(out)))
-}
-
 fn state(root: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(root.join("var/lib/gdrprov/state.json")).unwrap())
         .unwrap()
@@ -139,7 +134,7 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let p = pending(&v);
     assert!(
         p.iter()
@@ -245,7 +240,7 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let order: Vec<String> = v["changes"]
         .as_array()
         .unwrap()
@@ -295,7 +290,7 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
         .args(["boot", "list", "--format", "json", "--root", r(&root)])
         .output()
         .unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 2, "{v}");
     let default: Vec<&serde_json::Value> =
@@ -387,7 +382,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         .args(["boot", "list", "--format", "json", "--root", r(&root)])
         .output()
         .unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     let ids: Vec<&str> = v["entries"]
         .as_array()
         .unwrap()
@@ -481,7 +476,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let changes = v["changes"].as_array().unwrap();
     assert!(
         changes[0]["diff"]
@@ -537,7 +532,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let p = pending(&v);
     assert!(
         p.last().unwrap().ends_with("grub-reboot gdrprov-trial"),
@@ -613,7 +608,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let p = pending(&v);
     assert!(
         !p.iter().any(|c| c.contains("grub-reboot")),
@@ -822,7 +817,7 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
         .args(["boot", "list", "--format", "json", "--root", r(&root)])
         .output()
         .unwrap();
-    let v = json(&out);
+    let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     let first = &entries[0];
     assert_eq!(first["default"], true, "{v}");
@@ -903,7 +898,7 @@ fn a_trial_replaced_before_it_booted_cancels_its_one_shot_boot() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let p = pending(&json(&out));
+    let p = pending(&json_of(&out));
     assert!(
         p.iter()
             .any(|c| c.ends_with("grub-editenv /boot/grub/grubenv unset next_entry")),

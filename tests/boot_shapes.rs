@@ -40,11 +40,6 @@ fn run(root: &Path, args: &[&str]) -> std::process::Output {
     c.output().unwrap()
 }
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(out), stderr_of(out)))
-}
-
 #[test]
 fn every_builtin_profile_gets_a_report_not_an_error() {
     for dev in DEVICES {
@@ -58,7 +53,7 @@ fn every_builtin_profile_on(dev: &str) {
     for p in BUILTINS {
         let out = run(&root, &["plan", p, "--force", "--format", "json"]);
         assert_eq!(out.status.code(), Some(0), "plan {p}: {}", stderr_of(&out));
-        let plan = json(&out);
+        let plan = json_of(&out);
         let has_boot = matches!(p, "rdma-dmabuf" | "gds-iommu-off");
         assert_eq!(
             plan["boot"]["manageable"] == false,
@@ -76,7 +71,7 @@ fn every_builtin_profile_on(dev: &str) {
             "doctor {p}: {}",
             stderr_of(&out)
         );
-        let doc = json(&out).to_string();
+        let doc = json_of(&out).to_string();
         assert_eq!(
             doc.contains("\"boot-elsewhere\""),
             has_boot,
@@ -90,7 +85,7 @@ fn every_builtin_profile_on(dev: &str) {
             "verify {p}: {}",
             stderr_of(&out)
         );
-        let v = json(&out);
+        let v = json_of(&out);
         for name in [
             "requirements",
             "configuration",
@@ -152,7 +147,7 @@ fn apply_on(dev: &str) {
             ],
         );
         assert_eq!(out.status.code(), Some(0), "{p}: {}", stderr_of(&out));
-        let report = json(&out);
+        let report = json_of(&out);
         // gds-iommu-off wants nothing but the IOMMU off: no file to write.
         assert_eq!(report["changed"], p != "gds-iommu-off", "{p}: {report:#}");
         // Nothing of the boot part was recorded as owned.
@@ -189,18 +184,18 @@ fn a_command_line_already_set_elsewhere_passes() {
     let line = std::fs::read_to_string(&cmdline).unwrap();
     std::fs::write(&cmdline, format!("iommu=pt intel_iommu=on {line}")).unwrap();
     let out = run(&root, &["plan", "rdma-dmabuf", "--format", "json"]);
-    assert_eq!(json(&out)["boot"]["satisfied"], true);
+    assert_eq!(json_of(&out)["boot"]["satisfied"], true);
     // No flag needed: nothing of the boot part is owed.
     let out = run(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let v = json(&run(
+    let v = json_of(&run(
         &root,
         &["verify", "rdma-dmabuf", "--no-loopback", "--format", "json"],
     ));
     assert_eq!(check_named(&v, "boot")["status"], "pass", "{v:#}");
     assert_eq!(check_named(&v, "configuration")["status"], "pass", "{v:#}");
     // gds wants the opposite: iommu=pt must go, and verify says where.
-    let v = json(&run(
+    let v = json_of(&run(
         &root,
         &[
             "verify",
@@ -246,7 +241,7 @@ fn verify_reports_every_check_when_the_grub_defaults_cannot_be_read() {
         &["verify", "rdma-dmabuf", "--no-loopback", "--format", "json"],
     );
     assert_eq!(out.status.code(), Some(3), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let c = check_named(&v, "configuration");
     assert_eq!(c["status"], "fail");
     assert!(c["detail"].as_str().unwrap().contains("NUL byte"), "{c}");
@@ -276,7 +271,7 @@ fn grub_args(root: &Path) -> String {
 #[test]
 fn grace_facts_and_doctor_read_the_arm64_root() {
     let (_t, root) = example_root("ubuntu-24.04-gh200");
-    let inv = json(&run(&root, &["inventory", "--format", "json"]));
+    let inv = json_of(&run(&root, &["inventory", "--format", "json"]));
     let f = if inv["facts"].is_object() {
         &inv["facts"]
     } else {
@@ -572,7 +567,7 @@ fn uki_is_rebuilt_by_kernel_install_or_refused_with_the_reason() {
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    let pending = json(&out)["pending_commands"].to_string();
+    let pending = json_of(&out)["pending_commands"].to_string();
     assert!(
         pending.contains(
             r#""kernel-install","add","6.12.43+deb13-amd64","/usr/lib/modules/6.12.43+deb13-amd64/vmlinuz""#
@@ -615,7 +610,7 @@ fn systemd_boot_refuses_entries_and_trial_for_now() {
 fn systemd_boot_list_set_default_and_once() {
     let (_t, root) = sdboot_root("/boot/efi", false);
     let pristine = snapshot(&root);
-    let v = json(&run(&root, &["boot", "list", "--format", "json"]));
+    let v = json_of(&run(&root, &["boot", "list", "--format", "json"]));
     assert_eq!(v["loader"], "systemd-boot (/boot/efi)", "{v:#}");
     let old = format!("{MID}-6.12.38+deb13-amd64");
     let new = format!("{MID}-6.12.43+deb13-amd64");
@@ -630,7 +625,7 @@ fn systemd_boot_list_set_default_and_once() {
         std::fs::read_to_string(root.join("boot/efi/loader/loader.conf")).unwrap(),
         format!("timeout 3\n#console-mode keep\ndefault {old}.conf\n")
     );
-    let v = json(&run(&root, &["boot", "list", "--format", "json"]));
+    let v = json_of(&run(&root, &["boot", "list", "--format", "json"]));
     assert_eq!(v["default"], old.as_str());
     // The one-shot entry is an EFI variable: only on the running system.
     let out = run(&root, &["boot", "once", &old]);

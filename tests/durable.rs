@@ -9,11 +9,6 @@
 mod common;
 use common::*;
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(out), stderr_of(out)))
-}
-
 #[test]
 fn a_boot_entry_written_on_an_image_root_is_synced_and_reported() {
     let (t, root) = example_root("rocky-9-a100");
@@ -37,7 +32,7 @@ fn a_boot_entry_written_on_an_image_root_is_synced_and_reported() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     let durable = v["outcome"]["durable"]
         .as_array()
         .unwrap_or_else(|| panic!("{v:#}"));
@@ -89,7 +84,7 @@ fn a_run_that_touches_no_boot_file_makes_nothing_durable() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     assert!(
         v["outcome"]["generation"].is_u64(),
         "the apply changed something: {v:#}"

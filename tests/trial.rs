@@ -16,11 +16,6 @@ fn r(root: &Path) -> &str {
     root.to_str().unwrap()
 }
 
-fn json(out: &std::process::Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(out), stderr_of(out)))
-}
-
 fn boot_state(root: &Path, cmdline: &str, next_entry: &str) {
     std::fs::write(
         root.join("proc/cmdline"),
@@ -44,7 +39,7 @@ fn trial_reboot_reasons(root: &Path) -> String {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    json(&out)["reboot_reasons"].to_string()
+    json_of(&out)["reboot_reasons"].to_string()
 }
 
 fn verify(root: &Path) -> (Option<i32>, serde_json::Value) {
@@ -59,7 +54,7 @@ fn verify(root: &Path) -> (Option<i32>, serde_json::Value) {
         ])
         .output()
         .unwrap();
-    (out.status.code(), json(&out))
+    (out.status.code(), json_of(&out))
 }
 
 fn trial_root() -> (tempfile::TempDir, std::path::PathBuf) {
@@ -125,7 +120,7 @@ fn a_trial_is_owed_a_reboot_only_until_it_had_its_boot() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     assert!(
         v["reboot_reasons"].as_array().unwrap().is_empty(),
         "the running kernel has the committed arguments: {v:#}"
@@ -222,7 +217,7 @@ fn a_running_extra_entry_chosen_on_purpose_is_not_drift() {
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
-        json(&out)
+        json_of(&out)
     };
     // `boot once gdrprov-gds`, rebooted: iommu=off runs on purpose.
     boot_state(&root, "console=tty1 console=ttyS0,115200n8 iommu=off", "");
@@ -283,7 +278,7 @@ fn rollback_of_a_module_block_needs_no_reboot() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json(&out);
+    let v = json_of(&out);
     assert!(
         v["reboot_reasons"].as_array().unwrap().is_empty(),
         "modprobe reads modprobe.d at every run: {v:#}"

@@ -84,6 +84,12 @@ pub fn stderr_of(out: &std::process::Output) -> String {
 }
 
 /// The check named NAME in a `verify --format json` report.
+/// A command's standard output as JSON; on a parse error, both outputs in the panic.
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(out), stderr_of(out)))
+}
+
 pub fn check_named(report: &serde_json::Value, name: &str) -> serde_json::Value {
     report["checks"]
         .as_array()
