@@ -221,11 +221,7 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> CmdlineHome {
     ];
     let cmdline = proc_cmdline.unwrap_or("");
     let args: Vec<&str> = cmdline.split_whitespace().collect();
-    let container = host.exists("/.dockerenv")
-        || host.exists("/run/.containerenv")
-        || host
-            .read_fact("/run/systemd/container")
-            .is_some_and(|s| !s.trim().is_empty());
+    let container = super::platform::container_marker(host);
     let network = args.iter().any(|a| {
         a.starts_with("BOOTIF=")
             || a.starts_with("nfsroot=")
@@ -234,32 +230,24 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> CmdlineHome {
             || a.starts_with("initrd=http")
     });
     let firecracker = args.contains(&"--firecracker-init");
-    let cpu_hypervisor = host.read_fact("/proc/cpuinfo").is_some_and(|c| {
-        c.lines().any(|l| {
-            l.split_once(':').is_some_and(|(k, v)| {
-                k.trim() == "flags" && v.split_whitespace().any(|f| f == "hypervisor")
-            })
-        })
-    });
+    let hypervisor = super::planning::hypervisor(host);
     let dmi = host
         .read_fact("/sys/class/dmi/id/sys_vendor")
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty());
-    let starter = if container {
-        evidence.push(
-            "a container marker (/.dockerenv, /run/.containerenv or /run/systemd/container)".into(),
-        );
+    let starter = if let Some(why) = container {
+        evidence.push(format!("a container marker: {why}"));
         Starter::Container
     } else if network {
         evidence
             .push("the running command line names a network boot (BOOTIF=, ip=, nfsroot=)".into());
         Starter::Network
-    } else if firecracker || cpu_hypervisor {
+    } else if firecracker || hypervisor.is_some() {
         if firecracker {
             evidence.push("the running command line is Firecracker's (--firecracker-init)".into());
         }
-        if cpu_hypervisor {
-            evidence.push("the CPU flags include `hypervisor` (a virtual machine)".into());
+        if let Some(why) = hypervisor {
+            evidence.push(format!("{why} (a virtual machine)"));
         }
         if let Some(v) = dmi {
             evidence.push(format!("the system vendor is {v}"));

@@ -32,15 +32,24 @@ impl PlatformFacts {
     }
 }
 
-fn virtualization(host: &Host) -> (VirtFact, Option<String>) {
-    for f in [
-        "/.dockerenv",
-        "/run/.containerenv",
-        "/run/systemd/container",
-    ] {
+/// The marker a container runtime leaves (docker, podman, systemd-nspawn,
+/// which writes its manager's name into /run/systemd/container). Both the
+/// virtualization fact and the boot shape (who starts the kernel) read it.
+pub fn container_marker(host: &Host) -> Option<String> {
+    for f in ["/.dockerenv", "/run/.containerenv"] {
         if host.exists(f) {
-            return (VirtFact::Container, Some(format!("{f} exists")));
+            return Some(format!("{f} exists"));
         }
+    }
+    host.read_fact("/run/systemd/container")
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .map(|m| format!("/run/systemd/container says `{m}`"))
+}
+
+fn virtualization(host: &Host) -> (VirtFact, Option<String>) {
+    if let Some(why) = container_marker(host) {
+        return (VirtFact::Container, Some(why));
     }
     if let Some(why) = super::planning::hypervisor(host) {
         return (VirtFact::Vm, Some(why));
