@@ -1,12 +1,15 @@
 //! legacy-peermem on OFED hosts: with MLNX_OFED/DOCA's openibd, nvidia_peermem
-//! loads from an `openibd.service.d` drop-in (after openibd), not from
-//! modules-load.d; without openibd, from modules-load.d as before.
+//! loads from its own unit, which openibd pulls in through an
+//! `openibd.service.d` drop-in (loaded after openibd, unloaded before it
+//! stops), not from modules-load.d; without openibd, from modules-load.d as
+//! before. The systemd ordering itself is tested in the VM (13-openibd).
 
 mod common;
 use common::*;
 use std::path::Path;
 
 const DROPIN: &str = "etc/systemd/system/openibd.service.d/gdrprov-peermem.conf";
+const UNIT: &str = "etc/systemd/system/gdrprov-peermem.service";
 const LOAD: &str = "etc/modules-load.d/gdrprov.conf";
 
 /// The example H100 root with MLNX_OFED installed (its `ofed_info` script).
@@ -55,7 +58,10 @@ fn with_openibd_peermem_loads_from_a_dropin() {
         add_openibd(&root, unit);
         apply(&root);
         let dropin = std::fs::read_to_string(root.join(DROPIN)).unwrap();
-        assert!(dropin.contains("[Service]\nExecStartPost=-/sbin/modprobe nvidia_peermem\n"));
+        assert!(dropin.contains("[Unit]\nWants=gdrprov-peermem.service\n"));
+        let unit_text = std::fs::read_to_string(root.join(UNIT)).unwrap();
+        assert!(unit_text.contains("\nPartOf=openibd.service\n"), "{unit_text}");
+        assert!(unit_text.contains("\nExecStop=/sbin/modprobe -r nvidia_peermem\n"));
         assert!(!root.join(LOAD).exists(), "{unit}");
     }
 }
@@ -72,5 +78,14 @@ fn without_openibd_peermem_stays_in_modules_load_d() {
     add_openibd(&root, "/etc/init.d/openibd");
     apply(&root);
     assert!(!root.join(LOAD).exists());
-    assert!(root.join(DROPIN).exists());
+    assert!(root.join(DROPIN).exists() && root.join(UNIT).exists());
+
+    // Rolled back: both files go, modules-load.d comes back.
+    let out = gdrprov()
+        .args(["rollback", "-y", "--root", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(!root.join(DROPIN).exists() && !root.join(UNIT).exists());
+    assert!(root.join(LOAD).exists());
 }

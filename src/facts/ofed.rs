@@ -29,6 +29,10 @@ pub struct OfedFacts {
     pub openibd: Option<String>,
 }
 
+/// The unit gdrprov gives nvidia_peermem on an openibd host (its facts are
+/// gathered for planning; modules/kmod.rs writes it).
+pub const PEERMEM_UNIT_NAME: &str = "gdrprov-peermem.service";
+
 /// Where the root has openibd, if it has.
 pub const OPENIBD_PATHS: [&str; 4] = [
     "/etc/systemd/system/openibd.service",

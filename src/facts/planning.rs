@@ -221,6 +221,18 @@ impl PlanFacts {
         if let Some(mtu) = &doc.network.mtu {
             pf.net = super::net::probe(host, &facts.rdma_devices, &mtu.devices);
         }
+        // nvidia_peermem's own unit on an openibd host (modules/kmod.rs).
+        let unit = super::ofed::PEERMEM_UNIT_NAME;
+        if facts.ofed.openibd.is_some()
+            && doc
+                .modules
+                .present
+                .iter()
+                .any(|m| norm(m) == "nvidia_peermem")
+        {
+            pf.units
+                .insert(unit.to_string(), unit_facts(host, unit, live_changes));
+        }
         for name in &doc.services.disabled {
             pf.units
                 .insert(name.clone(), unit_facts(host, name, live_changes));

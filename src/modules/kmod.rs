@@ -16,8 +16,31 @@ pub const MODULE: &str = "modules";
 pub const LOAD_CONF: &str = "/etc/modules-load.d/gdrprov.conf";
 pub const BLOCK_CONF: &str = "/etc/modprobe.d/gdrprov-blacklist.conf";
 pub const OPTIONS_CONF: &str = "/etc/modprobe.d/gdrprov-options.conf";
-/// Where nvidia_peermem is loaded on a host with MLNX_OFED/DOCA's openibd.
+/// On a host with MLNX_OFED/DOCA's openibd, nvidia_peermem is loaded and
+/// unloaded by a unit of its own, which openibd pulls in (this drop-in).
 pub const OPENIBD_DROPIN: &str = "/etc/systemd/system/openibd.service.d/gdrprov-peermem.conf";
+pub use crate::facts::ofed::PEERMEM_UNIT_NAME;
+pub const PEERMEM_UNIT: &str = "/etc/systemd/system/gdrprov-peermem.service";
+
+/// The unit that loads `m` after openibd and unloads it before openibd
+/// stops. `After=` orders its start after openibd's and, reversed, its stop
+/// before openibd's; `PartOf=` makes `systemctl stop|restart openibd` stop
+/// (and restart) it too. So `openibd restart` (OFED upgrades, operators)
+/// finds ib_core free, as it needs (Mellanox/doca-driver-build#481). An
+/// `ExecStartPost=` in openibd's drop-in (Azure's HPC images) loads it in
+/// the right order but nothing unloads it before the next stop.
+pub fn peermem_unit(header: &str, m: &str) -> String {
+    format!(
+        "{header}\n[Unit]\nDescription={m}, loaded after openibd and unloaded before it stops (gdrprov)\nAfter=openibd.service\nPartOf=openibd.service\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\nExecStart=/sbin/modprobe {m}\nExecStop=/sbin/modprobe -r {m}\n"
+    )
+}
+
+/// openibd's drop-in: starting openibd starts gdrprov-peermem.service.
+pub fn openibd_dropin(header: &str, m: &str) -> String {
+    format!(
+        "{header}\n# {m} is loaded by {PEERMEM_UNIT_NAME} after openibd has loaded the RDMA\n# stack (not from modules-load.d: `openibd restart` fails while {m}\n# holds ib_core), and unloaded before openibd stops.\n[Unit]\nWants={PEERMEM_UNIT_NAME}\n"
+    )
+}
 
 /// sysfs and modprobe treat `-` and `_` in module names alike.
 pub fn norm(name: &str) -> String {
@@ -57,11 +80,30 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .iter()
         .cloned()
         .partition(|m| ctx.facts.ofed.openibd.is_some() && norm(m) == "nvidia_peermem");
+    let mut unit_files_change = [PEERMEM_UNIT, OPENIBD_DROPIN]
+        .iter()
+        .any(|p| ctx.state.files.contains_key(*p))
+        && after_openibd.is_empty();
     if let Some(m) = after_openibd.first() {
-        let s = format!(
-            "{header}\n# {m} loads after openibd has loaded the RDMA stack, not from\n# modules-load.d: `openibd restart` fails while {m} holds ib_core.\n# Unload it (`modprobe -r {m}`) before restarting openibd.\n[Service]\nExecStartPost=-/sbin/modprobe {m}\n"
-        );
-        part.files.push(managed(OPENIBD_DROPIN, s, None));
+        for (path, text) in [
+            (PEERMEM_UNIT, peermem_unit(&header, m)),
+            (OPENIBD_DROPIN, openibd_dropin(&header, m)),
+        ] {
+            unit_files_change |= ctx.seen.file_fact(path) != Some(text.as_str());
+            part.files.push(managed(path, text, None));
+        }
+    }
+    // systemd reads unit files at daemon-reload (rollback runs it again).
+    if unit_files_change && live {
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(
+                &["systemctl", "daemon-reload"],
+                format!("Make systemd read {PEERMEM_UNIT} and openibd's drop-in"),
+            )
+            .regenerating(),
+            None,
+        ));
     }
     if !at_boot.is_empty() {
         let mut s =
@@ -145,7 +187,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-        for m in &present {
+        for m in &at_boot {
             if !loaded(m) {
                 part.commands.push(run(
                     &["modprobe", m],
@@ -153,6 +195,22 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                     None,
                 ));
             }
+        }
+        // Through its unit, even when loaded: only an active unit is stopped
+        // (and the module unloaded) before openibd stops.
+        let unit_active = ctx
+            .seen
+            .units
+            .get(PEERMEM_UNIT_NAME)
+            .is_some_and(|u| u.active);
+        if let Some(m) = after_openibd.first().filter(|_| !unit_active) {
+            part.commands.push(run(
+                &["systemctl", "start", PEERMEM_UNIT_NAME],
+                format!(
+                    "Load {m} now through {PEERMEM_UNIT_NAME} (it must be present; the unit unloads it before openibd stops)"
+                ),
+                None,
+            ));
         }
     } else if live {
         for m in doc.absent.iter().filter(|m| loaded(m)) {
@@ -325,18 +383,65 @@ mod tests {
         assert!(load.ends_with("\nib_core\n") && !load.contains("nvidia_peermem"));
         let dropin = written(&p, OPENIBD_DROPIN).unwrap();
         assert!(
-            dropin.ends_with("[Service]\nExecStartPost=-/sbin/modprobe nvidia_peermem\n"),
+            dropin.ends_with("[Unit]\nWants=gdrprov-peermem.service\n"),
             "{dropin}"
         );
+        let unit = written(&p, PEERMEM_UNIT).unwrap();
+        for line in [
+            "\nAfter=openibd.service\n",
+            "\nPartOf=openibd.service\n",
+            "\nRemainAfterExit=yes\n",
+            "\nExecStart=/sbin/modprobe nvidia_peermem\n",
+            "\nExecStop=/sbin/modprobe -r nvidia_peermem\n",
+        ] {
+            assert!(unit.contains(line), "{line:?} not in {unit}");
+        }
+        // An image: no systemctl at all.
+        assert!(commands(&p).is_empty(), "{:?}", commands(&p));
         // Only peermem: no modules-load.d file at all.
         let p = w
             .plan(&desired("modules: { present: [nvidia-peermem] }"))
             .0
             .unwrap();
         assert_eq!(written(&p, LOAD_CONF), None);
-        assert!(written(&p, OPENIBD_DROPIN)
+        assert!(written(&p, PEERMEM_UNIT)
             .unwrap()
-            .contains("modprobe nvidia-peermem\n"));
+            .contains("modprobe -r nvidia-peermem\n"));
+    }
+
+    #[test]
+    fn peermem_on_a_live_openibd_host_loads_through_its_unit() {
+        let mut w = World::live(OsFamily::Debian);
+        w.seen.kernels = vec![kernel("6.8.0-1", &["nvidia_peermem", "ib_core"], &[])];
+        w.facts.ofed.openibd = Some("/usr/lib/systemd/system/openibd.service".into());
+        let d = desired("modules: { present: [nvidia_peermem] }");
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(
+            commands(&p),
+            [
+                "systemctl daemon-reload",
+                "systemctl start gdrprov-peermem.service"
+            ]
+        );
+        // Loaded by hand before: still started through the unit, so that
+        // stopping openibd unloads it.
+        w.facts.modules.loaded.push("nvidia_peermem".into());
+        let p = w.plan(&d).0.unwrap();
+        assert!(commands(&p).contains(&"systemctl start gdrprov-peermem.service".to_string()));
+        // Files in place and the unit active: nothing to do.
+        let text_unit = written(&p, PEERMEM_UNIT).unwrap().to_string();
+        let text_dropin = written(&p, OPENIBD_DROPIN).unwrap().to_string();
+        w.file(PEERMEM_UNIT, &text_unit).file(OPENIBD_DROPIN, &text_dropin);
+        w.seen.units.insert(
+            PEERMEM_UNIT_NAME.into(),
+            crate::facts::planning::UnitFacts {
+                exists: true,
+                enabled: false,
+                active: true,
+            },
+        );
+        let p = w.plan(&d).0.unwrap();
+        assert!(commands(&p).is_empty(), "{:?}", commands(&p));
     }
 
     #[test]
