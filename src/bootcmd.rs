@@ -202,9 +202,11 @@ fn read_info(host: &Host) -> Result<Bootinfo> {
     })
 }
 
-/// systemd-boot's menu: the type #1 entries, newest first; the default from
-/// loader.conf's `default` (else the first); the one-shot entry is an EFI
-/// variable of the running firmware, not shown.
+/// systemd-boot's menu: the type #1 entries in its own order; the default
+/// from `LoaderEntryDefault` (`bootctl set-default`), else loader.conf's
+/// `default`, else the first; on the running system, the entry that runs
+/// (`LoaderEntrySelected`) and the one-shot entry of the next boot
+/// (`LoaderEntryOneShot`).
 fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
     let dir = format!("{esp}/loader/entries");
     let mut initrds = std::collections::BTreeMap::new();
@@ -219,23 +221,33 @@ fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
         })
         .collect();
     crate::boot::sdboot::sort(&mut es);
-    let pattern = host
-        .read_fact(&format!("{esp}/loader/loader.conf"))
-        .and_then(|c| crate::boot::sdboot::loader_default(&c));
-    let default = pattern
-        .as_deref()
-        .and_then(|p| {
-            es.iter()
-                .find(|e| crate::boot::sdboot::matches_default(p, &e.id))
-        })
-        .or(es.first())
+    let vars = match facts::boot_shape::probe(host, None) {
+        facts::boot_shape::CmdlineHome::SystemdBoot(sd) => Some(sd),
+        _ => None,
+    };
+    let var = |f: fn(&facts::boot_shape::SdBoot) -> &Option<String>| {
+        vars.as_ref()
+            .and_then(|sd| f(sd).as_deref())
+            .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
+    };
+    let (efi_default, selected, oneshot) = (
+        vars.as_ref().and_then(|sd| sd.efi_default.clone()),
+        var(|sd| &sd.efi_selected),
+        var(|sd| &sd.efi_oneshot),
+    );
+    let conf = host.read_fact(&format!("{esp}/loader/loader.conf"));
+    let default = crate::boot::sdboot::default_of(&es, efi_default.as_deref(), conf.as_deref())
         .map(|e| e.id.clone());
-    // systemd-boot puts `initrd=` on the command line: it tells entries of
-    // the same options apart.
+    // Without the EFI variable (an older systemd-boot), by the command line:
+    // systemd-boot puts `initrd=` on it, which tells entries of the same
+    // options apart.
     let running: Option<Vec<String>> = host
         .read_fact("/proc/cmdline")
         .map(|s| cmdline::split(s.trim()));
     let runs = |e: &entries::BlsEntry| {
+        if let Some(s) = &selected {
+            return *s == e.id;
+        }
         let Some(r) = running.as_deref() else {
             return false;
         };
@@ -253,7 +265,7 @@ fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
             running: runs(e),
             args: e.options.clone(),
             default: default.as_deref() == Some(e.id.as_str()),
-            next_boot: false,
+            next_boot: oneshot.as_deref() == Some(e.id.as_str()),
             gdrprov: e.id.contains(entries::BLS_INFIX),
         })
         .collect();
@@ -262,7 +274,7 @@ fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
         tool_prefix: "",
         entries: out,
         default,
-        next_entry: None,
+        next_entry: oneshot,
     })
 }
 

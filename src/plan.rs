@@ -135,8 +135,8 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         .filter(|c| {
             state_after.trial.is_some()
                 || !matches!(
-                    c.argv.first().map(String::as_str),
-                    Some("grub-reboot" | "grub2-reboot")
+                    c.argv.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                    ["grub-reboot" | "grub2-reboot", ..] | ["bootctl", "set-oneshot", ..]
                 )
         })
         .map(|c| Change {

@@ -155,7 +155,10 @@ fn boot_time_effect(path: &str) -> Option<String> {
         ("/boot/loader/entries/", "the boot entries"),
         ("/boot/efi/loader/", "the boot entries"),
         ("/efi/loader/", "the boot entries"),
-        ("/etc/kernel/cmdline", "the kernel command line of future kernels"),
+        (
+            "/etc/kernel/cmdline",
+            "the kernel command line of future kernels",
+        ),
         // Not /etc/modprobe.d: modprobe reads it at every run, so a module
         // the rollback unblocks loads again at once, with no reboot.
         ("/etc/modules-load.d/", "modules loaded at boot"),

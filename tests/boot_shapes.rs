@@ -577,27 +577,115 @@ fn uki_is_rebuilt_by_kernel_install_or_refused_with_the_reason() {
 }
 
 #[test]
-fn systemd_boot_refuses_entries_and_trial_for_now() {
+fn systemd_boot_extra_entries_sort_after_the_kernels_and_roll_back() {
     let (t, root) = sdboot_root("/efi", true);
+    let pristine = snapshot(&root);
+    let base = t.path().join("base.yaml");
+    std::fs::write(&base, "boot:\n  iommu: passthrough\n").unwrap();
+    let p = t.path().join("gds.yaml");
+    std::fs::write(&p, "boot:\n  iommu: \"off\"\n  entry: gds\n").unwrap();
+    let (base, p) = (base.to_str().unwrap(), p.to_str().unwrap());
+    let out = run(&root, &["apply", base, p, "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let new = "6.12.43+deb13-amd64";
+    let gds =
+        std::fs::read_to_string(root.join(format!("efi/loader/entries/{MID}-gdrprov-gds.conf")))
+            .unwrap();
+    // A copy of the default (newest) entry: its kernel, version and sort
+    // key, its own title and options.
+    assert!(
+        gds.contains(&format!("\nlinux      /{MID}/{new}/linux\n")),
+        "{gds}"
+    );
+    assert!(gds.contains(&format!("\nversion    {new}\n")), "{gds}");
+    assert!(gds.contains("\nsort-key   debian\n"), "{gds}");
+    assert!(gds.contains("(gdrprov gds)"), "{gds}");
+    let opts = gds.lines().find(|l| l.starts_with("options")).unwrap();
+    assert!(
+        opts.contains(" iommu=off") && !opts.contains("iommu=pt"),
+        "{opts}"
+    );
+    assert!(
+        opts.contains(&format!("systemd.machine_id={MID}")),
+        "{opts}"
+    );
+    // The kernels' entries get the profile's own arguments, not the extra's.
+    assert!(entry(&root, "/efi", new).contains("iommu=pt"));
+    assert!(!entry(&root, "/efi", new).contains("iommu=off"));
+    // systemd-boot's order: the kernels first, so the default is unchanged.
+    let v = json_of(&run(&root, &["boot", "list", "--format", "json"]));
+    assert_eq!(v["default"], format!("{MID}-{new}"), "{v:#}");
+    assert_eq!(v["entries"][1]["id"], format!("{MID}-gdrprov-gds"), "{v:#}");
+    assert_eq!(v["entries"][1]["gdrprov"], true);
+    // Idempotent, and rolled back byte for byte.
+    let v = json_of(&run(&root, &["plan", base, p, "--format", "json"]));
+    assert_eq!(v["changes"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let out = run(&root, &["rollback", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_same(
+        &without_state(snapshot(&root)),
+        &without_state(pristine),
+        "rollback of an extra entry",
+    );
+}
+
+#[test]
+fn systemd_boot_refuses_an_entry_that_would_become_the_default() {
+    // A hand-written entry with no version and no sort key (as Arch's wiki
+    // shows): `arch-gdrprov-gds` would sort before `arch` and boot by default.
+    let (t, root) = sdboot_root("/boot", true);
+    for k in ["6.12.38+deb13-amd64", "6.12.43+deb13-amd64"] {
+        std::fs::remove_file(root.join(format!("boot/loader/entries/{MID}-{k}.conf"))).unwrap();
+    }
+    put(
+        &root,
+        "/boot/loader/entries/arch.conf",
+        &format!("title Arch Linux\nlinux /vmlinuz-linux\ninitrd /initramfs-linux.img\noptions {ROOT_ARGS}\n"),
+    );
+    put(
+        &root,
+        "/proc/cmdline",
+        &format!("initrd=\\initramfs-linux.img {ROOT_ARGS}\n"),
+    );
     let p = t.path().join("p.yaml");
     std::fs::write(&p, "boot:\n  iommu: \"off\"\n  entry: gds\n").unwrap();
-    let out = run(
-        &root,
-        &["plan", "rdma-dmabuf", p.to_str().unwrap(), "--force"],
-    );
+    let before = snapshot(&root);
+    let out = run(&root, &["apply", p.to_str().unwrap(), "-y"]);
     assert_eq!(out.status.code(), Some(1));
+    let err = stderr_of(&out);
     assert!(
-        stderr_of(&out).contains("systemd-boot"),
-        "{}",
-        stderr_of(&out)
+        err.contains("would boot the new entry arch-gdrprov-gds by default instead of arch"),
+        "{err}"
     );
+    assert!(err.contains("gdrprov boot set-default arch"), "{err}");
+    assert_same(&snapshot(&root), &before, "refused extra entry");
+    // With the default made explicit, the entry is written.
+    let out = run(&root, &["boot", "set-default", "arch"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let out = run(&root, &["apply", p.to_str().unwrap(), "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(root
+        .join("boot/loader/entries/arch-gdrprov-gds.conf")
+        .exists());
+    let v = json_of(&run(&root, &["boot", "list", "--format", "json"]));
+    assert_eq!(v["default"], "arch", "{v:#}");
+}
+
+#[test]
+fn systemd_boot_trial_needs_the_running_system_and_unsafe_arguments_are_refused() {
+    let (t, root) = sdboot_root("/efi", true);
     let out = run(
         &root,
         &["apply", "rdma-dmabuf", "--trial", "--dry-run", "--force"],
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("--trial is not available on systemd-boot"));
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("bootctl set-oneshot") && err.contains("is not the running system"),
+        "{err}"
+    );
     // Unsafe arguments are refused as on GRUB, and nothing changes.
+    let p = t.path().join("p.yaml");
     let before = snapshot(&root);
     std::fs::write(&p, "boot:\n  cmdline:\n    present: [\"x=`reboot`\"]\n").unwrap();
     let out = run(&root, &["apply", p.to_str().unwrap(), "-y", "--no-exec"]);

@@ -60,7 +60,10 @@ fn with_openibd_peermem_loads_from_a_dropin() {
         let dropin = std::fs::read_to_string(root.join(DROPIN)).unwrap();
         assert!(dropin.contains("[Unit]\nWants=gdrprov-peermem.service\n"));
         let unit_text = std::fs::read_to_string(root.join(UNIT)).unwrap();
-        assert!(unit_text.contains("\nPartOf=openibd.service\n"), "{unit_text}");
+        assert!(
+            unit_text.contains("\nPartOf=openibd.service\n"),
+            "{unit_text}"
+        );
         assert!(unit_text.contains("\nExecStop=/sbin/modprobe -r nvidia_peermem\n"));
         assert!(!root.join(LOAD).exists(), "{unit}");
     }

@@ -152,6 +152,9 @@ pub struct BlsEntry {
     pub linux: String,
     /// `options` with `$kernelopts` expanded from grubenv.
     pub options: Vec<String>,
+    /// `sort-key` and `machine-id`: systemd-boot orders entries by them.
+    pub sort_key: Option<String>,
+    pub machine_id: Option<String>,
 }
 
 /// The value of the first `key value` line of a BLS entry.
@@ -173,6 +176,12 @@ pub fn parse_bls(id: &str, text: &str, kernelopts: &str) -> BlsEntry {
         version: bls_field(text, "version").unwrap_or_default().to_owned(),
         linux: bls_field(text, "linux").unwrap_or_default().to_owned(),
         options: cmdline::split(&options),
+        sort_key: bls_field(text, "sort-key")
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned),
+        machine_id: bls_field(text, "machine-id")
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned),
     }
 }
 
@@ -206,6 +215,9 @@ pub fn bls_derived(default_text: &str, new_id: &str, entry: &str, args: &[String
                 out.push_str(&format!("title {t} (gdrprov {entry})\n"));
             }
             "id" => out.push_str(&format!("id {new_id}\n")),
+            // The whole command line on the first `options` line; later
+            // ones (they add to it) are dropped.
+            "options" if saw_options => {}
             "options" => {
                 saw_options = true;
                 out.push_str(&format!("options {}\n", args.join(" ")));

@@ -77,20 +77,37 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let running: Option<Vec<String>> = host
         .read_fact("/proc/cmdline")
         .map(|s| cmdline::split(s.trim()));
-    let running_entry = running
-        .as_deref()
-        .and_then(|r| running_gdrprov_entry(host, grub_cfg.as_deref(), &env, r));
+    let cmdline_home = super::boot_shape::probe(host, proc_cmdline);
+    // systemd-boot says itself which entry runs and which boots next.
+    let (running_entry, next_entry) = match &cmdline_home {
+        super::boot_shape::CmdlineHome::SystemdBoot(sd) => {
+            let id = |v: &Option<String>| {
+                v.as_deref()
+                    .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
+            };
+            (
+                id(&sd.efi_selected).filter(|i| entries::is_gdrprov_id(i)),
+                id(&sd.efi_oneshot),
+            )
+        }
+        _ => (
+            running
+                .as_deref()
+                .and_then(|r| running_gdrprov_entry(host, grub_cfg.as_deref(), &env, r)),
+            entries::grubenv_get(&env, "next_entry"),
+        ),
+    };
     BootFacts {
         kind,
         efi,
         grub_cfg,
         bls_entries,
-        next_entry: entries::grubenv_get(&env, "next_entry"),
+        next_entry,
         running_entry,
         trial_running: running
             .as_deref()
             .is_some_and(|r| r.iter().any(|a| a == TRIAL_MARKER)),
-        cmdline_home: super::boot_shape::probe(host, proc_cmdline),
+        cmdline_home,
     }
 }
 

@@ -65,6 +65,18 @@ pub struct SdBoot {
     /// Kernels with an image kernel-install can rebuild a UKI from:
     /// `/usr/lib/modules/VERSION/vmlinuz`.
     pub kernel_images: Vec<String>,
+    /// systemd-boot's EFI variables on the running system (entry ids, as
+    /// the variables give them): the default `bootctl set-default` set
+    /// (`LoaderEntryDefault`, it wins over loader.conf), the one-shot entry
+    /// of the next boot (`LoaderEntryOneShot`, systemd-boot clears it when
+    /// it boots it) and the entry this boot was started from
+    /// (`LoaderEntrySelected`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efi_default: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efi_oneshot: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub efi_selected: Option<String>,
 }
 
 impl SdBoot {
@@ -140,7 +152,20 @@ fn sdboot(host: &Host) -> Option<SdBoot> {
             || host.exists("/bin/kernel-install"),
         kernel_images,
         esp,
+        efi_default: loader_var(host, "LoaderEntryDefault"),
+        efi_oneshot: loader_var(host, "LoaderEntryOneShot"),
+        efi_selected: loader_var(host, "LoaderEntrySelected"),
     })
+}
+
+/// One of systemd-boot's EFI variables, as text (absent in an image).
+fn loader_var(host: &Host, name: &str) -> Option<String> {
+    let path = format!(
+        "/sys/firmware/efi/efivars/{name}-{}",
+        crate::boot::sdboot::LOADER_GUID
+    );
+    host.read_fact_bytes(&path, 4096)
+        .and_then(|raw| crate::boot::sdboot::efivar_text(&raw))
 }
 
 /// What boots a host whose command line is not set on it.

@@ -395,11 +395,18 @@ fn write_tmp(tmp: &Path, data: &[u8], meta: FileMeta) -> std::io::Result<()> {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(tmp)?;
     f.write_all(data)?;
-    // Owner first: chown clears set-id bits, chmod then sets the wanted mode.
-    if nix::unistd::geteuid().is_root() {
-        std::os::unix::fs::fchown(&f, Some(meta.uid), Some(meta.gid))?;
+    // FAT (an EFI system partition: systemd-boot's entries) has no owners or
+    // modes: its mount options give every file the same ones, and a chown or
+    // chmod to others fails with EPERM.
+    let fat = nix::sys::statfs::fstatfs(&f)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::MSDOS_SUPER_MAGIC);
+    if !fat {
+        // Owner first: chown clears set-id bits, chmod then sets the wanted mode.
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::fchown(&f, Some(meta.uid), Some(meta.gid))?;
+        }
+        f.set_permissions(std::fs::Permissions::from_mode(meta.mode))?;
     }
-    f.set_permissions(std::fs::Permissions::from_mode(meta.mode))?;
     f.sync_all()
 }
 

@@ -110,7 +110,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         return Ok(part);
     }
     if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
-        return super::bootcfg_sdboot::plan(ctx, sd, &wants, part);
+        let extra: Vec<(String, BootWants)> = ctx
+            .desired
+            .entries
+            .iter()
+            .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
+            .collect();
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &extra, part);
     }
 
     let seen = ctx.seen;

@@ -8,12 +8,15 @@
 //! it added, or ones the profile forbids. Pure: facts and files read
 //! through `ctx.seen`.
 
-use crate::boot::cmdline;
 use crate::boot::desired::{self, BootWants};
-use crate::change::{Change, Part};
+use crate::boot::entries::{self, BlsEntry};
+use crate::boot::{cmdline, sdboot};
+use crate::change::{Change, ManagedFile, Part};
 use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::boot_shape::SdBoot;
 use crate::host::CommandSpec;
+use crate::journal::Trial;
 use crate::modules::Context;
 
 pub const MODULE: &str = "boot";
@@ -131,27 +134,33 @@ fn describe(add: &[String], remove: &[String]) -> String {
     parts.join("; ")
 }
 
-pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Result<Part> {
-    if ctx.trial.is_some() {
-        return Err(Error::Refused(format!(
-            "--trial is not available on systemd-boot yet (this host boots entries from {}/loader/entries); apply without --trial",
-            sd.esp
-        )));
-    }
-    if let Some((name, _)) = ctx.desired.entries.first() {
-        return Err(Error::Refused(format!(
-            "boot.entry `{name}`: gdrprov makes extra boot entries for GRUB only so far, and this host boots with systemd-boot ({}/loader/entries); drop boot.entry from the profile here",
-            sd.esp
-        )));
-    }
+/// The boot part on a systemd-boot host. `extra` are the profiles'
+/// `boot.entry` items (name and what each wants).
+pub fn plan(
+    ctx: &Context,
+    sd: &SdBoot,
+    wants: &BootWants,
+    extra: &[(String, BootWants)],
+    mut part: Part,
+) -> Result<Part> {
     let seen = ctx.seen;
+    let trial = ctx.trial.is_some();
+    if trial && !ctx.facts.live {
+        return Err(Error::Refused(format!(
+            "--trial on systemd-boot boots the trial entry once through the EFI variable LoaderEntryOneShot of the running firmware (bootctl set-oneshot), and {} is not the running system; apply without --trial, or run it on the booted host",
+            seen.display("/")
+        )));
+    }
     let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
     let current_file = seen.file(KERNEL_CMDLINE)?.map(str::to_string);
-    let entries: Vec<(String, String)> = sd
-        .entries
-        .iter()
-        .filter_map(|p| Some((p.clone(), seen.file(p).ok()??.to_string())))
-        .collect();
+    // The kernels' entries; gdrprov's own (`boot.entry`, the trial) are
+    // whole files it owns, planned below.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for p in sd.entries.iter().filter(|p| !is_own_entry(p)) {
+        if let Some(t) = seen.file(p)? {
+            entries.push((p.clone(), t.to_string()));
+        }
+    }
     // kernel-install's own fallback when /etc/kernel/cmdline is absent.
     let base = match (&current_file, ctx.facts.proc_cmdline.as_deref()) {
         (Some(text), _) => cmdline::split(&text.replace('\n', " ")),
@@ -162,11 +171,60 @@ pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Re
             .unwrap_or_default(),
     };
     let args = desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?;
-    part.kernel_args = Some(args.owned.clone());
-    let reboot = |what: &str| Some(format!("kernel command line: {what}"));
+    // A trial leaves the default entry and future kernels as they are.
+    let mut changed = false;
+    if !trial {
+        part.kernel_args = Some(args.owned.clone());
+        let now = (&current_file, base.as_slice());
+        changed = default_edits(ctx, wants, &args, now, &entries, &mut part)?;
+    }
+    if !sd.ukis.is_empty() && changed {
+        uki_commands(sd, &mut part)?;
+    }
+    if !trial {
+        if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
+            let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+            part.reboot_pending.push(format!(
+                "the running kernel's command line differs: {}",
+                text.join("; ")
+            ));
+        }
+    }
+    if trial || !extra.is_empty() {
+        extra_entries(ctx, sd, wants, extra, &entries, &mut part)?;
+    }
+    cancel_replaced_trial(ctx, sd, &mut part);
+    Ok(part)
+}
+
+/// Whether an entry file is one gdrprov generated.
+pub fn is_own_entry(path: &str) -> bool {
+    entries::is_gdrprov_id(entry_id(path))
+}
+
+/// An entry file's id: its name without `.conf`.
+fn entry_id(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.strip_suffix(".conf").unwrap_or(name)
+}
+
+/// /etc/kernel/cmdline and the kernels' entries. Gives whether
+/// /etc/kernel/cmdline changes.
+fn default_edits(
+    ctx: &Context,
+    wants: &BootWants,
+    args: &desired::ArgPlan,
+    (current_file, base): (&Option<String>, &[String]),
+    entries: &[(String, String)],
+    part: &mut Part,
+) -> Result<bool> {
+    // Not owed when the running kernel has it already (`commit` of a trial
+    // that runs).
+    let owed = args.reboot.is_none() || args.reboot_needed();
+    let wants_reboot = |what: &str| owed.then(|| format!("kernel command line: {what}"));
     let mut changed = false;
     if !args.is_noop() {
-        let line = match &current_file {
+        let line = match current_file {
             Some(t) => t.trim_end_matches('\n').replace('\n', " "),
             None => base.join(" "),
         };
@@ -178,11 +236,11 @@ pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Re
             current_file.clone(),
             format!("{}\n", edit_args(&line, &args.add, &args.remove)),
             0o644,
-            reboot(&what),
+            wants_reboot(&what),
         ));
         changed = true;
     }
-    for (path, text) in &entries {
+    for (path, text) in entries {
         let opts = cmdline::split(&options_of(text));
         let e =
             desired::plan_args(&opts, wants, &ctx.state.kernel_args, None).map_err(|source| {
@@ -202,20 +260,180 @@ pub fn plan(ctx: &Context, sd: &SdBoot, wants: &BootWants, mut part: Part) -> Re
             Some(text.clone()),
             edit_entry(text, &e.add, &e.remove),
             0o644,
-            reboot(&what),
+            wants_reboot(&what),
         ));
     }
-    if !sd.ukis.is_empty() && changed {
-        uki_commands(sd, &mut part)?;
+    Ok(changed)
+}
+/// The profiles' extra entries (`boot.entry`) and the trial's: copies of
+/// the default entry with their own `options`, named `PREFIX-gdrprov-NAME`
+/// so that systemd-boot sorts them after the kernels' entries and never
+/// boots one by default (checked with its own ordering). The trial entry
+/// boots once through `bootctl set-oneshot`, which systemd-boot clears as
+/// it boots it: whatever that boot does, the next one is the default again.
+fn extra_entries(
+    ctx: &Context,
+    sd: &SdBoot,
+    wants: &BootWants,
+    extra: &[(String, BootWants)],
+    kernels: &[(String, String)],
+    part: &mut Part,
+) -> Result<()> {
+    let seen = ctx.seen;
+    let dir = format!("{}/loader/entries", sd.esp);
+    let names: Vec<&str> = extra
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .chain(ctx.trial.is_some().then_some(entries::TRIAL_ENTRY))
+        .collect();
+    let mut parsed: Vec<BlsEntry> = kernels
+        .iter()
+        .map(|(p, t)| entries::parse_bls(entry_id(p), t, ""))
+        .collect();
+    sdboot::sort(&mut parsed);
+    let loader_conf = seen.file(&format!("{}/loader/loader.conf", sd.esp))?;
+    let Some(default) = sdboot::default_of(&parsed, sd.efi_default.as_deref(), loader_conf) else {
+        let why = if sd.ukis.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (the unified kernel images in {}/EFI/Linux carry their command line inside and cannot be copied with other arguments)",
+                sd.esp
+            )
+        };
+        return Err(Error::Refused(format!(
+            "no boot entry in {} to copy for {}{why}; install a kernel with kernel-install first, or drop them",
+            seen.display(&dir),
+            names.join(", ")
+        )));
+    };
+    let default = default.clone();
+    let default_text = kernels
+        .iter()
+        .find(|(p, _)| entry_id(p) == default.id)
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
+    let base_now = default.options.clone();
+    let base_after = desired::plan_args(&base_now, wants, &ctx.state.kernel_args, None)
+        .map_err(|source| Error::BootArgsIn {
+            within: format!("{}/{}.conf", dir, default.id),
+            source,
+        })?
+        .result;
+    let trial = ctx.trial.is_some();
+    let base = if trial { &base_now } else { &base_after };
+    let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, w) in extra {
+        let p = desired::plan_args(base, w, &[], None).map_err(|source| Error::BootArgsIn {
+            within: format!("boot entry `{name}`"),
+            source,
+        })?;
+        wanted.push((name.clone(), p.result));
     }
-    if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
-        let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
-        part.reboot_pending.push(format!(
-            "the running kernel's command line differs: {}",
-            text.join("; ")
+    if trial {
+        let args = base_after
+            .iter()
+            .cloned()
+            .chain([TRIAL_MARKER.to_string()])
+            .collect();
+        wanted.push((entries::TRIAL_ENTRY.to_string(), args));
+    }
+    let (base_id, _) = sdboot::split_counter(&default.id);
+    let mut all = parsed.clone();
+    let mut paths: Vec<String> = Vec::new();
+    let mut trial_id = None;
+    for (name, args) in &wanted {
+        let id = entries::bls_derived_id(base_id, &default.version, name);
+        let path = format!("{dir}/{id}.conf");
+        if paths.contains(&path) {
+            return Err(Error::Refused(format!(
+                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
+            )));
+        }
+        let content = entries::bls_derived(&default_text, &id, name, args);
+        all.push(entries::parse_bls(&id, &content, ""));
+        if name == entries::TRIAL_ENTRY {
+            trial_id = Some(id.clone());
+        }
+        paths.push(path.clone());
+        part.files.push(ManagedFile {
+            path,
+            content,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        });
+    }
+    // Never the default by accident: systemd-boot's own order decides.
+    sdboot::sort(&mut all);
+    let after = sdboot::default_of(&all, sd.efi_default.as_deref(), loader_conf);
+    if let Some(e) = after.filter(|e| e.id != default.id) {
+        return Err(Error::Refused(format!(
+            "systemd-boot would boot the new entry {} by default instead of {} (it sorts first, and no `default` in {}/loader/loader.conf or LoaderEntryDefault says otherwise); make the default explicit first with `gdrprov boot set-default {}`, then apply again (nothing was changed)",
+            e.id,
+            default.id,
+            seen.display(&sd.esp),
+            default.id
+        )));
+    }
+    if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(
+                &["bootctl", "set-oneshot", &format!("{id}.conf")],
+                format!(
+                    "Boot entry {id} at the next boot only (bootctl set-oneshot); later boots use the default again"
+                ),
+            ),
+            Some(trial_reason(&id)),
+        ));
+        // Owed only while the trial has not had its boot (see bootcfg.rs).
+        let had_its_boot = ctx.facts.boot.trial_running
+            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
+                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
+        if !had_its_boot {
+            part.reboot_pending.push(trial_reason(&id));
+        }
+        part.trial = Some(Trial {
+            profiles: specs.clone(),
+            entry: id,
+            removed: base_now
+                .iter()
+                .filter(|a| !base_after.contains(a))
+                .cloned()
+                .collect(),
+            args: base_after,
+        });
+    }
+    Ok(())
+}
+
+fn trial_reason(id: &str) -> String {
+    format!(
+        "trial boot: the next boot (only) uses boot entry {id}; after it, `gdrprov verify` then `gdrprov commit` make its command line the default"
+    )
+}
+
+/// A pending trial replaced before it booted (a new apply or commit): its
+/// one-shot boot would name an entry that is gone.
+fn cancel_replaced_trial(ctx: &Context, sd: &SdBoot, part: &mut Part) {
+    let (Some(old), None) = (&ctx.state.trial, &ctx.trial) else {
+        return;
+    };
+    let next = sd.efi_oneshot.as_deref().map(sdboot::id_of_var);
+    if ctx.facts.live && next == Some(old.entry.as_str()) {
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(
+                &["bootctl", "set-oneshot", ""],
+                format!(
+                    "Cancel the one-shot boot of the replaced trial entry {}",
+                    old.entry
+                ),
+            ),
+            None,
         ));
     }
-    Ok(part)
 }
 
 /// UKIs carry their command line inside: rebuilt by kernel-install from

@@ -431,7 +431,8 @@ mod tests {
         // Files in place and the unit active: nothing to do.
         let text_unit = written(&p, PEERMEM_UNIT).unwrap().to_string();
         let text_dropin = written(&p, OPENIBD_DROPIN).unwrap().to_string();
-        w.file(PEERMEM_UNIT, &text_unit).file(OPENIBD_DROPIN, &text_dropin);
+        w.file(PEERMEM_UNIT, &text_unit)
+            .file(OPENIBD_DROPIN, &text_dropin);
         w.seen.units.insert(
             PEERMEM_UNIT_NAME.into(),
             crate::facts::planning::UnitFacts {
