@@ -124,8 +124,36 @@ pub fn plan_rollback(
         .last()
         .map(|g| g.state_before.clone())
         .unwrap_or_default();
+    // A unit whose file goes while it is active stays active with nothing
+    // behind it (no ExecStop, no PartOf=): gdrprov-peermem.service would
+    // then no longer unload nvidia_peermem before openibd stops. Stopped
+    // first, on the running system.
+    let stops: Vec<Change> = if host.is_live() && !host.no_exec() {
+        changes
+            .iter()
+            .filter_map(|c| match &c.action {
+                Action::RemoveFile { path, .. } => path
+                    .strip_prefix("/etc/systemd/system/")
+                    .filter(|u| !u.contains('/') && u.ends_with(".service")),
+                _ => None,
+            })
+            .map(|unit| Change {
+                module: "rollback".into(),
+                description: format!("Stop {unit} before its unit file is removed"),
+                action: Action::Run {
+                    command: CommandSpec::new(
+                        &["systemctl", "stop", unit],
+                        format!("Stop {unit} before its unit file is removed"),
+                    ),
+                },
+                reboot: None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut plan = Plan {
-        changes,
+        changes: stops.into_iter().chain(changes).collect(),
         ..Plan::default()
     };
     let mut state_after = oldest;
