@@ -359,8 +359,13 @@ fn trial_check(t: &Trial, boot: &BootFacts) -> Check {
         fail(
             "trial",
             format!(
-                "the trial entry {} did not boot: GRUB used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and `gdrprov apply --trial` again, or `gdrprov boot once {}` and reboot to try it again",
-                t.entry, t.entry
+                "the trial entry {} did not boot: {} used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and `gdrprov apply --trial` again, or `gdrprov boot once {}` and reboot to try it again",
+                t.entry,
+                match boot.cmdline_home {
+                    crate::facts::boot_shape::CmdlineHome::SystemdBoot(_) => "systemd-boot",
+                    _ => "GRUB",
+                },
+                t.entry
             ),
         )
     }
