@@ -453,12 +453,13 @@ vm_fresh() {
 # LoaderEntries, ...). The efivarfs file is a 4-byte attribute word, then the value: systemd-boot's strings
 # are UTF-16LE, NUL-terminated, and lists (LoaderEntries) NUL-separated; printed one string per line, as
 # ASCII (a code unit above 127 as '?': entry ids are ASCII). Fails (status 1, no output) when the variable
-# is not set. The guest has no python: tail, od and awk.
+# is not set. The guest has no python: od and awk (efivarfs files cannot seek: `tail -c +5` fails there
+# with "Illegal seek", so od reads it all and awk skips the header's two 16-bit words).
 vm_efivar() {
   local name=$1 var=$2 guid=${3:-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f}
   vm_ssh "$name" "f=/sys/firmware/efi/efivars/$var-$guid; [ -e \$f ] || exit 1
-    tail -c +5 \$f | od -An -v -tu2 |
-      awk '{ for (i = 1; i <= NF; i++) printf \"%c\", (\$i == 0 ? 10 : (\$i < 128 ? \$i : 63)) }' | sed '/^\$/d'"
+    u=\$(od -An -v -tu2 \$f) || exit 1
+    echo \$u | awk '{ for (i = 3; i <= NF; i++) printf \"%c\", (\$i == 0 ? 10 : (\$i < 128 ? \$i : 63)) }' | sed '/^\$/d'"
 }
 
 # The guest's first NIC with a global IPv4 address (the user-mode NIC; there is no default route).
