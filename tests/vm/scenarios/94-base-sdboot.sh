@@ -4,9 +4,9 @@
 # Proves the sdboot flavor by hand, without gdrprov: OVMF boots systemd-boot, which boots the entry that
 # kernel-install wrote (LoaderEntrySelected names it); an option added to the entry reaches /proc/cmdline
 # after a real reboot; a copy of the entry with iommu=off, a sort-key that sorts after the original's and a
-# file name that sorts before it in systemd-boot's order (ids descending: with equal sort-keys the copy
-# would be the default), boots once after `bootctl set-oneshot` (LoaderEntryOneShot in the guest's own
-# EFI variable store, which survives the qemu restart), and the boot after it is the original entry again.
+# file name that systemd-boot orders before it (ids compare as versions, descending: with equal sort-keys
+# the copy would be the default) boots once after `bootctl set-oneshot` (LoaderEntryOneShot in the guest's
+# own EFI variable store, which survives the qemu restart), and the boot after it is the original again.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
@@ -48,20 +48,29 @@ sel=$(vm_efivar $g LoaderEntrySelected) || fail "no LoaderEntrySelected EFI vari
 [ "$sel" = "$id" ] || fail "boot 1: LoaderEntrySelected is '$sel', not $id"
 ok "boot 1: LoaderEntrySelected names $id"
 
-# 2. A copy: iommu=off instead of iommu=pt, a sort-key after the original's, a name that systemd-boot's id
-# order (descending) puts before the original's; bootctl set-oneshot; reboot.
-copy=gdrprov-test-once.conf
+# 2. A copy: iommu=off instead of iommu=pt, and a name that systemd-boot orders before the original's (ids
+# compare as versions, descending: a leading 9 beats the machine id's leading 4; a name of letters would
+# sort after it). With the original's sort-key the copy would be the default, which bootctl (same order as
+# the loader) must confirm, or the sort-key check of boot 3 proves nothing; then a sort-key that sorts after
+# the original's makes the original the default again. bootctl set-oneshot; reboot.
+copy=9-gdrprov-test-once.conf
 csk=zz-gdrprov-test
 [ "$(printf '%s\n' "$sk" "$csk" | LC_ALL=C sort | head -1)" = "$sk" ] || fail "sort-key $csk does not sort after $sk"
-[ "$(printf '%s\n' "$id" "$copy" | LC_ALL=C sort | tail -1)" = "$copy" ] || fail "$copy does not sort after $id"
+bootctl_default() {
+  vm_ssh $g "SYSTEMD_PAGER= bootctl list --no-pager" | awk '$1 == "title:" { d = /\(default\)/ } $1 == "id:" && d { print $2 }'
+}
 vm_ssh $g "set -e; cd $entries
-  sed -e 's/^title .*/title      gdrprov test entry/' -e 's/^sort-key .*/sort-key   $csk/' \
+  sed -e 's/^title .*/title      gdrprov test entry/' \
       -e '/^options[[:space:]]/s/ iommu=pt/ iommu=off/' -e '/^options[[:space:]]/s/\$/ gdrprov_entry=once/' $id > $copy.tmp
   mv $copy.tmp $copy; cat $copy" >/dev/null || fail "could not write $entries/$copy"
-listed=$(vm_ssh $g "SYSTEMD_PAGER= bootctl list --no-pager")
-default=$(printf '%s\n' "$listed" | awk '$1 == "title:" { d = /\(default\)/ } $1 == "id:" && d { print $2 }')
-info "bootctl list: default entry $default"
-[ "$default" = "$id" ] || fail "bootctl list says the default is '$default', not $id"
+default=$(bootctl_default)
+[ "$default" = "$copy" ] || fail "with the original's sort-key '$sk', bootctl's default is '$default', not the copy $copy"
+ok "with the original's sort-key, bootctl's default is the copy $copy (its id sorts first)"
+vm_ssh $g "sed -i 's/^sort-key .*/sort-key   $csk/' $entries/$copy && grep -c '^sort-key   $csk\$' $entries/$copy" >/dev/null ||
+  fail "could not set the copy's sort-key"
+default=$(bootctl_default)
+[ "$default" = "$id" ] || fail "with the copy's sort-key $csk, bootctl's default is '$default', not $id"
+ok "with the copy's sort-key $csk (after '$sk'), bootctl's default is $id again"
 vm_ssh $g "bootctl set-oneshot $copy" >/dev/null || fail "bootctl set-oneshot $copy failed"
 os=$(vm_efivar $g LoaderEntryOneShot) || fail "no LoaderEntryOneShot EFI variable after bootctl set-oneshot"
 [ "$os" = "$copy" ] || fail "LoaderEntryOneShot is '$os', not $copy"
