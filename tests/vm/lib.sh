@@ -8,6 +8,17 @@
 #
 # Networking: user-mode NIC with restrict=on (the guest reaches nothing outside), an ssh forward bound to
 # 127.0.0.1 only, and for two-guest tests a socket NIC between guests on 127.0.0.1. No other traffic.
+#
+# Flavors: a guest is of the image flavor named by VM_FLAVOR when it is started (vm_launch, vm_start,
+# vm_fresh), and stays of it across vm_reboot and vm_powercut:
+#   grub    (default) BIOS (SeaBIOS), GRUB in the MBR, one ext4 partition; recipe image/, cache bookworm-KEY/
+#   sdboot  UEFI (OVMF), systemd-boot 252 in a GPT ESP at /boot/efi, ext4 root; recipe image-sdboot/ (on top
+#           of image/), cache sdboot-bookworm-KEY/. Each guest gets its own writable copy of the image's
+#           OVMF_VARS.fd (GUEST_DIR/OVMF_VARS.fd), so EFI variables written in the guest (bootctl
+#           set-oneshot's LoaderEntryOneShot, boot entries) persist across its reboots and power cuts.
+#   e.g.  VM_FLAVOR=sdboot vm_fresh NAME     (or `VM_FLAVOR=sdboot` once at the top of a scenario)
+# run.sh builds the sdboot image only when a selected scenario names the flavor (a `# Flavor: sdboot` header
+# line, or VM_FLAVOR=sdboot in its code). vm_efivar NAME VAR reads a systemd-boot EFI variable in a guest.
 
 VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 VM_CACHE=${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}
@@ -33,9 +44,10 @@ vm_install_host_deps() {
   local need=() cmd pkg
   for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
              mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
-             flock:util-linux sha256sum:coreutils python3:python3; do
+             flock:util-linux sha256sum:coreutils python3:python3 mkfs.vfat:dosfstools mcopy:mtools; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
   done
+  vm_ovmf_files >/dev/null || need+=(ovmf)   # the sdboot flavor's firmware
   [ -d /usr/share/mmdebstrap/hooks/eatmydata ] || need+=(mmdebstrap)
   [ ${#need[@]} -eq 0 ] && return 0
   [ "$(id -u)" = 0 ] || vm_die "missing host packages (${need[*]}); install them as root: apt-get install ${need[*]}"
@@ -60,14 +72,38 @@ vm_install_host_deps() {
 
 # --- image -----------------------------------------------------------------------------------------------
 
-# The recipe key: sha256 of every file that decides what the image contains (image/*, in name order).
+# vm_recipe_key [FLAVOR]: sha256 of every file that decides what the image contains: image/* in name order
+# (grub), then image-sdboot/* in name order (sdboot, whose recipe builds on image/).
 vm_recipe_key() {
-  (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16)
+  case ${1:-grub} in
+    grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
+    sdboot) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-sdboot" && cat $(LC_ALL=C ls)); } |
+              sha256sum | cut -c1-16 ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+  esac
 }
 
-# The image for this recipe (computed once; run.sh exports it to the scenarios).
+# The image of each flavor's recipe (the GRUB one computed once; run.sh exports both to the scenarios).
 VM_IMAGE_DIR=${VM_IMAGE_DIR:-$VM_CACHE/bookworm-$(vm_recipe_key)}
-vm_image_dir() { echo "$VM_IMAGE_DIR"; }
+# vm_image_dir [FLAVOR]: the cache directory of FLAVOR's image (default: $VM_FLAVOR, else grub).
+vm_image_dir() {
+  case ${1:-${VM_FLAVOR:-grub}} in
+    grub) echo "$VM_IMAGE_DIR" ;;
+    sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+  esac
+}
+
+# The host's OVMF firmware (Debian package ovmf): "CODE VARS", the 4 MiB build when there is one (bookworm's
+# default), else the 2 MiB one. The sdboot image keeps copies of both: its VARS is the store after install.
+vm_ovmf_files() {
+  local c v
+  for c in /usr/share/OVMF/OVMF_CODE_4M.fd /usr/share/OVMF/OVMF_CODE.fd; do
+    v=${c/CODE/VARS}
+    [ -f "$c" ] && [ -f "$v" ] && { echo "$c $v"; return 0; }
+  done
+  return 1
+}
 
 # --- accelerator -----------------------------------------------------------------------------------------
 
@@ -100,15 +136,21 @@ vm_free_port() {
 # -no-reboot: when the guest reboots, qemu exits and vm_reboot starts the same machine again (a power
 # cycle after a real OS reboot). Measured here: a warm reset under TCG takes ~29 s from GRUB to the kernel
 # (SeaBIOS disk reads after a reset), a fresh qemu ~12 s; what the guest does is the same either way.
-# The serial log is appended to, so it keeps every boot of the guest.
+# The serial log is appended to, so it keeps every boot of the guest. A guest of the sdboot flavor (the
+# guest dir's flavor file) boots OVMF from pflash: the image's read-only OVMF_CODE.fd and the guest's own
+# writable OVMF_VARS.fd.
 # The disk cache is qemu's `unsafe` (guest flushes ignored: fast, and a clean reboot loses nothing); a
 # power-cut scenario sets VM_DISK_CACHE=writeback so that what the guest flushed survives a killed qemu,
 # as it survives a power cut on real disks.
 vm_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
-  local d; d=$(vm_gdir "$name")
+  local d fw=(); d=$(vm_gdir "$name")
+  if [ "$(cat "$d/flavor" 2>/dev/null)" = sdboot ]; then
+    fw=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$(cat "$d/image")/OVMF_CODE.fd"
+        -drive "if=pflash,format=raw,unit=1,file=$d/OVMF_VARS.fd")
+  fi
   # shellcheck disable=SC2046
-  qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) \
+  qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) "${fw[@]}" \
     -smp "$VM_SMP" -m "$VM_MEM" -no-reboot \
     -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=${VM_DISK_CACHE:-unsafe},discard=unmap" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
@@ -123,15 +165,22 @@ vm_qemu() {
 # In the extra qemu args, @PORT2@ stands for a second free loopback port (saved in the guest's port2 file),
 # e.g. for `-netdev socket,listen=127.0.0.1:@PORT2@`. A port someone else took in between is retried.
 # The args are saved (args, one per line) for the restarts of vm_reboot.
+# The guest is of the flavor $VM_FLAVOR (grub when unset; see the top of this file), saved with its image
+# dir in the guest dir (flavor, image) for the restarts and for ssh (each image has its own key).
 vm_launch() {
   local name=$1; shift
   local d; d=$(vm_gdir "$name")
-  local img; img=$(vm_image_dir)/disk.raw
-  [ -f "$img" ] || vm_die "no image at $img (run tests/vm/build-image.sh)"
+  local flavor=${VM_FLAVOR:-grub} idir img
+  idir=$(vm_image_dir "$flavor"); img=$idir/disk.raw
+  [ -f "$img" ] || vm_die "no $flavor image at $img (run tests/vm/build-image.sh --flavor $flavor)"
   [ -e "$d/pid" ] && vm_guest_alive "$name" && vm_die "guest $name is already running"
   rm -rf "$d"; mkdir -p "$d"
   echo "${VM_OWNER:-$$}" > "$d/owner"
   date +%s > "$d/started"
+  echo "$flavor" > "$d/flavor"; echo "$idir" > "$d/image"
+  if [ "$flavor" = sdboot ]; then
+    install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd" || vm_die "no OVMF_VARS.fd in $idir"
+  fi
   qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
   local port port2 try a args
   for try in 1 2 3 4 5; do
@@ -149,7 +198,7 @@ vm_launch() {
     vm_log "a port was busy for $name ($(head -c 200 "$d/qemu.err")), retrying"
   done
   [ -f "$d/port" ] || vm_die "could not start guest $name"
-  vm_log "guest $name: qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
+  vm_log "guest $name ($flavor): qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
 }
 
 # vm_wait_up NAME: wait for ssh after vm_launch, then open the multiplexed ssh connection.
@@ -174,7 +223,7 @@ vm_guest_alive() {
 # under TCG costs about a second); without a master they connect directly.
 vm_ssh_opts() {
   local d; d=$(vm_gdir "$1")
-  echo "-F /dev/null -i $(vm_image_dir)/id_ed25519 -p $(cat "$d/port") -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=6 -o ControlMaster=no -o ControlPath=${TMPDIR:-/tmp}/gdrprov-vm-%C"
+  echo "-F /dev/null -i $(cat "$d/image" 2>/dev/null || vm_image_dir)/id_ed25519 -p $(cat "$d/port") -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -o ConnectTimeout=10 -o ServerAliveInterval=10 -o ServerAliveCountMax=6 -o ControlMaster=no -o ControlPath=${TMPDIR:-/tmp}/gdrprov-vm-%C"
 }
 
 # The master connection: started in the background with its stdio closed (a master spawned by an ordinary
@@ -398,6 +447,20 @@ vm_fresh() {
 }
 
 # --- guest facts used by scenarios -----------------------------------------------------------------------
+
+# vm_efivar NAME VAR [GUID]: the EFI variable VAR of the guest as text (a UEFI guest: the sdboot flavor),
+# by default of systemd-boot's vendor GUID (LoaderEntrySelected, LoaderEntryOneShot, LoaderEntryDefault,
+# LoaderEntries, ...). The efivarfs file is a 4-byte attribute word, then the value: systemd-boot's strings
+# are UTF-16LE, NUL-terminated, and lists (LoaderEntries) NUL-separated; printed one string per line, as
+# ASCII (a code unit above 127 as '?': entry ids are ASCII). Fails (status 1, no output) when the variable
+# is not set. The guest has no python: od and awk (efivarfs files cannot seek: `tail -c +5` fails there
+# with "Illegal seek", so od reads it all and awk skips the header's two 16-bit words).
+vm_efivar() {
+  local name=$1 var=$2 guid=${3:-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f}
+  vm_ssh "$name" "f=/sys/firmware/efi/efivars/$var-$guid; [ -e \$f ] || exit 1
+    u=\$(od -An -v -tu2 \$f) || exit 1
+    echo \$u | awk '{ for (i = 3; i <= NF; i++) printf \"%c\", (\$i == 0 ? 10 : (\$i < 128 ? \$i : 63)) }' | sed '/^\$/d'"
+}
 
 # The guest's first NIC with a global IPv4 address (the user-mode NIC; there is no default route).
 vm_nic() { vm_ssh "$1" "ip -o -4 addr show scope global | awk '{print \$2; exit}'"; }

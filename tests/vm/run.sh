@@ -40,12 +40,31 @@ vm_trap             # whatever happens, every guest of this run is killed on exi
 summary=()
 note() { summary+=("$1"); echo "$1"; }
 
-# 1. Image (cached by recipe hash).
+# The scenarios asked for.
+scenarios=()
+for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
+  if [ $# -eq 0 ]; then scenarios+=("$f"); continue; fi
+  for w in "$@"; do
+    case "$(basename "$f")" in *"$w"*) scenarios+=("$f"); break ;; esac
+  done
+done
+[ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
+
+# 1. Images (cached by recipe hash): the GRUB one always (the shared guest and most scenarios), the UEFI +
+# systemd-boot one only when a selected scenario needs it (a `# Flavor: sdboot` line or VM_FLAVOR=sdboot).
 t=$(date +%s)
 "$VM_DIR/build-image.sh" >"$VM_RUN_DIR/build-image.out" 2>&1 || {
   cat "$VM_RUN_DIR/build-image.out"; echo "image build failed"; echo "0 passed, 1 failed"; exit 1; }
 note "image: $(tail -1 "$VM_RUN_DIR/build-image.out") ($(vm_since "$t") s)"
 export VM_IMAGE_DIR
+if grep -qE '^# Flavor:.*\bsdboot\b|VM_FLAVOR=sdboot' "${scenarios[@]}"; then
+  t=$(date +%s)
+  "$VM_DIR/build-image.sh" --flavor sdboot >"$VM_RUN_DIR/build-image-sdboot.out" 2>&1 || {
+    cat "$VM_RUN_DIR/build-image-sdboot.out"; echo "sdboot image build failed"; echo "0 passed, 1 failed"; exit 1; }
+  VM_IMAGE_DIR_SDBOOT=$(tail -1 "$VM_RUN_DIR/build-image-sdboot.out")
+  note "image (sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
+  export VM_IMAGE_DIR_SDBOOT
+fi
 
 # 2. gdrprov, built fresh (release) unless GDRPROV_BIN names one.
 t=$(date +%s)
@@ -66,15 +85,6 @@ export GDRPROV_BIN
 note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
 
 # 3. Scenarios.
-scenarios=()
-for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
-  if [ $# -eq 0 ]; then scenarios+=("$f"); continue; fi
-  for w in "$@"; do
-    case "$(basename "$f")" in *"$w"*) scenarios+=("$f"); break ;; esac
-  done
-done
-[ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
-
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
 # overlays). Scenarios that use the one shared guest form a single job that runs them in order. Jobs
 # start longest first (cost = 1 + the reboots a scenario asks for, + 1 for a second guest): on two cores
