@@ -10,7 +10,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
-baseline_covered_by 13-sdboot apply boot
+baseline_covered_by 14-sdboot apply boot
 
 g=sdboot
 VM_FLAVOR=sdboot vm_fresh $g
