@@ -620,6 +620,48 @@ fn systemd_boot_extra_entries_sort_after_the_kernels_and_roll_back() {
     // Idempotent, and rolled back byte for byte.
     let v = json_of(&run(&root, &["plan", base, p, "--format", "json"]));
     assert_eq!(v["changes"].as_array().map(Vec::len), Some(0), "{v:#}");
+    // Booted once into the extra entry (systemd-boot's EFI variables say so):
+    // its arguments are not drift of the default entry; the next boot is
+    // the default again.
+    let efivar = |name: &str, value: &str| {
+        let mut raw = vec![7u8, 0, 0, 0];
+        for u in value.encode_utf16().chain([0]) {
+            raw.extend(u.to_le_bytes());
+        }
+        let path = root.join(format!(
+            "sys/firmware/efi/efivars/{name}-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"
+        ));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, raw).unwrap();
+    };
+    efivar("LoaderEntrySelected", &format!("{MID}-gdrprov-gds.conf"));
+    efivar(
+        "LoaderEntryOneShot",
+        &format!("{MID}-6.12.38+deb13-amd64.conf"),
+    );
+    put(
+        &root,
+        "/proc/cmdline",
+        &format!(
+            "{opts_value}\n",
+            opts_value = opts.trim_start_matches("options").trim()
+        ),
+    );
+    let v = json_of(&run(&root, &["plan", base, p, "--format", "json"]));
+    assert_eq!(v["changes"].as_array().map(Vec::len), Some(0), "{v:#}");
+    let text = v.to_string();
+    assert!(text.contains("started from the extra boot entry"), "{v:#}");
+    assert!(!text.contains("command line differs"), "{v:#}");
+    let v = json_of(&run(&root, &["boot", "list", "--format", "json"]));
+    assert_eq!(v["entries"][1]["running"], true, "{v:#}");
+    assert_eq!(v["entries"][0]["running"], false, "{v:#}");
+    assert_eq!(v["entries"][2]["next_boot"], true, "{v:#}");
+    std::fs::remove_dir_all(root.join("sys")).unwrap();
+    put(
+        &root,
+        "/proc/cmdline",
+        &format!("initrd=\\{MID}\\{new}\\initrd.img-{new} {ROOT_ARGS} systemd.machine_id={MID}\n"),
+    );
     let out = run(&root, &["rollback", "-y"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_same(

@@ -151,7 +151,23 @@ pub fn plan(
             seen.display("/")
         )));
     }
-    let running: Option<Vec<String>> = ctx.facts.proc_cmdline.as_deref().map(cmdline::split);
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx.facts.boot.running_entry.as_deref().filter(|id| {
+        extra.iter().any(|(n, _)| {
+            let name = n.strip_prefix("gdrprov-").unwrap_or(n);
+            id.ends_with(&format!("{}{name}", entries::BLS_INFIX))
+        })
+    });
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    let running: Option<Vec<String>> = match chosen {
+        Some(_) => None,
+        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
+    };
     let current_file = seen.file(KERNEL_CMDLINE)?.map(str::to_string);
     // The kernels' entries; gdrprov's own (`boot.entry`, the trial) are
     // whole files it owns, planned below.
@@ -162,7 +178,12 @@ pub fn plan(
         }
     }
     // kernel-install's own fallback when /etc/kernel/cmdline is absent.
-    let base = match (&current_file, ctx.facts.proc_cmdline.as_deref()) {
+    let running_line = ctx
+        .facts
+        .proc_cmdline
+        .as_deref()
+        .filter(|_| chosen.is_none());
+    let base = match (&current_file, running_line) {
         (Some(text), _) => cmdline::split(&text.replace('\n', " ")),
         (None, Some(line)) => from_running(line),
         (None, None) => entries
