@@ -432,7 +432,7 @@ vm_trap() {
 vm_shared() {
   if ! { vm_guest_alive shared && vm_ssh shared true >/dev/null 2>&1; }; then
     vm_kill shared
-    VM_OWNER=run vm_start shared >&2
+    VM_FLAVOR=grub VM_OWNER=run vm_start shared >&2   # always the GRUB flavor
     vm_ssh shared 'mkdir -p /root/gdrprov-bin' >/dev/null
     [ -n "${GDRPROV_BIN:-}" ] && vm_copy_in shared "$GDRPROV_BIN" /usr/local/bin/gdrprov
   fi

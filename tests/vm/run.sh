@@ -50,21 +50,13 @@ for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
 done
 [ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
 
-# 1. Images (cached by recipe hash): the GRUB one always (the shared guest and most scenarios), the UEFI +
-# systemd-boot one only when a selected scenario needs it (a `# Flavor: sdboot` line or VM_FLAVOR=sdboot).
+# 1. Image (cached by recipe hash): the GRUB one, always (the shared guest and most scenarios). The UEFI +
+# systemd-boot one comes after gdrprov (2b).
 t=$(date +%s)
 "$VM_DIR/build-image.sh" >"$VM_RUN_DIR/build-image.out" 2>&1 || {
   cat "$VM_RUN_DIR/build-image.out"; echo "image build failed"; echo "0 passed, 1 failed"; exit 1; }
 note "image: $(tail -1 "$VM_RUN_DIR/build-image.out") ($(vm_since "$t") s)"
 export VM_IMAGE_DIR
-if grep -qE '^# Flavor:.*\bsdboot\b|VM_FLAVOR=sdboot' "${scenarios[@]}"; then
-  t=$(date +%s)
-  "$VM_DIR/build-image.sh" --flavor sdboot >"$VM_RUN_DIR/build-image-sdboot.out" 2>&1 || {
-    cat "$VM_RUN_DIR/build-image-sdboot.out"; echo "sdboot image build failed"; echo "0 passed, 1 failed"; exit 1; }
-  VM_IMAGE_DIR_SDBOOT=$(tail -1 "$VM_RUN_DIR/build-image-sdboot.out")
-  note "image (sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
-  export VM_IMAGE_DIR_SDBOOT
-fi
 
 # 2. gdrprov, built fresh (release) unless GDRPROV_BIN names one.
 t=$(date +%s)
@@ -83,6 +75,25 @@ if command -v strip >/dev/null && strip -o "$VM_RUN_DIR/gdrprov" "$GDRPROV_BIN" 
 fi
 export GDRPROV_BIN
 note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
+
+# 2b. The UEFI + systemd-boot image, only when a selected scenario needs it: it names the flavor (a
+# `# Flavor: sdboot` line, or VM_FLAVOR=sdboot), and it is not a baseline whose guard (its
+# baseline_covered_by line, evaluated here with this gdrprov) will skip it.
+needs_sdboot=
+for f in "${scenarios[@]}"; do
+  grep -qE '^# Flavor:.*\bsdboot\b|VM_FLAVOR=sdboot' "$f" || continue
+  guard=$(grep -m1 '^baseline_covered_by ' "$f")
+  if [ -n "$guard" ]; then ( eval "$guard" ) >/dev/null 2>&1; [ $? -eq 77 ] && continue; fi
+  needs_sdboot=$(basename "$f" .sh); break
+done
+if [ -n "$needs_sdboot" ]; then
+  t=$(date +%s)
+  "$VM_DIR/build-image.sh" --flavor sdboot >"$VM_RUN_DIR/build-image-sdboot.out" 2>&1 || {
+    cat "$VM_RUN_DIR/build-image-sdboot.out"; echo "sdboot image build failed"; echo "0 passed, 1 failed"; exit 1; }
+  VM_IMAGE_DIR_SDBOOT=$(tail -1 "$VM_RUN_DIR/build-image-sdboot.out")
+  note "image (sdboot, for $needs_sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
+  export VM_IMAGE_DIR_SDBOOT
+fi
 
 # 3. Scenarios.
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
