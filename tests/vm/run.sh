@@ -74,6 +74,10 @@ for f in "$VM_DIR"/scenarios/[0-9]*.sh; do
   done
 done
 [ ${#scenarios[@]} -gt 0 ] || { echo "no scenario matches: $*"; echo "0 passed, 1 failed"; exit 1; }
+# The arm64 guest's root (arm64.sh), built or reused only when a selected scenario says `# Flavor: arm64`.
+. "$VM_DIR/arm64.sh"
+line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; echo "0 passed, 1 failed"; exit 1; }
+[ -z "$line" ] || note "$line"
 
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
 # overlays). Scenarios that use the one shared guest form a single job that runs them in order. Jobs
