@@ -94,6 +94,10 @@ if [ -n "$needs_sdboot" ]; then
   note "image (sdboot, for $needs_sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
   export VM_IMAGE_DIR_SDBOOT
 fi
+# The arm64 guest's root (arm64.sh), built or reused only when a selected scenario says `# Flavor: arm64`.
+. "$VM_DIR/arm64.sh"
+line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; echo "0 passed, 1 failed"; exit 1; }
+[ -z "$line" ] || note "$line"
 
 # 3. Scenarios.
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
