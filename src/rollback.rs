@@ -127,8 +127,9 @@ pub fn plan_rollback(
     // A unit whose file goes while it is active stays active with nothing
     // behind it (no ExecStop, no PartOf=): gdrprov-peermem.service would
     // then no longer unload nvidia_peermem before openibd stops. Stopped
-    // first, on the running system.
-    let stops: Vec<Change> = if host.is_live() && !host.no_exec() {
+    // first, on the running system when systemd runs it (sd_booted's test).
+    let systemd = host.is_live() && host.exists("/run/systemd/system");
+    let stops: Vec<Change> = if systemd && !host.no_exec() {
         changes
             .iter()
             .filter_map(|c| match &c.action {
