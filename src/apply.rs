@@ -294,10 +294,21 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
         Action::Run { command } => {
             let out = host.run(command)?;
             if !out.success() {
+                // In an image tree a tool often fails for want of the devices
+                // and kernel views a booted system has (grub-probe: "is /dev
+                // mounted?"): say how to give them, or to leave it pending.
+                let hint = if host.is_live() {
+                    String::new()
+                } else {
+                    format!(
+                        " (on an image root commands run chrooted into {}: bind-mount /dev, /proc and /sys into it first, or apply with --no-exec to leave the commands pending for where the image runs)",
+                        host.display("/")
+                    )
+                };
                 return Err(Error::Command {
                     command: host.effective_argv(command).join(" "),
                     msg: format!(
-                        "exit {}: {}",
+                        "exit {}: {}{hint}",
                         out.code
                             .map(|c| c.to_string())
                             .unwrap_or_else(|| "by signal".into()),

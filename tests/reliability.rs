@@ -1274,3 +1274,33 @@ fn a_failed_or_broken_regeneration_restores_the_grub_defaults() {
         assert_eq!(gens[0]["status"], "reverted");
     }
 }
+
+/// A command that fails in an image tree for want of what a booted system
+/// has (update-grub's grub-probe without /dev): the apply is undone, and
+/// the message says how to run it there or leave it pending.
+#[test]
+fn a_command_failing_in_an_image_root_says_how_to_run_it_or_leave_it_pending() {
+    need_root!("a chroot root with a real /bin/sh");
+    let (_t, root) = chroot_root(false);
+    write_script(
+        &root,
+        "/usr/sbin/update-grub",
+        "#!/bin/sh\necho '/usr/sbin/grub-probe: error: cannot find a device for / (is /dev mounted?).' >&2\nexit 1\n",
+    );
+    let before = host_files(&root);
+    let out = gd(&root, &["apply", "rdma-dmabuf", "-y", "--force"]);
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr_of(&out);
+    assert!(err.contains("is /dev mounted?"), "{err}");
+    assert!(
+        err.contains("bind-mount /dev, /proc and /sys") && err.contains("--no-exec"),
+        "{err}"
+    );
+    assert_same(&host_files(&root), &before, "undone apply");
+    // Pending instead: the files are written, the command is owed.
+    let out = gd(
+        &root,
+        &["apply", "rdma-dmabuf", "-y", "--force", "--no-exec"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+}
