@@ -286,6 +286,7 @@ fn default_edits(
     }
     Ok(changed)
 }
+
 /// The profiles' extra entries (`boot.entry`) and the trial's: copies of
 /// the default entry with their own `options`, named `PREFIX-gdrprov-NAME`
 /// so that systemd-boot sorts them after the kernels' entries and never
