@@ -14,7 +14,6 @@ use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::planning::PlanFacts;
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
-use crate::journal::Trial;
 use crate::modules::Context;
 use crate::profile::IommuMode;
 
@@ -109,23 +108,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 .map_err(Error::Refused)?;
         return Ok(part);
     }
-    if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
-        let extra: Vec<(String, BootWants)> = ctx
-            .desired
-            .entries
-            .iter()
-            .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
-            .collect();
-        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &extra, part);
-    }
-
-    let seen = ctx.seen;
-    let files = read_defaults(seen)?;
-    let named: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, c)| (n.as_str(), c.as_str()))
-        .collect();
-    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
     // A running extra entry (chosen with `boot once`) has its own arguments
     // on purpose: they are not drift of the default entry.
     let chosen = ctx
@@ -139,10 +121,29 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
         ));
     }
-    let running: Option<Vec<String>> = match chosen {
-        Some(_) => None,
-        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
-    };
+    let running_line = ctx
+        .facts
+        .proc_cmdline
+        .as_deref()
+        .filter(|_| chosen.is_none());
+    if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
+        let extra: Vec<(String, BootWants)> = ctx
+            .desired
+            .entries
+            .iter()
+            .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
+            .collect();
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &extra, running_line, part);
+    }
+
+    let seen = ctx.seen;
+    let files = read_defaults(seen)?;
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
+    let running: Option<Vec<String>> = running_line.map(cmdline::split);
     let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
@@ -484,7 +485,8 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
     } = x;
     if let Some(id) = &trial_id {
         let tool = if bls { "grub2-reboot" } else { "grub-reboot" };
-        part.commands.push(trial_command(ctx, tool, id));
+        let one_shot = super::bootcfg_trial::one_shot(MODULE, &[tool, id], tool, id);
+        part.commands.push(one_shot);
     }
 
     // A pending trial replaced before it booted: its one-shot next_entry
@@ -511,26 +513,8 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
             ));
         }
     }
-    if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
-        // Owed only while the trial has not had its boot: not when it is the
-        // running boot, nor when GRUB used the one-shot boot of this same
-        // trial and fell back (verify's `trial` check says it did not boot).
-        let had_its_boot = ctx.facts.boot.trial_running
-            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
-                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
-        if !had_its_boot {
-            part.reboot_pending.push(trial_reason(&id));
-        }
-        part.trial = Some(Trial {
-            profiles: specs.clone(),
-            entry: id,
-            removed: base_now
-                .iter()
-                .filter(|a| !base_after.contains(a))
-                .cloned()
-                .collect(),
-            args: base_after,
-        });
+    if let Some(id) = trial_id {
+        super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
     }
 }
 
@@ -543,25 +527,6 @@ fn names_entry(id: &str, name: &str) -> bool {
             entries::BLS_INFIX,
             name.strip_prefix("gdrprov-").unwrap_or(name)
         ))
-}
-
-fn trial_command(ctx: &Context, tool: &str, id: &str) -> Change {
-    let _ = ctx;
-    run_change(
-        CommandSpec::new(
-            &[tool, id],
-            format!(
-                "Boot entry {id} at the next boot only ({tool}); later boots use the default again"
-            ),
-        ),
-        Some(trial_reason(id)),
-    )
-}
-
-fn trial_reason(id: &str) -> String {
-    format!(
-        "trial boot: the next boot (only) uses boot entry {id}; after it, `gdrprov verify` then `gdrprov commit` make it the default"
-    )
 }
 
 /// The BLS entry extra entries are derived from: the one `saved_entry`

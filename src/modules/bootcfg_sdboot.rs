@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::boot_shape::SdBoot;
 use crate::host::CommandSpec;
-use crate::journal::Trial;
 use crate::modules::Context;
 
 pub const MODULE: &str = "boot";
@@ -135,12 +134,15 @@ fn describe(add: &[String], remove: &[String]) -> String {
 }
 
 /// The boot part on a systemd-boot host. `extra` are the profiles'
-/// `boot.entry` items (name and what each wants).
+/// `boot.entry` items (name and what each wants); `running_line` the
+/// running command line, `None` when it is not the default entry's to
+/// compare (an extra entry runs, or none is known).
 pub fn plan(
     ctx: &Context,
     sd: &SdBoot,
     wants: &BootWants,
     extra: &[(String, BootWants)],
+    running_line: Option<&str>,
     mut part: Part,
 ) -> Result<Part> {
     let seen = ctx.seen;
@@ -151,23 +153,7 @@ pub fn plan(
             seen.display("/")
         )));
     }
-    // A running extra entry (chosen with `boot once`) has its own arguments
-    // on purpose: they are not drift of the default entry.
-    let chosen = ctx.facts.boot.running_entry.as_deref().filter(|id| {
-        extra.iter().any(|(n, _)| {
-            let name = n.strip_prefix("gdrprov-").unwrap_or(n);
-            id.ends_with(&format!("{}{name}", entries::BLS_INFIX))
-        })
-    });
-    if let Some(id) = chosen {
-        part.warnings.push(format!(
-            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
-        ));
-    }
-    let running: Option<Vec<String>> = match chosen {
-        Some(_) => None,
-        None => ctx.facts.proc_cmdline.as_deref().map(cmdline::split),
-    };
+    let running: Option<Vec<String>> = running_line.map(cmdline::split);
     let current_file = seen.file(KERNEL_CMDLINE)?.map(str::to_string);
     // The kernels' entries; gdrprov's own (`boot.entry`, the trial) are
     // whole files it owns, planned below.
@@ -178,11 +164,6 @@ pub fn plan(
         }
     }
     // kernel-install's own fallback when /etc/kernel/cmdline is absent.
-    let running_line = ctx
-        .facts
-        .proc_cmdline
-        .as_deref()
-        .filter(|_| chosen.is_none());
     let base = match (&current_file, running_line) {
         (Some(text), _) => cmdline::split(&text.replace('\n', " ")),
         (None, Some(line)) => from_running(line),
@@ -398,42 +379,15 @@ fn extra_entries(
             default.id
         )));
     }
-    if let (Some(specs), Some(id)) = (&ctx.trial, trial_id) {
-        part.commands.push(Change::run(
-            MODULE,
-            CommandSpec::new(
-                &["bootctl", "set-oneshot", &format!("{id}.conf")],
-                format!(
-                    "Boot entry {id} at the next boot only (bootctl set-oneshot); later boots use the default again"
-                ),
-            ),
-            Some(trial_reason(&id)),
-        ));
-        // Owed only while the trial has not had its boot (see bootcfg.rs).
-        let had_its_boot = ctx.facts.boot.trial_running
-            || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
-                && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
-        if !had_its_boot {
-            part.reboot_pending.push(trial_reason(&id));
-        }
-        part.trial = Some(Trial {
-            profiles: specs.clone(),
-            entry: id,
-            removed: base_now
-                .iter()
-                .filter(|a| !base_after.contains(a))
-                .cloned()
-                .collect(),
-            args: base_after,
-        });
+    if let Some(id) = trial_id {
+        let file = format!("{id}.conf");
+        let argv = ["bootctl", "set-oneshot", file.as_str()];
+        let how = "bootctl set-oneshot";
+        part.commands
+            .push(super::bootcfg_trial::one_shot(MODULE, &argv, how, &id));
+        super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
     }
     Ok(())
-}
-
-fn trial_reason(id: &str) -> String {
-    format!(
-        "trial boot: the next boot (only) uses boot entry {id}; after it, `gdrprov verify` then `gdrprov commit` make its command line the default"
-    )
 }
 
 /// A pending trial replaced before it booted (a new apply or commit): its
