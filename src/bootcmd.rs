@@ -13,6 +13,7 @@ use crate::apply;
 use crate::boot::{cmdline, entries, grub_defaults};
 use crate::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
+use crate::facts::boot_shape::{CmdlineHome, SdBoot};
 use crate::facts::{self, OsFamily};
 use crate::host::{CommandSpec, Host};
 use crate::journal::{Kind, StateStore};
@@ -67,8 +68,8 @@ struct EntryOut {
     gdrprov: bool,
 }
 
-fn loader(host: &Host) -> Result<Loader> {
-    if let facts::boot_shape::CmdlineHome::SystemdBoot(sd) = facts::boot_shape::probe(host, None) {
+fn loader(host: &Host, shape: &CmdlineHome) -> Result<Loader> {
+    if let CmdlineHome::SystemdBoot(sd) = shape {
         if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
             return Ok(Loader::SdBoot(esp));
         }
@@ -93,9 +94,10 @@ fn loader(host: &Host) -> Result<Loader> {
 }
 
 fn read_info(host: &Host) -> Result<Bootinfo> {
-    let loader = loader(host)?;
-    if let Loader::SdBoot(esp) = loader {
-        return read_sdboot(host, esp);
+    let shape = facts::boot_shape::probe(host, None);
+    let loader = loader(host, &shape)?;
+    if let (Loader::SdBoot(esp), CmdlineHome::SystemdBoot(sd)) = (loader, &shape) {
+        return read_sdboot(host, esp, sd);
     }
     let grub2 = matches!(loader, Loader::Bls | Loader::Grub("/boot/grub2/grub.cfg"))
         || (facts::os_family(host) == OsFamily::Rhel && !host.exists("/usr/sbin/grub-reboot"));
@@ -157,7 +159,8 @@ fn read_info(host: &Host) -> Result<Bootinfo> {
                 });
             }
         }
-        Loader::SdBoot(esp) => return read_sdboot(host, esp),
+        // Read by read_sdboot above: only a systemd-boot shape gives it.
+        Loader::SdBoot(_) => default = None,
         Loader::Bls => {
             let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
             let mut bls: Vec<entries::BlsEntry> = host
@@ -207,7 +210,7 @@ fn read_info(host: &Host) -> Result<Bootinfo> {
 /// `default`, else the first; on the running system, the entry that runs
 /// (`LoaderEntrySelected`) and the one-shot entry of the next boot
 /// (`LoaderEntryOneShot`).
-fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
+fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> {
     let dir = format!("{esp}/loader/entries");
     let mut initrds = std::collections::BTreeMap::new();
     let mut es: Vec<entries::BlsEntry> = host
@@ -221,22 +224,9 @@ fn read_sdboot(host: &Host, esp: &'static str) -> Result<Bootinfo> {
         })
         .collect();
     crate::boot::sdboot::sort(&mut es);
-    let vars = match facts::boot_shape::probe(host, None) {
-        facts::boot_shape::CmdlineHome::SystemdBoot(sd) => Some(sd),
-        _ => None,
-    };
-    let var = |f: fn(&facts::boot_shape::SdBoot) -> &Option<String>| {
-        vars.as_ref()
-            .and_then(|sd| f(sd).as_deref())
-            .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
-    };
-    let (efi_default, selected, oneshot) = (
-        vars.as_ref().and_then(|sd| sd.efi_default.clone()),
-        var(|sd| &sd.efi_selected),
-        var(|sd| &sd.efi_oneshot),
-    );
+    let (selected, oneshot) = (sd.selected_id(), sd.oneshot_id());
     let conf = host.read_fact(&format!("{esp}/loader/loader.conf"));
-    let default = crate::boot::sdboot::default_of(&es, efi_default.as_deref(), conf.as_deref())
+    let default = crate::boot::sdboot::default_of(&es, sd.efi_default.as_deref(), conf.as_deref())
         .map(|e| e.id.clone());
     // Without the EFI variable (an older systemd-boot), by the command line:
     // systemd-boot puts `initrd=` on it, which tells entries of the same

@@ -80,16 +80,10 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let cmdline_home = super::boot_shape::probe(host, proc_cmdline);
     // systemd-boot says itself which entry runs and which boots next.
     let (running_entry, next_entry) = match &cmdline_home {
-        super::boot_shape::CmdlineHome::SystemdBoot(sd) => {
-            let id = |v: &Option<String>| {
-                v.as_deref()
-                    .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
-            };
-            (
-                id(&sd.efi_selected).filter(|i| entries::is_gdrprov_id(i)),
-                id(&sd.efi_oneshot),
-            )
-        }
+        super::boot_shape::CmdlineHome::SystemdBoot(sd) => (
+            sd.selected_id().filter(|i| entries::is_gdrprov_id(i)),
+            sd.oneshot_id(),
+        ),
         _ => (
             running
                 .as_deref()

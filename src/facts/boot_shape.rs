@@ -80,6 +80,16 @@ pub struct SdBoot {
 }
 
 impl SdBoot {
+    /// The entry this boot was started from, by id (`LoaderEntrySelected`).
+    pub fn selected_id(&self) -> Option<String> {
+        var_id(&self.efi_selected)
+    }
+
+    /// The one-shot entry of the next boot, by id (`LoaderEntryOneShot`).
+    pub fn oneshot_id(&self) -> Option<String> {
+        var_id(&self.efi_oneshot)
+    }
+
     /// The host builds UKIs through kernel-install.
     pub fn uki_layout(&self) -> bool {
         self.layout.as_deref() == Some("uki")
@@ -156,6 +166,12 @@ fn sdboot(host: &Host) -> Option<SdBoot> {
         efi_oneshot: loader_var(host, "LoaderEntryOneShot"),
         efi_selected: loader_var(host, "LoaderEntrySelected"),
     })
+}
+
+/// An entry id as systemd-boot's EFI variables name it (the file name).
+fn var_id(v: &Option<String>) -> Option<String> {
+    v.as_deref()
+        .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
 }
 
 /// One of systemd-boot's EFI variables, as text (absent in an image).

@@ -396,8 +396,7 @@ fn cancel_replaced_trial(ctx: &Context, sd: &SdBoot, part: &mut Part) {
     let (Some(old), None) = (&ctx.state.trial, &ctx.trial) else {
         return;
     };
-    let next = sd.efi_oneshot.as_deref().map(sdboot::id_of_var);
-    if ctx.facts.live && next == Some(old.entry.as_str()) {
+    if ctx.facts.live && sd.oneshot_id().as_deref() == Some(old.entry.as_str()) {
         part.commands.push(Change::run(
             MODULE,
             CommandSpec::new(
