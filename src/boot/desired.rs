@@ -398,6 +398,22 @@ fn running_diff(
     diffs
 }
 
+/// A change of arguments for people: `add A B; remove C`, or `unchanged`.
+pub fn describe_args(add: &[String], remove: &[String]) -> String {
+    let mut parts = Vec::new();
+    if !add.is_empty() {
+        parts.push(format!("add {}", add.join(" ")));
+    }
+    if !remove.is_empty() {
+        parts.push(format!("remove {}", remove.join(" ")));
+    }
+    if parts.is_empty() {
+        "unchanged".into()
+    } else {
+        parts.join("; ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

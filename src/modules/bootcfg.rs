@@ -203,7 +203,7 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
         .iter()
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
-    let reboot_reason = describe(&args.add, &args.remove);
+    let reboot_reason = desired::describe_args(&args.add, &args.remove);
     let mut edited = false;
     if !trial {
         part.kernel_args = Some(args.owned.clone());
@@ -396,7 +396,7 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
                 spec,
                 Some(format!(
                     "kernel command line: {}",
-                    describe(&args.wanted, &args.remove)
+                    desired::describe_args(&args.wanted, &args.remove)
                 )),
             ));
             // grubby --update-kernel=ALL edits gdrprov's entries too: write
@@ -551,21 +551,6 @@ pub fn bls_default_entry(seen: &PlanFacts) -> Option<(String, String, entries::B
         return Some(all.swap_remove(i));
     }
     all.pop()
-}
-
-fn describe(add: &[String], remove: &[String]) -> String {
-    let mut parts = Vec::new();
-    if !add.is_empty() {
-        parts.push(format!("add {}", add.join(" ")));
-    }
-    if !remove.is_empty() {
-        parts.push(format!("remove {}", remove.join(" ")));
-    }
-    if parts.is_empty() {
-        "unchanged".into()
-    } else {
-        parts.join("; ")
-    }
 }
 
 fn grub_error(seen: &PlanFacts, e: grub_defaults::GrubError) -> Error {

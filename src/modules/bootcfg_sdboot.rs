@@ -122,17 +122,6 @@ fn options_of(text: &str) -> String {
         .join(" ")
 }
 
-fn describe(add: &[String], remove: &[String]) -> String {
-    let mut parts = Vec::new();
-    if !add.is_empty() {
-        parts.push(format!("add {}", add.join(" ")));
-    }
-    if !remove.is_empty() {
-        parts.push(format!("remove {}", remove.join(" ")));
-    }
-    parts.join("; ")
-}
-
 /// The boot part on a systemd-boot host. `extra` are the profiles'
 /// `boot.entry` items (name and what each wants); `running_line` the
 /// running command line, `None` when it is not the default entry's to
@@ -230,7 +219,7 @@ fn default_edits(
             Some(t) => t.trim_end_matches('\n').replace('\n', " "),
             None => base.join(" "),
         };
-        let what = describe(&args.add, &args.remove);
+        let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(
             MODULE,
             format!("Edit the kernel command line of future kernels in {KERNEL_CMDLINE}: {what}"),
@@ -254,7 +243,7 @@ fn default_edits(
         if e.is_noop() {
             continue;
         }
-        let what = describe(&e.add, &e.remove);
+        let what = desired::describe_args(&e.add, &e.remove);
         part.edits.push(Change::write(
             MODULE,
             format!("Edit the options of boot entry {path}: {what}"),
