@@ -15,4 +15,4 @@ if [ ! -x "$venv/bin/ansible-playbook" ]; then
   { python3 -m venv "$venv" && "$venv/bin/pip" install -q 'ansible-core>=2.16,<2.18'; } ||
     echo "scripts/test.sh: could not install ansible-core; tests/ansible.rs will be skipped" >&2
 fi
-cargo test --all-targets 2>&1
+cargo test --workspace --all-targets 2>&1

@@ -70,14 +70,14 @@ pub enum Error {
     /// Boot arguments a profile asks for that cannot be satisfied (a bad
     /// argument, or one wanted and forbidden).
     #[error(transparent)]
-    BootArgs(#[from] crate::boot::desired::DesiredError),
+    BootArgs(#[from] gdrprov_boot::desired::DesiredError),
 
     /// The same, for one extra boot entry or entry file, named first.
     #[error("{within}: {source}")]
     BootArgsIn {
         within: String,
         #[source]
-        source: crate::boot::desired::DesiredError,
+        source: gdrprov_boot::desired::DesiredError,
     },
 
     /// GRUB's defaults files (in DIR) that gdrprov cannot read or edit safely.
@@ -85,7 +85,7 @@ pub enum Error {
     GrubDefaults {
         dir: String,
         #[source]
-        source: crate::boot::grub_defaults::GrubError,
+        source: gdrprov_boot::grub_defaults::GrubError,
     },
 
     /// `gdrprov bench` could not run or measure.
@@ -155,8 +155,8 @@ impl Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::boot::desired::DesiredError;
-    use crate::boot::grub_defaults::GrubError;
+    use gdrprov_boot::desired::DesiredError;
+    use gdrprov_boot::grub_defaults::GrubError;
 
     #[test]
     fn wrapped_errors_keep_their_message_and_a_kind() {

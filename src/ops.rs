@@ -1,17 +1,17 @@
 //! The operations API: plan, apply, rollback and verify, each taking a plain
 //! request struct. The command line (src/commands/) and the Ansible module
-//! (src/ansible.rs) both build these requests; neither knows the other.
+//! (src/commands/ansible.rs) both build these requests; neither knows the other.
 //! Nothing here prints: a caller that wants to ask before changing anything
 //! passes a confirmation callback.
 
 use crate::apply;
+use crate::apply::journal::{Kind, StateStore};
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
-use crate::journal::{Kind, StateStore};
+use crate::output;
 use crate::plan::Plan;
 use crate::profile::{self, Composed};
-use crate::render;
 use std::path::PathBuf;
 
 /// Where and how a plan or apply acts.
@@ -172,17 +172,18 @@ fn plan_with_facts(
     target: &Target,
     trial: Option<&[String]>,
     facts: &Facts,
-) -> Result<(Plan, crate::facts::planning::PlanFacts)> {
+) -> Result<(Plan, crate::plan::inputs::PlanFacts)> {
     let state = StateStore::new(host).load_state()?;
-    let opts = crate::prepare::Options {
+    let opts = crate::plan::prepare::Options {
         live_changes: host.is_live() && !target.no_reboot,
         trial: trial.map(trial_specs),
     };
     // Requirements first: every failed one is reported, before any
     // module can stop on a detail (a missing GRUB, a missing module).
-    let reqs = crate::requirements::evaluate(&desired.doc.requires, facts);
-    let warnings = crate::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
-    let (mut plan, seen) = crate::prepare::plan(host, facts, desired, &state, &opts)?;
+    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, facts);
+    let warnings =
+        crate::checks::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
+    let (mut plan, seen) = crate::plan::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
     Ok((plan, seen))
 }
@@ -224,10 +225,10 @@ pub struct Applied {
 }
 
 impl Applied {
-    pub fn done(&self) -> render::Done<'_> {
+    pub fn done(&self) -> output::Done<'_> {
         self.outcome
             .as_ref()
-            .map_or(render::Done::Nothing, render::Done::Ran)
+            .map_or(output::Done::Nothing, output::Done::Ran)
     }
 }
 
@@ -309,7 +310,7 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
 fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
     let shown = |p: &Plan| {
         serde_json::to_string(
-            &render::report("plan", host, Vec::new(), p, render::Done::Planned).changes,
+            &output::report("plan", host, Vec::new(), p, output::Done::Planned).changes,
         )
         .unwrap_or_default()
     };
@@ -396,7 +397,7 @@ pub fn refuse_other_root(root: &std::path::Path, what: &str, fix: &str) -> Resul
 }
 
 /// `verify`: verify's checks (and the loopback) as a report.
-pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
+pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
     for (flag, v) in [("--duration", req.duration), ("--min-gbps", req.min_gbps)] {
         if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0 && *x < 86_400.0)) {
             return Err(Error::Usage(format!(
@@ -405,7 +406,8 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         }
     }
     if let Some(d) = &req.device {
-        crate::bench::cli::parse_dev_port(d).map_err(|e| Error::Usage(format!("--device: {e}")))?;
+        crate::commands::bench::parse_dev_port(d)
+            .map_err(|e| Error::Usage(format!("--device: {e}")))?;
     }
     // The loopback runs on this machine's devices; on another root verify
     // skips it, so options for it would be silently ignored.
@@ -440,19 +442,19 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::verify::Report> {
         Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
             let state = StateStore::new(&host).load_state()?;
             let seen =
-                crate::facts::planning::PlanFacts::gather(&host, &facts, &desired, &state, false);
+                crate::plan::inputs::PlanFacts::gather(&host, &facts, &desired, &state, false);
             (Err(e.to_string()), seen)
         }
         Err(e) => return Err(e),
     };
-    let reqs = crate::requirements::evaluate(&desired.doc.requires, &facts);
-    let choice = crate::verify::LoopbackChoice {
+    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, &facts);
+    let choice = crate::checks::verify::LoopbackChoice {
         skip: req.no_loopback,
         device: req.device.clone(),
         seconds: req.duration,
         min_gbps: req.min_gbps,
     };
-    crate::verify::run(
+    crate::checks::verify::run(
         &host,
         &facts,
         &seen,

@@ -9,9 +9,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gdrprov::boot::cmdline;
-use gdrprov::boot::desired::{self, BootWants, CpuVendor, IommuIntent};
-use gdrprov::boot::grub_defaults::{self, FileEdit, GrubError};
+use gdrprov_boot::cmdline;
+use gdrprov_boot::desired::{self, BootWants, CpuVendor, IommuIntent};
+use gdrprov_boot::grub_defaults::{self, FileEdit, GrubError};
 
 type Files = Vec<(String, String)>;
 

@@ -1,4 +1,4 @@
-//! The readiness checks of issue 19 (src/health) on realistic fixture roots:
+//! The readiness checks of issue 19 (src/checks/health) on realistic fixture roots:
 //! PCIe links (a Gen5 x16 GPU trained at x8, one at 16 GT/s, a healthy one, a
 //! bridge that reports "Unknown"), kernel logs with Xid and AER lines as the
 //! driver and the kernel print them, RDMA ports (half rate, RoCE GIDs),
@@ -9,9 +9,9 @@ mod common;
 mod hostgen;
 
 use common::*;
+use gdrprov::checks::health::{self, Outcome};
 use gdrprov::facts::links::LinkState;
 use gdrprov::facts::{Depth, Facts};
-use gdrprov::health::{self, Outcome};
 use gdrprov::host::Host;
 use hostgen::*;
 use serde_json::Value;

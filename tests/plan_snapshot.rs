@@ -3,9 +3,9 @@
 //! snapshot taken while planning carries all of them. Checked for every
 //! built-in profile on every example root, errors included.
 
+use gdrprov::apply::journal::StateStore;
 use gdrprov::facts::Facts;
 use gdrprov::host::Host;
-use gdrprov::journal::StateStore;
 use gdrprov::plan::Plan;
 use std::path::{Path, PathBuf};
 
@@ -33,8 +33,8 @@ fn plan_on(host: &Host, profile: &str) -> gdrprov::error::Result<Plan> {
     let desired = gdrprov::profile::compose(&[gdrprov::profile::load(profile)?])?;
     let facts = Facts::gather(host, None);
     let state = StateStore::new(host).load_state()?;
-    let opts = gdrprov::prepare::Options::default();
-    gdrprov::prepare::plan(host, &facts, &desired, &state, &opts).map(|(p, _)| p)
+    let opts = gdrprov::plan::prepare::Options::default();
+    gdrprov::plan::prepare::plan(host, &facts, &desired, &state, &opts).map(|(p, _)| p)
 }
 
 #[test]
@@ -48,7 +48,7 @@ fn a_snapshot_taken_while_planning_plans_the_same() {
             let rec = host.recorded().unwrap_or_default();
             let t = tempfile::tempdir().unwrap();
             let dir = t.path().join("snap");
-            gdrprov::snapshot::write(&host, &rec, &dir).unwrap();
+            gdrprov::facts::snapshot::write(&host, &rec, &dir).unwrap();
             let dir = dir.canonicalize().unwrap();
             let snap = Host::open(&dir, true).unwrap();
             let again = shown(&dir, plan_on(&snap, profile));

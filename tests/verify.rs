@@ -51,7 +51,7 @@ fn an_image_root_is_verified_for_configuration_only() {
             ("configuration", "pass"),
             ("mtu", "skip"),
             ("acs", "skip"),
-            // The readiness checks (src/health): what the root's sysfs shows; no
+            // The readiness checks (src/checks/health): what the root's sysfs shows; no
             // links or kernel log in this example, no measurement off the running system.
             ("pcie-links", "skip"),
             ("copy-bandwidth", "skip"),

@@ -2,7 +2,7 @@
 //! `next_arg`, and `validate_arg` only accepts arguments that are one plain
 //! word for the shell, GRUB and the kernel.
 #![no_main]
-use gdrprov::boot::cmdline::{self, is_kernel_space};
+use gdrprov_boot::cmdline::{self, is_kernel_space};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

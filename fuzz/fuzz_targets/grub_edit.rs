@@ -7,7 +7,7 @@
 //! pool, plus the current arguments by index), the rest is the text of
 //! `/etc/default/grub` and up to three `grub.d/*.cfg` files separated by NUL.
 #![no_main]
-use gdrprov::boot::grub_defaults::{self, FileEdit};
+use gdrprov_boot::grub_defaults::{self, FileEdit};
 use libfuzzer_sys::fuzz_target;
 
 const POOL: [&str; 8] = [

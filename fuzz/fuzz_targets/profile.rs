@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
                 .iter()
                 .chain(&doc.boot.cmdline.absent)
             {
-                let _ = gdrprov::boot::cmdline::validate_arg(a);
+                let _ = gdrprov_boot::cmdline::validate_arg(a);
             }
             for f in &doc.files {
                 let _ = gdrprov::host::check_profile_path(&f.path);

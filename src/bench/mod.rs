@@ -4,7 +4,6 @@
 //! driver API through cudarc's dynamic loading, so the binary starts on a host that has neither;
 //! each missing piece is reported as an error that names it.
 
-pub mod cli;
 pub mod copy;
 pub mod cuda;
 pub mod error;
@@ -16,9 +15,6 @@ pub mod report;
 pub mod sysfs;
 pub mod verbs;
 
-pub use cli::{
-    run, run_bench, run_probe, BenchArgs, BenchCommand, BenchFormat, LoopbackArgs, ProbeArgs,
-};
 pub use error::BenchError;
 pub use loopback::{export_only, run_loopback, LoopbackOptions, RunLength};
 pub use memory::MemoryKind;

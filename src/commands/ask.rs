@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::Ask;
-use crate::render::{self, Output};
+use crate::output::{self, Output};
 use std::io::{BufRead, IsTerminal, Write};
 
 /// The confirmation an operation asks for: none with `--yes`, else the plan
@@ -13,14 +13,14 @@ pub fn confirmer(out: &Output, yes: bool) -> impl FnMut(&Ask) -> Result<()> + '_
             return Ok(());
         }
         if !out.json() && (!ask.plan.is_empty() || !ask.profiles.is_empty()) {
-            let r = render::report(
+            let r = output::report(
                 ask.command,
                 ask.host,
                 ask.profiles.to_vec(),
                 ask.plan,
-                render::Done::Planned,
+                output::Done::Planned,
             );
-            print!("{}", render::text(&r, out.style()));
+            print!("{}", output::text(&r, out.style()));
         }
         confirm(&ask.question)
     }

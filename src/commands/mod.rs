@@ -1,19 +1,25 @@
 //! The commands: parsing the command line, one file per command, and the
 //! errors. Each command turns its clap arguments into an operations request
-//! (src/ops.rs) and prints through the one output sink (`render::Output`).
+//! (src/ops.rs) and prints through the one output sink (`output::Output`).
 
+pub mod ansible;
 mod apply;
 mod ask;
+pub mod bench;
+pub mod boot;
+pub mod cli;
+pub mod fleet;
 mod history;
+pub mod inventory;
 mod plan;
 mod profile;
 mod rollback;
 mod verify;
 
-use crate::cli::{Cli, Command};
+use crate::commands::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::render::{self, Format, Output};
+use crate::output::{self, Format, Output};
 use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,8 +27,8 @@ use std::path::PathBuf;
 /// Parses the arguments and runs the command; returns the exit code.
 pub fn main() -> i32 {
     // Ansible runs a binary module as `MODULE ARGS_FILE`.
-    if let Some(path) = crate::ansible::args_file_from_argv() {
-        return crate::ansible::main(&path);
+    if let Some(path) = crate::commands::ansible::args_file_from_argv() {
+        return crate::commands::ansible::main(&path);
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -61,7 +67,7 @@ fn usage_error(e: &clap::Error) -> i32 {
             .trim_start_matches("error: ");
         println!(
             "{}",
-            render::error_json(&command_in(&args), &root_in(&args), "usage", message)
+            output::error_json(&command_in(&args), &root_in(&args), "usage", message)
         );
     }
     exit::ERROR
@@ -138,20 +144,22 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
                 "run it on the host itself without --root",
             )?;
             let format = if cli.format == Format::Json {
-                crate::bench::BenchFormat::Json
+                crate::commands::bench::BenchFormat::Json
             } else {
-                crate::bench::BenchFormat::Text
+                crate::commands::bench::BenchFormat::Text
             };
-            Ok(crate::bench::run_bench(b, format)?)
+            Ok(crate::commands::bench::run_bench(b, format)?)
         }
-        Command::Inventory(a) => crate::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor),
+        Command::Inventory(a) => {
+            crate::commands::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor)
+        }
         Command::Doctor(a) => {
-            crate::doctor::run(out, &a.profiles, a.nccl_log.as_deref(), a.cpu_vendor)
+            crate::checks::doctor::run(out, &a.profiles, a.nccl_log.as_deref(), a.cpu_vendor)
         }
-        Command::Boot(b) => crate::bootcmd::boot(out, b),
-        Command::Commit(a) => crate::bootcmd::commit(out, &a.target.to_target(&cli.root)),
-        Command::AnsibleModule { args_file } => Ok(crate::ansible::main(args_file)),
-        Command::Completions { shell } => crate::fleet::completions(*shell),
-        Command::Man => crate::fleet::man(),
+        Command::Boot(b) => crate::commands::boot::boot(out, b),
+        Command::Commit(a) => crate::commands::boot::commit(out, &a.target.to_target(&cli.root)),
+        Command::AnsibleModule { args_file } => Ok(crate::commands::ansible::main(args_file)),
+        Command::Completions { shell } => crate::commands::fleet::completions(*shell),
+        Command::Man => crate::commands::fleet::man(),
     }
 }

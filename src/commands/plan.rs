@@ -1,10 +1,10 @@
 //! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
 
-use crate::cli::TargetArgs;
+use crate::commands::cli::TargetArgs;
 use crate::error::Result;
 use crate::exit;
 use crate::ops;
-use crate::render::{self, Output};
+use crate::output::{self, Output};
 
 pub fn run(
     out: &Output,
@@ -18,12 +18,12 @@ pub fn run(
         target: target.to_target(&out.root),
         trial,
     })?;
-    out.report(&render::report(
+    out.report(&output::report(
         "plan",
         &planned.host,
         planned.names.clone(),
         &planned.plan,
-        render::Done::Planned,
+        output::Done::Planned,
     ));
     // Commands owed by an earlier --no-exec apply are pending changes too:
     // the host does not match until they run (docs/commands.md).

@@ -1,10 +1,10 @@
 //! `gdrprov profile list | show | validate | schema`.
 
-use crate::cli::ProfileCommand;
+use crate::commands::cli::ProfileCommand;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::output::{Format, Output};
 use crate::profile;
-use crate::render::{Format, Output};
 
 pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
     match p {

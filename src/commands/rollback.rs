@@ -1,23 +1,23 @@
 //! `gdrprov rollback`: restore the files of a generation byte for byte.
 
-use crate::cli::RollbackArgs;
+use crate::commands::cli::RollbackArgs;
 use crate::error::Result;
 use crate::exit;
 use crate::ops::{self, RolledBack};
+use crate::output::{self, Output};
 use crate::plan::Plan;
-use crate::render::{self, Output};
 
 pub fn run(out: &Output, a: &RollbackArgs) -> Result<i32> {
     let mut confirm = super::ask::confirmer(out, a.yes);
     match ops::rollback(&a.request(&out.root), &mut confirm)? {
         RolledBack::Nothing { host } => {
             if out.json() {
-                out.report(&render::report(
+                out.report(&output::report(
                     "rollback",
                     &host,
                     Vec::new(),
                     &Plan::default(),
-                    render::Done::Nothing,
+                    output::Done::Nothing,
                 ));
             } else {
                 println!(
@@ -42,12 +42,12 @@ pub fn run(out: &Output, a: &RollbackArgs) -> Result<i32> {
             profiles,
             plan,
             outcome,
-        } => out.report(&render::report(
+        } => out.report(&output::report(
             "rollback",
             &host,
             profiles,
             &plan,
-            render::Done::Ran(&outcome),
+            output::Done::Ran(&outcome),
         )),
     }
     Ok(exit::OK)

@@ -1,10 +1,10 @@
 //! `gdrprov verify`: the host against profiles, down to the RDMA loopback.
 
-use crate::cli::VerifyArgs;
+use crate::commands::cli::VerifyArgs;
 use crate::error::Result;
 use crate::exit;
 use crate::ops;
-use crate::render::{Format, Output};
+use crate::output::{Format, Output};
 
 pub fn run(out: &Output, a: &VerifyArgs) -> Result<i32> {
     let report = match ops::verify(&a.request(&out.root)) {
@@ -12,21 +12,25 @@ pub fn run(out: &Output, a: &VerifyArgs) -> Result<i32> {
         Err(e) => {
             // The marker says why, so that a unit's failure is visible without the journal.
             if let Some(dir) = &a.marker_dir {
-                let _ = crate::fleet::write_marker(dir, false, &e.to_string());
+                let _ = crate::commands::fleet::write_marker(dir, false, &e.to_string());
             }
             return Err(e);
         }
     };
     if let Some(dir) = &a.marker_dir {
-        crate::fleet::write_marker(dir, report.ready, &crate::fleet::marker_text(&report))?;
+        crate::commands::fleet::write_marker(
+            dir,
+            report.ready,
+            &crate::commands::fleet::marker_text(&report),
+        )?;
     }
     if let Some(path) = &a.textfile {
-        crate::fleet::write_textfile(path, &crate::fleet::prometheus(&report))?;
+        crate::commands::fleet::write_textfile(path, &crate::commands::fleet::prometheus(&report))?;
     }
     match out.format {
         Format::Json => out.document("verify", &report),
-        Format::Text => out.text(&crate::verify::text(&report)),
-        Format::Prometheus => print!("{}", crate::fleet::prometheus(&report)),
+        Format::Text => out.text(&crate::checks::verify::text(&report)),
+        Format::Prometheus => print!("{}", crate::commands::fleet::prometheus(&report)),
     }
     Ok(if report.ready {
         exit::OK

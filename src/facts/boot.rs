@@ -2,8 +2,8 @@
 //! which boot runs: the one-shot `next_entry` of grubenv, the gdrprov entry
 //! the running kernel was started from, and whether that is a trial boot.
 
-use crate::boot::{cmdline, entries};
 use crate::host::Host;
+use gdrprov_boot::{cmdline, entries};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -171,17 +171,17 @@ fn sdboot(host: &Host) -> Option<SdBoot> {
 /// An entry id as systemd-boot's EFI variables name it (the file name).
 fn var_id(v: &Option<String>) -> Option<String> {
     v.as_deref()
-        .map(|v| crate::boot::sdboot::id_of_var(v).to_string())
+        .map(|v| gdrprov_boot::sdboot::id_of_var(v).to_string())
 }
 
 /// One of systemd-boot's EFI variables, as text (absent in an image).
 fn loader_var(host: &Host, name: &str) -> Option<String> {
     let path = format!(
         "/sys/firmware/efi/efivars/{name}-{}",
-        crate::boot::sdboot::LOADER_GUID
+        gdrprov_boot::sdboot::LOADER_GUID
     );
     host.read_fact_bytes(&path, 4096)
-        .and_then(|raw| crate::boot::sdboot::efivar_text(&raw))
+        .and_then(|raw| gdrprov_boot::sdboot::efivar_text(&raw))
 }
 
 /// What boots a host whose command line is not set on it.
@@ -271,7 +271,7 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> CmdlineHome {
             || a.starts_with("initrd=http")
     });
     let firecracker = args.contains(&"--firecracker-init");
-    let hypervisor = super::planning::hypervisor(host);
+    let hypervisor = super::platform::hypervisor(host);
     let dmi = host
         .read_fact("/sys/class/dmi/id/sys_vendor")
         .map(|s| s.trim().to_string())

@@ -24,9 +24,9 @@ mod packages;
 pub mod pci;
 pub mod pcie;
 pub mod perftest;
-pub mod planning;
 pub mod platform;
 pub mod rdma;
+pub mod snapshot;
 mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};

@@ -31,9 +31,9 @@ pub struct NetFacts {
     pub ifaces: BTreeMap<String, Iface>,
 }
 
-/// `*` and `?` wildcards (src/wildcard.rs).
+/// `*` and `?` wildcards (gdrprov_boot::wildcard).
 pub fn glob(pattern: &str, s: &str) -> bool {
-    crate::wildcard::matches(pattern, s)
+    gdrprov_boot::wildcard::matches(pattern, s)
 }
 
 /// The interface names the matches give, in order, without duplicates or `lo`.

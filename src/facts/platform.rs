@@ -47,11 +47,53 @@ pub fn container_marker(host: &Host) -> Option<String> {
         .map(|m| format!("/run/systemd/container says `{m}`"))
 }
 
+const VM_VENDORS: &[&str] = &[
+    "QEMU",
+    "KVM",
+    "Amazon EC2",
+    "Alibaba Cloud",
+    "Microsoft Corporation",
+    "Google",
+    "VMware",
+    "innotek",
+    "Xen",
+    "OpenStack",
+    "Red Hat",
+    "Nutanix",
+];
+
+/// Why the root looks like a virtual machine, if it does.
+pub fn hypervisor(host: &Host) -> Option<String> {
+    if let Some(t) = host.read_fact("/sys/hypervisor/type") {
+        let t = t.trim();
+        if !t.is_empty() {
+            return Some(format!("/sys/hypervisor/type is `{t}`"));
+        }
+    }
+    if let Some(cpu) = host.read_fact("/proc/cpuinfo") {
+        if cpu
+            .lines()
+            .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "hypervisor"))
+        {
+            return Some("the CPU flags in /proc/cpuinfo include `hypervisor`".into());
+        }
+    }
+    for f in ["sys_vendor", "product_name"] {
+        if let Some(v) = host.read_fact(&format!("/sys/class/dmi/id/{f}")) {
+            let v = v.trim();
+            if VM_VENDORS.iter().any(|x| v.contains(x)) {
+                return Some(format!("DMI {f} is `{v}`"));
+            }
+        }
+    }
+    None
+}
+
 fn virtualization(host: &Host) -> (VirtFact, Option<String>) {
     if let Some(why) = container_marker(host) {
         return (VirtFact::Container, Some(why));
     }
-    if let Some(why) = super::planning::hypervisor(host) {
+    if let Some(why) = hypervisor(host) {
         return (VirtFact::Vm, Some(why));
     }
     if host.read_fact("/proc/cpuinfo").is_some() {

@@ -418,7 +418,7 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         ("boot.cmdline.absent", &doc.boot.cmdline.absent),
     ] {
         for a in list {
-            crate::boot::cmdline::validate_arg(a)
+            gdrprov_boot::cmdline::validate_arg(a)
                 .map_err(|why| invalid(format!("{key}: {why}")))?;
         }
     }
@@ -510,7 +510,7 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                     "network.mtu.devices[{i}]: `{v}` is not a device name or pattern (letters, digits, `-_.:@`, wildcards `*` `?`)"
                 )));
             }
-            if let Err(e) = crate::wildcard::Wildcard::new(v) {
+            if let Err(e) = gdrprov_boot::wildcard::Wildcard::new(v) {
                 return Err(invalid(format!(
                     "network.mtu.devices[{i}]: `{v}` is not a valid pattern ({}); use `*` and `?` as wildcards",
                     e.kind()

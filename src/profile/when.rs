@@ -257,8 +257,8 @@ mod tests {
     use crate::facts::ofed::OfedKindFact;
     use crate::facts::platform::VirtFact;
     use crate::facts::OsFamily;
-    use crate::modules::kmod::OPTIONS_CONF;
-    use crate::modules::testkit::{desired, written, World};
+    use crate::plan::modules::kmod::OPTIONS_CONF;
+    use crate::plan::modules::testkit::{desired, written, World};
 
     const GRACE: &str = r#"
 modules:

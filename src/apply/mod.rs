@@ -1,0 +1,486 @@
+//! Carrying out a plan. Every run that changes anything is a journal
+//! generation: backups of every file are on disk (fsynced) before the first
+//! write, each step is marked done as it completes, and a failure puts back
+//! every file already written. A run killed half-way is finished the same way
+//! by the next run (`recover`), so a host is never left half-configured.
+
+pub mod journal;
+
+use crate::error::{Error, Result};
+use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
+pub use crate::plan::rollback::plan_rollback;
+use crate::plan::{Action, Change, Plan};
+use journal::{Generation, Kind, State, StateStore, Status, Step};
+
+/// What an apply or rollback did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Outcome {
+    pub generation: u64,
+    pub changed: usize,
+    pub commands_run: Vec<CommandSpec>,
+    pub pending_commands: Vec<CommandSpec>,
+    /// Messages from recovering an interrupted earlier run.
+    pub recovered: Vec<String>,
+    /// The filesystems holding boot-loader files this run wrote, and how
+    /// each was made durable where the boot loader reads it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durable: Vec<Durable>,
+}
+
+/// Test-only fault injection (documented in the README): abort the process
+/// right after step N of an apply, as a crash would.
+const FAULT_ENV: &str = "GDRPROV_FAULT_AFTER_STEP";
+
+pub fn execute(
+    host: &Host,
+    store: &StateStore,
+    plan: &Plan,
+    kind: Kind,
+    undoes: Vec<u64>,
+) -> Result<Outcome> {
+    let state_before = store.load_state()?;
+    let n = store.next_generation();
+    let mut generation = Generation {
+        generation: n,
+        kind,
+        undoes,
+        rolled_back_by: None,
+        started: journal::now(),
+        finished: None,
+        user: Some(journal::invoking_user()),
+        profiles: plan.state_after.profiles.clone(),
+        status: Status::InProgress,
+        steps: Vec::new(),
+        state_before: state_before.clone(),
+        state_after: State::default(),
+    };
+    // Backups first: nothing is touched until every copy is safely on disk.
+    // If that fails (a full disk), the half-made generation is removed: the
+    // host is untouched and the journal holds no trace of the attempt.
+    let prepared = (|| {
+        for (i, change) in plan.changes.iter().enumerate() {
+            generation
+                .steps
+                .push(prepare_step(host, store, n, i, change)?);
+        }
+        generation.state_after = finalize_state(&plan.state_after, &generation, n);
+        store.save_generation(&generation)?;
+        store.reserve(n, reserve_bytes(plan))
+    })();
+    if let Err(e) = prepared {
+        return Err(match store.remove_generation_dir(n) {
+            Ok(()) => Error::Refused(format!(
+                "{e}\nNothing was changed: the backups could not be saved, and the partial generation {n} was removed."
+            )),
+            Err(e2) => Error::Refused(format!(
+                "{e}\nNothing was changed: the backups could not be saved (removing the partial generation {n} also failed: {e2})."
+            )),
+        });
+    }
+
+    let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
+    let mut commands_run = Vec::new();
+    let mut durable = Vec::new();
+    // Every failure from here on, of a step or of the journal write after
+    // it (a full disk), puts every file back.
+    let mut state_saved = false;
+    let ran = (|| {
+        for i in 0..generation.steps.len() {
+            let ran = run_step(host, &plan.changes[i])?;
+            commands_run.extend(ran);
+            generation.steps[i].done = true;
+            store.save_generation(&generation)?;
+            if fault_after == Some(i + 1) {
+                std::process::abort();
+            }
+        }
+        // Before the journal says "complete" and before success is reported:
+        // what the boot loader reads must be on disk where it reads it.
+        if let Some(paths) = boot_touched(&generation.steps) {
+            durable = host.make_boot_durable(&paths)?;
+        }
+        store.save_state(&generation.state_after)?;
+        state_saved = true;
+        generation.status = Status::Complete;
+        generation.finished = Some(journal::now());
+        store.save_generation(&generation)
+    })();
+    if let Err(e) = ran {
+        // Free the reserve first: putting files back needs that space.
+        let _ = store.release_reserve(n);
+        let reverted = revert(host, store, &mut generation).and_then(|r| {
+            if state_saved {
+                store.save_state(&generation.state_before)?;
+            }
+            Ok(r)
+        });
+        return Err(match reverted {
+            Ok(r) => Error::Refused(format!(
+                "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted).{}",
+                regen_note(&r)
+            )),
+            Err(e2) => Error::Journal(format!(
+                "{e}\nPutting files back ALSO failed: {e2}. Run `gdrprov rollback --generation {n}` once the cause is fixed."
+            )),
+        });
+    }
+    let _ = store.release_reserve(n);
+    if kind == Kind::Rollback {
+        for u in &generation.undoes {
+            let mut g = store.load_generation(*u)?;
+            remove_created_dirs(host, &g.steps)?;
+            g.rolled_back_by = Some(n);
+            store.save_generation(&g)?;
+        }
+    }
+    Ok(Outcome {
+        generation: n,
+        changed: plan.changes.iter().filter(|c| c.path().is_some()).count(),
+        commands_run,
+        pending_commands: plan.pending_commands.clone(),
+        recovered: Vec::new(),
+        durable,
+    })
+}
+
+/// The boot-loader files a generation's steps write or remove, when any
+/// step writes one or runs a tool that does (update-grub, grub-reboot, ...);
+/// `None` when nothing a boot loader reads was touched.
+fn boot_touched(steps: &[Step]) -> Option<Vec<&str>> {
+    let paths: Vec<&str> = steps
+        .iter()
+        .filter_map(|s| s.path.as_deref())
+        .filter(|p| host::is_boot_path(p))
+        .collect();
+    let ran_tool = steps
+        .iter()
+        .filter_map(|s| s.command.as_ref())
+        .any(|c| host::is_boot_command(&c.argv));
+    (ran_tool || !paths.is_empty()).then_some(paths)
+}
+
+/// Disk space set aside before the first write: enough to write back every
+/// file's old content and the journal twice over, whole pages each.
+fn reserve_bytes(plan: &Plan) -> u64 {
+    let page = |n: usize| (n as u64).div_ceil(4096) * 4096;
+    let files: u64 = plan
+        .changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::WriteFile { before, after, .. } => {
+                page(before.as_ref().map_or(0, String::len)) + page(after.len())
+            }
+            Action::RemoveFile { before, .. } => page(before.len()),
+            Action::Run { .. } => 0,
+        })
+        .sum();
+    files + 64 * 1024
+}
+
+/// The planned state, with "the backup this generation takes" made concrete.
+fn finalize_state(planned: &State, g: &Generation, n: u64) -> State {
+    let mut s = planned.clone();
+    s.generation = n;
+    for (path, owned) in s.files.iter_mut() {
+        if owned.original.as_deref() == Some(journal::PENDING_BACKUP) {
+            owned.original = g
+                .steps
+                .iter()
+                .find(|st| st.path.as_deref() == Some(path.as_str()))
+                .and_then(|st| st.before.clone());
+        }
+    }
+    s
+}
+
+fn prepare_step(
+    host: &Host,
+    store: &StateStore,
+    n: u64,
+    i: usize,
+    change: &Change,
+) -> Result<Step> {
+    let mut step = Step {
+        description: change.description.clone(),
+        path: change.path().map(str::to_string),
+        before: None,
+        before_meta: None,
+        after: None,
+        command: None,
+        created_dirs: Vec::new(),
+        done: false,
+        pending: false,
+    };
+    let expected_before = match &change.action {
+        Action::WriteFile { before, .. } => before.as_deref(),
+        Action::RemoveFile { before, .. } => Some(before.as_str()),
+        Action::Run { command } => {
+            step.command = Some(command.clone());
+            return Ok(step);
+        }
+    };
+    let path = change.path().unwrap_or_default();
+    let current = host.read(path)?;
+    if current.as_deref() != expected_before.map(str::as_bytes) {
+        return Err(Error::Refused(format!(
+            "{} changed after the plan was made; run again to plan against the new content (nothing was changed)",
+            host.display(path)
+        )));
+    }
+    if let Some(bytes) = current {
+        let rel = format!("generations/{n}/{i}.before");
+        store.write_private(&rel, &bytes)?;
+        step.before = Some(rel);
+        step.before_meta = host.meta(path)?;
+    }
+    if let Action::WriteFile { after, .. } = &change.action {
+        let rel = format!("generations/{n}/{i}.after");
+        store.write_private(&rel, after.as_bytes())?;
+        step.after = Some(rel);
+        step.created_dirs = missing_dirs(host, path);
+    }
+    Ok(step)
+}
+
+/// The parent directories of `path` that do not exist yet, deepest first
+/// (`write_atomic` creates them).
+fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dir = std::path::Path::new(path).parent();
+    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
+        let d_str = d.display().to_string();
+        if host.exists(&d_str) {
+            break;
+        }
+        out.push(d_str);
+        dir = d.parent();
+    }
+    out
+}
+
+/// Removes the directories the steps created that are empty now (their
+/// files were removed), deepest first; never one gdrprov did not create.
+fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
+    for step in steps.iter().rev() {
+        for d in &step.created_dirs {
+            host.remove_empty_dir(d)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs one step; gives the command line it ran, if any.
+fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
+    match &change.action {
+        Action::WriteFile {
+            path,
+            after,
+            new_mode,
+            meta,
+            ..
+        } => {
+            host.write_atomic(
+                path,
+                after.as_bytes(),
+                WriteOptions {
+                    meta: *meta,
+                    new_mode: *new_mode,
+                },
+            )?;
+            Ok(None)
+        }
+        Action::RemoveFile { path, .. } => {
+            host.remove(path)?;
+            Ok(None)
+        }
+        Action::Run { command } => {
+            let out = host.run(command)?;
+            if !out.success() {
+                // In an image tree a tool often fails for want of the devices
+                // and kernel views a booted system has (grub-probe: "is /dev
+                // mounted?"): say how to give them, or to leave it pending.
+                let hint = if host.is_live() {
+                    String::new()
+                } else {
+                    format!(
+                        " (on an image root commands run chrooted into {}: bind-mount /dev, /proc and /sys into it first, or apply with --no-exec to leave the commands pending for where the image runs)",
+                        host.display("/")
+                    )
+                };
+                return Err(Error::Command {
+                    command: host.effective_argv(command).join(" "),
+                    msg: format!(
+                        "exit {}: {}{hint}",
+                        out.code
+                            .map(|c| c.to_string())
+                            .unwrap_or_else(|| "by signal".into()),
+                        last_lines(&out.stderr, &out.stdout)
+                    ),
+                });
+            }
+            Ok(Some(command.clone()))
+        }
+    }
+}
+
+fn last_lines(stderr: &str, stdout: &str) -> String {
+    let text = if stderr.trim().is_empty() {
+        stdout
+    } else {
+        stderr
+    };
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(3)..].join(" / ")
+}
+
+/// What a revert could not finish: regeneration commands it did not run
+/// (`--no-exec`: owed, like any pending command) or that failed.
+#[derive(Debug, Default)]
+struct Reverted {
+    skipped: Vec<CommandSpec>,
+    failed: Vec<String>,
+}
+
+/// Puts back every file a generation's steps touched, newest first, then
+/// re-runs the regeneration commands it had started. Marks it reverted.
+fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
+    restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
+    // The step that failed, or was running when the process was killed, may
+    // have half-regenerated its output (grub.cfg): it runs again too.
+    let started = g
+        .steps
+        .iter()
+        .position(|s| !s.done)
+        .map_or(g.steps.len(), |i| i + 1);
+    let mut out = Reverted::default();
+    for step in &g.steps[..started] {
+        let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) else {
+            continue;
+        };
+        if host.no_exec() {
+            if !out.skipped.contains(cmd) {
+                out.skipped.push(cmd.clone());
+            }
+            continue;
+        }
+        match host.run(cmd) {
+            Ok(o) if o.success() => {}
+            Ok(o) => out.failed.push(format!(
+                "`{}` (exit {}: {})",
+                cmd.shell_line(),
+                o.code.map_or_else(|| "by signal".into(), |c| c.to_string()),
+                last_lines(&o.stderr, &o.stdout)
+            )),
+            Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
+        }
+    }
+    // The restored boot files must be what the next boot reads, too. Best
+    // effort: the revert itself has succeeded, and this only syncs.
+    if let Some(paths) = boot_touched(&g.steps) {
+        let _ = host.make_boot_durable(&paths);
+    }
+    g.status = Status::Reverted;
+    g.finished = Some(journal::now());
+    store.save_generation(g)?;
+    Ok(out)
+}
+
+/// The message tail for regeneration a revert could not do.
+fn regen_note(r: &Reverted) -> String {
+    if r.failed.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\nRegenerating from the restored files ALSO failed: {}; fix the cause and run it by hand before rebooting.",
+            r.failed.join("; ")
+        )
+    }
+}
+
+/// Restores the `before` copy of each selected file step, newest first. A
+/// step not marked done may still have been written just before a crash;
+/// restoring its `before` is right either way, since writes are atomic.
+fn restore_files(
+    host: &Host,
+    store: &StateStore,
+    steps: &[Step],
+    select: impl Fn(&Step) -> bool,
+) -> Result<()> {
+    for step in steps.iter().rev().filter(|s| select(s)) {
+        let Some(path) = &step.path else { continue };
+        match &step.before {
+            Some(rel) => {
+                let bytes = store.read_backup(rel)?;
+                let meta: Option<FileMeta> = step.before_meta;
+                host.write_atomic(
+                    path,
+                    bytes.as_bytes(),
+                    WriteOptions {
+                        meta,
+                        new_mode: 0o644,
+                    },
+                )?;
+            }
+            None => host.remove(path)?,
+        }
+    }
+    Ok(())
+}
+
+/// Whether a run was killed half-way and needs `recover`.
+pub fn interrupted(store: &StateStore) -> bool {
+    store.generation_numbers().into_iter().any(|n| {
+        store
+            .load_generation(n)
+            .map(|g| g.status == Status::InProgress)
+            .unwrap_or(false)
+    })
+}
+
+/// Whether an apply is in effect (complete and not rolled back).
+pub fn any_in_effect(store: &StateStore) -> bool {
+    store.generation_numbers().into_iter().any(|n| {
+        store.load_generation(n).is_ok_and(|g| {
+            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
+        })
+    })
+}
+
+/// Finishes a run that was killed half-way: its files are put back and it is
+/// marked reverted. Called under the lock before any new apply or rollback.
+pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
+    let mut notes = Vec::new();
+    for n in store.generation_numbers() {
+        let mut g = store.load_generation(n)?;
+        if g.status == Status::InProgress {
+            let _ = store.release_reserve(n);
+            let r = revert(host, store, &mut g)?;
+            let mut state = g.state_before.clone();
+            for cmd in &r.skipped {
+                if !state.pending_commands.contains(cmd) {
+                    state.pending_commands.push(cmd.clone());
+                }
+            }
+            store.save_state(&state)?;
+            notes.push(format!(
+                "generation {n} was interrupted; every file it touched was put back as it was before it{}",
+                regen_note(&r)
+            ));
+            // A kill during a write leaves its temporary file beside the target.
+            let mut leftovers = Vec::new();
+            for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
+                leftovers.extend(host.remove_leftover_temps(path)?);
+            }
+            leftovers.sort();
+            leftovers.dedup();
+            if !leftovers.is_empty() {
+                notes.push(format!(
+                    "removed what the interrupted write left behind: {}",
+                    leftovers.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(notes)
+}

@@ -1,0 +1,50 @@
+//! The readiness checks that read only facts (src/checks/health: PCIe links, kernel
+//! log, RDMA ports, GPU<->NIC affinity) as doctor findings: a failed check is
+//! an error, a warning a warning; passes and skips add nothing.
+
+use super::{Finding, Sev};
+use crate::checks::health::{self, Outcome};
+use crate::facts::Facts;
+
+pub fn findings(facts: &Facts) -> Vec<Finding> {
+    health::from_facts(facts)
+        .into_iter()
+        .filter_map(|c| {
+            let sev = match c.outcome {
+                Outcome::Fail => Sev::Error,
+                Outcome::Warn => Sev::Warn,
+                Outcome::Pass | Outcome::Skip => return None,
+            };
+            let title = match (c.name, sev) {
+                ("pcie-links", Sev::Error) => {
+                    "a GPU, NIC or bridge runs below its PCIe link maximum"
+                }
+                ("pcie-links", _) => "a GPU link is below its maximum speed (possibly idle)",
+                ("kernel-log", Sev::Error) => "the kernel log shows GPU or PCIe errors",
+                ("kernel-log", _) => "the kernel log shows corrected errors or link flaps",
+                ("rdma-ports", Sev::Error) => "an RDMA port is not ready",
+                ("rdma-ports", _) => "an RDMA port is not active",
+                ("gpu-nic-affinity", _) => "a GPU's nearest RDMA NIC is on another CPU socket",
+                _ => c.name,
+            };
+            Some(Finding::new(
+                c.name,
+                sev,
+                title,
+                c.evidence.clone(),
+                cause(c.name),
+                c.fix.clone().unwrap_or_default(),
+            ))
+        })
+        .collect()
+}
+
+fn cause(name: &str) -> &'static str {
+    match name {
+        "pcie-links" => "a link trains lower when the slot, riser, retimer or BIOS link setting cannot do more, or the card is badly seated; an idle NVIDIA GPU also lowers its speed",
+        "kernel-log" => "the GPU driver or the PCIe error reporting (AER) logged errors, or a link went down",
+        "rdma-ports" => "the port is down, trained at fewer lanes, or (RoCE) has no RoCE v2 GID with an address",
+        "gpu-nic-affinity" => "the GPU and its nearest NIC hang off different CPU sockets: traffic crosses the CPU interconnect",
+        _ => "",
+    }
+}

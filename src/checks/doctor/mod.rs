@@ -1,0 +1,516 @@
+//! `gdrprov doctor`: which profile fits this host and what stands in the way,
+//! as findings with severity, evidence, cause and fix.
+
+pub mod health_rules;
+pub mod nccl_log;
+mod rules;
+
+use crate::checks::requirements::{self, ReqResult, Status};
+use crate::error::{Error, Result};
+use crate::facts::iommu::IommuState;
+use crate::facts::nvidia::Flavor;
+use crate::facts::ofed::OfedKindFact;
+use crate::facts::pcie::Distance;
+use crate::facts::{CpuVendor, Depth, Facts};
+use crate::host::Host;
+use crate::output::{Format, Output};
+use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
+use crate::versions;
+use serde::Serialize;
+use std::path::Path;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Sev {
+    Error,
+    Warn,
+    Info,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Finding {
+    pub id: String,
+    pub severity: Sev,
+    pub title: String,
+    pub evidence: String,
+    pub cause: String,
+    pub fix: String,
+}
+
+impl Finding {
+    pub fn new(
+        id: &str,
+        severity: Sev,
+        title: impl Into<String>,
+        evidence: impl Into<String>,
+        cause: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Finding {
+        Finding {
+            id: id.into(),
+            severity,
+            title: title.into(),
+            evidence: evidence.into(),
+            cause: cause.into(),
+            fix: fix.into(),
+        }
+    }
+}
+
+pub(crate) fn peermem_einval(evidence: String) -> Finding {
+    Finding::new(
+        "peermem-invalid-argument",
+        Sev::Error,
+        "nvidia_peermem does not load: `modprobe nvidia_peermem` gives \"Invalid argument\"",
+        evidence,
+        "the NVIDIA driver was built before MLNX_OFED/DOCA-OFED was installed, so nvidia_peermem lacks OFED's peer-memory symbols (ib_register_peer_memory_client)",
+        "reinstall the NVIDIA driver (or rebuild its DKMS modules) after OFED, then `modprobe nvidia_peermem`; or use dma-buf instead (`gdrprov apply rdma-dmabuf`, open driver, kernel >= 5.12)",
+    )
+}
+
+/// A peer-memory module (`nvidia_peermem`, EFA's `efa_nv_peermem`) refused
+/// by the kernel because it was built against another `ib_core` than the one
+/// loaded: "disagrees about version of symbol ib_register_peer_memory_client"
+/// or "Unknown symbol ... (err -22)".
+pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> {
+    let (module, line) = kernel_log.iter().find_map(|l| {
+        let module = ["efa_nv_peermem", "nvidia_peermem"]
+            .into_iter()
+            .find(|m| l.contains(&format!("{m}: ")))?;
+        (l.contains("disagrees about version of symbol")
+            || (l.contains("Unknown symbol") && l.contains("err -22")))
+        .then_some((module, l))
+    })?;
+    let symbol = line
+        .split("symbol ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or("ib_register_peer_memory_client");
+    Some(Finding::new(
+        "peermem-symbol-mismatch",
+        Sev::Error,
+        format!("{module} was built against another ib_core than the one loaded (symbol {symbol})"),
+        format!("kernel log: {}", line.trim()),
+        format!("{module} was compiled against the RDMA stack present when the NVIDIA driver was built; MLNX_OFED/DOCA-OFED (or an inbox rdma-core kernel update) installed since replaced ib_core, whose {symbol} no longer matches, so the kernel refuses the module"),
+        format!("rebuild the NVIDIA kernel modules after OFED: reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`; or move to dma-buf, which needs no peer-memory module (`gdrprov apply rdma-dmabuf`: open driver, kernel >= 5.12)"),
+    ))
+}
+
+/// What a profile is after, read from its settings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Intent {
+    pub dmabuf: bool,
+    pub peermem: bool,
+    pub erdma: bool,
+    pub rdma: bool,
+    pub iommu: Option<IommuMode>,
+}
+
+impl Intent {
+    pub fn of(doc: &ProfileDoc) -> Intent {
+        let present = |m: &str| doc.modules.present.iter().any(|x| x == m);
+        let dmabuf = doc.requires.nvidia_driver.as_ref().and_then(|d| d.flavor)
+            == Some(DriverFlavor::Open)
+            || doc
+                .vars
+                .get("nccl-dmabuf-enable")
+                .is_some_and(|v| v == 1 || v == "1");
+        let peermem = present("nvidia_peermem") || present("nv_peer_mem");
+        let erdma = present("erdma") || doc.requires.erdma.is_some();
+        Intent {
+            dmabuf,
+            peermem,
+            erdma,
+            rdma: dmabuf || peermem || erdma || doc.requires.ofed.is_some(),
+            iommu: doc.boot.iommu,
+        }
+    }
+
+    /// Without a profile: a GPUDirect RDMA host in general.
+    pub fn general() -> Intent {
+        Intent {
+            rdma: true,
+            ..Intent::default()
+        }
+    }
+}
+
+fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
+    let sev = if r.severity == Severity::Error {
+        Sev::Error
+    } else {
+        Sev::Warn
+    };
+    let (cause, fix): (String, String) = match r.what.as_str() {
+        "kernel" => (
+            "the kernel is older than the profile needs".into(),
+            format!("install and boot a kernel {} (Ubuntu 20.04: the HWE kernel; RHEL 8: move to RHEL 9); for dma-buf the alternative is the legacy-peermem profile", r.wanted),
+        ),
+        "nvidia-driver flavor" => (
+            "the proprietary NVIDIA kernel module cannot export GPU memory as dma-buf (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0); only the open kernel modules can".into(),
+            format!(
+                "install the open kernel modules of the same branch (Ubuntu: `apt install nvidia-driver-{0}-open` or `nvidia-dkms-{0}-open`; RHEL: `dnf module install nvidia-driver:{0}-open`) and reboot; or use legacy-peermem",
+                facts.nvidia_driver.major().map(|m| m.to_string()).unwrap_or("<branch>".into())
+            ),
+        ),
+        "nvidia-driver" => (
+            "the driver branch is older than the profile needs".into(),
+            "install a newer NVIDIA driver branch (the open kernel modules for dma-buf)".into(),
+        ),
+        "cuda" => (
+            "the CUDA driver API this driver provides is too old: cuMemGetHandleForAddressRange with CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD needs CUDA 11.7 (driver 515)".into(),
+            "upgrade the NVIDIA driver to a branch that provides the CUDA version required".into(),
+        ),
+        "gpu" => (
+            "GPUs older than Turing cannot export memory as dma-buf".into(),
+            "use legacy-peermem on this GPU".into(),
+        ),
+        "ofed kind" | "ofed" => (
+            "nvidia_peermem is built against MLNX_OFED/DOCA-OFED's peer-memory API; the inbox rdma-core has none".into(),
+            "install DOCA-OFED, then reinstall the NVIDIA driver so nvidia_peermem is built against it; or use rdma-dmabuf, which needs no OFED".into(),
+        ),
+        "nccl" => (
+            "NCCL older than 2.23.4 detects peer memory only through /sys/kernel/mm/memory_peers/nv_mem/version, not /sys/module/nvidia_peermem, and silently disables GPUDirect RDMA".into(),
+            "upgrade NCCL to 2.23.4 or newer (or use dma-buf: NCCL >= 2.13 with NCCL_DMABUF_ENABLE=1)".into(),
+        ),
+        "perftest" => (
+            "perftest older than 6.26 (or built without CUDA) has no --use_cuda_dmabuf".into(),
+            "install perftest >= 6.26 built with CUDA (DOCA-OFED's, or build from github.com/linux-rdma/perftest with CUDA_H_PATH)".into(),
+        ),
+        "erdma" => (
+            "the eRDMA driver package is missing".into(),
+            "install the eRDMA driver (Alibaba Cloud: the erdma-installer; check with `eadm ver`)".into(),
+        ),
+        _ => (String::new(), String::new()),
+    };
+    let cause = match &r.reason {
+        Some(reason) if !cause.is_empty() => format!("{reason}; {cause}"),
+        Some(reason) => reason.clone(),
+        None => cause,
+    };
+    Finding::new(
+        &format!("requirement-{}", r.what.replace(' ', "-")),
+        sev,
+        format!("requirement not met: {} {}", r.what, r.wanted),
+        format!("{} is {}", r.what, r.actual.as_deref().unwrap_or("absent")),
+        cause,
+        fix,
+    )
+}
+
+/// Every finding for the facts and a profile's intent (and requirements).
+pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Finding> {
+    let mut out: Vec<Finding> = Vec::new();
+    let sure = facts.observed;
+    // Without any GPU, `no-gpu` says it all: driver, CUDA and GPU requirements add nothing.
+    let no_gpu = sure && facts.gpus.is_empty();
+    for r in reqs.iter().filter(|r| r.status == Status::Failed) {
+        if no_gpu && (r.what.starts_with("nvidia-driver") || r.what == "gpu" || r.what == "cuda") {
+            continue;
+        }
+        out.push(req_finding(r, facts));
+    }
+    let cx = rules::Cx {
+        facts,
+        intent: &intent,
+        reqs,
+        sure,
+        no_gpu,
+    };
+    // In this order: findings of one severity keep it.
+    for rule in [
+        rules::driver_and_kernel,
+        rules::cuda,
+        rules::peer_memory,
+        rules::iommu,
+        rules::rdma_devices,
+        rules::erdma,
+        rules::pcie,
+        rules::perftest,
+        rules::memlock,
+        rules::rdma_userspace,
+    ] {
+        rule(&cx, &mut out);
+    }
+    out.sort_by_key(|f| f.severity);
+    out
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProfileFit {
+    pub profile: String,
+    pub blockers: usize,
+    pub warnings: usize,
+    pub fits: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub gdrprov: &'static str,
+    pub command: &'static str,
+    pub root: String,
+    pub profile: Option<String>,
+    pub requirements: Vec<ReqResult>,
+    pub findings: Vec<Finding>,
+    /// Without a profile: how each built-in profile fits.
+    pub fits: Vec<ProfileFit>,
+    pub best_fit: Option<String>,
+    pub blocked: bool,
+}
+
+pub fn run(
+    out: &Output,
+    profiles: &[String],
+    nccl_log: Option<&Path>,
+    cpu: Option<CpuVendor>,
+) -> Result<i32> {
+    let log = match nccl_log {
+        Some(p) => Some(
+            std::fs::read_to_string(p)
+                .map_err(|e| Error::io("read", p.display().to_string(), e))?,
+        ),
+        None => None,
+    };
+    let composed = if profiles.is_empty() {
+        None
+    } else {
+        Some(crate::ops::load_profiles(profiles)?)
+    };
+    let host = Host::open(&out.root, false)?;
+    let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
+    let log_findings = match (&log, nccl_log) {
+        (Some(text), Some(p)) => nccl_log::findings(text, &p.display().to_string(), &facts),
+        _ => Vec::new(),
+    };
+    let mut fits = Vec::new();
+    let (requirements, mut findings) = match &composed {
+        Some(c) => {
+            let reqs = requirements::evaluate(&c.doc.requires, &facts);
+            let f = diagnose(&facts, Intent::of(&c.doc), &reqs);
+            (reqs, f)
+        }
+        None => {
+            for name in crate::profile::builtin::names() {
+                let p = crate::profile::load(name)?;
+                let reqs = requirements::evaluate(&p.doc.requires, &facts);
+                let f = diagnose(&facts, Intent::of(&p.doc), &reqs);
+                let blockers = f.iter().filter(|x| x.severity == Sev::Error).count();
+                fits.push(ProfileFit {
+                    profile: name.to_string(),
+                    blockers,
+                    warnings: f.iter().filter(|x| x.severity == Sev::Warn).count(),
+                    fits: blockers == 0,
+                });
+            }
+            (Vec::new(), diagnose(&facts, Intent::general(), &[]))
+        }
+    };
+    findings.extend(log_findings);
+    findings.extend(health_rules::findings(&facts));
+    findings.sort_by_key(|f| f.severity);
+    let best_fit = fits
+        .iter()
+        .filter(|f| f.fits)
+        .min_by_key(|f| f.warnings)
+        .map(|f| f.profile.clone());
+    let blocked = findings.iter().any(|f| f.severity == Sev::Error);
+    // Suggested commands keep the user's --root (and --format).
+    for f in &mut findings {
+        f.fix = crate::output::keep_options(&f.fix, &out.root, out.format);
+        f.cause = crate::output::keep_options(&f.cause, &out.root, out.format);
+    }
+    let report = Report {
+        gdrprov: env!("CARGO_PKG_VERSION"),
+        command: "doctor",
+        root: host.root().display().to_string(),
+        profile: composed.as_ref().map(|c| c.names.join(" + ")),
+        requirements,
+        findings,
+        fits,
+        best_fit,
+        blocked,
+    };
+    match out.format {
+        Format::Json => out.document("doctor", &report),
+        Format::Text | Format::Prometheus => out.text(&text(&facts, &report)),
+    }
+    Ok(if blocked {
+        crate::exit::NOT_READY
+    } else {
+        crate::exit::OK
+    })
+}
+
+pub fn text(facts: &Facts, r: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let gpu = facts
+        .gpus
+        .first()
+        .map(|g| {
+            format!(
+                "{} x {} ({})",
+                facts.gpus.len(),
+                g.name.as_deref().unwrap_or("GPU"),
+                g.arch.name()
+            )
+        })
+        .unwrap_or("no GPU".into());
+    let _ = writeln!(
+        o,
+        "Host: {}{}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
+        facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
+        match (&facts.arch.arch, &facts.arch.cpu) {
+            (crate::facts::arch::Arch::Unknown, _) => String::new(),
+            (a, Some(cpu)) => format!(
+                " ({}, {cpu})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+            (a, None) => format!(
+                " ({})",
+                serde_json::to_value(a)
+                    .ok()
+                    .and_then(|v| v.as_str().map(String::from))
+                    .unwrap_or_default()
+            ),
+        },
+        facts.kernel.effective().unwrap_or("unknown"),
+        facts
+            .nvidia_driver
+            .version
+            .as_deref()
+            .unwrap_or("driver absent"),
+        match facts.nvidia_driver.flavor {
+            Flavor::Open => " (open)",
+            Flavor::Proprietary => " (proprietary)",
+            Flavor::Unknown => "",
+        },
+        facts.rdma_devices.len()
+    );
+    if let Some(p) = &r.profile {
+        let _ = writeln!(o, "Profile: {p}");
+        for q in &r.requirements {
+            let mark = match q.status {
+                Status::Ok => "ok  ",
+                Status::Failed => "FAIL",
+                Status::Unknown => "??  ",
+            };
+            let _ = writeln!(o, "  [{mark}] {}", q.message);
+        }
+    } else {
+        let _ = writeln!(o, "Profiles:");
+        for f in &r.fits {
+            let _ = writeln!(
+                o,
+                "  {:<16} {}",
+                f.profile,
+                if f.fits {
+                    format!("fits ({} warning(s))", f.warnings)
+                } else {
+                    format!(
+                        "blocked by {} finding(s); `gdrprov doctor {}` says which",
+                        f.blockers, f.profile
+                    )
+                }
+            );
+        }
+        match &r.best_fit {
+            Some(b) => {
+                let _ = writeln!(o, "Best fit: {b}");
+            }
+            None => {
+                let _ = writeln!(o, "Best fit: none; every profile is blocked");
+            }
+        }
+    }
+    if r.findings.is_empty() {
+        let _ = writeln!(o, "\nNo findings: nothing stands in the way.");
+    }
+    for f in &r.findings {
+        let sev = match f.severity {
+            Sev::Error => "ERROR",
+            Sev::Warn => "WARN",
+            Sev::Info => "info",
+        };
+        let _ = writeln!(o, "\n{sev} [{}] {}", f.id, f.title);
+        let _ = writeln!(o, "  evidence: {}", f.evidence);
+        if !f.cause.is_empty() {
+            let _ = writeln!(o, "  cause:    {}", f.cause);
+        }
+        if !f.fix.is_empty() {
+            let _ = writeln!(o, "  fix:      {}", f.fix);
+        }
+    }
+    let blockers: Vec<&Finding> = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == Sev::Error)
+        .collect();
+    if !blockers.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nBlocked by: {}",
+            blockers
+                .iter()
+                .map(|f| f.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::OsFamily;
+
+    fn findings(log: &[&str]) -> Vec<Finding> {
+        let mut facts = Facts::blank(OsFamily::Debian);
+        facts.kernel_log = log.iter().map(|l| l.to_string()).collect();
+        let intent = Intent {
+            peermem: true,
+            rdma: true,
+            ..Intent::default()
+        };
+        diagnose(&facts, intent, &[])
+    }
+
+    #[test]
+    fn the_peermem_symbol_mismatch_is_named_with_the_fix() {
+        let f = findings(&[
+            "[   65.412027] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client",
+            "[   65.412031] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)",
+        ]);
+        let m = f
+            .iter()
+            .find(|f| f.id == "peermem-symbol-mismatch")
+            .unwrap_or_else(|| panic!("{f:?}"));
+        assert_eq!(m.severity, Sev::Error);
+        assert!(
+            m.title.contains("nvidia_peermem")
+                && m.title.contains("ib_register_peer_memory_client")
+        );
+        assert!(m.evidence.contains("disagrees about version"));
+        assert!(m.fix.contains("dkms") && m.fix.contains("dma-buf"));
+        assert!(!f.iter().any(|f| f.id == "peermem-invalid-argument"));
+    }
+
+    #[test]
+    fn err_22_alone_and_efa_peermem_are_recognised() {
+        let f = findings(&[
+            "[ 9.1] efa_nv_peermem: Unknown symbol ib_register_peer_memory_client (err -22)",
+        ]);
+        let m = f
+            .iter()
+            .find(|f| f.id == "peermem-symbol-mismatch")
+            .unwrap();
+        assert!(m.title.starts_with("efa_nv_peermem"));
+        // Another failure of the module is not a symbol mismatch.
+        let f = findings(&["[ 9.1] nvidia_peermem: module verification failed: signature and/or required key missing"]);
+        assert!(!f.iter().any(|f| f.id == "peermem-symbol-mismatch"));
+    }
+}

@@ -1,0 +1,532 @@
+//! gdrprov as an Ansible binary module. Ansible copies the module (this
+//! binary, named after the module: `library/gdrprov`) to the host and runs it
+//! as `gdrprov ARGS_FILE`, where ARGS_FILE is a JSON object of the task's
+//! arguments plus `_ansible_*` keys. The answer is one JSON object on stdout:
+//! `changed`, `failed`, `msg`, `diff`, `reboot_required` and the plan.
+//!
+//! Arguments: `profile` (a name or path, or a list), `state`
+//! (`applied` | `verified` | `rolled_back`, default `applied`), `root`
+//! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
+//! Check mode (`_ansible_check_mode`) plans and changes nothing.
+
+use crate::apply::journal::{Kind, StateStore, Status};
+use crate::error::{Error, Result};
+use crate::host::Host;
+use crate::ops;
+use crate::output;
+use crate::plan::{Action, Plan};
+use serde::de::{DeserializeOwned, Error as _};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{json, Map, Value};
+use std::path::{Path, PathBuf};
+
+/// `gdrprov ARGS_FILE`: argv has exactly one argument, an existing file
+/// whose content is a JSON object. Anything else is the normal command line.
+pub fn args_file_from_argv() -> Option<PathBuf> {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.len() != 2 {
+        return None;
+    }
+    let path = PathBuf::from(&args[1]);
+    if !path.is_file() {
+        return None;
+    }
+    let text = std::fs::read_to_string(&path).ok()?;
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Object(_)) => Some(path),
+        _ => None,
+    }
+}
+
+/// Runs the module; prints exactly one JSON object; exit 0, or 1 when failed.
+pub fn main(args_file: &Path) -> i32 {
+    let mut result = match std::panic::catch_unwind(|| run(args_file)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => failed(&e.to_string()),
+        Err(_) => failed("gdrprov panicked; please report this as a bug"),
+    };
+    let is_failed = result.get("failed").and_then(Value::as_bool) == Some(true);
+    if let Some(obj) = result.as_object_mut() {
+        obj.entry("changed").or_insert(Value::Bool(false));
+    }
+    println!(
+        "{}",
+        serde_json::to_string(&result).unwrap_or_else(|_| {
+            r#"{"failed": true, "msg": "gdrprov could not serialise its result"}"#.into()
+        })
+    );
+    if is_failed {
+        crate::exit::ERROR
+    } else {
+        crate::exit::OK
+    }
+}
+
+fn failed(msg: &str) -> Value {
+    json!({"failed": true, "changed": false, "msg": msg})
+}
+
+/// The task's arguments, deserialized straight from the args file (the
+/// `_ansible_*` keys aside, in [`AnsibleKeys`]); unknown ones are refused.
+/// Each maps onto a field of an `ops` request (see the `*_request` methods).
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct ModuleArgs {
+    #[serde(default, rename = "profile", deserialize_with = "profile_list")]
+    profiles: Vec<String>,
+    #[serde(default, deserialize_with = "state")]
+    state: State,
+    #[serde(default = "slash", deserialize_with = "root")]
+    root: PathBuf,
+    #[serde(default, deserialize_with = "boolish")]
+    no_exec: bool,
+    #[serde(default, deserialize_with = "boolish")]
+    trial: bool,
+    #[serde(default, deserialize_with = "boolish")]
+    no_reboot: bool,
+    #[serde(default, deserialize_with = "boolish")]
+    force: bool,
+    #[serde(default, deserialize_with = "boolish")]
+    boot_elsewhere: bool,
+    #[serde(default, deserialize_with = "boolish")]
+    no_loopback: bool,
+}
+
+/// The `_ansible_*` keys gdrprov honours (Ansible sends more; they are ignored).
+#[derive(Debug, Default, Deserialize)]
+struct AnsibleKeys {
+    #[serde(default, rename = "_ansible_check_mode", deserialize_with = "boolish")]
+    check_mode: bool,
+    #[serde(default, rename = "_ansible_diff", deserialize_with = "boolish")]
+    diff: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum State {
+    #[default]
+    Applied,
+    Verified,
+    RolledBack,
+}
+
+impl ModuleArgs {
+    fn profiles_request(&self) -> ops::ProfilesRequest {
+        ops::ProfilesRequest {
+            profiles: self.profiles.clone(),
+            target: ops::Target {
+                root: self.root.clone(),
+                no_exec: self.no_exec,
+                cpu_vendor: None,
+                no_reboot: self.no_reboot,
+                force: self.force,
+                arch: None,
+                boot_elsewhere: self.boot_elsewhere,
+            },
+            trial: self.trial,
+        }
+    }
+
+    fn verify_request(&self) -> ops::VerifyRequest {
+        ops::VerifyRequest {
+            root: self.root.clone(),
+            profiles: self.profiles.clone(),
+            no_loopback: self.no_loopback,
+            ..ops::VerifyRequest::default()
+        }
+    }
+
+    fn rollback_request(&self) -> ops::RollbackRequest {
+        ops::RollbackRequest {
+            root: self.root.clone(),
+            generation: None,
+            no_exec: self.no_exec,
+            force: self.force,
+        }
+    }
+
+    /// What no single argument can say wrong on its own.
+    fn check(&self) -> Result<()> {
+        // verify never refuses on requirements (they are checks there), so
+        // `force` would be silently ignored: refuse it instead.
+        if self.state == State::Verified && self.force {
+            return Err(Error::Usage(
+                "force does nothing with state=verified (verify reports failed requirements as checks and never refuses); drop force, or use it with state=applied or rolled_back".into(),
+            ));
+        }
+        if self.profiles.is_empty() && self.state != State::RolledBack {
+            let state = serde_json::to_value(self.state).unwrap_or_default();
+            let state = state.as_str().unwrap_or_default();
+            return Err(Error::Usage(format!(
+                "profile is required for state={state} (a built-in profile name or a profile file on the host)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn parse(text: &str) -> Result<(ModuleArgs, AnsibleKeys)> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| Error::Usage(format!("the module arguments are not JSON: {e}")))?;
+    let Value::Object(m) = v else {
+        return Err(Error::Usage(
+            "the module arguments are not a JSON object".into(),
+        ));
+    };
+    let (ansible, task): (Map<String, Value>, Map<String, Value>) =
+        m.into_iter().partition(|(k, _)| k.starts_with("_ansible_"));
+    let args: ModuleArgs = from_map(task)?;
+    args.check()?;
+    Ok((args, from_map(ansible)?))
+}
+
+/// Deserializes one argument map; errors in the module's words, naming the argument.
+fn from_map<T: DeserializeOwned>(m: Map<String, Value>) -> Result<T> {
+    serde_path_to_error::deserialize(Value::Object(m)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        Error::Usage(match inner.strip_prefix("unknown field ") {
+            // serde: "unknown field `x`, expected one of `a`, `b`"
+            Some(rest) => {
+                let rest = rest.replace('`', "");
+                match rest.split_once(", expected one of ") {
+                    Some((field, known)) => format!(
+                        "Unsupported parameters for (gdrprov) module: {field}. Supported parameters include: {known}"
+                    ),
+                    None => format!("Unsupported parameters for (gdrprov) module: {rest}"),
+                }
+            }
+            None if path == "." => inner,
+            None => format!("{path} {inner}"),
+        })
+    })
+}
+
+fn slash() -> PathBuf {
+    PathBuf::from("/")
+}
+
+/// `profile`: a name or path, a comma-separated string of them, or a list.
+fn profile_list<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(Vec::new()),
+        Value::String(s) => Ok(s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()),
+        Value::Array(a) => a
+            .into_iter()
+            .map(|x| match x {
+                Value::String(s) => Ok(s),
+                other => Err(D::Error::custom(format!(
+                    "entries must each be a string, not {other}"
+                ))),
+            })
+            .collect(),
+        other => Err(D::Error::custom(format!(
+            "must be a string or a list of strings, not {other}"
+        ))),
+    }
+}
+
+fn state<'de, D: Deserializer<'de>>(d: D) -> Result<State, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(State::Applied),
+        Value::String(s) if s == "applied" => Ok(State::Applied),
+        Value::String(s) if s == "verified" => Ok(State::Verified),
+        Value::String(s) if s == "rolled_back" => Ok(State::RolledBack),
+        other => Err(D::Error::custom(format!(
+            "must be one of applied, verified, rolled_back, not {other}"
+        ))),
+    }
+}
+
+fn root<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(slash()),
+        Value::String(s) => Ok(PathBuf::from(s)),
+        other => Err(D::Error::custom(format!("must be a path, not {other}"))),
+    }
+}
+
+/// Ansible's booleans: true/false, 0/1, and the strings yes/no/true/false/1/0/on/off/y/n.
+fn boolish<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    match Value::deserialize(d)? {
+        Value::Null => Ok(false),
+        Value::Bool(b) => Ok(b),
+        Value::Number(n) if n.as_u64() == Some(0) || n.as_u64() == Some(1) => {
+            Ok(n.as_u64() == Some(1))
+        }
+        Value::String(s) => match s.to_ascii_lowercase().as_str() {
+            "yes" | "true" | "on" | "1" | "y" => Ok(true),
+            "no" | "false" | "off" | "0" | "n" | "" => Ok(false),
+            _ => Err(D::Error::custom(format!("must be a boolean, not {s:?}"))),
+        },
+        other => Err(D::Error::custom(format!("must be a boolean, not {other}"))),
+    }
+}
+
+fn run(args_file: &Path) -> Result<Value> {
+    let text = std::fs::read_to_string(args_file)
+        .map_err(|e| Error::io("read", args_file.display().to_string(), e))?;
+    let (a, k) = parse(&text)?;
+    let mut out = match a.state {
+        State::Verified => verified(&a)?,
+        State::RolledBack => rolled_back(&a, &k)?,
+        State::Applied if k.check_mode => {
+            let p = ops::plan(&a.profiles_request())?;
+            result(&p.host, p.names, &p.plan, output::Done::Planned, &k, "plan")
+        }
+        State::Applied => {
+            let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
+            result(
+                &applied.host,
+                applied.names.clone(),
+                &applied.plan,
+                applied.done(),
+                &k,
+                "apply",
+            )
+        }
+    };
+    if let Some(obj) = out.as_object_mut() {
+        obj.insert("invocation".into(), json!({ "module_args": a }));
+    }
+    Ok(out)
+}
+
+/// The module result for a plan (check mode) or an apply/rollback.
+fn result(
+    host: &Host,
+    names: Vec<String>,
+    plan: &Plan,
+    done: output::Done,
+    k: &AnsibleKeys,
+    command: &'static str,
+) -> Value {
+    let report = output::report(command, host, names, plan, done);
+    let changed = !plan.is_empty();
+    let msg = if !changed {
+        "nothing to change: the host already matches".to_string()
+    } else if k.check_mode {
+        format!("{} change(s) would be made", plan.changes.len())
+    } else {
+        format!("{} change(s) made", plan.changes.len())
+    };
+    // Ansible shows `warnings` on every run: a forced requirement is said
+    // when it matters, on a run that changes something, not on every run.
+    let warnings: &[String] = if changed { report.warnings } else { &[] };
+    let mut v = json!({
+        "changed": changed,
+        "failed": false,
+        "msg": msg,
+        "reboot_required": report.reboot_required,
+        "reboot_reasons": report.reboot_reasons,
+        "pending_commands": report.pending_commands,
+        "warnings": warnings,
+        "plan": report,
+    });
+    if k.diff {
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("diff".into(), Value::Array(diffs(host, plan)));
+        }
+    }
+    v
+}
+
+/// Ansible's diff format: one `{before_header, after_header, before, after}`
+/// per file, and one `{prepared}` (shown as is) per command a change runs or
+/// leaves owed.
+fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
+    let command = |verb: &str, c: &crate::host::CommandSpec| {
+        let c = output::CommandOut::of(host, c);
+        json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
+    };
+    // Owed commands are news only on the run that leaves them owed.
+    let owed = plan
+        .pending_commands
+        .iter()
+        .filter(|_| !plan.is_empty())
+        .map(|c| command("command owed (no_exec: not run)", c));
+    plan.changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::WriteFile {
+                path,
+                before,
+                after,
+                ..
+            } => json!({
+                "before_header": if before.is_some() { path.clone() } else { "/dev/null".into() },
+                "after_header": path,
+                "before": before.clone().unwrap_or_default(),
+                "after": after,
+            }),
+            Action::RemoveFile { path, before } => json!({
+                "before_header": path,
+                "after_header": "/dev/null",
+                "before": before,
+                "after": "",
+            }),
+            Action::Run { command: c } => command("command", c),
+        })
+        .chain(owed)
+        .collect()
+}
+
+fn verified(a: &ModuleArgs) -> Result<Value> {
+    let report = ops::verify(&a.verify_request())?;
+    let failing: Vec<String> = report
+        .checks
+        .iter()
+        .filter(|c| c.status == crate::checks::verify::Status::Fail)
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    let msg = if report.ready {
+        format!("ready: {}", report.profiles.join(" + "))
+    } else {
+        format!("not ready: {}", failing.join("; "))
+    };
+    Ok(json!({
+        "changed": false,
+        "failed": !report.ready,
+        "msg": msg,
+        "ready": report.ready,
+        "reboot_required": report.checks.iter().any(|c| c.name == "reboot" && c.status == crate::checks::verify::Status::Fail),
+        "verify": report,
+    }))
+}
+
+fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
+    let host = Host::open(&a.root, a.no_exec)?;
+    let store = StateStore::new(&host);
+    let in_effect = store.generation_numbers().into_iter().any(|n| {
+        store.load_generation(n).is_ok_and(|g| {
+            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
+        })
+    });
+    if !in_effect {
+        return Ok(json!({
+            "changed": false,
+            "failed": false,
+            "msg": "nothing to roll back: no apply of gdrprov is in effect",
+            "reboot_required": false,
+        }));
+    }
+    if k.check_mode {
+        let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
+        let profiles = store.load_state()?.profiles;
+        let mut v = result(&host, profiles, &plan, output::Done::Planned, k, "rollback");
+        if let Some(obj) = v.as_object_mut() {
+            // Undoing a generation is a change even when its files are already back.
+            obj.insert("changed".into(), Value::Bool(true));
+            obj.insert("msg".into(), json!(format!("would roll back {undoes:?}")));
+        }
+        return Ok(v);
+    }
+    let (host, profiles, plan, outcome) = match ops::rollback(&a.rollback_request(), &mut ops::yes)?
+    {
+        ops::RolledBack::Done {
+            host,
+            profiles,
+            plan,
+            outcome,
+        } => (host, profiles, plan, outcome),
+        ops::RolledBack::Nothing { .. } | ops::RolledBack::Recovered { .. } => {
+            return Ok(json!({
+                "changed": true,
+                "failed": false,
+                "msg": "an interrupted gdrprov run was put back; no apply was in effect",
+                "reboot_required": false,
+            }));
+        }
+    };
+    let mut v = result(
+        &host,
+        profiles,
+        &plan,
+        output::Done::Ran(&outcome),
+        k,
+        "rollback",
+    );
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("changed".into(), Value::Bool(true));
+        obj.insert(
+            "msg".into(),
+            json!(format!("rolled back (generation {})", outcome.generation)),
+        );
+    }
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(text: &str) -> String {
+        parse(text).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn arguments_are_checked() {
+        let (a, k) = parse(r#"{"profile": "rdma-dmabuf", "no_exec": "yes", "_ansible_check_mode": true, "_ansible_diff": false, "_ansible_verbosity": 3}"#).unwrap();
+        assert_eq!(a.profiles, ["rdma-dmabuf"]);
+        assert!(a.no_exec && k.check_mode && !k.diff);
+        assert_eq!(a.state, State::Applied);
+        assert_eq!(a.root, Path::new("/"));
+        let e = message(r#"{"profile": "x", "colour": 1}"#);
+        assert!(
+            e.starts_with("Unsupported parameters for (gdrprov) module: colour. Supported parameters include: profile, state, root,"),
+            "{e}"
+        );
+        assert!(
+            message(r#"{"state": "applied"}"#).contains("profile is required for state=applied")
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "state": "gone"}"#),
+            r#"state must be one of applied, verified, rolled_back, not "gone""#
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "trial": "maybe"}"#),
+            r#"trial must be a boolean, not "maybe""#
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "root": 3}"#),
+            "root must be a path, not 3"
+        );
+        assert_eq!(
+            message(r#"{"profile": ["a", 1]}"#),
+            "profile entries must each be a string, not 1"
+        );
+        assert_eq!(
+            message(r#"{"profile": "x", "_ansible_diff": "perhaps"}"#),
+            r#"_ansible_diff must be a boolean, not "perhaps""#
+        );
+        let (a, _) = parse(r#"{"state": "rolled_back", "force": 1, "root": null}"#).unwrap();
+        assert!(a.force && a.profiles.is_empty() && a.state == State::RolledBack);
+        let (a, _) = parse(r#"{"profile": "a, b", "state": null, "trial": "on"}"#).unwrap();
+        assert_eq!(a.profiles, ["a", "b"]);
+        assert!(a.trial && a.state == State::Applied);
+    }
+
+    #[test]
+    fn arguments_map_onto_the_ops_requests() {
+        let (a, _) = parse(r#"{"profile": ["p"], "root": "/r", "no_exec": true, "no_reboot": true, "force": true, "boot_elsewhere": true, "trial": true, "no_loopback": true}"#).unwrap();
+        let p = a.profiles_request();
+        assert_eq!(p.profiles, ["p"]);
+        assert_eq!(p.target.root, Path::new("/r"));
+        assert!(p.target.no_exec && p.target.no_reboot && p.target.force);
+        assert!(p.target.boot_elsewhere && p.trial);
+        let v = a.verify_request();
+        assert!(v.no_loopback && v.root == Path::new("/r") && v.profiles == ["p"]);
+        let r = a.rollback_request();
+        assert!(r.no_exec && r.force && r.generation.is_none());
+        // The invocation Ansible shows: the arguments under their own names.
+        let inv = serde_json::to_value(&a).unwrap();
+        assert_eq!(inv["profile"], json!(["p"]));
+        assert_eq!(inv["state"], "applied");
+        assert_eq!(inv["root"], "/r");
+    }
+}

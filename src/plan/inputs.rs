@@ -1,0 +1,485 @@
+//! What planning reads beyond [`Facts`](crate::facts::Facts), gathered once from the
+//! host so that planning itself never touches it: GRUB's defaults and
+//! entries, the target kernels' module indexes, the sysfs state of the
+//! modules a profile unloads, the interfaces it names, its services and
+//! template sources.
+//!
+//! Two kinds of input are only known once planning has run: the current
+//! content of the files a plan writes (and gdrprov's backups of them), and
+//! the initramfs listings, which cost seconds and are only needed when the
+//! block list or module options change. Planning asks for them here; what
+//! was not gathered is answered "absent" and recorded in [`Missed`], and the
+//! caller (`prepare`) reads it and plans again. A plan is only used once
+//! nothing was missed, so it is exactly the plan of the host.
+
+use crate::apply::journal::State;
+use crate::error::{Error, Result};
+use crate::facts::{Facts, OsFamily};
+use crate::host::Host;
+use crate::profile::Composed;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::facts::net::{Iface, NetFacts};
+
+/// sysfs and modprobe treat `-` and `_` in module names alike.
+fn norm(name: &str) -> String {
+    name.replace('-', "_")
+}
+
+/// A file read for editing: its text, `None` when absent, or why it cannot
+/// be read (not UTF-8, a symlink out of the root, an I/O error).
+pub type FileRead = std::result::Result<Option<String>, String>;
+
+#[derive(Debug, Clone, Default)]
+pub struct GrubFacts {
+    /// `/etc/default/grub` then `grub.d/*.cfg` in C-locale order, as
+    /// grub-mkconfig sources them.
+    pub defaults: Vec<(String, FileRead)>,
+    /// `/boot/grub/grub.cfg`.
+    pub cfg: Option<String>,
+    /// `/boot/grub/grubenv` (Debian) and `/boot/grub2/grubenv` (BLS).
+    pub grubenv: Option<String>,
+    pub grubenv_bls: Option<String>,
+    /// `/boot/loader/entries/*.conf`: file name and text.
+    pub bls_entries: Vec<(String, String)>,
+    pub has_update_grub: bool,
+    pub has_grub_script_check: bool,
+}
+
+/// One target kernel's module index.
+#[derive(Debug, Clone, Default)]
+pub struct KernelModules {
+    pub release: String,
+    /// `modules.builtin`, as module names.
+    pub builtin: Option<BTreeSet<String>>,
+    /// `modules.dep` as module names; `None` when it is absent or empty.
+    pub index: Option<BTreeSet<String>>,
+    /// With no index: the `.ko` files under `/lib/modules/RELEASE`.
+    pub ko_files: BTreeSet<String>,
+    /// Whether `/lib/modules/RELEASE/kernel` exists.
+    pub has_kernel_dir: bool,
+}
+
+/// Who uses a loaded module (`/sys/module/NAME/holders`, `refcnt`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModuleUse {
+    pub holders: Vec<String>,
+    pub refcnt: u64,
+}
+
+/// A systemd unit (or SysV script) the profile wants disabled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnitFacts {
+    pub exists: bool,
+    pub enabled: bool,
+    /// Asked of systemd only where the running system may be changed.
+    pub active: bool,
+}
+
+/// What `pcie.acs` reads.
+#[derive(Debug, Clone, Default)]
+pub struct PcieFacts {
+    /// Why the root looks like a virtual machine, if it does.
+    pub hypervisor: Option<String>,
+    /// Where the root has setpci.
+    pub setpci: Option<&'static str>,
+    /// Whether the ACS unit is enabled (its `.wants/` link exists).
+    pub unit_enabled: bool,
+}
+
+/// What planning asked for that was not gathered.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Missed {
+    pub files: BTreeSet<String>,
+    pub backups: BTreeSet<String>,
+    pub initramfs: BTreeSet<String>,
+}
+
+impl Missed {
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty() && self.backups.is_empty() && self.initramfs.is_empty()
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct PlanFacts {
+    /// `None` on the running system; else the root, for messages.
+    pub root: Option<String>,
+    pub grub: GrubFacts,
+    /// The kernels a module must work with: the running one on the live
+    /// system, every installed one in an image.
+    pub kernels: Vec<KernelModules>,
+    /// For the modules the profile wants absent, when loaded.
+    pub module_use: BTreeMap<String, ModuleUse>,
+    pub net: NetFacts,
+    /// By the name the profile gives.
+    pub units: BTreeMap<String, UnitFacts>,
+    pub pcie: PcieFacts,
+    /// Template sources read from disk (built-in ones are in the binary).
+    pub templates: BTreeMap<String, std::result::Result<String, String>>,
+    /// Current content of files a plan writes.
+    pub files: BTreeMap<String, FileRead>,
+    /// gdrprov's backups (relative names in the state directory).
+    pub backups: BTreeMap<String, std::result::Result<String, String>>,
+    /// Module names inside each kernel's initramfs; `None`: no image or no lister.
+    pub initramfs: BTreeMap<String, Option<BTreeSet<String>>>,
+    missed: RefCell<Missed>,
+}
+
+impl PlanFacts {
+    /// How a path inside the root is shown to people (as `Host::display`).
+    pub fn display(&self, path: &str) -> String {
+        match &self.root {
+            None => path.to_string(),
+            Some(r) => format!("{r}{path}"),
+        }
+    }
+
+    /// A file's current content; a read error becomes the plan's error.
+    pub fn file(&self, path: &str) -> Result<Option<&str>> {
+        match self.files.get(path) {
+            Some(Ok(t)) => Ok(t.as_deref()),
+            Some(Err(e)) => Err(Error::Refused(e.clone())),
+            None => {
+                self.missed.borrow_mut().files.insert(path.to_string());
+                Ok(None)
+            }
+        }
+    }
+
+    /// A file's content as a fact: unreadable is absent.
+    pub fn file_fact(&self, path: &str) -> Option<&str> {
+        self.file(path).ok().flatten()
+    }
+
+    pub fn backup(&self, rel: &str) -> Result<String> {
+        match self.backups.get(rel) {
+            Some(Ok(t)) => Ok(t.clone()),
+            Some(Err(e)) => Err(Error::Refused(e.clone())),
+            None => {
+                self.missed.borrow_mut().backups.insert(rel.to_string());
+                Ok(String::new())
+            }
+        }
+    }
+
+    /// Whether the initramfs of `kernel` carries the module.
+    pub fn in_initramfs(&self, kernel: &str, module: &str) -> bool {
+        match self.initramfs.get(kernel) {
+            Some(listing) => listing.as_ref().is_some_and(|l| l.contains(&norm(module))),
+            None => {
+                self.missed
+                    .borrow_mut()
+                    .initramfs
+                    .insert(kernel.to_string());
+                false
+            }
+        }
+    }
+
+    /// What planning asked for and did not find, and forgets it.
+    pub fn take_missed(&self) -> Missed {
+        std::mem::take(&mut *self.missed.borrow_mut())
+    }
+
+    /// Gathers everything but the files, backups and initramfs listings.
+    pub fn gather(
+        host: &Host,
+        facts: &Facts,
+        desired: &Composed,
+        state: &State,
+        live_changes: bool,
+    ) -> PlanFacts {
+        // What planning will see: the `when:` parts that hold here.
+        let (resolved, _) = crate::profile::when::resolve(desired, facts);
+        let doc = &resolved.doc;
+        let mut pf = PlanFacts {
+            root: (!host.is_live()).then(|| host.display("")),
+            grub: grub(host, facts.os.family),
+            kernels: target_kernels(host)
+                .into_iter()
+                .map(|k| kernel_modules(host, k))
+                .collect(),
+            ..PlanFacts::default()
+        };
+        if live_changes {
+            for m in &doc.modules.absent {
+                let n = norm(m);
+                pf.module_use.insert(
+                    n.clone(),
+                    ModuleUse {
+                        holders: host.list_dir(&format!("/sys/module/{n}/holders")),
+                        refcnt: host
+                            .read_fact(&format!("/sys/module/{n}/refcnt"))
+                            .and_then(|s| s.trim().parse().ok())
+                            .unwrap_or(0),
+                    },
+                );
+            }
+        }
+        if let Some(mtu) = &doc.network.mtu {
+            pf.net = crate::facts::net::probe(host, &facts.rdma_devices, &mtu.devices);
+        }
+        // nvidia_peermem's own unit on an openibd host (modules/kmod.rs).
+        let unit = crate::facts::ofed::PEERMEM_UNIT_NAME;
+        if facts.ofed.openibd.is_some()
+            && doc
+                .modules
+                .present
+                .iter()
+                .any(|m| norm(m) == "nvidia_peermem")
+        {
+            pf.units
+                .insert(unit.to_string(), unit_facts(host, unit, live_changes));
+        }
+        for name in &doc.services.disabled {
+            pf.units
+                .insert(name.clone(), unit_facts(host, name, live_changes));
+        }
+        if doc.pcie.acs == Some(crate::profile::AcsMode::Disable) {
+            pf.pcie = PcieFacts {
+                hypervisor: crate::facts::platform::hypervisor(host),
+                setpci: [
+                    "/usr/sbin/setpci",
+                    "/usr/bin/setpci",
+                    "/sbin/setpci",
+                    "/bin/setpci",
+                ]
+                .into_iter()
+                .find(|p| host.exists(p)),
+                unit_enabled: host
+                    .exists("/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service"),
+            };
+        }
+        for f in &doc.files {
+            let Some(t) = &f.template else { continue };
+            if crate::profile::builtin::template(t).is_some() || pf.templates.contains_key(t) {
+                continue;
+            }
+            let src = std::fs::read_to_string(t)
+                .map_err(|e| Error::io("read template", t.clone(), e).to_string());
+            pf.templates.insert(t.clone(), src);
+        }
+        // The files planning will certainly ask for.
+        let paths: Vec<String> = state
+            .files
+            .keys()
+            .cloned()
+            .chain(doc.files.iter().map(|f| f.path.clone()))
+            .collect();
+        pf.read_files(host, &paths);
+        pf
+    }
+
+    /// Reads files for editing (those not read yet).
+    pub fn read_files(&mut self, host: &Host, paths: &[String]) {
+        for p in paths {
+            if self.files.contains_key(p) {
+                continue;
+            }
+            // Logged as a fact so that a snapshot keeps the file.
+            let _ = host.exists(p);
+            let r = host.read_text(p).map_err(|e| e.to_string());
+            if matches!(r, Ok(Some(_))) {
+                let _ = host.read_fact(p);
+            }
+            self.files.insert(p.clone(), r);
+        }
+    }
+
+    pub fn read_backups(&mut self, store: &crate::apply::journal::StateStore, rels: &[String]) {
+        for rel in rels {
+            if !self.backups.contains_key(rel) {
+                let r = store.read_backup(rel).map_err(|e| e.to_string());
+                self.backups.insert(rel.clone(), r);
+            }
+        }
+    }
+
+    pub fn list_initramfs(&mut self, host: &Host, family: OsFamily, kernels: &[String]) {
+        for k in kernels {
+            if !self.initramfs.contains_key(k) {
+                let l = initramfs_modules(host, family, k);
+                self.initramfs.insert(k.clone(), l);
+            }
+        }
+    }
+}
+
+/// `/etc/default/grub` and its drop-ins, GRUB's config and environment, the
+/// BLS entries (RHEL family), and which GRUB tools the root has.
+fn grub(host: &Host, family: OsFamily) -> GrubFacts {
+    const DEFAULTS: &str = "/etc/default/grub";
+    const DEFAULTS_D: &str = "/etc/default/grub.d";
+    let read = |p: &str| -> FileRead {
+        let r = host.read_text(p).map_err(|e| e.to_string());
+        if matches!(r, Ok(Some(_))) {
+            let _ = host.read_fact(p);
+        }
+        r
+    };
+    let mut defaults = vec![(DEFAULTS.to_string(), read(DEFAULTS))];
+    let mut names: Vec<String> = host
+        .list_dir(DEFAULTS_D)
+        .into_iter()
+        .filter(|n| n.ends_with(".cfg"))
+        .collect();
+    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+    for n in names {
+        let path = format!("{DEFAULTS_D}/{n}");
+        let r = read(&path);
+        defaults.push((path, r));
+    }
+    let bls = family == OsFamily::Rhel;
+    let bls_entries = if bls {
+        host.list_dir("/boot/loader/entries")
+            .into_iter()
+            .filter(|n| n.ends_with(".conf"))
+            .filter_map(|n| {
+                let t = host.read_fact(&format!("/boot/loader/entries/{n}"))?;
+                Some((n, t))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    GrubFacts {
+        defaults,
+        cfg: host.read_fact("/boot/grub/grub.cfg"),
+        grubenv: (!bls)
+            .then(|| host.read_fact("/boot/grub/grubenv"))
+            .flatten(),
+        grubenv_bls: bls.then(|| host.read_fact("/boot/grub2/grubenv")).flatten(),
+        bls_entries,
+        has_update_grub: host.exists("/usr/sbin/update-grub") || host.exists("/sbin/update-grub"),
+        has_grub_script_check: ["/usr/bin/grub-script-check", "/bin/grub-script-check"]
+            .iter()
+            .any(|p| host.exists(p)),
+    }
+}
+
+/// The running kernel on the live system, every installed one (with modules)
+/// in an image.
+fn target_kernels(host: &Host) -> Vec<String> {
+    if host.is_live() {
+        if let Some(r) = host.read_fact("/proc/sys/kernel/osrelease") {
+            return vec![r.trim().to_string()];
+        }
+    }
+    host.list_dir("/lib/modules")
+        .into_iter()
+        .filter(|k| {
+            host.exists(&format!("/lib/modules/{k}/kernel"))
+                || host.exists(&format!("/lib/modules/{k}/modules.dep"))
+        })
+        .collect()
+}
+
+/// The module name of a `modules.dep`/`modules.builtin` line or a file name.
+pub fn module_of(line: &str) -> Option<String> {
+    let path = line.split(':').next().unwrap_or("");
+    let file = path.rsplit('/').next().unwrap_or("");
+    let stem = file.split(".ko").next().unwrap_or("");
+    (!stem.is_empty()).then(|| norm(stem))
+}
+
+fn kernel_modules(host: &Host, release: String) -> KernelModules {
+    let dir = format!("/lib/modules/{release}");
+    let names = |t: String| t.lines().filter_map(module_of).collect::<BTreeSet<_>>();
+    let builtin = host.read_fact(&format!("{dir}/modules.builtin")).map(names);
+    let index = host
+        .read_fact(&format!("{dir}/modules.dep"))
+        .filter(|d| !d.trim().is_empty())
+        .map(names);
+    let mut ko_files = BTreeSet::new();
+    if index.is_none() {
+        find_ko(host, &dir, 0, &mut ko_files);
+    }
+    KernelModules {
+        has_kernel_dir: host.exists(&format!("{dir}/kernel")),
+        release,
+        builtin,
+        index,
+        ko_files,
+    }
+}
+
+/// An empty or absent index (no depmod run yet): the `.ko` files themselves.
+fn find_ko(host: &Host, dir: &str, depth: usize, out: &mut BTreeSet<String>) {
+    if depth > 8 {
+        return;
+    }
+    for e in host.list_dir(dir) {
+        if e.contains(".ko") {
+            if let Some(stem) = e.split(".ko").next() {
+                out.insert(norm(stem));
+            }
+        } else if !e.contains('.') {
+            find_ko(host, &format!("{dir}/{e}"), depth + 1, out);
+        }
+    }
+}
+
+fn unit_facts(host: &Host, name: &str, live_changes: bool) -> UnitFacts {
+    const UNIT_DIRS: &[&str] = &[
+        "/etc/systemd/system",
+        "/usr/lib/systemd/system",
+        "/lib/systemd/system",
+    ];
+    let unit = if name.contains('.') {
+        name.to_string()
+    } else {
+        format!("{name}.service")
+    };
+    let exists = UNIT_DIRS
+        .iter()
+        .any(|d| host.exists(&format!("{d}/{unit}")))
+        || host.exists(&format!("/etc/init.d/{name}"));
+    if !exists {
+        return UnitFacts::default();
+    }
+    // Enabled = a `*.wants/` link to the unit, or a SysV start link.
+    let wants = host
+        .list_dir("/etc/systemd/system")
+        .into_iter()
+        .filter(|d| d.ends_with(".wants") || d.ends_with(".requires"))
+        .any(|d| host.exists(&format!("/etc/systemd/system/{d}/{unit}")));
+    let sysv = (2..=5).any(|level| {
+        host.list_dir(&format!("/etc/rc{level}.d")).iter().any(|l| {
+            l.starts_with('S')
+                && l.trim_start_matches(|c: char| c == 'S' || c.is_ascii_digit()) == name
+        })
+    });
+    UnitFacts {
+        exists,
+        enabled: wants || sysv,
+        active: live_changes
+            && host
+                .query(&["systemctl", "is-active", "--quiet", &unit])
+                .is_some_and(|o| o.success()),
+    }
+}
+
+/// The modules inside the initramfs of `kernel`, asked of the distribution's
+/// own lister. No initramfs, or no lister: `None`.
+fn initramfs_modules(host: &Host, family: OsFamily, kernel: &str) -> Option<BTreeSet<String>> {
+    let (image, lister) = match family {
+        OsFamily::Rhel => (format!("/boot/initramfs-{kernel}.img"), "lsinitrd"),
+        _ => (format!("/boot/initrd.img-{kernel}"), "lsinitramfs"),
+    };
+    if !host.exists(&image) {
+        return None;
+    }
+    let out = host.query(&[lister, &image])?;
+    Some(
+        out.stdout
+            .lines()
+            .filter_map(|l| {
+                let file = l.rsplit('/').next().unwrap_or("");
+                file.contains(".ko")
+                    .then(|| norm(file.split(".ko").next().unwrap_or("")))
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,189 @@
+//! The plan: every change gdrprov would make, in order, computed without side
+//! effects from the facts, the desired state and what gdrprov already owns.
+
+pub mod change;
+pub mod inputs;
+pub mod modules;
+pub mod prepare;
+pub mod rollback;
+
+use crate::apply::journal::State;
+use crate::error::Result;
+use crate::host::CommandSpec;
+pub use crate::plan::change::{Action, Change};
+pub use crate::plan::modules::Context;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Plan {
+    pub changes: Vec<Change>,
+    /// Commands that cannot run here (`--no-exec`) and are still owed.
+    pub pending_commands: Vec<CommandSpec>,
+    /// Why the host needs a reboot even when nothing is left to change.
+    pub reboot_pending: Vec<String>,
+    pub warnings: Vec<String>,
+    /// The boot part, when this host's kernel command line is set outside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot_elsewhere: Option<crate::plan::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// Profile parts whose `when:` does not hold here, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<String>,
+    /// Ownership after this plan is applied.
+    #[serde(skip)]
+    pub state_after: State,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.changes.is_empty()
+    }
+
+    pub fn reboot_reasons(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .changes
+            .iter()
+            .filter_map(|c| c.reboot.clone())
+            .collect();
+        for r in &self.reboot_pending {
+            if !v.contains(r) {
+                v.push(r.clone());
+            }
+        }
+        v
+    }
+}
+
+/// Builds the plan. Pure: reads only the context's facts, writes nothing.
+/// Order: files first, then commands (unloads, loads, regeneration), so that
+/// a command always sees the files it depends on.
+pub fn build(ctx: &Context) -> Result<Plan> {
+    // `when:` parts are added where their condition holds on the facts.
+    let (resolved, skipped) = crate::profile::when::resolve(ctx.desired, ctx.facts);
+    let ctx = &Context {
+        facts: ctx.facts,
+        seen: ctx.seen,
+        desired: &resolved,
+        state: ctx.state,
+        live_changes: ctx.live_changes,
+        no_exec: ctx.no_exec,
+        trial: ctx.trial.clone(),
+    };
+    let mut part = crate::plan::modules::bootcfg::plan(ctx)?;
+    part.absorb(crate::plan::modules::kmod::plan(ctx)?);
+    part.absorb(crate::plan::modules::services::plan(ctx)?);
+    part.absorb(crate::plan::modules::network::plan(ctx)?);
+    part.absorb(crate::plan::modules::pcie::plan(ctx)?);
+    part.absorb(crate::plan::modules::nccl::plan(ctx)?);
+    let wanted = crate::plan::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
+    let mut changes = crate::plan::modules::files::plan(ctx, &wanted)?;
+    // A file an edit now manages key by key (nccl.conf) is no longer owned
+    // whole: the edit's change replaces the files module's remove/restore.
+    let edited: Vec<String> = part
+        .edits
+        .iter()
+        .filter_map(|e| e.path().map(String::from))
+        .collect();
+    changes.retain(|c| {
+        !(c.module == crate::plan::modules::files::MODULE
+            && c.path().is_some_and(|p| edited.iter().any(|e| e == p)))
+    });
+    changes.append(&mut part.edits);
+    // Changes that must follow the commands (see `Part::late_paths`).
+    let (mut late, early): (Vec<Change>, Vec<Change>) = changes.into_iter().partition(|c| {
+        c.path()
+            .is_some_and(|p| part.late_paths.iter().any(|l| l == p))
+    });
+    changes = early;
+    late.append(&mut part.late);
+
+    let mut state_after = ctx.state.clone();
+    state_after.profiles = ctx.desired.names.clone();
+    if let Some(args) = part.kernel_args.take() {
+        state_after.kernel_args = args;
+    }
+    state_after.trial = part.trial.take();
+    if let Some(keys) = part.nccl_keys.take() {
+        state_after.nccl_keys = keys;
+    }
+    for p in &edited {
+        if !wanted.iter().any(|f| &f.path == p) {
+            state_after.files.remove(p);
+        }
+    }
+    for c in changes.iter().chain(&late) {
+        match &c.action {
+            Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
+                state_after.files.entry(path.clone()).or_insert_with(|| {
+                    crate::apply::journal::OwnedFile {
+                        original: before
+                            .as_ref()
+                            .map(|_| crate::apply::journal::PENDING_BACKUP.to_string()),
+                    }
+                });
+            }
+            Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
+                // An edit of a file gdrprov does not own (GRUB defaults) leaves
+                // ownership alone; an owned file no longer wanted is released.
+                if c.module == crate::plan::modules::files::MODULE {
+                    state_after.files.remove(path);
+                }
+            }
+            Action::Run { .. } => {}
+        }
+    }
+
+    // Commands owed from an earlier `--no-exec` apply come first.
+    let mut commands: Vec<Change> = ctx
+        .state
+        .pending_commands
+        .iter()
+        // A one-shot boot of a trial that is no longer pending is not owed.
+        .filter(|c| {
+            state_after.trial.is_some()
+                || !matches!(
+                    c.argv.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                    ["grub-reboot" | "grub2-reboot", ..] | ["bootctl", "set-oneshot", ..]
+                )
+        })
+        .map(|c| Change {
+            module: "pending".into(),
+            description: format!("{} (pending from an earlier --no-exec apply)", c.why),
+            action: Action::Run { command: c.clone() },
+            reboot: None,
+        })
+        .collect();
+    for c in part.commands {
+        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
+            (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
+            _ => false,
+        });
+        if !dup {
+            commands.push(c);
+        }
+    }
+    let mut plan = Plan {
+        reboot_pending: part.reboot_pending,
+        warnings: part.warnings,
+        boot_elsewhere: part.boot_elsewhere,
+        skipped,
+        ..Plan::default()
+    };
+    if ctx.no_exec {
+        // Nothing may run: the commands are owed, and remembered as such.
+        state_after.pending_commands = commands
+            .into_iter()
+            .filter_map(|c| match c.action {
+                Action::Run { command } => Some(command),
+                _ => None,
+            })
+            .collect();
+        plan.pending_commands = state_after.pending_commands.clone();
+    } else {
+        state_after.pending_commands.clear();
+        changes.extend(commands);
+    }
+    changes.extend(late);
+    plan.changes = changes;
+    plan.state_after = state_after;
+    Ok(plan)
+}

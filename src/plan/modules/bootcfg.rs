@@ -1,0 +1,810 @@
+//! `boot:` — the kernel command line. Debian/Ubuntu: the effective
+//! `GRUB_CMDLINE_LINUX` of `/etc/default/grub` and `grub.d/*.cfg`, edited in
+//! place by the careful editor in `gdrprov_boot`, then `update-grub`. RHEL
+//! family (BLS): the same edit of `/etc/default/grub` for future kernels, and
+//! `grubby` for the existing entries. gdrprov records the arguments it added
+//! and only ever removes those, or ones the profile forbids.
+
+use super::Part;
+use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
+use crate::facts::OsFamily;
+use crate::host::CommandSpec;
+use crate::plan::change::{Action, Change, ManagedFile};
+use crate::plan::inputs::PlanFacts;
+use crate::plan::modules::Context;
+use crate::profile::IommuMode;
+use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
+use gdrprov_boot::{cmdline, entries, grub_defaults};
+
+pub const MODULE: &str = "boot";
+const DEFAULTS: &str = "/etc/default/grub";
+pub const BLS_DIR: &str = "/boot/loader/entries";
+pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
+pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
+
+fn wants_of(boot: &crate::profile::Boot, vendor: Vendor) -> BootWants {
+    BootWants {
+        iommu: match boot.iommu {
+            Some(IommuMode::Passthrough) => IommuIntent::Passthrough,
+            Some(IommuMode::Off) => IommuIntent::Off,
+            Some(IommuMode::On) => IommuIntent::On,
+            Some(IommuMode::Unmanaged) | None => IommuIntent::Unmanaged,
+        },
+        vendor,
+        present: boot.cmdline.present.clone(),
+        absent: boot.cmdline.absent.clone(),
+    }
+}
+
+fn is_managed(boot: &crate::profile::Boot) -> bool {
+    boot.iommu.is_some_and(|m| m != IommuMode::Unmanaged) || !boot.cmdline.is_empty()
+}
+
+/// Whether a path is an extra boot entry gdrprov generates.
+pub fn is_entry_file(path: &str) -> bool {
+    path.starts_with(entries::GRUBD_PREFIX)
+        || (path.starts_with(BLS_DIR) && path.contains(entries::BLS_INFIX))
+}
+
+fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
+    Change::run(MODULE, spec, reboot)
+}
+
+/// An extra entry to write: its name, its profile's own arguments (for the
+/// title) and its whole command line.
+struct Extra {
+    name: String,
+    own: Vec<String>,
+    args: Vec<String>,
+}
+
+pub fn plan(ctx: &Context) -> Result<Part> {
+    let mut part = Part::default();
+    let boot = &ctx.desired.doc.boot;
+    let managed = is_managed(boot);
+    let owned_entries: Vec<String> = ctx
+        .state
+        .files
+        .keys()
+        .filter(|p| is_entry_file(p))
+        .cloned()
+        .collect();
+    if ctx.trial.is_some() && !managed {
+        return Err(Error::Refused(
+            "--trial puts the profiles' kernel command line in a one-shot boot entry, but they set none for the default entry (`boot.iommu` or `boot.cmdline`); apply without --trial".into(),
+        ));
+    }
+    if !managed
+        && ctx.state.kernel_args.is_empty()
+        && ctx.desired.entries.is_empty()
+        && owned_entries.is_empty()
+    {
+        return Ok(part);
+    }
+    if let Some((name, _)) = ctx
+        .desired
+        .entries
+        .iter()
+        .find(|(n, _)| n == entries::TRIAL_ENTRY)
+    {
+        return Err(Error::Refused(format!(
+            "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
+        )));
+    }
+    // The platform (arm64 or the x86 vendor) decides the IOMMU arguments.
+    let modes: Vec<Option<IommuMode>> = std::iter::once(boot)
+        .chain(ctx.desired.entries.iter().map(|(_, b)| b))
+        .map(|b| b.iommu)
+        .collect();
+    let (vendor, warnings) = super::bootcfg_arch::platform(ctx.facts, &modes);
+    part.warnings.extend(warnings);
+    let wants = wants_of(boot, vendor);
+    // No boot loader on the host: the boot part is a report, not an edit.
+    if ctx.facts.boot.cmdline_home.is_elsewhere() {
+        let names: Vec<String> = ctx.desired.entries.iter().map(|(n, _)| n.clone()).collect();
+        part.boot_elsewhere =
+            super::bootcfg_elsewhere::plan(ctx.facts, &wants, &names, ctx.trial.is_some())
+                .map_err(Error::Refused)?;
+        return Ok(part);
+    }
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx
+        .facts
+        .boot
+        .running_entry
+        .as_deref()
+        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    let running_line = ctx
+        .facts
+        .proc_cmdline
+        .as_deref()
+        .filter(|_| chosen.is_none());
+    if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
+        let extra: Vec<(String, BootWants)> = ctx
+            .desired
+            .entries
+            .iter()
+            .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
+            .collect();
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &extra, running_line, part);
+    }
+
+    let seen = ctx.seen;
+    let files = read_defaults(seen)?;
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
+    let running: Option<Vec<String>> = running_line.map(cmdline::split);
+    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?;
+    let trial = ctx.trial.is_some();
+    let bls = ctx.facts.os.family == OsFamily::Rhel;
+    let s = Shared {
+        seen,
+        files,
+        current,
+        args,
+        wants,
+        vendor,
+        trial,
+        bls,
+    };
+    let edited = default_entry(&s, &mut part)?;
+    let x = extra_entries(ctx, &s, &owned_entries, &mut part)?;
+    regeneration(&s, &x, edited, &mut part);
+    trial_boot(ctx, &s, x, &mut part);
+    Ok(part)
+}
+
+/// What the parts of the boot plan share.
+struct Shared<'a> {
+    seen: &'a PlanFacts,
+    /// The GRUB defaults (name, text), `/etc/default/grub` first.
+    files: Vec<(String, String)>,
+    /// The default entry's command line as the defaults give it now.
+    current: Vec<String>,
+    /// The default entry's arguments: wanted, to add, to remove, the result.
+    args: desired::ArgPlan,
+    wants: BootWants,
+    vendor: Vendor,
+    trial: bool,
+    bls: bool,
+}
+
+/// The extra entries (the trial's included) and their files.
+struct Entries {
+    extras: Vec<Extra>,
+    /// Path and content of every entry file wanted.
+    wanted_paths: Vec<(String, String)>,
+    /// Entry files whose content changes.
+    scripts_changed: Vec<String>,
+    /// The trial entry's id, when there is one.
+    trial_id: Option<String>,
+    /// Whether an entry gdrprov owned is removed.
+    removed: bool,
+    /// The default entry's command line now and after this plan.
+    base_now: Vec<String>,
+    base_after: Vec<String>,
+}
+
+/// The default entry: the GRUB defaults edit (a trial leaves them exactly
+/// as they are). Gives whether they are edited.
+fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
+    let (seen, files, args, trial) = (s.seen, &s.files, &s.args, s.trial);
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let reboot_reason = desired::describe_args(&args.add, &args.remove);
+    let mut edited = false;
+    if !trial {
+        part.kernel_args = Some(args.owned.clone());
+        let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
+            .map_err(|e| grub_error(seen, e))?;
+        edited = !edits.is_empty();
+        for e in edits {
+            let before = files
+                .iter()
+                .find(|(n, _)| *n == e.name)
+                .map(|(_, c)| c.clone());
+            part.edits.push(Change {
+                module: MODULE.into(),
+                description: format!(
+                    "Edit the kernel command line in {}: {}",
+                    e.name, reboot_reason
+                ),
+                action: Action::WriteFile {
+                    path: e.name.clone(),
+                    before,
+                    after: e.new_content,
+                    new_mode: 0o644,
+                    meta: None,
+                },
+                // Not when the running kernel already has it (`commit` of a
+                // trial that runs).
+                reboot: (args.reboot.is_none() || args.reboot_needed())
+                    .then(|| format!("kernel command line: {reboot_reason}")),
+            });
+        }
+        if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
+            let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+            part.reboot_pending.push(format!(
+                "the running kernel's command line differs: {}",
+                text.join("; ")
+            ));
+        }
+    }
+    Ok(edited)
+}
+
+/// Extra entries start from the default entry's command line (as it will
+/// be after this plan) and apply their own profile's rules to it; the
+/// trial is one more. Their files, and whether any changes.
+fn extra_entries(
+    ctx: &Context,
+    s: &Shared,
+    owned_entries: &[String],
+    part: &mut Part,
+) -> Result<Entries> {
+    let (seen, args, trial, bls) = (s.seen, &s.args, s.trial, s.bls);
+    let (current, wants, vendor) = (&s.current, &s.wants, s.vendor);
+    let bls_default = if bls { bls_default_entry(seen) } else { None };
+    let (base_now, base_after) = match &bls_default {
+        Some((_, _, e)) => {
+            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)?.result;
+            (e.options.clone(), after)
+        }
+        None => (current.clone(), args.result.clone()),
+    };
+    let base = if trial { &base_now } else { &base_after };
+    let mut extras = Vec::new();
+    for (name, b) in &ctx.desired.entries {
+        let p = desired::plan_args(base, &wants_of(b, vendor), &[], None).map_err(|source| {
+            Error::BootArgsIn {
+                within: format!("boot entry `{name}`"),
+                source,
+            }
+        })?;
+        extras.push(Extra {
+            name: name.clone(),
+            own: p.wanted,
+            args: p.result,
+        });
+    }
+    if trial {
+        extras.push(Extra {
+            name: entries::TRIAL_ENTRY.into(),
+            own: args.wanted.clone(),
+            args: base_after
+                .iter()
+                .cloned()
+                .chain([TRIAL_MARKER.to_string()])
+                .collect(),
+        });
+    }
+    if bls && !extras.is_empty() && bls_default.is_none() {
+        return Err(Error::Refused(format!(
+            "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
+            seen.display(BLS_DIR),
+            extras
+                .iter()
+                .map(|x| x.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+
+    // The entry files, and whether any will change.
+    let header = crate::plan::modules::files::header(ctx);
+    let mut wanted_paths = Vec::new();
+    let mut scripts_changed = Vec::new();
+    let mut trial_id = None;
+    for x in &extras {
+        let (path, content, mode, id) = match &bls_default {
+            Some((default_id, text, e)) => {
+                let id = entries::bls_derived_id(default_id, &e.version, &x.name);
+                (
+                    format!("{BLS_DIR}/{id}.conf"),
+                    entries::bls_derived(text, &id, &x.name, &x.args),
+                    0o644,
+                    id,
+                )
+            }
+            None => {
+                let title = entries::title(&x.name, &x.own);
+                let script =
+                    entries::grubd_script(&header, &x.name, &title, &x.args).map_err(|e| {
+                        Error::Refused(format!(
+                            "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
+                            x.name,
+                            seen.display(DEFAULTS)
+                        ))
+                    })?;
+                (entries::grubd_path(&x.name), script, 0o755, x.name.clone())
+            }
+        };
+        if wanted_paths.iter().any(|(p, _)| *p == path) {
+            return Err(Error::Refused(format!(
+                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
+            )));
+        }
+        if x.name == entries::TRIAL_ENTRY {
+            trial_id = Some(id);
+        }
+        if seen.file(&path)? != Some(content.as_str()) {
+            scripts_changed.push(path.clone());
+        }
+        wanted_paths.push((path.clone(), content.clone()));
+        part.files.push(ManagedFile {
+            path,
+            content,
+            mode,
+            module: MODULE,
+            reboot: None,
+        });
+    }
+    let removed = owned_entries
+        .iter()
+        .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && !matches!(seen.file(p), Ok(None)));
+    Ok(Entries {
+        extras,
+        wanted_paths,
+        scripts_changed,
+        trial_id,
+        removed,
+        base_now,
+        base_after,
+    })
+}
+
+/// Making the boot loader read the new command line and entries: grubby on
+/// BLS entries, else `update-grub` after checking the shell files, and
+/// GRUB's own check of what it generated.
+fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
+    let (seen, files, args, trial, bls) = (s.seen, &s.files, &s.args, s.trial, s.bls);
+    let (extras, wanted_paths) = (&x.extras, x.wanted_paths.as_slice());
+    let (scripts_changed, removed) = (x.scripts_changed.as_slice(), x.removed);
+    if bls {
+        let stale = if trial {
+            Vec::new()
+        } else {
+            bls_needing_change(seen, &args.wanted, &args.remove)
+        };
+        if !stale.is_empty() {
+            let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
+            argv.push(format!("--args={}", args.wanted.join(" ")));
+            if !args.remove.is_empty() {
+                argv.push(format!("--remove-args={}", args.remove.join(" ")));
+            }
+            let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
+            let spec = CommandSpec::new(
+                &argv_ref,
+                format!(
+                    "Update the kernel arguments of the boot entries ({}) with grubby",
+                    stale.join(", ")
+                ),
+            );
+            part.commands.push(run_change(
+                spec,
+                Some(format!(
+                    "kernel command line: {}",
+                    desired::describe_args(&args.wanted, &args.remove)
+                )),
+            ));
+            // grubby --update-kernel=ALL edits gdrprov's entries too: write
+            // them after it, even when they are already right.
+            for (path, content) in wanted_paths {
+                part.late_paths.push(path.clone());
+                if !scripts_changed.contains(path) {
+                    part.late.push(Change {
+                        module: MODULE.into(),
+                        description: format!(
+                            "Write {path} again after grubby (grubby --update-kernel=ALL edits every entry)"
+                        ),
+                        action: Action::WriteFile {
+                            path: path.clone(),
+                            before: Some(content.clone()),
+                            after: content.clone(),
+                            new_mode: 0o644,
+                            meta: None,
+                        },
+                        reboot: None,
+                    });
+                }
+            }
+        }
+    } else {
+        let wanted_default: &[String] = if trial { &[] } else { &args.wanted };
+        let stale = !edited
+            && scripts_changed.is_empty()
+            && !removed
+            && grub_cfg_stale(seen, wanted_default, extras);
+        if edited || stale || removed || !scripts_changed.is_empty() {
+            if edited {
+                // /bin/sh is what grub-mkconfig sources these files with.
+                for path in std::iter::once(DEFAULTS.to_string())
+                    .chain(files.iter().skip(1).map(|(n, _)| n.clone()))
+                {
+                    part.commands.push(run_change(
+                        CommandSpec::new(
+                            &["sh", "-n", &path],
+                            format!("Check that {path} is still valid shell"),
+                        ),
+                        None,
+                    ));
+                }
+            }
+            for path in scripts_changed {
+                part.commands.push(run_change(
+                    CommandSpec::new(
+                        &["sh", "-n", path],
+                        format!("Check that the generated {path} is valid shell"),
+                    ),
+                    None,
+                ));
+            }
+            part.commands.push(run_change(
+                regenerate_command(seen),
+                stale.then(|| {
+                    "grub.cfg was regenerated with the wanted kernel arguments".to_string()
+                }),
+            ));
+            // Never unbootable: GRUB's own parser checks what was generated;
+            // if it refuses, the defaults are put back and grub.cfg is
+            // generated again from them.
+            if !extras.is_empty() || seen.grub.has_grub_script_check {
+                part.commands.push(run_change(
+                    CommandSpec::new(
+                        &["grub-script-check", GRUB_CFG],
+                        format!("Check that GRUB accepts the regenerated {GRUB_CFG}"),
+                    ),
+                    None,
+                ));
+            }
+        }
+    }
+}
+
+/// `apply --trial`: the one-shot boot of the trial entry; a replaced pending
+/// trial's one-shot boot is cancelled; the trial is recorded.
+fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
+    let (seen, bls) = (s.seen, s.bls);
+    let Entries {
+        trial_id,
+        base_now,
+        base_after,
+        ..
+    } = x;
+    if let Some(id) = &trial_id {
+        let tool = if bls { "grub2-reboot" } else { "grub-reboot" };
+        let one_shot = super::bootcfg_trial::one_shot(MODULE, &[tool, id], tool, id);
+        part.commands.push(one_shot);
+    }
+
+    // A pending trial replaced before it booted: its one-shot next_entry
+    // would name an entry that is gone (GRUB would then boot entry 0 once).
+    if let (Some(old), None) = (&ctx.state.trial, &ctx.trial) {
+        let (env, tool, text) = if bls {
+            (GRUBENV_BLS, "grub2-editenv", &seen.grub.grubenv_bls)
+        } else {
+            ("/boot/grub/grubenv", "grub-editenv", &seen.grub.grubenv)
+        };
+        let next = text
+            .as_deref()
+            .and_then(|t| entries::grubenv_get(t, "next_entry"));
+        if next.as_deref() == Some(old.entry.as_str()) {
+            part.commands.push(run_change(
+                CommandSpec::new(
+                    &[tool, env, "unset", "next_entry"],
+                    format!(
+                        "Cancel the one-shot boot of the replaced trial entry {}",
+                        old.entry
+                    ),
+                ),
+                None,
+            ));
+        }
+    }
+    if let Some(id) = trial_id {
+        super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
+    }
+}
+
+/// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
+/// entry `name` of a profile.
+fn names_entry(id: &str, name: &str) -> bool {
+    id == name
+        || id.ends_with(&format!(
+            "{}{}",
+            entries::BLS_INFIX,
+            name.strip_prefix("gdrprov-").unwrap_or(name)
+        ))
+}
+
+/// The BLS entry extra entries are derived from: the one `saved_entry`
+/// names, else the newest kernel's. Gives (id, text, parsed).
+pub fn bls_default_entry(seen: &PlanFacts) -> Option<(String, String, entries::BlsEntry)> {
+    let env = seen.grub.grubenv_bls.clone().unwrap_or_default();
+    let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
+    let saved = entries::grubenv_get(&env, "saved_entry");
+    let mut all: Vec<(String, String, entries::BlsEntry)> = seen
+        .grub
+        .bls_entries
+        .iter()
+        .filter_map(|(n, text)| Some((n.strip_suffix(".conf")?.to_string(), text)))
+        .filter(|(id, _)| !id.contains(entries::BLS_INFIX))
+        .map(|(id, text)| {
+            let e = entries::parse_bls(&id, text, &kernelopts);
+            (id, text.clone(), e)
+        })
+        .collect();
+    all.sort_by(|a, b| entries::version_cmp(&a.2.version, &b.2.version));
+    if let Some(i) = saved.and_then(|s| all.iter().position(|(id, _, _)| *id == s)) {
+        return Some(all.swap_remove(i));
+    }
+    all.pop()
+}
+
+fn grub_error(seen: &PlanFacts, e: grub_defaults::GrubError) -> Error {
+    Error::GrubDefaults {
+        dir: seen.display("/etc/default"),
+        source: e,
+    }
+}
+
+/// `/etc/default/grub`, then `grub.d/*.cfg` in C-locale order, as
+/// grub-mkconfig sources them.
+fn read_defaults(seen: &PlanFacts) -> Result<Vec<(String, String)>> {
+    let mut files = Vec::new();
+    for (i, (path, read)) in seen.grub.defaults.iter().enumerate() {
+        match read.clone().map_err(Error::Refused)? {
+            Some(text) => {
+                check_defaults_text(seen, path, &text)?;
+                files.push((path.clone(), text));
+            }
+            None if i == 0 => {
+                return Err(Error::Refused(format!(
+                    "{} does not exist: gdrprov sets the kernel command line through GRUB's defaults; install GRUB (grub2-common / grub2-tools) or drop `boot:` from the profile",
+                    seen.display(DEFAULTS)
+                )))
+            }
+            None => {}
+        }
+    }
+    Ok(files)
+}
+
+/// The largest GRUB defaults file gdrprov reads (real ones are a few KiB).
+const MAX_DEFAULTS_LEN: usize = 256 * 1024;
+
+/// Refuses what no real GRUB defaults file holds and a shell would read
+/// differently from gdrprov: a NUL byte, or megabytes of text.
+fn check_defaults_text(seen: &PlanFacts, path: &str, text: &str) -> Result<()> {
+    let why = if text.len() > MAX_DEFAULTS_LEN {
+        format!(
+            "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
+            text.len(),
+            MAX_DEFAULTS_LEN / 1024
+        )
+    } else if let Some(i) = text.find('\0') {
+        let line = text[..i].matches('\n').count() + 1;
+        format!("line {line} holds a NUL byte, which the shell that grub-mkconfig runs reads differently")
+    } else {
+        return Ok(());
+    };
+    Err(Error::Refused(format!(
+        "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
+        seen.display(path)
+    )))
+}
+
+fn regenerate_command(seen: &PlanFacts) -> CommandSpec {
+    let spec = if seen.grub.has_update_grub {
+        CommandSpec::new(
+            &["update-grub"],
+            "Regenerate /boot/grub/grub.cfg (update-grub)",
+        )
+    } else {
+        CommandSpec::new(
+            &["grub-mkconfig", "-o", "/boot/grub/grub.cfg"],
+            "Regenerate /boot/grub/grub.cfg (grub-mkconfig)",
+        )
+    };
+    spec.regenerating()
+}
+
+/// Whether an existing grub.cfg has kernel lines lacking a wanted argument
+/// (its defaults were edited but it was never regenerated), or lacks an
+/// extra entry or has it with other arguments.
+fn grub_cfg_stale(seen: &PlanFacts, wanted: &[String], extras: &[Extra]) -> bool {
+    let Some(cfg) = &seen.grub.cfg else {
+        return false;
+    };
+    let menu = entries::parse_grub_cfg(cfg);
+    let default_stale = menu
+        .iter()
+        .filter(|m| !m.id.as_deref().is_some_and(entries::is_gdrprov_id))
+        .filter(|m| m.kernel.as_deref().is_some_and(|k| k.contains("vmlinuz")))
+        .any(|m| wanted.iter().any(|w| !m.args.contains(w)));
+    let extra_stale = extras.iter().any(|x| {
+        !menu
+            .iter()
+            .any(|m| m.id.as_deref() == Some(x.name.as_str()) && m.args.ends_with(&x.args))
+    });
+    default_stale || extra_stale
+}
+
+/// BLS entries whose `options` lack a wanted argument or hold one to remove.
+fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) -> Vec<String> {
+    let kernelopts = seen
+        .grub
+        .grubenv_bls
+        .as_deref()
+        .and_then(|env| {
+            env.lines()
+                .find_map(|l| l.strip_prefix("kernelopts=").map(str::to_string))
+        })
+        .unwrap_or_default();
+    seen.grub
+        .bls_entries
+        .iter()
+        .filter(|(n, _)| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
+        .filter(|(_, text)| {
+            let options = text
+                .lines()
+                .find_map(|l| l.strip_prefix("options"))
+                .unwrap_or("")
+                .replace("$kernelopts", &kernelopts);
+            let args = cmdline::split(&options);
+            wanted.iter().any(|w| !args.contains(w)) || args.iter().any(|a| remove.contains(a))
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::CpuVendor;
+    use crate::plan::modules::testkit::{commands, desired, written, World};
+
+    const PASSTHROUGH: &str = "boot: { iommu: passthrough }";
+
+    fn debian(defaults: &str) -> World {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.grub.defaults = vec![(DEFAULTS.into(), Ok(Some(defaults.into())))];
+        w.seen.grub.has_update_grub = true;
+        w
+    }
+
+    #[test]
+    fn passthrough_edits_grub_defaults_checks_them_and_regenerates() {
+        let w = debian("GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=\"quiet\"\n");
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        let after = written(&p, DEFAULTS).unwrap();
+        assert!(
+            after.contains("GRUB_CMDLINE_LINUX=\"quiet iommu=pt intel_iommu=on\""),
+            "{after}"
+        );
+        assert_eq!(
+            commands(&p),
+            ["sh -n /etc/default/grub", "update-grub"],
+            "no grub-script-check in this root"
+        );
+        assert_eq!(p.state_after.kernel_args, ["iommu=pt", "intel_iommu=on"]);
+        assert!(p.changes[0].reboot.is_some());
+    }
+
+    #[test]
+    fn amd_gets_iommu_pt_only_and_grub_mkconfig_without_update_grub() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"\"\n");
+        w.facts.cpu_vendor = CpuVendor::Amd;
+        w.seen.grub.has_update_grub = false;
+        w.seen.grub.has_grub_script_check = true;
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(written(&p, DEFAULTS)
+            .unwrap()
+            .contains("GRUB_CMDLINE_LINUX=\"iommu=pt\""));
+        assert_eq!(
+            commands(&p)[1..],
+            [
+                "grub-mkconfig -o /boot/grub/grub.cfg",
+                "grub-script-check /boot/grub/grub.cfg"
+            ]
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_when_the_arguments_are_there_and_grub_cfg_has_them() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on\"\n");
+        w.state.kernel_args = vec!["iommu=pt".into(), "intel_iommu=on".into()];
+        w.seen.grub.cfg = Some("menuentry 'Debian' --id gnulinux-simple {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro iommu=pt intel_iommu=on\n}\n".into());
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        // A grub.cfg never regenerated after the edit is regenerated.
+        w.seen.grub.cfg =
+            Some("menuentry 'Debian' {\n\tlinux /boot/vmlinuz-6.1 root=/dev/sda1 ro\n}\n".into());
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert_eq!(commands(&p), ["update-grub"]);
+    }
+
+    #[test]
+    fn missing_or_broken_defaults_are_refused_naming_the_file() {
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.grub.defaults = vec![(DEFAULTS.into(), Ok(None))];
+        let e = w.plan(&desired(PASSTHROUGH)).0.unwrap_err().to_string();
+        assert!(e.starts_with("/img/etc/default/grub does not exist"), "{e}");
+        let w = debian("GRUB_CMDLINE_LINUX=\"a\"\n\0\n");
+        let e = w.plan(&desired(PASSTHROUGH)).0.unwrap_err().to_string();
+        assert!(e.contains("line 2 holds a NUL byte"), "{e}");
+        // Unmanaged boot reads no GRUB file at all.
+        let w = World::image(OsFamily::Debian);
+        assert!(w
+            .plan(&desired("modules: {}"))
+            .0
+            .unwrap()
+            .changes
+            .is_empty());
+    }
+
+    #[test]
+    fn bls_entries_lacking_the_arguments_get_grubby() {
+        let mut w = World::image(OsFamily::Rhel);
+        w.seen.grub.defaults = vec![(
+            DEFAULTS.into(),
+            Ok(Some(
+                "GRUB_CMDLINE_LINUX=\"rhgb iommu=pt intel_iommu=on\"\n".into(),
+            )),
+        )];
+        w.state.kernel_args = vec!["iommu=pt".into(), "intel_iommu=on".into()];
+        w.seen.grub.grubenv_bls = Some("kernelopts=root=/dev/vda1 ro\n".into());
+        w.seen.grub.bls_entries = vec![
+            ("abc-5.14.0.conf".into(), "title R\nversion 5.14.0\nlinux /vmlinuz-5.14.0\noptions $kernelopts iommu=pt intel_iommu=on\n".into()),
+            ("abc-5.14.1.conf".into(), "title R\nversion 5.14.1\nlinux /vmlinuz-5.14.1\noptions $kernelopts\n".into()),
+        ];
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert_eq!(
+            commands(&p),
+            ["grubby --update-kernel=ALL --args=iommu=pt intel_iommu=on"]
+        );
+        assert!(p.changes[0].description.contains("(abc-5.14.1.conf)"));
+    }
+
+    #[test]
+    fn an_extra_entry_is_a_grub_d_script_from_the_edited_defaults() {
+        let w = debian("GRUB_CMDLINE_LINUX=\"quiet\"\n");
+        let mut d = desired(PASSTHROUGH);
+        let off = desired("boot: { iommu: off }");
+        d.entries.push(("gds".into(), off.doc.boot.clone()));
+        let p = w.plan(&d).0.unwrap();
+        let path = entries::grubd_path("gds");
+        let script = written(&p, &path).unwrap();
+        assert!(
+            script.contains("quiet") && script.contains("iommu=off"),
+            "{script}"
+        );
+        assert!(commands(&p).contains(&format!("sh -n {path}")));
+        assert!(commands(&p).contains(&"grub-script-check /boot/grub/grub.cfg".to_string()));
+    }
+
+    #[test]
+    fn trial_needs_boot_arguments_and_leaves_the_default_alone() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"quiet\"\n");
+        w.trial = Some(vec!["x".into()]);
+        let e = w.plan(&desired("modules: {}")).0.unwrap_err().to_string();
+        assert!(e.contains("--trial"), "{e}");
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        assert!(written(&p, DEFAULTS).is_none());
+        let trial = p.state_after.trial.as_ref().unwrap();
+        assert_eq!(trial.args, ["quiet", "iommu=pt", "intel_iommu=on"]);
+        assert!(commands(&p).last().unwrap().starts_with("grub-reboot "));
+    }
+}

@@ -1,0 +1,487 @@
+//! `boot:` on systemd-boot with kernel-install. Future kernels take
+//! `/etc/kernel/cmdline` (kernel-install writes it into each new entry or
+//! UKI); installed type #1 entries, `$ESP/loader/entries/*.conf`, carry
+//! theirs in `options` lines, edited in place. A unified kernel image holds
+//! its command line inside: it is rebuilt through kernel-install when the
+//! host builds UKIs that way (`layout=uki`), else gdrprov says why not and
+//! changes nothing. Same ownership as GRUB: gdrprov removes only arguments
+//! it added, or ones the profile forbids. Pure: facts and files read
+//! through `ctx.seen`.
+
+use crate::error::{Error, Result};
+use crate::facts::boot::TRIAL_MARKER;
+use crate::facts::boot_shape::SdBoot;
+use crate::host::CommandSpec;
+use crate::plan::change::{Change, ManagedFile, Part};
+use crate::plan::modules::Context;
+use gdrprov_boot::desired::{self, BootWants};
+use gdrprov_boot::entries::{self, BlsEntry};
+use gdrprov_boot::{cmdline, sdboot};
+
+pub const MODULE: &str = "boot";
+/// Where kernel-install takes the command line of future kernels from.
+pub const KERNEL_CMDLINE: &str = "/etc/kernel/cmdline";
+
+/// Arguments kernel-install drops when it falls back to /proc/cmdline.
+fn from_running(line: &str) -> Vec<String> {
+    cmdline::split(line)
+        .into_iter()
+        .filter(|a| !a.starts_with("BOOT_IMAGE=") && !a.starts_with("initrd="))
+        .collect()
+}
+
+/// A command line with `remove` taken out (every occurrence, exactly as
+/// written) and `add` appended; everything else byte for byte.
+pub fn edit_args(line: &str, add: &[String], remove: &[String]) -> String {
+    let mut out = String::new();
+    let mut last = 0;
+    for (s, e) in cmdline::split_spans(line) {
+        if remove.iter().any(|r| r == &line[s..e]) {
+            out.push_str(line[last..s].trim_end_matches([' ', '\t']));
+            last = e;
+        }
+    }
+    out.push_str(&line[last..]);
+    if !line.starts_with([' ', '\t']) {
+        out = out.trim_start().to_string();
+    }
+    let mut out = if out.trim().is_empty() {
+        String::new()
+    } else {
+        out
+    };
+    for a in add {
+        if !out.is_empty() && !out.ends_with([' ', '\t']) {
+            out.push(' ');
+        }
+        out.push_str(a);
+    }
+    out
+}
+
+/// An entry file with its `options` lines edited: removals wherever they
+/// are, additions at the end of the last `options` line (a new one after
+/// `linux` when there is none).
+pub fn edit_entry(text: &str, add: &[String], remove: &[String]) -> String {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let is_options = |l: &str| {
+        l.trim_start()
+            .strip_prefix("options")
+            .is_some_and(|r| r.starts_with([' ', '\t']) || r.is_empty())
+    };
+    let mut last = None;
+    for (i, l) in lines.iter_mut().enumerate() {
+        if is_options(l) {
+            // Keep the key and its alignment (`options    root=...`).
+            let at = l.find("options").unwrap_or(0) + "options".len();
+            let value = l[at..].trim_start();
+            let key = &l[..l.len() - value.len()];
+            let edited = edit_args(value, &[], remove);
+            *l = if edited.is_empty() {
+                key.trim_end().to_string()
+            } else if key.ends_with([' ', '\t']) {
+                format!("{key}{edited}")
+            } else {
+                format!("{key} {edited}")
+            };
+            last = Some(i);
+        }
+    }
+    if !add.is_empty() {
+        match last {
+            Some(i) => {
+                let l = &mut lines[i];
+                if !l.ends_with([' ', '\t']) {
+                    l.push(' ');
+                }
+                l.push_str(&add.join(" "));
+            }
+            None => {
+                let at = lines
+                    .iter()
+                    .position(|l| l.trim_start().starts_with("linux"))
+                    .map_or(lines.len(), |i| i + 1);
+                lines.insert(at, format!("options {}", add.join(" ")));
+            }
+        }
+    }
+    let mut out = lines.join("\n");
+    if text.ends_with('\n') || text.is_empty() {
+        out.push('\n');
+    }
+    out
+}
+
+fn options_of(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| {
+            let r = l.trim_start().strip_prefix("options")?;
+            (r.starts_with([' ', '\t']) || r.is_empty()).then_some(r)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The boot part on a systemd-boot host. `extra` are the profiles'
+/// `boot.entry` items (name and what each wants); `running_line` the
+/// running command line, `None` when it is not the default entry's to
+/// compare (an extra entry runs, or none is known).
+pub fn plan(
+    ctx: &Context,
+    sd: &SdBoot,
+    wants: &BootWants,
+    extra: &[(String, BootWants)],
+    running_line: Option<&str>,
+    mut part: Part,
+) -> Result<Part> {
+    let seen = ctx.seen;
+    let trial = ctx.trial.is_some();
+    if trial && !ctx.facts.live {
+        return Err(Error::Refused(format!(
+            "--trial on systemd-boot boots the trial entry once through the EFI variable LoaderEntryOneShot of the running firmware (bootctl set-oneshot), and {} is not the running system; apply without --trial, or run it on the booted host",
+            seen.display("/")
+        )));
+    }
+    let running: Option<Vec<String>> = running_line.map(cmdline::split);
+    let current_file = seen.file(KERNEL_CMDLINE)?.map(str::to_string);
+    // The kernels' entries; gdrprov's own (`boot.entry`, the trial) are
+    // whole files it owns, planned below.
+    let mut entries: Vec<(String, String)> = Vec::new();
+    for p in sd.entries.iter().filter(|p| !is_own_entry(p)) {
+        if let Some(t) = seen.file(p)? {
+            entries.push((p.clone(), t.to_string()));
+        }
+    }
+    // kernel-install's own fallback when /etc/kernel/cmdline is absent.
+    let base = match (&current_file, running_line) {
+        (Some(text), _) => cmdline::split(&text.replace('\n', " ")),
+        (None, Some(line)) => from_running(line),
+        (None, None) => entries
+            .first()
+            .map(|(_, t)| from_running(&options_of(t)))
+            .unwrap_or_default(),
+    };
+    let args = desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?;
+    // A trial leaves the default entry and future kernels as they are.
+    let mut changed = false;
+    if !trial {
+        part.kernel_args = Some(args.owned.clone());
+        let now = (&current_file, base.as_slice());
+        changed = default_edits(ctx, wants, &args, now, &entries, &mut part)?;
+    }
+    if !sd.ukis.is_empty() && changed {
+        uki_commands(sd, &mut part)?;
+    }
+    if !trial {
+        if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
+            let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
+            part.reboot_pending.push(format!(
+                "the running kernel's command line differs: {}",
+                text.join("; ")
+            ));
+        }
+    }
+    if trial || !extra.is_empty() {
+        extra_entries(ctx, sd, wants, extra, &entries, &mut part)?;
+    }
+    cancel_replaced_trial(ctx, sd, &mut part);
+    Ok(part)
+}
+
+/// Whether an entry file is one gdrprov generated.
+pub fn is_own_entry(path: &str) -> bool {
+    entries::is_gdrprov_id(entry_id(path))
+}
+
+/// An entry file's id: its name without `.conf`.
+fn entry_id(path: &str) -> &str {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.strip_suffix(".conf").unwrap_or(name)
+}
+
+/// /etc/kernel/cmdline and the kernels' entries. Gives whether
+/// /etc/kernel/cmdline changes.
+fn default_edits(
+    ctx: &Context,
+    wants: &BootWants,
+    args: &desired::ArgPlan,
+    (current_file, base): (&Option<String>, &[String]),
+    entries: &[(String, String)],
+    part: &mut Part,
+) -> Result<bool> {
+    // Not owed when the running kernel has it already (`commit` of a trial
+    // that runs).
+    let owed = args.reboot.is_none() || args.reboot_needed();
+    let wants_reboot = |what: &str| owed.then(|| format!("kernel command line: {what}"));
+    let mut changed = false;
+    if !args.is_noop() {
+        let line = match current_file {
+            Some(t) => t.trim_end_matches('\n').replace('\n', " "),
+            None => base.join(" "),
+        };
+        let what = desired::describe_args(&args.add, &args.remove);
+        part.edits.push(Change::write(
+            MODULE,
+            format!("Edit the kernel command line of future kernels in {KERNEL_CMDLINE}: {what}"),
+            KERNEL_CMDLINE,
+            current_file.clone(),
+            format!("{}\n", edit_args(&line, &args.add, &args.remove)),
+            0o644,
+            wants_reboot(&what),
+        ));
+        changed = true;
+    }
+    for (path, text) in entries {
+        let opts = cmdline::split(&options_of(text));
+        let e =
+            desired::plan_args(&opts, wants, &ctx.state.kernel_args, None).map_err(|source| {
+                Error::BootArgsIn {
+                    within: path.to_string(),
+                    source,
+                }
+            })?;
+        if e.is_noop() {
+            continue;
+        }
+        let what = desired::describe_args(&e.add, &e.remove);
+        part.edits.push(Change::write(
+            MODULE,
+            format!("Edit the options of boot entry {path}: {what}"),
+            path,
+            Some(text.clone()),
+            edit_entry(text, &e.add, &e.remove),
+            0o644,
+            wants_reboot(&what),
+        ));
+    }
+    Ok(changed)
+}
+
+/// The profiles' extra entries (`boot.entry`) and the trial's: copies of
+/// the default entry with their own `options`, named `PREFIX-gdrprov-NAME`
+/// so that systemd-boot sorts them after the kernels' entries and never
+/// boots one by default (checked with its own ordering). The trial entry
+/// boots once through `bootctl set-oneshot`, which systemd-boot clears as
+/// it boots it: whatever that boot does, the next one is the default again.
+fn extra_entries(
+    ctx: &Context,
+    sd: &SdBoot,
+    wants: &BootWants,
+    extra: &[(String, BootWants)],
+    kernels: &[(String, String)],
+    part: &mut Part,
+) -> Result<()> {
+    let seen = ctx.seen;
+    let dir = format!("{}/loader/entries", sd.esp);
+    let names: Vec<&str> = extra
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .chain(ctx.trial.is_some().then_some(entries::TRIAL_ENTRY))
+        .collect();
+    let mut parsed: Vec<BlsEntry> = kernels
+        .iter()
+        .map(|(p, t)| entries::parse_bls(entry_id(p), t, ""))
+        .collect();
+    sdboot::sort(&mut parsed);
+    let loader_conf = seen.file(&format!("{}/loader/loader.conf", sd.esp))?;
+    let Some(default) = sdboot::default_of(&parsed, sd.efi_default.as_deref(), loader_conf) else {
+        let why = if sd.ukis.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (the unified kernel images in {}/EFI/Linux carry their command line inside and cannot be copied with other arguments)",
+                sd.esp
+            )
+        };
+        return Err(Error::Refused(format!(
+            "no boot entry in {} to copy for {}{why}; install a kernel with kernel-install first, or drop them",
+            seen.display(&dir),
+            names.join(", ")
+        )));
+    };
+    let default = default.clone();
+    let default_text = kernels
+        .iter()
+        .find(|(p, _)| entry_id(p) == default.id)
+        .map(|(_, t)| t.clone())
+        .unwrap_or_default();
+    let base_now = default.options.clone();
+    let base_after = desired::plan_args(&base_now, wants, &ctx.state.kernel_args, None)
+        .map_err(|source| Error::BootArgsIn {
+            within: format!("{}/{}.conf", dir, default.id),
+            source,
+        })?
+        .result;
+    let trial = ctx.trial.is_some();
+    let base = if trial { &base_now } else { &base_after };
+    let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
+    for (name, w) in extra {
+        let p = desired::plan_args(base, w, &[], None).map_err(|source| Error::BootArgsIn {
+            within: format!("boot entry `{name}`"),
+            source,
+        })?;
+        wanted.push((name.clone(), p.result));
+    }
+    if trial {
+        let args = base_after
+            .iter()
+            .cloned()
+            .chain([TRIAL_MARKER.to_string()])
+            .collect();
+        wanted.push((entries::TRIAL_ENTRY.to_string(), args));
+    }
+    let (base_id, _) = sdboot::split_counter(&default.id);
+    let mut all = parsed.clone();
+    let mut paths: Vec<String> = Vec::new();
+    let mut trial_id = None;
+    for (name, args) in &wanted {
+        let id = entries::bls_derived_id(base_id, &default.version, name);
+        let path = format!("{dir}/{id}.conf");
+        if paths.contains(&path) {
+            return Err(Error::Refused(format!(
+                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
+            )));
+        }
+        let content = entries::bls_derived(&default_text, &id, name, args);
+        all.push(entries::parse_bls(&id, &content, ""));
+        if name == entries::TRIAL_ENTRY {
+            trial_id = Some(id.clone());
+        }
+        paths.push(path.clone());
+        part.files.push(ManagedFile {
+            path,
+            content,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        });
+    }
+    // Never the default by accident: systemd-boot's own order decides.
+    sdboot::sort(&mut all);
+    let after = sdboot::default_of(&all, sd.efi_default.as_deref(), loader_conf);
+    if let Some(e) = after.filter(|e| e.id != default.id) {
+        return Err(Error::Refused(format!(
+            "systemd-boot would boot the new entry {} by default instead of {} (it sorts first, and no `default` in {}/loader/loader.conf or LoaderEntryDefault says otherwise); make the default explicit first with `gdrprov boot set-default {}`, then apply again (nothing was changed)",
+            e.id,
+            default.id,
+            seen.display(&sd.esp),
+            default.id
+        )));
+    }
+    if let Some(id) = trial_id {
+        let file = format!("{id}.conf");
+        let argv = ["bootctl", "set-oneshot", file.as_str()];
+        let how = "bootctl set-oneshot";
+        part.commands
+            .push(super::bootcfg_trial::one_shot(MODULE, &argv, how, &id));
+        super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
+    }
+    Ok(())
+}
+
+/// A pending trial replaced before it booted (a new apply or commit): its
+/// one-shot boot would name an entry that is gone.
+fn cancel_replaced_trial(ctx: &Context, sd: &SdBoot, part: &mut Part) {
+    let (Some(old), None) = (&ctx.state.trial, &ctx.trial) else {
+        return;
+    };
+    if ctx.facts.live && sd.oneshot_id().as_deref() == Some(old.entry.as_str()) {
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(
+                &["bootctl", "set-oneshot", ""],
+                format!(
+                    "Cancel the one-shot boot of the replaced trial entry {}",
+                    old.entry
+                ),
+            ),
+            None,
+        ));
+    }
+}
+
+/// UKIs carry their command line inside: rebuilt by kernel-install from
+/// /etc/kernel/cmdline when the host is set up for that, else refused.
+fn uki_commands(sd: &SdBoot, part: &mut Part) -> Result<()> {
+    let mut why_not = Vec::new();
+    if !sd.uki_layout() {
+        why_not.push(format!(
+            "/etc/kernel/install.conf does not say layout=uki (it says {}), so kernel-install did not build them; rebuild them with the tool that did (ukify, dracut --uefi) after gdrprov's edit, or set layout=uki",
+            sd.layout.as_deref().map_or("nothing".into(), |l| format!("layout={l}"))
+        ));
+    }
+    if !sd.kernel_install {
+        why_not.push("kernel-install is not installed (/usr/bin/kernel-install)".into());
+    }
+    if sd.kernel_images.is_empty() {
+        why_not
+            .push("no kernel image to rebuild them from (/usr/lib/modules/VERSION/vmlinuz)".into());
+    }
+    if !why_not.is_empty() {
+        return Err(Error::Refused(format!(
+            "the unified kernel images in {}/EFI/Linux ({}) carry their kernel command line inside, and gdrprov will not rebuild them: {}. Nothing was changed",
+            sd.esp,
+            sd.ukis.len(),
+            why_not.join("; ")
+        )));
+    }
+    for v in &sd.kernel_images {
+        let image = format!("/usr/lib/modules/{v}/vmlinuz");
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(
+                &["kernel-install", "add", v, &image],
+                format!(
+                    "Rebuild the unified kernel image of {v} with the new /etc/kernel/cmdline (kernel-install, layout=uki)"
+                ),
+            )
+            .regenerating(),
+            Some(format!("the unified kernel image of {v} was rebuilt")),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn edit_args_keeps_everything_else() {
+        assert_eq!(
+            edit_args("root=UUID=1 ro  quiet", &v(&["iommu=pt"]), &[]),
+            "root=UUID=1 ro  quiet iommu=pt"
+        );
+        assert_eq!(
+            edit_args(
+                "root=UUID=1 iommu=off ro acpi_osi=\"A B\"",
+                &[],
+                &v(&["iommu=off"])
+            ),
+            "root=UUID=1 ro acpi_osi=\"A B\""
+        );
+        assert_eq!(
+            edit_args("iommu=off", &v(&["iommu=pt"]), &v(&["iommu=off"])),
+            "iommu=pt"
+        );
+        assert_eq!(edit_args("iommu=off ro", &[], &v(&["iommu=off"])), "ro");
+    }
+
+    #[test]
+    fn edit_entry_options_lines() {
+        let e = "title Debian\nversion 6.12\nlinux /vmlinuz\noptions root=UUID=1 ro\noptions quiet iommu=off\ninitrd /initrd\n";
+        assert_eq!(
+            edit_entry(e, &v(&["iommu=pt"]), &v(&["iommu=off"])),
+            "title Debian\nversion 6.12\nlinux /vmlinuz\noptions root=UUID=1 ro\noptions quiet iommu=pt\ninitrd /initrd\n"
+        );
+        let bare = "title X\nlinux /vmlinuz\ninitrd /initrd";
+        assert_eq!(
+            edit_entry(bare, &v(&["iommu=pt"]), &[]),
+            "title X\nlinux /vmlinuz\noptions iommu=pt\ninitrd /initrd"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! `services:` — systemd units that must be disabled, and stopped on the
+//! running system (the nv_peer_mem service conflicts with nvidia_peermem).
+
+use super::files::{self, ManagedFile};
+use super::Part;
+use crate::error::{Error, Result};
+use crate::host::CommandSpec;
+use crate::plan::change::Change;
+use crate::plan::modules::Context;
+use crate::profile::builtin;
+use handlebars::Handlebars;
+
+pub const MODULE: &str = "services";
+
+pub const VERIFY_UNIT: &str = "/etc/systemd/system/gdrprov-verify.service";
+/// Pulls the unit in at boot. A drop-in rather than the `.wants/` symlink of
+/// `systemctl enable`: a whole file gdrprov owns, diffed and rolled back like
+/// any other, and it works in an image root without running systemctl.
+pub const VERIFY_WANTS: &str = "/etc/systemd/system/multi-user.target.d/gdrprov-verify.conf";
+
+pub fn plan(ctx: &Context) -> Result<Part> {
+    let mut part = Part::default();
+    if ctx.desired.doc.verify.first_boot == Some(true) {
+        part.files.extend(first_boot_unit(ctx)?);
+    }
+    for name in &ctx.desired.doc.services.disabled {
+        let unit = unit_name(name);
+        let facts = ctx.seen.units.get(name).copied().unwrap_or_default();
+        if !facts.exists {
+            continue;
+        }
+        let enabled = facts.enabled;
+        let active = ctx.live_changes && facts.active;
+        if !enabled && !active {
+            continue;
+        }
+        let mut argv = vec!["systemctl", "disable"];
+        if ctx.live_changes {
+            argv.push("--now");
+        }
+        argv.push(&unit);
+        let why = format!(
+            "Disable{} {unit} (it conflicts with the profile)",
+            if ctx.live_changes { " and stop" } else { "" }
+        );
+        part.commands
+            .push(Change::run(MODULE, CommandSpec::new(&argv, why), None));
+    }
+    Ok(part)
+}
+
+fn unit_name(name: &str) -> String {
+    if name.contains('.') {
+        name.to_string()
+    } else {
+        format!("{name}.service")
+    }
+}
+
+/// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
+/// Variables: `gdrprov-bin` (default /usr/local/bin/gdrprov),
+/// `first-boot-profiles` (default: the profiles applied, which must then be
+/// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
+fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
+    let vars = &ctx.desired.doc.vars;
+    let var = |k: &str| -> Option<String> {
+        vars.get(k).map(|v| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        })
+    };
+    let bin = var("gdrprov-bin").unwrap_or_else(|| "/usr/local/bin/gdrprov".into());
+    let textfile = var("gdrprov-textfile").unwrap_or_default();
+    let profiles = match var("first-boot-profiles") {
+        Some(p) => p,
+        None => {
+            let names = &ctx.desired.names;
+            if let Some(n) = names
+                .iter()
+                .find(|n| crate::profile::builtin::profile(n).is_none())
+            {
+                return Err(Error::Refused(format!(
+                    "verify.first-boot: the unit must name the profiles to verify, and `{n}` is not a built-in profile; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
+                )));
+            }
+            names.join(" ")
+        }
+    };
+    for (what, v) in [
+        ("gdrprov-bin", &bin),
+        ("first-boot-profiles", &profiles),
+        ("gdrprov-textfile", &textfile),
+    ] {
+        if let Some(c) = v
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "/._-+:=, ".contains(*c)))
+        {
+            return Err(Error::Refused(format!(
+                "verify.first-boot: vars.{what} {v:?} has {c:?}, which systemd would interpret in ExecStart; use plain paths and names"
+            )));
+        }
+    }
+    if !bin.starts_with('/') {
+        return Err(Error::Refused(format!(
+            "verify.first-boot: vars.gdrprov-bin must be an absolute path, not {bin:?}"
+        )));
+    }
+    let source = builtin::template("gdrprov-verify.service.hbs").unwrap_or_default();
+    let data = serde_json::json!({
+        "gdrprov_header": files::header(ctx),
+        "gdrprov_bin": bin,
+        "gdrprov_textfile": textfile,
+        "verify_profiles": profiles,
+        "trial": ctx.trial.is_some(),
+    });
+    let mut hb = Handlebars::new();
+    hb.set_strict_mode(true);
+    hb.register_escape_fn(handlebars::no_escape);
+    let unit = hb
+        .render_template(source, &data)
+        .map_err(|e| Error::Template {
+            template: "gdrprov-verify.service.hbs".into(),
+            path: VERIFY_UNIT.into(),
+            msg: e.to_string(),
+        })?;
+    let wants = format!(
+        "{}\n[Unit]\nWants=gdrprov-verify.service\n",
+        files::header(ctx)
+    );
+    Ok(vec![
+        ManagedFile {
+            path: VERIFY_UNIT.into(),
+            content: unit,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        },
+        ManagedFile {
+            path: VERIFY_WANTS.into(),
+            content: wants,
+            mode: 0o644,
+            module: MODULE,
+            reboot: None,
+        },
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::OsFamily;
+    use crate::plan::inputs::UnitFacts;
+    use crate::plan::modules::testkit::{commands, desired, written, World};
+
+    const DISABLED: &str = "services: { disabled: [nv_peer_mem, openibd.service] }";
+
+    #[test]
+    fn an_enabled_conflicting_service_is_disabled_and_stopped_on_the_live_system() {
+        let mut w = World::live(OsFamily::Debian);
+        let on = UnitFacts {
+            exists: true,
+            enabled: true,
+            active: true,
+        };
+        w.seen.units.insert("nv_peer_mem".into(), on);
+        let p = w.plan(&desired(DISABLED)).0.unwrap();
+        assert_eq!(
+            commands(&p),
+            ["systemctl disable --now nv_peer_mem.service"]
+        );
+        // In an image (or --no-reboot): disabled, not stopped.
+        w.live_changes = false;
+        let p = w.plan(&desired(DISABLED)).0.unwrap();
+        assert_eq!(commands(&p), ["systemctl disable nv_peer_mem.service"]);
+    }
+
+    #[test]
+    fn absent_or_already_disabled_services_need_nothing() {
+        let mut w = World::live(OsFamily::Rhel);
+        w.seen.units.insert(
+            "nv_peer_mem".into(),
+            UnitFacts {
+                exists: true,
+                enabled: false,
+                active: false,
+            },
+        );
+        assert!(w.plan(&desired(DISABLED)).0.unwrap().changes.is_empty());
+    }
+
+    #[test]
+    fn first_boot_writes_the_verify_unit_for_built_in_profiles_only() {
+        let w = World::image(OsFamily::Debian);
+        let mut d = desired("verify: { first-boot: true }");
+        let e = w.plan(&d).0.unwrap_err().to_string();
+        assert!(e.contains("`test` is not a built-in profile"), "{e}");
+        d.names = vec!["rdma-dmabuf".into()];
+        let p = w.plan(&d).0.unwrap();
+        let unit = written(&p, VERIFY_UNIT).unwrap();
+        assert!(
+            unit.contains("/usr/local/bin/gdrprov") && unit.contains("rdma-dmabuf"),
+            "{unit}"
+        );
+        assert!(written(&p, VERIFY_WANTS)
+            .unwrap()
+            .contains("Wants=gdrprov-verify.service"));
+        let bad = desired("verify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }");
+        assert!(w
+            .plan(&bad)
+            .0
+            .unwrap_err()
+            .to_string()
+            .contains("would interpret in ExecStart"));
+    }
+}

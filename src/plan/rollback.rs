@@ -1,0 +1,202 @@
+//! Rollback planning: the plan that puts back the files of the generations
+//! still in effect, from the journal's copies. Carried out by `apply`.
+
+use crate::apply::journal::{Generation, Kind, StateStore, Status};
+use crate::error::{Error, Result};
+use crate::host::{CommandSpec, Host};
+use crate::plan::{Action, Change, Plan};
+
+/// The plan that undoes generations `target..=latest` (those still in
+/// effect), newest first: each file back to its `before` copy.
+pub fn plan_rollback(
+    host: &Host,
+    store: &StateStore,
+    target: Option<u64>,
+    force: bool,
+) -> Result<(Plan, Vec<u64>)> {
+    let applied: Vec<Generation> = store
+        .generation_numbers()
+        .into_iter()
+        .map(|n| store.load_generation(n))
+        .collect::<Result<Vec<_>>>()?
+        .into_iter()
+        .filter(|g| {
+            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
+        })
+        .collect();
+    let Some(last) = applied.last() else {
+        return Err(Error::Refused(format!(
+            "nothing to roll back: no apply of gdrprov is in effect on {}",
+            host.display("/")
+        )));
+    };
+    let target = target.unwrap_or(last.generation);
+    if !applied.iter().any(|g| g.generation == target) {
+        let live: Vec<String> = applied.iter().map(|g| g.generation.to_string()).collect();
+        return Err(Error::Refused(format!(
+            "generation {target} is not an apply still in effect; those are: {} (see `gdrprov history`)",
+            live.join(", ")
+        )));
+    }
+    let undo: Vec<&Generation> = applied
+        .iter()
+        .rev()
+        .filter(|g| g.generation >= target)
+        .collect();
+    let mut changes = Vec::new();
+    let mut drifted = Vec::new();
+    let mut commands: Vec<CommandSpec> = Vec::new();
+    for g in &undo {
+        for step in g.steps.iter().rev() {
+            if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
+                if !commands.contains(cmd) {
+                    commands.push(cmd.clone());
+                }
+            }
+            let Some(path) = &step.path else { continue };
+            let current = host.read_text(path)?;
+            let wrote = match &step.after {
+                Some(rel) => Some(store.read_backup(rel)?),
+                None => None,
+            };
+            if current != wrote
+                && !changes
+                    .iter()
+                    .any(|c: &Change| c.path() == Some(path.as_str()))
+            {
+                drifted.push(host.display(path));
+            }
+            let original = match &step.before {
+                Some(rel) => Some(store.read_backup(rel)?),
+                None => None,
+            };
+            // Only the oldest undo of a path decides its final content.
+            changes.retain(|c: &Change| c.path() != Some(path.as_str()));
+            let description = format!(
+                "Restore {path} as it was before generation {}",
+                g.generation
+            );
+            changes.push(match original {
+                Some(after) => Change {
+                    module: "rollback".into(),
+                    description,
+                    action: Action::WriteFile {
+                        path: path.clone(),
+                        before: current,
+                        after,
+                        new_mode: 0o644,
+                        meta: step.before_meta,
+                    },
+                    reboot: boot_time_effect(path),
+                },
+                None => Change {
+                    module: "rollback".into(),
+                    description: match step.created_dirs.as_slice() {
+                        [] => format!("Remove {path} (created by generation {})", g.generation),
+                        dirs => format!(
+                            "Remove {path} (created by generation {}), and the directories it created once empty: {}",
+                            g.generation,
+                            dirs.join(", ")
+                        ),
+                    },
+                    action: Action::RemoveFile {
+                        path: path.clone(),
+                        before: current.unwrap_or_default(),
+                    },
+                    reboot: boot_time_effect(path),
+                },
+            });
+        }
+    }
+    if !drifted.is_empty() && !force {
+        return Err(Error::Refused(format!(
+            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
+            drifted.join(", ")
+        )));
+    }
+    // A file already as it was needs no step (e.g. removed by hand).
+    changes.retain(|c| match &c.action {
+        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
+        Action::RemoveFile { path, .. } => host.exists(path),
+        Action::Run { .. } => true,
+    });
+    let oldest = undo
+        .last()
+        .map(|g| g.state_before.clone())
+        .unwrap_or_default();
+    // A unit whose file goes while it is active stays active with nothing
+    // behind it (no ExecStop, no PartOf=): gdrprov-peermem.service would
+    // then no longer unload nvidia_peermem before openibd stops. Stopped
+    // first, on the running system when systemd runs it (sd_booted's test).
+    let systemd = host.is_live() && host.exists("/run/systemd/system");
+    let stops: Vec<Change> = if systemd && !host.no_exec() {
+        changes
+            .iter()
+            .filter_map(|c| match &c.action {
+                Action::RemoveFile { path, .. } => path
+                    .strip_prefix("/etc/systemd/system/")
+                    .filter(|u| !u.contains('/') && u.ends_with(".service")),
+                _ => None,
+            })
+            .map(|unit| Change {
+                module: "rollback".into(),
+                description: format!("Stop {unit} before its unit file is removed"),
+                action: Action::Run {
+                    command: CommandSpec::new(
+                        &["systemctl", "stop", unit],
+                        format!("Stop {unit} before its unit file is removed"),
+                    ),
+                },
+                reboot: None,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut plan = Plan {
+        changes: stops.into_iter().chain(changes).collect(),
+        ..Plan::default()
+    };
+    let mut state_after = oldest;
+    if host.no_exec() {
+        plan.pending_commands = commands.clone();
+        state_after.pending_commands = commands;
+    } else {
+        for command in commands {
+            plan.changes.push(Change {
+                module: "run".into(),
+                description: command.why.clone(),
+                action: Action::Run { command },
+                reboot: None,
+            });
+        }
+    }
+    plan.state_after = state_after;
+    Ok((plan, undo.iter().map(|g| g.generation).collect()))
+}
+
+/// Restoring these files only changes the host at the next boot: the kernel
+/// command line, boot entries, module blocks and loads, link settings.
+fn boot_time_effect(path: &str) -> Option<String> {
+    const BOOT_TIME: &[(&str, &str)] = &[
+        ("/etc/default/grub", "the kernel command line"),
+        ("/etc/grub.d/", "the boot entries"),
+        ("/boot/loader/entries/", "the boot entries"),
+        ("/boot/efi/loader/", "the boot entries"),
+        ("/efi/loader/", "the boot entries"),
+        (
+            "/etc/kernel/cmdline",
+            "the kernel command line of future kernels",
+        ),
+        // Not /etc/modprobe.d: modprobe reads it at every run, so a module
+        // the rollback unblocks loads again at once, with no reboot.
+        ("/etc/modules-load.d/", "modules loaded at boot"),
+        ("/etc/systemd/network/", "network link settings"),
+    ];
+    BOOT_TIME
+        .iter()
+        .find(|(prefix, _)| path.starts_with(prefix))
+        .map(|(_, what)| {
+            format!("{what} restored by the rollback take effect at the next boot ({path})")
+        })
+}
