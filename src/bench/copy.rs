@@ -400,38 +400,6 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
     })
 }
 
-pub fn render_text(r: &CopyReport) -> String {
-    let mut s = format!(
-        "GPU <-> host copy, {} MiB x {} runs, best run ({})\n",
-        r.bytes >> 20,
-        r.runs,
-        r.method
-    );
-    for g in &r.gpus {
-        s.push_str(&format!(
-            "  GPU {} {} ({}): link {} (max {}); H2D {:.1} GB/s, D2H {:.1} GB/s; floor {}: {}\n",
-            g.index,
-            g.name,
-            g.pci,
-            g.link.under_load(),
-            g.link.maximum(),
-            g.h2d_gbs,
-            g.d2h_gbs,
-            g.floor_gbs
-                .map(|f| format!("{f:.1} GB/s"))
-                .unwrap_or_else(|| "none".into()),
-            if g.passed { "PASS" } else { "FAIL" }
-        ));
-        s.push_str(&format!("    ({})\n", g.floor_source));
-    }
-    s.push_str(if r.passed {
-        "Result: PASS\n"
-    } else {
-        "Result: FAIL\n"
-    });
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,12 +49,7 @@ pub fn main(args_file: &Path) -> i32 {
     if let Some(obj) = result.as_object_mut() {
         obj.entry("changed").or_insert(Value::Bool(false));
     }
-    println!(
-        "{}",
-        serde_json::to_string(&result).unwrap_or_else(|_| {
-            r#"{"failed": true, "msg": "gdrprov could not serialise its result"}"#.into()
-        })
-    );
+    output::json_line(&result);
     if is_failed {
         crate::exit::ERROR
     } else {

@@ -303,6 +303,20 @@ impl TargetArgs {
     }
 }
 
+impl BootCommand {
+    /// What a boot command acts on: ROOT, read-only but for `--no-exec`.
+    pub fn target(&self, root: &Path) -> ops::Target {
+        let no_exec = match self {
+            BootCommand::List => true,
+            BootCommand::SetDefault(a) | BootCommand::Once(a) => a.no_exec,
+        };
+        ops::Target {
+            no_exec,
+            ..ops::Target::read_only(root.to_path_buf(), None)
+        }
+    }
+}
+
 impl ApplyArgs {
     pub fn request(&self, root: &Path) -> ops::ProfilesRequest {
         ops::ProfilesRequest {

@@ -11,8 +11,7 @@ use crate::facts::iommu::IommuState;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
-use crate::facts::{CpuVendor, Depth, Facts};
-use crate::host::Host;
+use crate::facts::{Depth, Facts};
 use crate::output::{Format, Output};
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::versions;
@@ -260,10 +259,11 @@ pub struct Report {
 
 pub fn run(
     out: &Output,
+    target: &crate::ops::Target,
     profiles: &[String],
     nccl_log: Option<&Path>,
-    cpu: Option<CpuVendor>,
 ) -> Result<i32> {
+    let (root, cpu) = (target.root.as_path(), target.cpu_vendor);
     let log = match nccl_log {
         Some(p) => Some(
             std::fs::read_to_string(p)
@@ -276,7 +276,7 @@ pub fn run(
     } else {
         Some(crate::ops::load_profiles(profiles)?)
     };
-    let host = Host::open(&out.root, false)?;
+    let host = target.open()?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
     let log_findings = match (&log, nccl_log) {
         (Some(text), Some(p)) => nccl_log::findings(text, &p.display().to_string(), &facts),
@@ -316,8 +316,8 @@ pub fn run(
     let blocked = findings.iter().any(|f| f.severity == Sev::Error);
     // Suggested commands keep the user's --root (and --format).
     for f in &mut findings {
-        f.fix = crate::output::keep_options(&f.fix, &out.root, out.format);
-        f.cause = crate::output::keep_options(&f.cause, &out.root, out.format);
+        f.fix = crate::output::keep_options(&f.fix, root, out.format);
+        f.cause = crate::output::keep_options(&f.cause, root, out.format);
     }
     let report = Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
@@ -331,8 +331,8 @@ pub fn run(
         blocked,
     };
     match out.format {
-        Format::Json => out.document("doctor", &report),
-        Format::Text | Format::Prometheus => out.text(&text(&facts, &report)),
+        Format::Json => out.document("doctor", root, &report),
+        Format::Text | Format::Prometheus => out.text(root, &text(&facts, &report)),
     }
     Ok(if blocked {
         crate::exit::NOT_READY

@@ -1,15 +1,10 @@
 //! The health measurements in Prometheus text format, appended to verify's
-//! metrics (src/commands/fleet.rs): copy bandwidth per GPU and direction, the state of
+//! metrics (src/output/metrics.rs): copy bandwidth per GPU and direction, the state of
 //! every PCIe link, and a warning flag per check.
 
 use super::{HealthReport, Outcome};
+use crate::output::metrics::escape_label as esc;
 use std::fmt::Write as _;
-
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
 
 pub fn prometheus(h: &HealthReport) -> String {
     let mut s = String::new();
