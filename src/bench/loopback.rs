@@ -551,10 +551,8 @@ fn measure(
             RunLength::Duration(d) => d.as_millis() as u64,
             RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
         };
-        let pb = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
+        let pb =
+            indicatif::ProgressBar::with_draw_target(Some(total), crate::output::progress_target());
         pb.set_message(format!("{} B", size));
         pb
     });

@@ -160,7 +160,11 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::History => history::run(out, &Target::read_only(root.clone(), None)),
         Command::Profile(p) => profile::run(out, root, p),
         Command::Bench(b) => {
-            crate::ops::refuse_other_root(root, "bench", "run it on the host itself without --root")?;
+            crate::ops::refuse_other_root(
+                root,
+                "bench",
+                "run it on the host itself without --root",
+            )?;
             Ok(bench::run_bench(b, out)?)
         }
         Command::Inventory(a) => inventory::run(

@@ -288,4 +288,3 @@ pub fn resolve(info: &Bootinfo, host: &Host, name: &str) -> Result<String> {
         }
     }
 }
-
