@@ -1,7 +1,9 @@
 //! verify's report for machines beside JSON: the readiness marker's text
 //! (first-boot unit) and the Prometheus text exposition (node-exporter's
-//! textfile collector), with the one label escaper every metric uses.
+//! textfile collector). Labels are escaped by output/exposition.rs, as the
+//! health metrics' are.
 
+pub use super::exposition::escape_label;
 use crate::checks::verify::{Report, Status};
 use std::fmt::Write as _;
 
@@ -21,13 +23,6 @@ pub fn marker_text(r: &Report) -> String {
         let _ = writeln!(s, "{status} {}: {}", c.name, c.detail);
     }
     s
-}
-
-/// A label value in the exposition format: `\`, `"` and newlines escaped.
-pub fn escape_label(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
 }
 
 /// The verify report as Prometheus text exposition format (0.0.4).

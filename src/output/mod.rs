@@ -1,6 +1,7 @@
 //! Output: text for people, JSON for machines, from the same data.
 
 pub mod copy;
+pub mod exposition;
 pub mod inventory;
 pub mod metrics;
 pub mod report;

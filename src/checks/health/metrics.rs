@@ -3,7 +3,7 @@
 //! every PCIe link, and a warning flag per check.
 
 use super::{HealthReport, Outcome};
-use crate::output::metrics::escape_label as esc;
+use crate::output::exposition::escape_label as esc;
 use std::fmt::Write as _;
 
 pub fn prometheus(h: &HealthReport) -> String {
