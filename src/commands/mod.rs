@@ -1,6 +1,8 @@
 //! The commands: parsing the command line, one file per command, and the
-//! errors. Each command turns its clap arguments into an operations request
-//! (src/ops.rs) and prints through the one output sink (`output::Output`).
+//! errors. Each command turns its clap arguments into what it acts on (an
+//! `ops::Target` or an operations request, src/ops.rs, made from `--root`
+//! and its options) and prints through the one output sink
+//! (`output::Output`, which knows the format and colour only).
 
 pub mod ansible;
 mod apply;

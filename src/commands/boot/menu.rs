@@ -90,91 +90,18 @@ pub fn read_info(host: &Host) -> Result<Bootinfo> {
         .read_fact("/proc/cmdline")
         .map(|s| cmdline::split(s.trim()));
     let next_entry = entries::grubenv_get(&env, "next_entry");
-    let saved = entries::grubenv_get(&env, "saved_entry");
-    let mut out = Vec::new();
-    let default;
-    match loader {
-        Loader::Grub(cfg_path) => {
-            let cfg = host.read_fact(cfg_path).unwrap_or_default();
-            let menu = entries::parse_grub_cfg(&cfg);
-            // `set default="..."` outside the next_entry branch of 00_header.
-            let spec = cfg
-                .lines()
-                .map(str::trim)
-                .filter_map(|l| l.strip_prefix("set default="))
-                .map(|v| v.trim_matches(|c| c == '"' || c == '\'').to_string())
-                .find(|v| v != "${next_entry}" && !v.contains("GRUB_DEFAULT_BUTTON"));
-            let spec = match spec.as_deref() {
-                Some("${saved_entry}") => saved.clone().unwrap_or_else(|| "0".into()),
-                Some(v) => v.to_string(),
-                None => "0".into(),
-            };
-            let find = |s: &str| -> Option<String> {
-                if let Ok(n) = s.parse::<usize>() {
-                    return menu
-                        .iter()
-                        .find(|m| m.index == Some(n))
-                        .or_else(|| menu.iter().find(|m| m.index == Some(0)))
-                        .map(|m| m.path.clone());
-                }
-                menu.iter()
-                    .find(|m| m.path == s || m.id.as_deref() == Some(s) || m.title == s)
-                    .map(|m| m.path.clone())
-            };
-            default = find(&spec).or_else(|| find("0"));
-            let next = next_entry.as_deref().and_then(find);
-            for m in &menu {
-                out.push(EntryOut {
-                    id: m.path.clone(),
-                    title: m.title.clone(),
-                    kernel: m.kernel.clone(),
-                    args: m.args.clone(),
-                    default: default.as_deref() == Some(m.path.as_str()),
-                    running: running
-                        .as_deref()
-                        .is_some_and(|r| entries::runs(r, m.kernel.as_deref(), &m.args)),
-                    next_boot: next.as_deref() == Some(m.path.as_str()),
-                    gdrprov: m.id.as_deref().is_some_and(entries::is_gdrprov_id),
-                });
-            }
-        }
+    let grubenv = Grubenv {
+        saved: entries::grubenv_get(&env, "saved_entry"),
+        next_entry: next_entry.clone(),
+        kernelopts: entries::grubenv_get(&env, "kernelopts").unwrap_or_default(),
+        running,
+    };
+    let (default, out) = match loader {
+        Loader::Grub(cfg_path) => grub_menu(host, cfg_path, &grubenv),
         // Read by read_sdboot above: only a systemd-boot shape gives it.
-        Loader::SdBoot(_) => default = None,
-        Loader::Bls => {
-            let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
-            let mut bls: Vec<entries::BlsEntry> = host
-                .list_dir(BLS_DIR)
-                .into_iter()
-                .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
-                .filter_map(|id| {
-                    let text = host.read_fact(&format!("{BLS_DIR}/{id}.conf"))?;
-                    Some(entries::parse_bls(&id, &text, &kernelopts))
-                })
-                .collect();
-            // blscfg shows the newest first.
-            bls.sort_by(|a, b| {
-                entries::version_cmp(&b.version, &a.version).then_with(|| a.id.cmp(&b.id))
-            });
-            default = saved
-                .filter(|s| bls.iter().any(|e| e.id == *s))
-                .or_else(|| bls.first().map(|e| e.id.clone()));
-            for e in &bls {
-                let args: Vec<String> = e.options.clone();
-                out.push(EntryOut {
-                    id: e.id.clone(),
-                    title: e.title.clone(),
-                    kernel: Some(e.linux.clone()),
-                    running: running
-                        .as_deref()
-                        .is_some_and(|r| entries::runs(r, Some(&e.linux), &args)),
-                    args,
-                    default: default.as_deref() == Some(e.id.as_str()),
-                    next_boot: next_entry.as_deref() == Some(e.id.as_str()),
-                    gdrprov: e.id.contains(entries::BLS_INFIX),
-                });
-            }
-        }
-    }
+        Loader::SdBoot(_) => (None, Vec::new()),
+        Loader::Bls => bls_menu(host, &grubenv),
+    };
     Ok(Bootinfo {
         loader,
         tool_prefix: if grub2 { "grub2-" } else { "grub-" },
@@ -182,6 +109,102 @@ pub fn read_info(host: &Host) -> Result<Bootinfo> {
         default,
         next_entry,
     })
+}
+
+/// What grubenv and the running kernel say about GRUB's menu.
+struct Grubenv {
+    saved: Option<String>,
+    next_entry: Option<String>,
+    kernelopts: String,
+    running: Option<Vec<String>>,
+}
+
+/// The menu entries of `grub.cfg` and its default (`set default=`, or the
+/// saved entry); each entry by its `submenu>entry` path.
+fn grub_menu(host: &Host, cfg_path: &str, env: &Grubenv) -> (Option<String>, Vec<EntryOut>) {
+    let cfg = host.read_fact(cfg_path).unwrap_or_default();
+    let menu = entries::parse_grub_cfg(&cfg);
+    // `set default="..."` outside the next_entry branch of 00_header.
+    let spec = cfg
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| l.strip_prefix("set default="))
+        .map(|v| v.trim_matches(|c| c == '"' || c == '\'').to_string())
+        .find(|v| v != "${next_entry}" && !v.contains("GRUB_DEFAULT_BUTTON"));
+    let spec = match spec.as_deref() {
+        Some("${saved_entry}") => env.saved.clone().unwrap_or_else(|| "0".into()),
+        Some(v) => v.to_string(),
+        None => "0".into(),
+    };
+    let find = |s: &str| -> Option<String> {
+        if let Ok(n) = s.parse::<usize>() {
+            return menu
+                .iter()
+                .find(|m| m.index == Some(n))
+                .or_else(|| menu.iter().find(|m| m.index == Some(0)))
+                .map(|m| m.path.clone());
+        }
+        menu.iter()
+            .find(|m| m.path == s || m.id.as_deref() == Some(s) || m.title == s)
+            .map(|m| m.path.clone())
+    };
+    let default = find(&spec).or_else(|| find("0"));
+    let next = env.next_entry.as_deref().and_then(find);
+    let out = menu
+        .iter()
+        .map(|m| EntryOut {
+            id: m.path.clone(),
+            title: m.title.clone(),
+            kernel: m.kernel.clone(),
+            args: m.args.clone(),
+            default: default.as_deref() == Some(m.path.as_str()),
+            running: env
+                .running
+                .as_deref()
+                .is_some_and(|r| entries::runs(r, m.kernel.as_deref(), &m.args)),
+            next_boot: next.as_deref() == Some(m.path.as_str()),
+            gdrprov: m.id.as_deref().is_some_and(entries::is_gdrprov_id),
+        })
+        .collect();
+    (default, out)
+}
+
+/// The BLS entries as GRUB's blscfg shows them (newest first) and the
+/// default (the saved entry, else the first).
+fn bls_menu(host: &Host, env: &Grubenv) -> (Option<String>, Vec<EntryOut>) {
+    let mut bls: Vec<entries::BlsEntry> = host
+        .list_dir(BLS_DIR)
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".conf").map(str::to_string))
+        .filter_map(|id| {
+            let text = host.read_fact(&format!("{BLS_DIR}/{id}.conf"))?;
+            Some(entries::parse_bls(&id, &text, &env.kernelopts))
+        })
+        .collect();
+    // blscfg shows the newest first.
+    bls.sort_by(|a, b| entries::version_cmp(&b.version, &a.version).then_with(|| a.id.cmp(&b.id)));
+    let default = env
+        .saved
+        .clone()
+        .filter(|s| bls.iter().any(|e| e.id == *s))
+        .or_else(|| bls.first().map(|e| e.id.clone()));
+    let out = bls
+        .iter()
+        .map(|e| EntryOut {
+            id: e.id.clone(),
+            title: e.title.clone(),
+            kernel: Some(e.linux.clone()),
+            running: env
+                .running
+                .as_deref()
+                .is_some_and(|r| entries::runs(r, Some(&e.linux), &e.options)),
+            args: e.options.clone(),
+            default: default.as_deref() == Some(e.id.as_str()),
+            next_boot: env.next_entry.as_deref() == Some(e.id.as_str()),
+            gdrprov: e.id.contains(entries::BLS_INFIX),
+        })
+        .collect();
+    (default, out)
 }
 
 /// systemd-boot's menu: the type #1 entries in its own order; the default
