@@ -187,3 +187,42 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::Man => fleet::man(out),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clap_error(args: &[&str]) -> String {
+        match Cli::try_parse_from(args) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => e.render().to_string(),
+        }
+    }
+
+    #[test]
+    fn a_usage_message_keeps_what_clap_names() {
+        assert_eq!(
+            usage_message(&clap_error(&["gdrprov", "plan"])),
+            "the following required arguments were not provided: <PROFILE>..."
+        );
+        assert_eq!(
+            usage_message(&clap_error(&["gdrprov", "boot", "once"])),
+            "the following required arguments were not provided: <ENTRY>"
+        );
+        let m = usage_message(&clap_error(&["gdrprov", "history", "--bogus"]));
+        assert!(m.starts_with("unexpected argument '--bogus' found"), "{m}");
+        assert!(!m.contains("Usage:") && !m.contains('\n'), "{m}");
+        assert_eq!(usage_message(""), "usage error");
+    }
+
+    #[test]
+    fn argv_words_clap_refused() {
+        let args: Vec<String> = ["--root", "/r", "boot", "once", "--format=json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(command_in(&args), "boot once");
+        assert_eq!(root_in(&args), PathBuf::from("/r"));
+        assert!(wants_json(&args));
+    }
+}
