@@ -276,14 +276,19 @@ fn run(args_file: &Path) -> Result<Value> {
         }
         State::Applied => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
-            result(
+            let mut v = result(
                 &applied.host,
                 applied.names.clone(),
                 &applied.plan,
                 applied.done(),
                 &k,
                 "apply",
-            )
+            );
+            // An interrupted earlier run put back, and nothing else to do.
+            if let (false, Some(obj)) = (applied.recovered.is_empty(), v.as_object_mut()) {
+                obj.insert("recovered".into(), json!(applied.recovered));
+            }
+            v
         }
     };
     if let Some(obj) = out.as_object_mut() {
