@@ -254,6 +254,31 @@ fn peermem_invalid_argument_from_the_kernel_log_and_old_nccl() {
 }
 
 #[test]
+fn peermem_symbol_mismatch_in_an_image_roots_kern_log_is_named() {
+    // One kernel-log reader: an image root's var/log/kern.log serves the
+    // doctor's module rules as well as the health checks.
+    let g = h100_node(false, "535.216.03");
+    g.file(
+        "/var/log/kern.log",
+        "Nov 22 01:00:00 n kernel: [   65.412027] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\nNov 22 01:00:00 n kernel: [   65.412031] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n",
+    );
+    let (code, rep) = doctor(g.finish(), &["legacy-peermem"]);
+    assert_eq!(code, 3, "{rep:#}");
+    let f = finding(&rep, "peermem-symbol-mismatch");
+    assert_eq!(f["severity"], "error");
+    assert!(f["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("disagrees about version of symbol ib_register_peer_memory_client"));
+    let out = gdrprov()
+        .args(["doctor", "legacy-peermem", "--root"])
+        .arg(g.finish())
+        .output()
+        .unwrap();
+    assert!(stdout_of(&out).contains("Blocked by: peermem-symbol-mismatch"));
+}
+
+#[test]
 fn erdma_node_with_mtu_1500() {
     let mut g = HostGen::new();
     g.file("/etc/os-release", "ID=alinux\nID_LIKE=\"rhel fedora centos anolis\"\nVERSION_ID=3\nPRETTY_NAME=\"Alibaba Cloud Linux 3\"\n");

@@ -165,6 +165,22 @@ fn gpu_trained_at_x8_fails_naming_device_values_and_causes() {
 }
 
 #[test]
+fn gpu_at_x8_of_x16_fails_when_its_speed_cannot_be_read() {
+    let g = node(("Unknown", 8));
+    let f = facts(g.finish());
+    let c = check(&f, "pcie-links");
+    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert!(
+        c.evidence.contains("GPU 0000:03:00.0: ? x8 at Unknown x8"),
+        "{}",
+        c.evidence
+    );
+    assert!(c.fix.unwrap().contains("riser"));
+    let x = finding(&doctor(g.finish()), "pcie-links").unwrap();
+    assert_eq!(x["severity"], "error");
+}
+
+#[test]
 fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
     // An NVIDIA GPU at 16 GT/s of 32 may be idle (power saving): a warning
     // until a reading under load decides.
