@@ -299,12 +299,12 @@ mod tests {
         assert_eq!(e.kind, EventKind::LinkUp);
         assert!(parse_line("EXT4-fs (sda1): mounted filesystem").is_none());
         assert!(parse_line("pcieport 0000:00:1c.0: AER: enabled with IRQ 24").is_none());
-        let log = parse("kmsg", "6,811,5512000,-;nvidia-nvlink: Nvlink Core is being initialized\n3,812,5512345,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n SUBSYSTEM=pci\n");
+        let log = parse("kmsg", "6,811,5512000,-;nvidia-nvlink: Nvlink Core is being initialized\n3,812,5512345,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n SUBSYSTEM=pci\n4,813,5512400,-;nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n");
         assert_eq!(log.events.len(), 1);
         assert_eq!(log.events[0].xid, Some(48));
         // Module lines: errors and warnings only where the record has a level.
         assert_eq!(log.module_lines.len(), 1);
-        assert!(log.module_lines[0].starts_with("NVRM: Xid"));
+        assert!(log.module_lines[0].starts_with("nvidia_peermem: Unknown symbol"));
     }
 
     #[test]
