@@ -311,7 +311,9 @@ mod tests {
     fn module_lines_of_a_log_file_keep_the_last_ones() {
         let mut text = String::new();
         for i in 0..150 {
-            text.push_str(&format!("Nov 1 00:00:{i:02} n kernel: mlx5_core line {i}\n"));
+            text.push_str(&format!(
+                "Nov 1 00:00:{i:02} n kernel: mlx5_core line {i}\n"
+            ));
         }
         text.push_str("Nov 1 00:01:00 n kernel: [ 65.4] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\nNov 1 00:01:01 n kernel: EXT4-fs mounted\n");
         let log = parse("/var/log/kern.log", &text);

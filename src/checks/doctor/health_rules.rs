@@ -10,7 +10,7 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
     health::from_facts(facts)
         .into_iter()
         .filter_map(|c| {
-            let sev = match c.outcome {
+            let sev = match c.status {
                 Outcome::Fail => Sev::Error,
                 Outcome::Warn => Sev::Warn,
                 Outcome::Pass | Outcome::Skip => return None,
