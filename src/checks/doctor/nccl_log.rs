@@ -31,24 +31,7 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
         // is no second cause: it is the socket fallback.
         let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
         if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
-            let fix = if open && kernel_ok {
-                "this host can use dma-buf: `gdrprov apply rdma-dmabuf` (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in `gdrprov inventory`".to_string()
-            } else if old_nccl {
-                "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem".to_string()
-            } else {
-                "load nvidia_peermem (`gdrprov apply legacy-peermem`), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)".to_string()
-            };
-            push(
-                "nccl-gdr-disabled",
-                Finding::new(
-                    "nccl-gdr-disabled",
-                    Sev::Error,
-                    "NCCL disabled GPUDirect RDMA",
-                    ev,
-                    "NCCL found no way to let the NIC reach GPU memory: no peer-memory module it recognises (nvidia_peermem / nv_peer_mem) and no usable dma-buf (NCCL_DMABUF_ENABLE, open driver, kernel >= 5.12), or the GPU and NIC are farther apart than NCCL_NET_GDR_LEVEL",
-                    fix,
-                ),
-            );
+            push("nccl-gdr-disabled", gdr_disabled(ev, open && kernel_ok, old_nccl));
         } else if line.contains("GPU Direct RDMA Enabled for HCA") {
             push(
                 "nccl-gdr-enabled",
@@ -97,35 +80,57 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
             || line.contains("NET/Socket : Using")
             || socket_gdr
         {
-            let efa = facts
-                .rdma_devices
-                .iter()
-                .any(|d| d.driver.as_deref() == Some("efa"));
-            push(
-                "nccl-socket",
-                if efa {
-                    Finding::new(
-                        "nccl-socket",
-                        Sev::Error,
-                        "NCCL fell back to TCP sockets on an EFA host",
-                        ev,
-                        "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
-                        "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
-                    )
-                } else {
-                    Finding::new(
-                        "nccl-socket",
-                        Sev::Warn,
-                        "NCCL uses TCP sockets between nodes",
-                        ev,
-                        "no RDMA transport was usable",
-                        "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
-                    )
-                },
-            );
+            push("nccl-socket", socket(ev, facts));
         }
     }
     out
+}
+
+/// NCCL turned GPUDirect RDMA off for an RDMA NIC.
+fn gdr_disabled(ev: String, dmabuf_ready: bool, old_nccl: bool) -> Finding {
+    let fix = if dmabuf_ready {
+        "this host can use dma-buf: `gdrprov apply rdma-dmabuf` (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in `gdrprov inventory`"
+    } else if old_nccl {
+        "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem"
+    } else {
+        "load nvidia_peermem (`gdrprov apply legacy-peermem`), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)"
+    };
+    Finding::new(
+        "nccl-gdr-disabled",
+        Sev::Error,
+        "NCCL disabled GPUDirect RDMA",
+        ev,
+        "NCCL found no way to let the NIC reach GPU memory: no peer-memory module it recognises (nvidia_peermem / nv_peer_mem) and no usable dma-buf (NCCL_DMABUF_ENABLE, open driver, kernel >= 5.12), or the GPU and NIC are farther apart than NCCL_NET_GDR_LEVEL",
+        fix,
+    )
+}
+
+/// NCCL uses TCP sockets between nodes; on EFA that means the plugin is
+/// missing.
+fn socket(ev: String, facts: &Facts) -> Finding {
+    let efa = facts
+        .rdma_devices
+        .iter()
+        .any(|d| d.driver.as_deref() == Some("efa"));
+    if efa {
+        Finding::new(
+            "nccl-socket",
+            Sev::Error,
+            "NCCL fell back to TCP sockets on an EFA host",
+            ev,
+            "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
+            "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
+        )
+    } else {
+        Finding::new(
+            "nccl-socket",
+            Sev::Warn,
+            "NCCL uses TCP sockets between nodes",
+            ev,
+            "no RDMA transport was usable",
+            "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
+        )
+    }
 }
 
 #[cfg(test)]
