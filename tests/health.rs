@@ -478,6 +478,48 @@ fn verify_on_a_root_reports_every_check_and_the_metrics() {
 }
 
 #[test]
+fn a_warning_stays_a_warning_in_verify() {
+    let g = node((GEN5, 16));
+    g.file("/var/log/kern.log", format!("{NOISE}{AER_CORR}{XID13}"));
+    let root = g.finish();
+    let out = gdrprov()
+        .args(["verify", "rdma-dmabuf", "--format", "json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+    let c = check_named(&v, "kernel-log");
+    assert_eq!(c["status"], "warn", "{c:#}");
+    assert!(
+        c["detail"].as_str().unwrap().starts_with("warning: "),
+        "{c:#}"
+    );
+    assert!(
+        c["fix"].as_str().unwrap().contains("marginal link"),
+        "{c:#}"
+    );
+    // A warning alone never makes the host not ready: only failures count.
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert_eq!(v["ready"], failed.is_empty(), "{v:#}");
+    let out = gdrprov()
+        .args(["verify", "rdma-dmabuf", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains("  warn  kernel-log     warning: "),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
 fn bench_copy_without_libcuda_names_it_and_does_not_panic() {
     if Path::new("/usr/lib/x86_64-linux-gnu/libcuda.so.1").exists() {
         eprintln!("libcuda present: this test is for hosts without it");

@@ -14,6 +14,7 @@ pub mod requirements;
 pub mod verify;
 
 use serde::{Serialize, Serializer};
+use std::borrow::Cow;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -42,7 +43,8 @@ impl Status {
 /// The result of one check.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    pub name: &'static str,
+    /// A table entry's name (`pcie-links`), or a requirement's (`kernel module efa`).
+    pub name: Cow<'static, str>,
     pub status: Status,
     /// What was seen: device, values, log lines; for a skip, the reason.
     pub evidence: String,
@@ -67,9 +69,14 @@ impl Check {
     pub fn warn(name: &'static str, evidence: impl Into<String>, fix: impl Into<String>) -> Self {
         Self::new(name, Status::Warn, evidence.into(), Some(fix.into()))
     }
-    fn new(name: &'static str, status: Status, evidence: String, fix: Option<String>) -> Self {
+    pub fn new(
+        name: impl Into<Cow<'static, str>>,
+        status: Status,
+        evidence: String,
+        fix: Option<String>,
+    ) -> Self {
         Check {
-            name,
+            name: name.into(),
             status,
             evidence,
             fix,
@@ -102,7 +109,7 @@ impl Serialize for Check {
             outcome: Status,
         }
         Out {
-            name: self.name,
+            name: &self.name,
             status: self.status,
             detail: self.detail(),
             evidence: &self.evidence,

@@ -46,6 +46,21 @@ impl ReqResult {
     pub fn blocks(&self) -> bool {
         self.status == Status::Failed && self.severity == Severity::Error
     }
+
+    /// As the one result of every check: met passes, a failed hard
+    /// requirement fails, a failed soft one warns, one that cannot be
+    /// determined here is skipped. The message is the evidence; this result
+    /// keeps what was wanted and found.
+    pub fn check(&self) -> crate::checks::Check {
+        use crate::checks::Status as S;
+        let status = match self.status {
+            Status::Ok => S::Pass,
+            Status::Failed if self.blocks() => S::Fail,
+            Status::Failed => S::Warn,
+            Status::Unknown => S::Skip,
+        };
+        crate::checks::Check::new(self.what.clone(), status, self.message.clone(), None)
+    }
 }
 
 fn result(

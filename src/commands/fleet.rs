@@ -125,7 +125,7 @@ pub fn prometheus(r: &Report) -> String {
         let _ = writeln!(
             s,
             "gdrprov_check_ok{{check=\"{}\",profiles=\"{profiles}\"}} {}",
-            escape_label(c.name),
+            escape_label(&c.name),
             // A warning passed.
             u8::from(c.status != Status::Fail)
         );
@@ -139,7 +139,7 @@ pub fn prometheus(r: &Report) -> String {
         let _ = writeln!(
             s,
             "gdrprov_check_skipped{{check=\"{}\",profiles=\"{profiles}\"}} 1",
-            escape_label(c.name)
+            escape_label(&c.name)
         );
     }
     if let Some(h) = &r.health {

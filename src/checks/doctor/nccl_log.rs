@@ -31,7 +31,10 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
         // is no second cause: it is the socket fallback.
         let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
         if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
-            push("nccl-gdr-disabled", gdr_disabled(ev, open && kernel_ok, old_nccl));
+            push(
+                "nccl-gdr-disabled",
+                gdr_disabled(ev, open && kernel_ok, old_nccl),
+            );
         } else if line.contains("GPU Direct RDMA Enabled for HCA") {
             push(
                 "nccl-gdr-enabled",

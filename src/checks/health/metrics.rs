@@ -23,7 +23,7 @@ pub fn prometheus(h: &HealthReport) -> String {
             let _ = writeln!(
                 s,
                 "gdrprov_check_warning{{check=\"{}\"}} {}",
-                esc(c.name),
+                esc(&c.name),
                 u8::from(c.status == Outcome::Warn)
             );
         }

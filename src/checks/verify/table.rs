@@ -6,8 +6,8 @@ use super::{efa, LoopbackChoice};
 use crate::apply::journal::{State, Trial};
 use crate::bench::{LoopbackOptions, LoopbackReport, RunLength};
 use crate::checks::health::HealthReport;
-use crate::checks::requirements::{ReqResult, Status as ReqStatus};
-use crate::checks::Check;
+use crate::checks::requirements::ReqResult;
+use crate::checks::{Check, Status};
 use crate::facts::boot::BootFacts;
 use crate::facts::rdma::RdmaDevice;
 use crate::facts::Facts;
@@ -183,43 +183,43 @@ pub static TABLE: &[Entry] = &[
     },
 ];
 
-/// Failed hard requirements fail; failed soft ones warn; unknown ones are
-/// counted.
+/// Every requirement as a check: failed hard ones fail the host, failed soft
+/// ones warn, unknown ones are counted.
 fn requirements(cx: &Cx) -> Option<Check> {
     const NAME: &str = "requirements";
-    let reqs = cx.reqs;
-    if reqs.is_empty() {
+    if cx.reqs.is_empty() {
         return Some(Check::skip(NAME, "the profile has none"));
     }
-    let messages = |f: &dyn Fn(&ReqResult) -> bool| -> Vec<&str> {
-        reqs.iter()
-            .filter(|r| f(r))
-            .map(|r| r.message.as_str())
+    let checks: Vec<Check> = cx.reqs.iter().map(ReqResult::check).collect();
+    let evidence = |s: Status| -> Vec<&str> {
+        checks
+            .iter()
+            .filter(|c| c.status == s)
+            .map(|c| c.evidence.as_str())
             .collect()
     };
-    let blocking = messages(&|r| r.blocks());
-    if !blocking.is_empty() {
+    let count = |s: Status| checks.iter().filter(|c| c.status == s).count();
+    let failed = evidence(Status::Fail);
+    if !failed.is_empty() {
         return Some(Check::fail_with_cause(
             NAME,
-            format!("{}; see `gdrprov doctor`", blocking.join("; ")),
+            format!("{}; see `gdrprov doctor`", failed.join("; ")),
         ));
     }
-    let met = reqs.iter().filter(|r| r.status == ReqStatus::Ok).count();
-    let unknown = reqs
-        .iter()
-        .filter(|r| r.status == ReqStatus::Unknown)
-        .count();
-    let mut evidence = format!("{met} met");
-    if unknown > 0 {
-        evidence.push_str(&format!(", {unknown} could not be determined"));
+    let mut met = format!("{} met", count(Status::Pass));
+    if count(Status::Skip) > 0 {
+        met.push_str(&format!(
+            ", {} could not be determined",
+            count(Status::Skip)
+        ));
     }
-    let soft = messages(&|r| r.status == ReqStatus::Failed);
+    let soft = evidence(Status::Warn);
     Some(if soft.is_empty() {
-        Check::pass(NAME, evidence)
+        Check::pass(NAME, met)
     } else {
         Check::warn(
             NAME,
-            format!("{evidence}; not met: {}", soft.join("; ")),
+            format!("{met}; not met: {}", soft.join("; ")),
             "see `gdrprov doctor`",
         )
     })
