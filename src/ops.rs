@@ -194,7 +194,7 @@ fn plan_with_facts(
     };
     // Requirements first: every failed one is reported, before any
     // module can stop on a detail (a missing GRUB, a missing module).
-    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, facts);
+    let reqs = crate::checks::requirements::for_profile(host, facts, desired);
     let warnings =
         crate::checks::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
     let (mut plan, seen) = crate::plan::prepare::plan(host, facts, desired, &state, &opts)?;
@@ -464,7 +464,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         }
         Err(e) => return Err(e),
     };
-    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, &facts);
+    let reqs = crate::checks::requirements::for_profile(&host, &facts, &desired);
     let choice = crate::checks::verify::LoopbackChoice {
         skip: req.no_loopback,
         device: req.device.clone(),

@@ -382,7 +382,7 @@ fn verified(a: &ModuleArgs) -> Result<Value> {
         .checks
         .iter()
         .filter(|c| c.status == crate::checks::verify::Status::Fail)
-        .map(|c| format!("{}: {}", c.name, c.detail))
+        .map(|c| format!("{}: {}", c.name, c.detail()))
         .collect();
     let msg = if report.ready {
         format!("ready: {}", report.profiles.join(" + "))

@@ -17,10 +17,11 @@ pub fn marker_text(r: &Report) -> String {
     for c in &r.checks {
         let status = match c.status {
             Status::Pass => "pass",
+            Status::Warn => "warn",
             Status::Fail => "FAIL",
             Status::Skip => "skip",
         };
-        let _ = writeln!(s, "{status} {}: {}", c.name, c.detail);
+        let _ = writeln!(s, "{status} {}: {}", c.name, c.detail());
     }
     s
 }
@@ -48,8 +49,9 @@ pub fn prometheus(r: &Report) -> String {
         let _ = writeln!(
             s,
             "gdrprov_check_ok{{check=\"{}\",profiles=\"{profiles}\"}} {}",
-            escape_label(c.name),
-            u8::from(c.status == Status::Pass)
+            escape_label(&c.name),
+            // A warning passed.
+            u8::from(c.status != Status::Fail)
         );
     }
     let _ = writeln!(
@@ -61,7 +63,7 @@ pub fn prometheus(r: &Report) -> String {
         let _ = writeln!(
             s,
             "gdrprov_check_skipped{{check=\"{}\",profiles=\"{profiles}\"}} 1",
-            escape_label(c.name)
+            escape_label(&c.name)
         );
     }
     if let Some(h) = &r.health {
@@ -130,21 +132,9 @@ mod tests {
             live: true,
             ready: false,
             checks: vec![
-                Check {
-                    name: "configuration",
-                    status: Status::Pass,
-                    detail: "ok".into(),
-                },
-                Check {
-                    name: "modules",
-                    status: Status::Fail,
-                    detail: "nvidia_peermem loaded".into(),
-                },
-                Check {
-                    name: "loopback",
-                    status: Status::Skip,
-                    detail: "off".into(),
-                },
+                Check::pass("configuration", "ok"),
+                Check::fail_with_cause("modules", "nvidia_peermem loaded"),
+                Check::skip("loopback", "off"),
             ],
             loopback: None,
             health: None,

@@ -14,12 +14,12 @@ pub fn prometheus(h: &HealthReport) -> String {
     );
     let _ = writeln!(s, "# TYPE gdrprov_check_warning gauge");
     for c in &h.checks {
-        if c.outcome != Outcome::Skip {
+        if c.status != Outcome::Skip {
             let _ = writeln!(
                 s,
                 "gdrprov_check_warning{{check=\"{}\"}} {}",
-                esc(c.name),
-                u8::from(c.outcome == Outcome::Warn)
+                esc(&c.name),
+                u8::from(c.status == Outcome::Warn)
             );
         }
     }

@@ -287,7 +287,7 @@ mod tests {
     #[test]
     fn verdicts() {
         assert_eq!(
-            check(Err("libnvidia-ml.so.1 cannot be loaded")).outcome,
+            check(Err("libnvidia-ml.so.1 cannot be loaded")).status,
             super::super::Outcome::Skip
         );
         let healthy = GpuHealth {
@@ -304,7 +304,7 @@ mod tests {
             driver: None,
             gpus: vec![healthy.clone()],
         };
-        assert_eq!(check(Ok(&r)).outcome, super::super::Outcome::Pass);
+        assert_eq!(check(Ok(&r)).status, super::super::Outcome::Pass);
         let mut sick = healthy.clone();
         sick.remap_pending = Some(true);
         sick.nvlinks = 18;
@@ -314,7 +314,7 @@ mod tests {
             gpus: vec![healthy, sick],
         };
         let c = check(Ok(&r));
-        assert_eq!(c.outcome, super::super::Outcome::Fail);
+        assert_eq!(c.status, super::super::Outcome::Fail);
         assert!(
             c.evidence.contains("row remap is pending"),
             "{}",
