@@ -2,6 +2,8 @@
 #include "utility.h"
 #include <errno.h>
 
+DEFINE_LAZY_LOADER(ibumad_init)
+
 #define DEFINE_WRAPPER_FUNC_UMAD(_symbol, _ret, ...)                           \
 	DEFINE_WRAPPER_FUNC_COMMON(umad_, _symbol, _ret, __VA_ARGS__)
 
@@ -87,7 +89,7 @@ DEFINE_WRAPPER_FUNC_UMAD(unregister, int, int portid, int agentid)
 	return FUNC_PTR(unregister)(portid, agentid);
 }
 
-static __attribute__((constructor)) void ibumad_init(void)
+static void ibumad_init(void)
 {
 	void *handle = dlopen("libibumad.so.3", RTLD_LAZY | RTLD_LOCAL);
 	if (UNLIKELY(!handle)) {

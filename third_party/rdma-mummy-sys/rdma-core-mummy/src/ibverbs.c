@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+DEFINE_LAZY_LOADER(ibverbs_init)
+
 #define DEFINE_WRAPPER_FUNC_IBV(_symbol, _ret, ...)                            \
 	DEFINE_WRAPPER_FUNC_COMMON(ibv_, _symbol, _ret, __VA_ARGS__)
 
@@ -157,6 +159,7 @@ DEFINE_WRAPPER_FUNC_IBV(reg_mr_iova2, struct ibv_mr *, struct ibv_pd *pd,
 			void *addr, size_t length, uint64_t iova,
 			unsigned int access)
 {
+	ENSURE_LOADED();
 	if (LIKELY(FUNC_PTR(reg_mr_iova2))) {
 		return FUNC_PTR(reg_mr_iova2)(pd, addr, length, iova, access);
 	}
@@ -408,7 +411,7 @@ DEFINE_WRAPPER_FUNC_IBV(query_gid_type, int, struct ibv_context *context,
 	return FUNC_PTR(query_gid_type)(context, port_num, index, type);
 }
 
-static __attribute__((constructor)) void ibverbs_init(void)
+static void ibverbs_init(void)
 {
 	void *handle = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (UNLIKELY(!handle)) {

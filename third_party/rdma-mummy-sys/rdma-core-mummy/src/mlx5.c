@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+DEFINE_LAZY_LOADER(mlx5_init)
+
 #define DEFINE_WRAPPER_FUNC_MLX5(_symbol, _ret, ...)                           \
 	DEFINE_WRAPPER_FUNC_COMMON(mlx5dv_, _symbol, _ret, __VA_ARGS__)
 
@@ -69,7 +71,7 @@ DEFINE_WRAPPER_FUNC_MLX5(get_clock_info, int, struct ibv_context *context,
 	return FUNC_PTR(get_clock_info)(context, clock_info);
 }
 
-static __attribute__((constructor)) void mlx5_init(void)
+static void mlx5_init(void)
 {
 	void *handle = dlopen("libmlx5.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (UNLIKELY(!handle)) {

@@ -3,6 +3,8 @@
 #include "utility.h"
 #include <stddef.h>
 
+DEFINE_LAZY_LOADER(rdmacm_init)
+
 #define DEFINE_WRAPPER_FUNC_RDMA(_symbol, _ret, ...)                           \
 	DEFINE_WRAPPER_FUNC_COMMON(rdma_, _symbol, _ret, __VA_ARGS__)
 
@@ -236,7 +238,7 @@ DEFINE_WRAPPER_FUNC_RDMA(create_srq, int, struct rdma_cm_id *id,
 	return FUNC_PTR(create_srq)(id, pd, attr);
 }
 
-static __attribute__((constructor)) void rdmacm_init(void)
+static void rdmacm_init(void)
 {
 	void *handle = dlopen("librdmacm.so.1", RTLD_LAZY | RTLD_LOCAL);
 	if (UNLIKELY(!handle)) {

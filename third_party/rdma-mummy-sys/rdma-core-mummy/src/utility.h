@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 
 #define LIKELY(x) __builtin_expect(!!(x), 1)
@@ -26,9 +27,25 @@
 		}                                                              \
 	} while (0)
 
+// gdrprov patch: each library is loaded on the first call of one of its
+// wrappers, not by an ELF constructor at process start, so that a process
+// that never calls verbs never opens libibverbs, librdmacm, libibumad or
+// libmlx5. DEFINE_LAZY_LOADER(_init) names the file's loader; ENSURE_LOADED()
+// runs it once (pthread_once also orders its stores before every later call).
+#define DEFINE_LAZY_LOADER(_init)                                              \
+	static void _init(void);                                               \
+	static pthread_once_t lazy_loader_once = PTHREAD_ONCE_INIT;            \
+	static void ensure_loaded(void)                                        \
+	{                                                                      \
+		pthread_once(&lazy_loader_once, _init);                        \
+	}
+
+#define ENSURE_LOADED() ensure_loaded()
+
 // helper macro to return early when symbol is not loaded
 #define RETURN_NOT_EXIST(_symbol, ...)                                         \
 	do {                                                                   \
+		ENSURE_LOADED();                                               \
 		if (UNLIKELY(!FUNC_PTR(_symbol))) {                            \
 			errno = EOPNOTSUPP;                                    \
 			return __VA_ARGS__;                                    \
