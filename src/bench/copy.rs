@@ -122,9 +122,11 @@ pub fn sysfs_address(bus_id: &str) -> String {
     }
 }
 
+/// A PCI device's sysfs attribute on the running system, read through the host layer.
 fn sysfs(addr: &str, name: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/bus/pci/devices/{addr}/{name}"))
-        .ok()
+    crate::host::Host::open(std::path::Path::new("/"), true)
+        .ok()?
+        .read_fact(&format!("/sys/bus/pci/devices/{addr}/{name}"))
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
 }
