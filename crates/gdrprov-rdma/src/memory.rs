@@ -296,6 +296,19 @@ mod tests {
         assert!(e.to_string().contains("nvidia_peermem not loaded"), "{e}");
         assert!(e.to_string().contains("absent"), "{e}");
         let e = registration_error(
+            MemoryKind::CudaPeermem,
+            "mlx5_0",
+            libc::EFAULT,
+            1 << 23,
+            (None, true),
+            || true,
+        );
+        assert!(
+            e.to_string()
+                .contains("although /sys/module/nvidia_peermem exists"),
+            "{e}"
+        );
+        let e = registration_error(
             MemoryKind::Host,
             "mlx5_0",
             libc::ENOMEM,

@@ -180,9 +180,10 @@ impl Qp {
         self.inner.qp_number()
     }
 
-    /// Bring the QP to RTR then RTS against `remote`; `local` is the side it was created on and
-    /// `remote.psn` is also the PSN this QP sends from (both ends agree on it).
-    pub fn connect(&mut self, local: &Side, remote: &Endpoint) -> Result<(), Error> {
+    /// Bring the QP to RTR then RTS against `remote`: it receives from `remote.psn` on and sends
+    /// from `send_psn` on (the PSN its own [`Endpoint`] gave the far end); `local` is the side it
+    /// was created on.
+    pub fn connect(&mut self, local: &Side, send_psn: u32, remote: &Endpoint) -> Result<(), Error> {
         let dev = &local.port.device;
         let mtu = local.port.active_mtu_raw.min(remote.mtu).max(1);
         let mut attr = QueuePairAttribute::new();
@@ -214,7 +215,7 @@ impl Qp {
             .map_err(|e| Error::verbs("ibv_modify_qp(RTR)", dev, to_io(e)))?;
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::ReadyToSend)
-            .setup_sq_psn(remote.psn)
+            .setup_sq_psn(send_psn)
             .setup_timeout(14)
             .setup_retry_cnt(7)
             .setup_rnr_retry(7)
@@ -316,9 +317,35 @@ pub fn connect_pairs(
         let mut send = a.create_qp(a_cq, depth)?;
         let mut recv = b.create_qp(b_cq, 1)?;
         let psn = 0x1000 + i * 0x100;
-        send.connect(a, &Endpoint::of(&b.port, recv.number(), psn))?;
-        recv.connect(b, &Endpoint::of(&a.port, send.number(), psn))?;
+        send.connect(a, psn, &Endpoint::of(&b.port, recv.number(), psn))?;
+        recv.connect(b, psn, &Endpoint::of(&a.port, send.number(), psn))?;
         pairs.push(QpPair { send, recv });
     }
     Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_of_a_port() {
+        let port = PortInfo {
+            device: "mlx5_0".into(),
+            port: 1,
+            state: "ACTIVE".into(),
+            link_layer: "Ethernet",
+            lid: 0,
+            active_mtu_raw: 5,
+            active_mtu: 4096,
+            line_rate_gbps: Some(400.0),
+            software: false,
+            gid_index: Some(3),
+            gid: Some("::ffff:10.0.0.1".into()),
+            gid_raw: Some([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 0, 1]),
+        };
+        let e = Endpoint::of(&port, 0x11, 0x1000);
+        assert_eq!((e.lid, e.qpn, e.psn, e.mtu), (0, 0x11, 0x1000, 5));
+        assert_eq!(e.gid, port.gid_raw);
+    }
 }
