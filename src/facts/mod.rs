@@ -102,8 +102,8 @@ impl Facts {
         Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
     }
 
-    /// As `gather_with`, with another CUDA prober (the bench module's cudarc
-    /// code can fill a [`cuda::CudaRuntime`]). Called on a running system
+    /// As `gather_with`, with another CUDA prober (anything that fills a
+    /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
     pub fn gather_using(
         host: &Host,
