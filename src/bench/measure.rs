@@ -184,10 +184,8 @@ impl Progress {
             RunLength::Duration(d) => d.as_millis() as u64,
             RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
         };
-        let bar = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            crate::output::progress_target(),
-        );
+        let bar =
+            indicatif::ProgressBar::with_draw_target(Some(total), crate::output::progress_target());
         bar.set_message(format!("{} B", size));
         Progress {
             bar,
