@@ -13,6 +13,7 @@ mod history;
 pub mod inventory;
 mod plan;
 mod profile;
+pub mod recheck;
 mod rollback;
 mod verify;
 
@@ -161,5 +162,6 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::AnsibleModule { args_file } => Ok(crate::commands::ansible::main(args_file)),
         Command::Completions { shell } => crate::commands::fleet::completions(*shell),
         Command::Man => crate::commands::fleet::man(),
+        Command::Recheck(a) => recheck::run(out, a),
     }
 }
