@@ -10,6 +10,10 @@
 #   bash scripts/package.sh --binary F   # package F (e.g. the tests' debug build,
 #                                        # stripped first) instead: what CI does
 #   bash scripts/package.sh --lint       # and run lintian and rpmlint: exit 1 on an error
+#   bash scripts/package.sh --test-root  # and install them into clean roots
+#                                        # (scripts/package-test-root.sh)
+#   bash scripts/package.sh --deb-only --fast   # the .deb alone, light compression
+#                                        # (the VM testbed)
 #
 # Needs cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
 # cargo-generate-rpm`; installed here when missing) and, for --lint, lintian,
@@ -17,19 +21,24 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 binary= lint=0
+build=1 binary= lint=0 test_root=0 rpm_too=1 fast=
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
     --binary) binary=${2:?--binary needs a file}; shift ;;
     --lint) lint=1 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    --test-root) test_root=1 ;;
+    --deb-only) rpm_too=0 ;;
+    --fast) fast=--fast ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
   shift
 done
 
-for tool in cargo-deb cargo-generate-rpm; do
+tools=(cargo-deb)
+((rpm_too)) && tools+=(cargo-generate-rpm)
+for tool in "${tools[@]}"; do
   if ! command -v "$tool" >/dev/null; then
     echo "package.sh: installing $tool (cargo install --locked $tool)"
     cargo install --locked --quiet "$tool"
@@ -62,14 +71,21 @@ mkdir -p "$gen/completions"
 "$bin" completions fish > "$gen/completions/gdrprov.fish"
 
 mkdir -p target/debian target/generate-rpm
-CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet --output target/debian/
-cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/
+# shellcheck disable=SC2086
+CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet $fast --output target/debian/
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 deb=$(ls -t target/debian/gdrprov_"$version"-*.deb | head -n 1)
-rpm=$(ls -t target/generate-rpm/gdrprov-"$version"-*.rpm | head -n 1)
 echo "package.sh: $deb"
+((rpm_too)) || exit 0
+cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/
+rpm=$(ls -t target/generate-rpm/gdrprov-"$version"-*.rpm | head -n 1)
 echo "package.sh: $rpm"
 
+status=0
 if ((lint)); then
-  bash scripts/package-lint.sh "$deb" "$rpm"
+  bash scripts/package-lint.sh "$deb" "$rpm" || status=1
 fi
+if ((test_root)); then
+  bash scripts/package-test-root.sh "$deb" "$rpm" || status=1
+fi
+exit $status
