@@ -55,7 +55,9 @@ pub fn run(out: &Output, a: &RecheckArgs) -> Result<i32> {
     }
     let reason = a.reason.as_deref().unwrap_or("asked");
     let Some(specs) = profiles(&out.root, &a.profiles)? else {
-        println!("gdrprov recheck ({reason}): no profile applied on this host; nothing to re-check");
+        println!(
+            "gdrprov recheck ({reason}): no profile applied on this host; nothing to re-check"
+        );
         return Ok(exit::OK);
     };
     let vars = ops::load_profiles(&specs)?.doc.vars;
