@@ -98,7 +98,7 @@ vm_copy_out $g "$src" "$work"
 ko=$work/$(basename "$src")
 case $ko in *.ko) ;; *) fail "guest module $src is compressed; this scenario expects bookworm's plain .ko" ;; esac
 
-vm_ssh $g "mkdir -p /etc/gdrprov /var/lib/prometheus/node-exporter && cat > /etc/gdrprov/site.yaml" <<'YAML'
+vm_ssh_in $g "mkdir -p /etc/gdrprov /var/lib/prometheus/node-exporter && cat > /etc/gdrprov/site.yaml" <<'YAML'
 name: site
 requires:
   nvidia-driver:
