@@ -13,7 +13,7 @@ status=0
 suppress=(
   --suppress-tags no-manual-page
 )
-out=$(lintian --no-tag-display-limit "${suppress[@]}" "$deb" 2>&1)
+out=$(lintian --tag-display-limit 0 "${suppress[@]}" "$deb" 2>&1)
 echo "lintian $(basename "$deb"):"
 if [ -n "$out" ]; then printf '%s\n' "$out" | sed 's/^/  /'; else echo "  clean"; fi
 if grep -q '^E: ' <<<"$out"; then
