@@ -12,8 +12,8 @@
 #   bash scripts/package.sh --lint       # and run lintian and rpmlint: exit 1 on an error
 #   bash scripts/package.sh --test-root  # and install them into clean roots
 #                                        # (scripts/package-test-root.sh)
-#   bash scripts/package.sh --deb-only --fast   # the .deb alone, light compression
-#                                        # (the VM testbed)
+#   bash scripts/package.sh --deb-only --fast --deb-dir DIR   # the .deb alone, light
+#                                        # compression, into DIR (the VM testbed)
 #
 # Needs cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
 # cargo-generate-rpm`; installed here when missing) and, for --lint, lintian,
@@ -21,7 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 binary= lint=0 test_root=0 rpm_too=1 fast=
+build=1 binary= lint=0 test_root=0 rpm_too=1 fast= debdir=target/debian
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
@@ -30,6 +30,7 @@ while (($#)); do
     --test-root) test_root=1 ;;
     --deb-only) rpm_too=0 ;;
     --fast) fast=--fast ;;
+    --deb-dir) debdir=${2:?--deb-dir needs a directory}; shift ;;
     -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
@@ -70,11 +71,11 @@ mkdir -p "$gen/completions"
 "$bin" completions zsh > "$gen/completions/_gdrprov"
 "$bin" completions fish > "$gen/completions/gdrprov.fish"
 
-mkdir -p target/debian target/generate-rpm
+mkdir -p "$debdir" target/generate-rpm
 # shellcheck disable=SC2086
-CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet $fast --output target/debian/
+CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet $fast --output "$debdir/"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
-deb=$(ls -t target/debian/gdrprov_"$version"-*.deb | head -n 1)
+deb=$(ls -t "$debdir"/gdrprov_"$version"-*.deb | head -n 1)
 echo "package.sh: $deb"
 ((rpm_too)) || exit 0
 cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/

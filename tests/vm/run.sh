@@ -80,9 +80,8 @@ note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
 # unless GDRPROV_DEB names one; GDRPROV_VM_PACKAGE=0 copies the bare binary instead, as before.
 if [ "${GDRPROV_VM_PACKAGE:-1}" = 1 ] && [ -z "${GDRPROV_DEB:-}" ]; then
   t=$(date +%s)
-  if out=$(cd "$REPO" && bash scripts/package.sh --binary "$GDRPROV_BIN" --deb-only --fast 2>&1); then
+  if out=$(cd "$REPO" && bash scripts/package.sh --binary "$GDRPROV_BIN" --deb-only --fast --deb-dir "$VM_RUN_DIR" 2>&1); then
     GDRPROV_DEB=$(printf '%s\n' "$out" | sed -n 's/^package.sh: //p' | tail -n 1)
-    GDRPROV_DEB=$REPO/${GDRPROV_DEB#"$REPO/"}
     note "gdrprov package: $GDRPROV_DEB ($(vm_since "$t") s)"
   else
     printf '%s\n' "$out"; echo "scripts/package.sh failed"; echo "0 passed, 1 failed"; exit 1
