@@ -7,13 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 deb=${1:?the .deb} rpm=${2:?the .rpm}
 status=0
-# Tags suppressed, with the reason (docs/packages.md):
-#   no-manual-page: none is missing; lintian looks in the wrong place only for
-#     the symlink under usr/share/gdrprov (the Ansible module's library path).
-suppress=(
-  --suppress-tags no-manual-page
-)
-out=$(lintian --tag-display-limit 0 "${suppress[@]}" "$deb" 2>&1)
+out=$(lintian --tag-display-limit 0 "$deb" 2>&1)
 echo "lintian $(basename "$deb"):"
 if [ -n "$out" ]; then printf '%s\n' "$out" | sed 's/^/  /'; else echo "  clean"; fi
 if grep -q '^E: ' <<<"$out"; then
