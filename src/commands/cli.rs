@@ -58,6 +58,7 @@ impl Command {
             Command::AnsibleModule { .. } => "ansible-module",
             Command::Completions { .. } => "completions",
             Command::Man => "man",
+            Command::Recheck(_) => "recheck",
         };
         name.to_string()
     }
@@ -103,6 +104,9 @@ pub enum Command {
     },
     /// The manual page (roff), on standard output: `gdrprov man | man -l -`.
     Man,
+    /// Quick verify (no loopback, bounded time) of the profiles last applied, for the packages'
+    /// triggers when kernel modules change: refreshes the readiness marker and metrics.
+    Recheck(crate::commands::recheck::RecheckArgs),
 }
 
 #[derive(Debug, Args)]

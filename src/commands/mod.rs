@@ -15,6 +15,7 @@ mod history;
 pub mod inventory;
 mod plan;
 mod profile;
+pub mod recheck;
 mod rollback;
 mod verify;
 
@@ -185,6 +186,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::AnsibleModule { args_file } => Ok(ansible::main(args_file)),
         Command::Completions { shell } => fleet::completions(out, *shell),
         Command::Man => fleet::man(out),
+        Command::Recheck(a) => recheck::run(out, root, a),
     }
 }
 
