@@ -13,6 +13,7 @@ pub mod cli;
 pub mod fleet;
 mod history;
 pub mod inventory;
+pub mod manual;
 mod plan;
 mod profile;
 pub mod recheck;
@@ -184,8 +185,8 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::Boot(b) => boot::boot(out, &b.target(root), b),
         Command::Commit(a) => boot::commit(out, &a.target.to_target(root)),
         Command::AnsibleModule { args_file } => Ok(ansible::main(args_file)),
-        Command::Completions { shell } => fleet::completions(out, *shell),
-        Command::Man => fleet::man(out),
+        Command::Completions { shell } => manual::completions(out, *shell),
+        Command::Man => manual::man(out),
         Command::Recheck(a) => recheck::run(out, root, a),
     }
 }
