@@ -49,6 +49,7 @@ impl Command {
                 BenchCommand::Probe(_) => "bench probe",
                 BenchCommand::Copy(_) => "bench copy",
             },
+            Command::Fleet(f) => crate::commands::sweep::name(&f.command),
             Command::Inventory(_) => "inventory",
             Command::Doctor(_) => "doctor",
             Command::Boot(BootCommand::List) => "boot list",
@@ -81,6 +82,9 @@ pub enum Command {
     Profile(ProfileCommand),
     /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
     Bench(crate::commands::bench::BenchArgs),
+    /// Across a fleet: the pair sweep (plan, report, simulate) that finds the bad node, rail
+    /// and fabric path, and what Slurm is told.
+    Fleet(crate::commands::sweep::FleetArgs),
     /// Every fact about the host (GPUs, driver, CUDA, RDMA, IOMMU, PCIe); --snapshot copies them.
     Inventory(InventoryArgs),
     /// Which profile fits this host and what stands in the way: findings with cause and fix.

@@ -14,6 +14,7 @@ pub mod inventory;
 mod plan;
 mod profile;
 mod rollback;
+pub mod sweep;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
@@ -114,7 +115,7 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench")) {
+        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench" | "fleet")) {
             break;
         }
     }
@@ -122,7 +123,9 @@ fn command_in(args: &[String]) -> String {
 }
 
 pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
-    if cli.format == Format::Prometheus && !matches!(cli.command, Command::Verify(_)) {
+    if cli.format == Format::Prometheus
+        && !matches!(cli.command, Command::Verify(_) | Command::Fleet(_))
+    {
         return Err(Error::Usage(
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
         ));
@@ -150,6 +153,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             };
             Ok(crate::commands::bench::run_bench(b, format)?)
         }
+        Command::Fleet(f) => crate::commands::sweep::run(out, f),
         Command::Inventory(a) => {
             crate::commands::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor)
         }
