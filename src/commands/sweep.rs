@@ -251,6 +251,12 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         plan.nodes = sweep.nodes;
     } else {
         let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails)?;
+        if sweep.obs.is_empty() {
+            return Err(Error::Usage(format!(
+                "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
+                a.retest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            )));
+        }
         let c = classify(&sweep, &Thresholds::default());
         let done = sweep.rounds();
         let next = simulate::next_round(&sweep, &c, done as usize);
@@ -274,7 +280,11 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         let mut s = String::new();
         for r in &plan.rounds {
             for p in &r.pairs {
-                let rails = if p.rails.is_empty() { "all".to_string() } else { p.rails.join(",") };
+                let rails = match (p.rails.is_empty(), plan.rails.is_empty()) {
+                    (false, _) => p.rails.join(","),
+                    (true, false) => plan.rails.join(","),
+                    (true, true) => "all".to_string(),
+                };
                 s.push_str(&format!("{} {} {} {rails}\n", r.round, p.listener, p.client));
             }
         }
