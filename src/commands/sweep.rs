@@ -165,7 +165,8 @@ pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
     let FleetCommand::Sweep(c) = &a.command;
     if out.format == Format::Prometheus && !matches!(c, SweepCommand::Report(_)) {
         return Err(Error::Usage(
-            "--format prometheus is for `fleet sweep report` (and verify); use text or json here".into(),
+            "--format prometheus is for `fleet sweep report` (and verify); use text or json here"
+                .into(),
         ));
     }
     match c {
@@ -246,7 +247,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
             Mode::AllPairs => plan::all_pairs(sweep.nodes.len()),
         };
         for (i, r) in rounds.iter().enumerate() {
-            plan.rounds.push(round_out(&sweep, r, i as u32 + 1, "initial"));
+            plan.rounds
+                .push(round_out(&sweep, r, i as u32 + 1, "initial"));
         }
         plan.nodes = sweep.nodes;
     } else {
@@ -268,7 +270,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         } else if next.pairs.is_empty() {
             plan.note = Some("nothing to retest: every node is decided".into());
         } else {
-            plan.rounds.push(round_out(&sweep, &next, done + 1, "retest"));
+            plan.rounds
+                .push(round_out(&sweep, &next, done + 1, "retest"));
         }
         plan.rails = sweep.rails.clone();
         plan.nodes = sweep.nodes;
@@ -285,7 +288,10 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
                     (true, false) => plan.rails.join(","),
                     (true, true) => "all".to_string(),
                 };
-                s.push_str(&format!("{} {} {} {rails}\n", r.round, p.listener, p.client));
+                s.push_str(&format!(
+                    "{} {} {} {rails}\n",
+                    r.round, p.listener, p.client
+                ));
             }
         }
         if let Some(n) = &plan.note {
@@ -300,7 +306,9 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     let t = &a.thresholds;
     for (name, v) in [("--relative", t.relative), ("--floor", t.floor)] {
         if !(0.0..=1.0).contains(&v) {
-            return Err(Error::Usage(format!("{name} {v}: give a fraction between 0 and 1")));
+            return Err(Error::Usage(format!(
+                "{name} {v}: give a fraction between 0 and 1"
+            )));
         }
     }
     let nodes = if a.hosts.hosts.is_some() || a.hosts.nodelist.is_some() {
@@ -339,7 +347,13 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     };
     let report = render::report(&sweep, &c, &ctx);
     if let Some(path) = &a.slurm_script {
-        crate::commands::fleet::write_textfile(path, &format!("#!/bin/sh\n# gdrprov fleet sweep report: the scheduler's actions\nset -e\n{}", report.slurm.script()))?;
+        crate::commands::fleet::write_textfile(
+            path,
+            &format!(
+                "#!/bin/sh\n# gdrprov fleet sweep report: the scheduler's actions\nset -e\n{}",
+                report.slurm.script()
+            ),
+        )?;
     }
     match out.format {
         Format::Json => out.document("fleet sweep report", &report),
@@ -351,7 +365,9 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
 
 fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
     if a.nodes < 2 || a.rails < 1 {
-        return Err(Error::Usage("--nodes must be at least 2 and --rails at least 1".into()));
+        return Err(Error::Usage(
+            "--nodes must be at least 2 and --rails at least 1".into(),
+        ));
     }
     if a.bad_nodes > a.nodes / 2 {
         return Err(Error::Usage(format!(
@@ -360,7 +376,9 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         )));
     }
     if !(0.0..1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.slow) {
-        return Err(Error::Usage("--noise must be in [0, 1) and --slow in [0, 1]".into()));
+        return Err(Error::Usage(
+            "--noise must be in [0, 1) and --slow in [0, 1]".into(),
+        ));
     }
     let o = simulate::run(&simulate::Model {
         nodes: a.nodes,

@@ -55,7 +55,8 @@ pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
 
 /// Every `*.json` under DIR (recursively), sorted.
 fn json_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io("read", dir.display().to_string(), e))?;
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| Error::io("read", dir.display().to_string(), e))?;
     for e in entries {
         let e = e.map_err(|e| Error::io("read", dir.display().to_string(), e))?;
         let p = e.path();
@@ -126,7 +127,11 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
     json_files(dir, &mut files)?;
     let mut out = HashMap::new();
     for f in files {
-        let node = f.file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+        let node = f
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("")
+            .to_string();
         out.insert(node, remedy::from_verify(&read_json(&f)?));
     }
     Ok(out)
