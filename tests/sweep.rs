@@ -275,3 +275,61 @@ fn the_health_check_drains_and_resumes_under_real_slurm() {
     }
     assert!(text.contains("ALL PASSED"), "{text}");
 }
+
+#[test]
+fn verify_writes_the_node_feature_discovery_file() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let p = t.path().join("files-only.yaml");
+    std::fs::write(
+        &p,
+        "modules:\n  absent: [nvidia_peermem]\nfiles:\n  - path: /etc/gdrprov-nfd-test.conf\n    content: \"x\\n\"\n",
+    )
+    .unwrap();
+    let nfd = t.path().join("features.d/gdrprov");
+    std::fs::create_dir_all(nfd.parent().unwrap()).unwrap();
+    let verify = |expect: i32| {
+        let out = gdrprov()
+            .arg("verify")
+            .arg(&p)
+            .arg("--root")
+            .arg(&root)
+            .arg("--nfd-file")
+            .arg(&nfd)
+            .args(["--nfd-expiry", "10m"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(expect), "{}", stdout_of(&out));
+        std::fs::read_to_string(&nfd).unwrap()
+    };
+    let before = verify(3);
+    assert!(before.contains("\ngdrprov.ready=false\n"), "{before}");
+    assert!(before.contains("\ngdrprov.rdma-path=dma-buf\n"), "{before}");
+    // The expiry is ten minutes from now, in RFC 3339.
+    let line = before
+        .lines()
+        .find(|l| l.starts_with("# +expiry-time="))
+        .unwrap();
+    let when = humantime::parse_rfc3339(line.trim_start_matches("# +expiry-time=")).unwrap();
+    let left = when
+        .duration_since(std::time::SystemTime::now())
+        .unwrap()
+        .as_secs();
+    assert!((590..=600).contains(&left), "{left}");
+    for l in before.lines().filter(|l| !l.starts_with('#')) {
+        let (name, value) = l.split_once('=').unwrap();
+        assert!(
+            !name.is_empty() && !value.is_empty() && value.len() <= 63,
+            "{l}"
+        );
+    }
+    gdrprov()
+        .arg("apply")
+        .arg(&p)
+        .arg("-y")
+        .arg("--root")
+        .arg(&root)
+        .assert()
+        .success();
+    let after = verify(0);
+    assert!(after.contains("\ngdrprov.ready=true\n"), "{after}");
+}

@@ -234,6 +234,13 @@ pub struct VerifyArgs {
     /// e.g. /var/lib/node_exporter/textfile_collector/gdrprov.prom).
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,
+    /// Also write node-feature-discovery labels to FILE (gdrprov.ready, gdrprov.profile,
+    /// gdrprov.rdma-path), e.g. /etc/kubernetes/node-feature-discovery/features.d/gdrprov.
+    #[arg(long, value_name = "FILE")]
+    pub nfd_file: Option<PathBuf>,
+    /// How long NFD keeps those labels unless verify writes them again.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub nfd_expiry: std::time::Duration,
 }
 
 #[derive(Debug, Subcommand)]

@@ -14,6 +14,9 @@ pub fn run(out: &Output, a: &VerifyArgs) -> Result<i32> {
             if let Some(dir) = &a.marker_dir {
                 let _ = crate::commands::fleet::write_marker(dir, false, &e.to_string());
             }
+            if let Some(path) = &a.nfd_file {
+                let _ = crate::fleet::nfd::write(path, None, &a.profiles, a.nfd_expiry);
+            }
             return Err(e);
         }
     };
@@ -23,6 +26,9 @@ pub fn run(out: &Output, a: &VerifyArgs) -> Result<i32> {
             report.ready,
             &crate::commands::fleet::marker_text(&report),
         )?;
+    }
+    if let Some(path) = &a.nfd_file {
+        crate::fleet::nfd::write(path, Some(&report), &a.profiles, a.nfd_expiry)?;
     }
     if let Some(path) = &a.textfile {
         crate::commands::fleet::write_textfile(path, &crate::commands::fleet::prometheus(&report))?;
