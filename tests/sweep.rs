@@ -333,3 +333,21 @@ fn verify_writes_the_node_feature_discovery_file() {
     let after = verify(0);
     assert!(after.contains("\ngdrprov.ready=true\n"), "{after}");
 }
+
+#[test]
+fn the_ansible_sweep_end_to_end_on_local_hosts() {
+    // Real ansible-playbook (the test venv's, else PATH's) over eight
+    // inventory hosts that are this machine; the script says SKIP without it.
+    let out = std::process::Command::new("bash")
+        .arg(repo().join("tests/sweep/ansible.sh"))
+        .arg(env!("CARGO_BIN_EXE_gdrprov"))
+        .output()
+        .unwrap();
+    let text = stdout_of(&out);
+    assert!(out.status.success(), "{text}\n{}", stderr_of(&out));
+    if text.starts_with("SKIP") {
+        eprintln!("{text}");
+        return;
+    }
+    assert!(text.contains("PASS"), "{text}");
+}
