@@ -5,6 +5,7 @@
 
 mod common;
 use common::*;
+use predicates::prelude::*;
 use std::path::Path;
 
 fn write_pair(dir: &Path, round: u32, a: &str, b: &str, rail: &str, gbps: f64) {
@@ -350,4 +351,25 @@ fn the_ansible_sweep_end_to_end_on_local_hosts() {
         return;
     }
     assert!(text.contains("PASS"), "{text}");
+}
+
+#[test]
+fn the_kubernetes_daemonset_runs_verify_with_the_nfd_file() {
+    let text =
+        std::fs::read_to_string(repo().join("examples/kubernetes/gdrprov-nfd-daemonset.yaml"))
+            .unwrap();
+    let v: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(v["kind"], "DaemonSet");
+    let c = &v["spec"]["template"]["spec"]["containers"][0];
+    let script = c["args"][0].as_str().unwrap();
+    assert!(script.contains("--nfd-file /etc/kubernetes/node-feature-discovery/features.d/gdrprov"));
+    assert!(script.contains("--nfd-expiry 15m"));
+    // The options it passes are verify's own.
+    gdrprov()
+        .args(["verify", "--help"])
+        .assert()
+        .success()
+        .stdout(
+            predicates::str::contains("--nfd-file").and(predicates::str::contains("--nfd-expiry")),
+        );
 }
