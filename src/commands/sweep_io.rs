@@ -70,13 +70,16 @@ fn json_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Each (node, rail)'s port MTU, as the pair results show it.
+pub type Mtus = HashMap<(String, String), u64>;
+
 /// The pair results under DIRS as a sweep over NODES (more are added as
 /// found) and RAILS, with each node rail's MTU.
 pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
-) -> Result<(Sweep, HashMap<(String, String), u64>)> {
+) -> Result<(Sweep, Mtus)> {
     let mut files = Vec::new();
     for d in dirs {
         if !d.is_dir() {

@@ -137,7 +137,7 @@ impl Classified {
     /// Every measured rail of the node is bad.
     pub fn bad_node(&self, node: usize) -> bool {
         let states = self.node_states(node);
-        states.iter().any(|s| *s == State::Bad)
+        states.contains(&State::Bad)
             && states
                 .iter()
                 .all(|s| matches!(s, State::Bad | State::Unmeasured))
@@ -150,7 +150,7 @@ impl Classified {
     /// Fine on every rail it was measured on, and measured.
     pub fn cleared(&self, node: usize) -> bool {
         let s = self.node_states(node);
-        s.iter().any(|x| *x == State::Good)
+        s.contains(&State::Good)
             && s.iter()
                 .all(|x| matches!(x, State::Good | State::Unmeasured))
     }

@@ -161,7 +161,9 @@ mod tests {
         let cause = &odd[&("d".to_string(), "mlx5_0".to_string())];
         assert_eq!(cause, "mtu: mlx5_0 has MTU 1024, its peers 4096");
         assert_eq!(
-            fixable("d", None, &[cause.clone()]).unwrap().command,
+            fixable("d", None, std::slice::from_ref(cause))
+                .unwrap()
+                .command,
             "gdrprov apply PROFILE"
         );
     }
