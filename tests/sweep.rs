@@ -356,7 +356,7 @@ fn the_ansible_sweep_end_to_end_on_local_hosts() {
 #[test]
 fn the_kubernetes_daemonset_runs_verify_with_the_nfd_file() {
     let text =
-        std::fs::read_to_string(repo().join("examples/kubernetes/gdrprov-nfd-daemonset.yaml"))
+        std::fs::read_to_string(repo().join("examples/kubernetes/gdrprov-nfd-daemonset.yml"))
             .unwrap();
     let v: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(v["kind"], "DaemonSet");
