@@ -18,6 +18,7 @@ mod plan;
 mod profile;
 pub mod recheck;
 mod rollback;
+pub mod sweep;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
@@ -127,7 +128,7 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench")) {
+        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench" | "fleet")) {
             break;
         }
     }
@@ -137,7 +138,9 @@ fn command_in(args: &[String]) -> String {
 /// Runs the command: each handler gets the output sink and what it acts
 /// on (a target, or a request, made here from the command line).
 pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
-    if cli.format == Format::Prometheus && !matches!(cli.command, Command::Verify(_)) {
+    if cli.format == Format::Prometheus
+        && !matches!(cli.command, Command::Verify(_) | Command::Fleet(_))
+    {
         return Err(Error::Usage(
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
         ));
@@ -171,6 +174,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             )?;
             Ok(bench::run_bench(b, out)?)
         }
+        Command::Fleet(f) => sweep::run(out, f),
         Command::Inventory(a) => inventory::run(
             out,
             &Target::probing(root.clone(), a.cpu_vendor),
