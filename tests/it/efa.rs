@@ -3,8 +3,7 @@
 //! /opt/amazon/ofi-nccl, the efa module in the kernel's index, one EFA
 //! device `rdmap79s0` in sysfs).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 

@@ -4,8 +4,7 @@
 //! rollback removes. On copies of the example roots (`--no-exec`); the live
 //! loop with real reboots is tests/vm/scenarios/03-trial-boot.sh.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const ROOT_ARGS: &str =

@@ -3,8 +3,7 @@
 //! real `packer build` of the chroot template into a copy of an example
 //! root), Prometheus metrics, shell completions and the manual page.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 fn bin() -> &'static str {

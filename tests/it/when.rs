@@ -1,7 +1,6 @@
 //! `when:` conditions through the CLI, on an example root (driver 550, x86_64).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 const PROFILE: &str = r#"
 modules:

@@ -4,8 +4,7 @@
 //! Rust names, suggestions that keep --root, profile errors in the
 //! profile's words, and refusals that change nothing.
 
-mod common;
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use std::path::Path;
 

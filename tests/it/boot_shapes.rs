@@ -4,9 +4,7 @@
 //! and `device-h200` (Ubuntu 24.04, kernel booted directly by Firecracker, no
 //! boot loader, no /etc/default/grub).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const BUILTINS: [&str; 4] = [

@@ -3,10 +3,8 @@
 //! roots, and on the snapshot taken with `inventory --snapshot` on the device
 //! machine (H200, open driver 580, no RDMA NIC).
 
-mod common;
-mod hostgen;
-
-use common::*;
+use crate::common::*;
+use crate::hostgen::*;
 use gdrprov::facts::gpu::Arch;
 use gdrprov::facts::iommu::IommuState;
 use gdrprov::facts::nvidia::Flavor;
@@ -14,7 +12,6 @@ use gdrprov::facts::ofed::OfedKindFact;
 use gdrprov::facts::pcie::Distance;
 use gdrprov::facts::{Depth, Facts};
 use gdrprov::host::Host;
-use hostgen::*;
 use serde_json::{json, Value};
 use std::path::Path;
 

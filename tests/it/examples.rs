@@ -5,8 +5,7 @@
 //! tests/ansible.rs drives the module with playbooks of its own; this file
 //! only uses what an operator gets.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -2,8 +2,7 @@
 //! diff, apply writes it, a second apply changes nothing, rollback restores
 //! every byte, and every bad input is refused with nothing changed.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

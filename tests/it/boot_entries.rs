@@ -4,8 +4,7 @@
 //! with a fake grub-probe; GRUB's own `grub-script-check` must accept what it
 //! prints.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

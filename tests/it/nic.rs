@@ -2,9 +2,8 @@
 //! files (eRDMA `auto`: 8500 with jumbo frames, 1400 without), /etc/nccl.conf
 //! owned key by key, and the boot-time ACS unit on bare metal only.
 
-mod common;
-mod hostgen;
-use common::*;
+use crate::common::*;
+use crate::hostgen;
 use std::path::Path;
 
 fn s(p: &Path) -> String {

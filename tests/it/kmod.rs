@@ -1,8 +1,7 @@
 //! Kernel modules and services on copies of the example roots, with kmod's
 //! own `modprobe` reading the result.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::process::Command;
 
 fn modprobe_available() -> bool {

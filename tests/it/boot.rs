@@ -1,8 +1,7 @@
 //! The kernel command line on copies of the example roots: the GRUB defaults
 //! edit as bash reads it, ownership of added arguments, RHEL's grubby.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 /// GRUB_CMDLINE_LINUX as bash computes it after sourcing the defaults (no

@@ -1,8 +1,7 @@
 //! `gdrprov verify`: checks pass, fail with their cause, or are skipped with
 //! the reason; exit 0 ready, 3 not ready.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn an_image_root_is_verified_for_configuration_only() {

@@ -4,8 +4,7 @@
 //! stops), not from modules-load.d; without openibd, from modules-load.d as
 //! before. The systemd ordering itself is tested in the VM (13-openibd).
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::Path;
 
 const DROPIN: &str = "etc/systemd/system/openibd.service.d/gdrprov-peermem.conf";
