@@ -39,6 +39,7 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
             nccl: child.requires.nccl.or(parent.requires.nccl),
             gpu: child.requires.gpu.or(parent.requires.gpu),
             erdma: child.requires.erdma.or(parent.requires.erdma),
+            efa: child.requires.efa.or(parent.requires.efa),
         },
         boot: Boot {
             iommu: child.boot.iommu.or(parent.boot.iommu),
@@ -387,6 +388,7 @@ fn and_requires(a: Requires, b: Requires) -> Requires {
         perftest: ver(a.perftest, b.perftest),
         nccl: ver(a.nccl, b.nccl),
         erdma: ver(a.erdma, b.erdma),
+        efa: ver(a.efa, b.efa),
         nvidia_driver: b.nvidia_driver.or(a.nvidia_driver),
         ofed: b.ofed.or(a.ofed),
         gpu: b.gpu.or(a.gpu),

@@ -131,6 +131,10 @@ pub struct Requires {
     pub gpu: Option<GpuReq>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erdma: Option<VersionReq>,
+    /// AWS EFA: `">= 0"` asks for an EFA device or the efa driver; a
+    /// version is the efa driver's (`/sys/module/efa/version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa: Option<VersionReq>,
 }
 
 impl Requires {

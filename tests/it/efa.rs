@@ -111,3 +111,42 @@ fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
         .contains("rdmap79s0 (port 1 DOWN)"));
     assert!(!out.status.success());
 }
+
+#[test]
+fn efa_is_refused_on_a_host_with_no_efa_device_as_erdma_cloud_is_without_erdma() {
+    // The module is in the kernel's index (distribution kernels ship efa.ko),
+    // but the host has no EFA device: `modprobe efa` would load a driver for
+    // nothing. Before, the plan wrote modules-load.d and the NCCL keys.
+    let (_t, root) = p5_root();
+    std::fs::remove_file(root.join("sys/class/infiniband/rdmap79s0")).unwrap();
+    let r = root.to_str().unwrap();
+    let before = snapshot(&root);
+    for profile in ["efa", "erdma-cloud"] {
+        let out = gdrprov()
+            .args(["apply", profile, "-y", "--root", r])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{profile}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("does not meet the profile's requirements")
+                && err.contains("is absent, the profile requires present")
+                && err.contains("nothing was changed"),
+            "{profile}: {err}"
+        );
+    }
+    assert!(stderr_of(
+        &gdrprov()
+            .args(["plan", "efa", "--root", r])
+            .output()
+            .unwrap()
+    )
+    .contains("efa is absent, the profile requires present (an EFA device"));
+    assert_same(&before, &snapshot(&root), "a refused apply");
+    // --force goes ahead, as with every requirement.
+    let out = gdrprov()
+        .args(["plan", "efa", "--force", "--root", r])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}
