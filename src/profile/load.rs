@@ -82,6 +82,9 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
 /// serde-saphyr's message in the profile's words: the key path first, what
 /// was expected and what was found, and how to write it.
 fn explain(msg: &str, path: &str, text: &str, line: u64, col: u64) -> String {
+    if let Some(breach) = msg.strip_prefix("budget breached: ") {
+        return over_budget(breach);
+    }
     let path = match path {
         "" | "." | "?" => None,
         p => Some(p.to_string()),
@@ -148,6 +151,24 @@ fn explain(msg: &str, path: &str, text: &str, line: u64, col: u64) -> String {
         }
     }
     format!("{}{msg}", at(&path))
+}
+
+/// A parse stopped by a limit of `parse_options` (its message is Rust's
+/// debug text, `Nodes { nodes: 100001 }`), as a sentence.
+fn over_budget(breach: &str) -> String {
+    let what = match breach.split([' ', '{']).next().unwrap_or("") {
+        "Nodes" => "more than 100000 values",
+        "Aliases" => "more than 1000 aliases (`*name`)",
+        "Anchors" => "too many anchors (`&name`)",
+        "Depth" => "values nested more than 64 levels deep",
+        "ScalarBytes" => "more than 4 MiB of text in its values",
+        "Events" => "too many YAML events",
+        "Documents" => "too many YAML documents",
+        _ => "more than a profile may hold",
+    };
+    format!(
+        "the YAML expands to {what}, counting what its aliases repeat (a YAML bomb?); a profile is a short file: write the values out once and drop the aliases that repeat them"
+    )
 }
 
 /// What the YAML holds at a position, for messages.
@@ -479,6 +500,15 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         if !ok {
             return Err(invalid(format!(
                 "nccl.{k}: give a single-line string or a number"
+            )));
+        }
+        // nccl.conf has no trailing comments: NCCL skips a line that starts
+        // with `#` and takes everything after `=` literally, so a note
+        // written after the value becomes part of it.
+        if let Some(s) = v.as_str().filter(|s| s.contains('#')) {
+            let before = s.split('#').next().unwrap_or("").trim_end();
+            return Err(invalid(format!(
+                "nccl.{k}: the value `{s}` contains `#`; /etc/nccl.conf has no comments after a value, so NCCL would take all of it, `#` included, as the value. Write `{before}` and put the note in a YAML comment on its own line"
             )));
         }
     }

@@ -2,6 +2,7 @@
 //! composing several into one desired state.
 
 pub mod builtin;
+mod de;
 pub mod load;
 pub mod merge;
 pub mod model;

@@ -23,6 +23,7 @@ mod kmod;
 mod nic;
 mod openibd;
 mod plan_snapshot;
+mod profile_checks;
 mod reliability;
 mod scripts;
 mod trial;
