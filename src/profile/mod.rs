@@ -3,6 +3,7 @@
 
 pub mod builtin;
 mod de;
+mod explain;
 pub mod load;
 pub mod merge;
 pub mod model;
