@@ -590,6 +590,11 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("arch").unwrap()["arch"],
         "x86_64"
     );
+    // And the EFA fact: no EFA device on this host.
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("efa").unwrap(),
+        serde_json::json!({"devices": [], "module_version": null})
+    );
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
     assert_eq!(code, 3);
