@@ -5,6 +5,7 @@
 //! prints.
 
 use crate::common::*;
+use crate::util::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -119,21 +120,18 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
     let pristine = snapshot(&root);
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "apply",
             "rdma-dmabuf",
             &gds,
             "-y",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let p = pending(&v);
     assert!(
         p.iter()
@@ -190,31 +188,24 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(!script.exists(), "the entry no profile wants is removed");
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine),
@@ -226,20 +217,7 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
 fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() {
     let (t, root) = example_root("rocky-9-a100");
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            &gds,
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["plan", "rdma-dmabuf", &gds, "--root", r(&root)]);
     let order: Vec<String> = v["changes"]
         .as_array()
         .unwrap()
@@ -259,19 +237,15 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
         "entry must be written after grubby: {order:?}"
     );
 
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            &gds,
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        &gds,
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     let text = std::fs::read_to_string(root.join(entry.trim_start_matches('/'))).unwrap();
     assert_eq!(
         text,
@@ -368,7 +342,7 @@ menuentry 'gdrprov: gdrprov-gds (iommu=off)' --class gnu-linux --class gnu --cla
 
 #[test]
 fn boot_list_once_and_set_default_on_grub_cfg() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     grub_script_check(GRUB_CFG);
     std::fs::write(root.join("boot/grub/grub.cfg"), GRUB_CFG).unwrap();
     std::fs::write(
@@ -417,18 +391,14 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
 
     // once: grub-reboot (no GRUB_DEFAULT change: 00_header honours
     // next_entry whatever GRUB_DEFAULT is).
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gdrprov-gds",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "boot",
+        "once",
+        "gdrprov-gds",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).ends_with("grub-reboot gdrprov-gds\n"),
         "{}",
@@ -462,20 +432,17 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         stderr_of(&out)
     );
     // set-default: GRUB_DEFAULT=saved through the editor, then grub-set-default.
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "boot",
             "set-default",
             "gdrprov-gds",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let changes = v["changes"].as_array().unwrap();
     assert!(
         changes[0]["diff"]
@@ -513,25 +480,22 @@ fn boot_commands_refuse_a_host_without_grub() {
 
 #[test]
 fn trial_boot_then_commit_only_when_the_trial_runs() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
     let pristine = snapshot(&root);
     let grub_before = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "apply",
             "rdma-dmabuf",
             "--trial",
             "-y",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let p = pending(&v);
     assert!(
         p.last().unwrap().ends_with("grub-reboot gdrprov-trial"),
@@ -595,19 +559,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-119-generic root=UUID=4f3c2a1e-7d9b-4c55-9a0e-2b8f6d1c0e11 ro console=tty1 console=ttyS0,115200n8 iommu=pt intel_iommu=on\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "commit",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["commit", "--no-exec", "--root", r(&root)]);
     let p = pending(&v);
     assert!(
         !p.iter().any(|c| c.contains("grub-reboot")),
@@ -625,24 +577,18 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         s["kernel_args"],
         serde_json::json!(["iommu=pt", "intel_iommu=on"])
     );
-    gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .assert()
-        .code(1);
+    exits(1, &["commit", "--no-exec", "--root", r(&root)]);
 
     // Rollback of both generations restores everything.
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     let mut now = without_state(snapshot(&root));
     let mut was = without_state(pristine);
     for test_edit in ["proc/cmdline", "boot/grub/grubenv"] {
@@ -657,12 +603,15 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("no-console.yaml");
     std::fs::write(&p, "boot: { cmdline: { absent: [console=tty1] } }\n").unwrap();
-    let out = gdrprov()
-        .args(["apply", p.to_str().unwrap(), "--trial", "-y", "--no-exec"])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        p.to_str().unwrap(),
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(
         state(&root)["trial"]["removed"],
         serde_json::json!(["console=tty1"])
@@ -684,11 +633,7 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-119-generic root=UUID=4f3c2a1e-7d9b-4c55-9a0e-2b8f6d1c0e11 ro console=ttyS0,115200n8\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["commit", "--no-exec", "--root", r(&root)]);
     let grub = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
     assert!(
         grub.contains("GRUB_CMDLINE_LINUX=\"console=ttyS0,115200n8\""),
@@ -750,19 +695,15 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
     }
     let (t, root) = example_root("ubuntu-22.04-h100");
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            &gds,
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        &gds,
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
 
     let w = t.path().join("mk");
     for d in ["boot/grub", "grub.d", "default"] {
@@ -849,54 +790,47 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
         serde_json::to_string(&s).unwrap(),
     )
     .unwrap();
-    gdrprov()
-        .args([
+    exits(
+        0,
+        &[
             "plan",
             "rdma-dmabuf",
             &gds_profile(&t),
             "--detailed-exitcode",
-        ])
-        .args(["--root", r(&root)])
-        .assert()
-        .code(0);
+            "--root",
+            r(&root),
+        ],
+    );
 }
 
 #[test]
 fn a_trial_replaced_before_it_booted_cancels_its_one_shot_boot() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "--trial",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let root = Root::example("ubuntu-22.04-h100");
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     // grub-reboot ran (as the pending command would have) and no boot since.
     std::fs::write(
         root.join("boot/grub/grubenv"),
         "# GRUB Environment Block\nnext_entry=gdrprov-trial\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "-y",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "-y",
+        "--no-exec",
+        "--format",
+        "json",
+        "--root",
+        r(&root),
+    ]);
     let p = pending(&json_of(&out));
     assert!(
         p.iter()

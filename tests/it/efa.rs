@@ -4,6 +4,7 @@
 //! device `rdmap79s0` in sysfs).
 
 use crate::common::*;
+use crate::util::*;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
@@ -54,11 +55,7 @@ fn p5_root() -> (tempfile::TempDir, std::path::PathBuf) {
 fn efa_profile_plans_the_module_dmabuf_and_libfabric_settings() {
     let (_t, root) = p5_root();
     let r = root.to_str().unwrap();
-    let out = gdrprov()
-        .args(["apply", "efa", "-y", "--root", r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", "efa", "-y", "--root", r]);
     let load = std::fs::read_to_string(root.join("etc/modules-load.d/gdrprov.conf")).unwrap();
     assert!(load.ends_with("\nefa\n"));
     let block =
@@ -144,9 +141,5 @@ fn efa_is_refused_on_a_host_with_no_efa_device_as_erdma_cloud_is_without_erdma()
     .contains("efa is absent, the profile requires present (an EFA device"));
     assert_same(&before, &snapshot(&root), "a refused apply");
     // --force goes ahead, as with every requirement.
-    let out = gdrprov()
-        .args(["plan", "efa", "--force", "--root", r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["plan", "efa", "--force", "--root", r]);
 }

@@ -4,6 +4,7 @@
 //! root), Prometheus metrics, shell completions and the manual page.
 
 use crate::common::*;
+use crate::util::*;
 use std::path::{Path, PathBuf};
 
 fn bin() -> &'static str {
@@ -34,11 +35,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     let profile = first_boot_profile(t.path());
     let p = profile.display().to_string();
     let pristine = snapshot(&root);
-    let out = gdrprov()
-        .args(["apply", &p, "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", &p, "--yes", "--no-exec", "--root", &r]);
     let unit = std::fs::read_to_string(root.join(UNIT)).unwrap();
     assert!(unit.starts_with("# Managed by gdrprov"), "{unit}");
     assert!(
@@ -73,11 +70,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     }
 
     // A trial apply: the unit commits once verify passes.
-    let out = gdrprov()
-        .args(["apply", &p, "--trial", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", &p, "--trial", "--yes", "--no-exec", "--root", &r]);
     let unit = std::fs::read_to_string(root.join(UNIT)).unwrap();
     assert!(
         unit.contains(&format!("\nExecStartPost={} commit --yes\n", bin())),
@@ -97,18 +90,15 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     );
 
     // Rollback of both generations removes the unit and the drop-in.
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "--yes",
-            "--no-exec",
-            "--root",
-            &r,
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "--yes",
+        "--no-exec",
+        "--root",
+        &r,
+    ]);
     // Every file is back, and the directories apply created (etc/systemd/
     // system/multi-user.target.d and its parents) are gone again.
     assert!(!root.join("etc/systemd/system/multi-user.target.d").exists());
@@ -208,10 +198,7 @@ fn verify_writes_markers_and_prometheus_textfile() {
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
 
     // After an apply (no commands owed) the marker flips to ready.
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r]);
     // --no-exec leaves update-grub owed; an image root is ready once it ran, so
     // settle it the way the image's first boot would: record it as done.
     let state_path = root.join("var/lib/gdrprov/state.json");

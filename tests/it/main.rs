@@ -4,6 +4,7 @@
 
 mod common;
 mod hostgen;
+mod util;
 
 mod ansible;
 mod bench_cli;

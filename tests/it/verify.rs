@@ -2,6 +2,7 @@
 //! the reason; exit 0 ready, 3 not ready.
 
 use crate::common::*;
+use crate::util::*;
 
 #[test]
 fn an_image_root_is_verified_for_configuration_only() {
@@ -26,10 +27,7 @@ fn an_image_root_is_verified_for_configuration_only() {
         "{}",
         stdout_of(&out)
     );
-    gdrprov()
-        .args(["apply", p, "-y", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", p, "-y", "--root", &r]);
     let out = gdrprov()
         .args(["verify", p, "--root", &r, "--format", "json"])
         .output()
@@ -67,12 +65,9 @@ fn an_image_root_is_verified_for_configuration_only() {
 
 #[test]
 fn commands_still_owed_mean_not_ready() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
     let out = gdrprov()
         .args(["verify", "rdma-dmabuf", "--root", &r])
         .output()
