@@ -44,10 +44,7 @@ fn apply(root: &Path, profile: &str) -> std::process::Output {
 fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
     let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--format", "json", "--root", &r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs: Vec<String> = v["changes"]
         .as_array()
@@ -112,10 +109,7 @@ fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
         .assert()
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", &r]);
     assert!(
         stdout_of(&out).contains("pending from an earlier --no-exec apply"),
         "{}",
@@ -126,17 +120,14 @@ fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
 #[test]
 fn amd_gets_no_intel_argument_and_rhel_gets_grubby() {
     let root = Root::example("rocky-9-a100");
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = v.to_string();
     assert!(
@@ -169,26 +160,20 @@ fn amd_gets_no_intel_argument_and_rhel_gets_grubby() {
 fn cpu_vendor_override_for_image_builds() {
     let root = Root::example("rocky-9-a100");
     std::fs::remove_file(root.join("proc/cpuinfo")).unwrap();
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", root.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", root.to_str().unwrap()]);
     let text = stdout_of(&out);
     assert!(
         text.contains("intel_iommu=on") && text.contains("CPU vendor is unknown"),
         "{text}"
     );
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--cpu-vendor",
-            "amd",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--cpu-vendor",
+        "amd",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     assert!(
         !stdout_of(&out).contains("intel_iommu"),
         "{}",

@@ -259,10 +259,7 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
          grub_class rocky\n"
     );
     // boot list shows it beside the default, and which one runs.
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 2, "{v}");
@@ -275,17 +272,14 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
     assert_eq!(default[0]["running"], true, "{v}");
     let ours = entries.iter().find(|e| e["gdrprov"] == true).unwrap();
     assert_eq!(ours["running"], false);
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gdrprov-gds",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "boot",
+        "once",
+        "gdrprov-gds",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).contains("grub2-reboot 3c1d9f0e2b7a4e5c8d6f1a2b3c4d5e6f-gdrprov-gds"),
         "{}{}",
@@ -351,10 +345,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
     )
     .unwrap();
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let ids: Vec<&str> = v["entries"]
         .as_array()
@@ -378,10 +369,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         (Some(true), Some(true))
     );
     assert_eq!(v["entries"][0]["running"], false);
-    let text = gdrprov()
-        .args(["boot", "list", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let text = run(&["boot", "list", "--root", r(&root)]);
     assert!(
         stdout_of(&text).contains("gdrprov-gds  [running]")
             && stdout_of(&text).contains("gnulinux-simple-4f3c2a1e  [default]"),
@@ -404,16 +392,14 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         "{}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gnulinux-5.15.0-119-generic-recovery-4f3c2a1e",
-            "--no-exec",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "boot",
+        "once",
+        "gnulinux-5.15.0-119-generic-recovery-4f3c2a1e",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).ends_with(
             "grub-reboot 'gnulinux-advanced-4f3c2a1e>gnulinux-5.15.0-119-generic-recovery-4f3c2a1e'\n"
@@ -421,10 +407,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         "an entry in a submenu by its own id: {}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args(["boot", "once", "nope", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "once", "nope", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("no boot entry `nope`") && stderr_of(&out).contains("gdrprov-gds"),
@@ -466,10 +449,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
 fn boot_commands_refuse_a_host_without_grub() {
     let t = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(t.path().join("etc")).unwrap();
-    let out = gdrprov()
-        .args(["boot", "list", "--root", t.path().to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--root", t.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("work with GRUB and systemd-boot"),
@@ -541,10 +521,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
 
     // Still on the old command line: the trial did not boot.
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["commit", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("the trial entry (gdrprov-trial) is not what is running; it did not boot or was not chosen; nothing committed"),
@@ -618,10 +595,7 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
     );
     // The old default runs: every trial argument is there, but so is the
     // one the trial removes.
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["commit", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("has console=tty1, which the trial removes"),
@@ -645,33 +619,27 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
 fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args([
-            "apply",
-            "legacy-peermem",
-            "--trial",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        "legacy-peermem",
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("--trial"), "{}", stderr_of(&out));
     let p = t.path().join("bad.yaml");
     std::fs::write(&p, "boot: { iommu: off, entry: gdrprov-trial }\n").unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            p.to_str().unwrap(),
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        p.to_str().unwrap(),
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("reserved"), "{}", stderr_of(&out));
     assert_same(&snapshot(&root), &before, "refused");
@@ -753,10 +721,7 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
     let text = std::fs::read_to_string(&cfg).unwrap();
     grub_script_check(&text);
     std::fs::write(root.join("boot/grub/grub.cfg"), &text).unwrap();
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     let first = &entries[0];

@@ -75,10 +75,7 @@ fn efa_profile_plans_the_module_dmabuf_and_libfabric_settings() {
 fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
     let (_t, root) = p5_root();
     let r = root.to_str().unwrap();
-    let out = gdrprov()
-        .args(["verify", "efa", "--format", "json", "--root", r])
-        .output()
-        .unwrap();
+    let out = run(&["verify", "efa", "--format", "json", "--root", r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(&out), stderr_of(&out)));
     let check = |name: &str| check_named(&v, name);
@@ -95,10 +92,7 @@ fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
         "1: DOWN\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["verify", "efa", "--format", "json", "--root", r])
-        .output()
-        .unwrap();
+    let out = run(&["verify", "efa", "--format", "json", "--root", r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = check_named(&v, "efa-devices");
     assert_eq!(c["status"], "fail");
@@ -119,10 +113,7 @@ fn efa_is_refused_on_a_host_with_no_efa_device_as_erdma_cloud_is_without_erdma()
     let r = root.to_str().unwrap();
     let before = snapshot(&root);
     for profile in ["efa", "erdma-cloud"] {
-        let out = gdrprov()
-            .args(["apply", profile, "-y", "--root", r])
-            .output()
-            .unwrap();
+        let out = run(&["apply", profile, "-y", "--root", r]);
         assert_eq!(out.status.code(), Some(1), "{profile}: {}", stderr_of(&out));
         let err = stderr_of(&out);
         assert!(

@@ -5,6 +5,7 @@
 
 use crate::common::*;
 use crate::hostgen::*;
+use crate::util::*;
 use gdrprov::facts::gpu::Arch;
 use gdrprov::facts::iommu::IommuState;
 use gdrprov::facts::nvidia::Flavor;
@@ -444,10 +445,7 @@ fn nccl_log_lines_map_to_findings() {
         .as_str()
         .unwrap()
         .contains("nccl.log:4:"));
-    let out = gdrprov()
-        .args(["doctor", "--nccl-log", "/nonexistent/nccl.log"])
-        .output()
-        .unwrap();
+    let out = run(&["doctor", "--nccl-log", "/nonexistent/nccl.log"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("/nonexistent/nccl.log"));
 }

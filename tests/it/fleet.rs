@@ -78,10 +78,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     );
     // Verify compares with the trial's configuration: only the commands
     // --no-exec left owed stand between it and ready.
-    let out = gdrprov()
-        .args(["verify", &p, "--root", &r, "--format", "json"])
-        .output()
-        .unwrap();
+    let out = run(&["verify", &p, "--root", &r, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let detail = v["checks"][1]["detail"].as_str().unwrap().to_string();
     assert!(
@@ -114,15 +111,12 @@ fn first_boot_needs_loadable_profile_names() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("site.yaml");
     std::fs::write(&p, "extends: rdma-dmabuf\nverify: { first-boot: true }\n").unwrap();
-    let out = gdrprov()
-        .args([
-            "plan",
-            &p.display().to_string(),
-            "--root",
-            &root.display().to_string(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        &p.display().to_string(),
+        "--root",
+        &root.display().to_string(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out)
@@ -135,15 +129,12 @@ fn first_boot_needs_loadable_profile_names() {
         "extends: rdma-dmabuf\nverify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "plan",
-            &p.display().to_string(),
-            "--root",
-            &root.display().to_string(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        &p.display().to_string(),
+        "--root",
+        &root.display().to_string(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("which systemd would interpret"),
@@ -221,17 +212,14 @@ fn verify_writes_markers_and_prometheus_textfile() {
     assert!(!markers.join("failed").exists());
 
     // Other commands refuse the prometheus format.
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--root",
-            &r,
-            "--format",
-            "prometheus",
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--root",
+        &r,
+        "--format",
+        "prometheus",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("--format prometheus is only for `gdrprov verify"));
 }

@@ -93,10 +93,7 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r]);
     assert!(out.status.success());
     assert!(
         stdout_of(&out).contains("Nothing to write"),
@@ -139,10 +136,7 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
     std::fs::write(&conf, "NCCL_DEBUG=INFO\n").unwrap();
     std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
     let pristine = snapshot(&root);
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", &r]);
     // gdrprov owns only its keys: the user's line stays.
     assert!(
         stdout_of(&out).contains("+NCCL_DMABUF_ENABLE=1")
@@ -170,10 +164,7 @@ fn rollback_refuses_to_overwrite_later_hand_edits_without_force() {
     let r = root.arg();
     ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
     std::fs::write(root.join("etc/nccl.conf"), "edited by hand\n").unwrap();
-    let out = gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["rollback", "-y", "--no-exec", "--root", &r]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("changed after gdrprov wrote them"),
@@ -218,17 +209,14 @@ fn dropping_a_profile_file_removes_only_what_gdrprov_created() {
 #[test]
 fn json_output_has_the_documented_shape() {
     let root = Root::example("rocky-9-a100");
-    let out = gdrprov()
-        .args([
-            "plan",
-            "legacy-peermem",
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "legacy-peermem",
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["command"], "plan");
@@ -254,29 +242,23 @@ fn json_output_has_the_documented_shape() {
 #[test]
 fn profiles_by_name_and_by_file_are_the_same() {
     let root = Root::example("ubuntu-22.04-h100");
-    let by_name = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let by_name = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     let file = repo().join("profiles/rdma-dmabuf.yaml");
-    let by_file = gdrprov()
-        .args([
-            "plan",
-            file.to_str().unwrap(),
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let by_file = run(&[
+        "plan",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     assert!(by_name.status.success() && by_file.status.success());
     assert_eq!(by_name.stdout, by_file.stdout);
 }
@@ -534,10 +516,7 @@ fn a_held_lock_is_refused() {
         .unwrap();
     let _held = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
     let before = snapshot(t.path());
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--root", &root_arg(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["apply", "rdma-dmabuf", "-y", "--root", &root_arg(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("holds the lock"),

@@ -148,18 +148,14 @@ fn options_go_to_their_own_file() {
 fn a_module_missing_for_the_kernel_names_its_package_and_changes_nothing() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let before = snapshot(t.path());
-    let out = gdrprov()
-        .args([
-            "apply",
-            "erdma-cloud",
-            "-y",
-            // Past the requirements gate (eRDMA is absent), to the module check.
-            "--force",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        "erdma-cloud",
+        "-y", // Past the requirements gate (eRDMA is absent), to the module check.
+        "--force",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr_of(&out);
     assert!(
@@ -212,10 +208,7 @@ fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
         root.join("etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"),
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["plan", "legacy-peermem", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "legacy-peermem", "--format", "json", "--root", &r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cmds: Vec<String> = v["changes"]
         .as_array()
@@ -245,10 +238,7 @@ fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
         "{}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args(["plan", "legacy-peermem", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "legacy-peermem", "--root", &r]);
     let text = stdout_of(&out);
     assert!(
         text.contains("pending from an earlier --no-exec apply"),

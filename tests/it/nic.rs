@@ -17,10 +17,7 @@ fn read(root: &Path, p: &str) -> String {
 
 /// `verify PROFILE --format json --root ROOT`, and the check named NAME from its report.
 fn verify_check(profile: &str, root: &str, name: &str) -> serde_json::Value {
-    let out = gdrprov()
-        .args(["verify", profile, "--format", "json", "--root", root])
-        .output()
-        .unwrap();
+    let out = run(&["verify", profile, "--format", "json", "--root", root]);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     check_named(&rep, name)
 }
@@ -332,10 +329,7 @@ fn profile_errors_for_network_and_pcie() {
         let p = t.path().join("bad.yaml");
         std::fs::write(&p, yaml).unwrap();
         let before = snapshot(&root);
-        let out = gdrprov()
-            .args(["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)])
-            .output()
-            .unwrap();
+        let out = run(&["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)]);
         assert_eq!(out.status.code(), Some(1), "{yaml}");
         assert!(stderr_of(&out).contains(msg), "{yaml}: {}", stderr_of(&out));
         assert_same(
@@ -357,10 +351,7 @@ fn profile_errors_for_network_and_pcie() {
         "network:\n  mtu:\n    devices: { rdma: \"erdma_*\" }\n    value: 1400\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["plan", &s(&a), &s(&b), "--root", &s(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["plan", &s(&a), &s(&b), "--root", &s(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("network.mtu"),

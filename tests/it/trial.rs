@@ -47,17 +47,14 @@ fn trial_reboot_reasons(root: &Path) -> String {
 }
 
 fn verify(root: &Path) -> (Option<i32>, serde_json::Value) {
-    let out = gdrprov()
-        .args([
-            "verify",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            r(root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "verify",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        r(root),
+    ]);
     (out.status.code(), json_of(&out))
 }
 
