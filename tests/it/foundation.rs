@@ -36,10 +36,10 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
             "--no-exec",
             "--detailed-exitcode",
             "--root",
-            &r,
+            r,
         ],
     );
-    let out = ok(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r]);
+    let out = ok(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", r]);
     assert!(
         stdout_of(&out).contains("Done: generation 1"),
         "{}",
@@ -86,14 +86,14 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
             "--no-exec",
             "--detailed-exitcode",
             "--root",
-            &r,
+            r,
         ])
         .assert()
         // Files are done; the commands an apply --no-exec left are owed:
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = run(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r]);
+    let out = run(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", r]);
     assert!(out.status.success());
     assert!(
         stdout_of(&out).contains("Nothing to write"),
@@ -108,13 +108,13 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
     assert!(!root.join("var/lib/gdrprov/generations/2").exists());
 
     // Rollback restores every byte outside gdrprov's own state directory.
-    ok(&["rollback", "--yes", "--no-exec", "--root", &r]);
+    ok(&["rollback", "--yes", "--no-exec", "--root", r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine.clone()),
         "rollback did not restore every byte",
     );
-    let out = gdrprov().args(["history", "--root", &r]).output().unwrap();
+    let out = gdrprov().args(["history", "--root", r]).output().unwrap();
     let h = stdout_of(&out);
     assert!(
         h.contains("rolled back by 2") && h.contains("rollback of 1:"),
@@ -122,7 +122,7 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
     );
     // Nothing left to roll back: said, exit 0 (like an apply with nothing to do).
     gdrprov()
-        .args(["rollback", "--yes", "--no-exec", "--root", &r])
+        .args(["rollback", "--yes", "--no-exec", "--root", r])
         .assert()
         .code(0)
         .stdout(predicates::str::contains("Nothing to roll back"));
@@ -136,7 +136,7 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
     std::fs::write(&conf, "NCCL_DEBUG=INFO\n").unwrap();
     std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
     let pristine = snapshot(&root);
-    let out = run(&["plan", "rdma-dmabuf", "--root", &r]);
+    let out = run(&["plan", "rdma-dmabuf", "--root", r]);
     // gdrprov owns only its keys: the user's line stays.
     assert!(
         stdout_of(&out).contains("+NCCL_DMABUF_ENABLE=1")
@@ -144,13 +144,13 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
         "{}",
         stdout_of(&out)
     );
-    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", r]);
     assert_eq!(
         std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777,
         0o640,
         "mode not kept"
     );
-    ok(&["rollback", "-y", "--no-exec", "--root", &r]);
+    ok(&["rollback", "-y", "--no-exec", "--root", r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine.clone()),
@@ -162,9 +162,9 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
 fn rollback_refuses_to_overwrite_later_hand_edits_without_force() {
     let root = Root::example("ubuntu-22.04-h100");
     let r = root.arg();
-    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", r]);
     std::fs::write(root.join("etc/nccl.conf"), "edited by hand\n").unwrap();
-    let out = run(&["rollback", "-y", "--no-exec", "--root", &r]);
+    let out = run(&["rollback", "-y", "--no-exec", "--root", r]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("changed after gdrprov wrote them"),
@@ -175,7 +175,7 @@ fn rollback_refuses_to_overwrite_later_hand_edits_without_force() {
         std::fs::read_to_string(root.join("etc/nccl.conf")).unwrap(),
         "edited by hand\n"
     );
-    ok(&["rollback", "-y", "--force", "--no-exec", "--root", &r]);
+    ok(&["rollback", "-y", "--force", "--no-exec", "--root", r]);
     assert!(!root.join("etc/nccl.conf").exists());
 }
 
