@@ -20,10 +20,10 @@ use gdrprov_boot::{cmdline, entries, grub_defaults};
 pub use super::bootcfg_grub::bls_default_entry;
 use super::bootcfg_grub::{
     bls_needing_change, grub_cfg_stale, grub_error, names_entry, read_defaults, regenerate_command,
+    Extra, DEFAULTS,
 };
 
 pub const MODULE: &str = "boot";
-pub(super) const DEFAULTS: &str = "/etc/default/grub";
 pub const BLS_DIR: &str = "/boot/loader/entries";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
 pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
@@ -54,14 +54,6 @@ pub fn is_entry_file(path: &str) -> bool {
 
 fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
     Change::run(MODULE, spec, reboot)
-}
-
-/// An extra entry to write: its name, its profile's own arguments (for the
-/// title) and its whole command line.
-pub(super) struct Extra {
-    pub(super) name: String,
-    pub(super) own: Vec<String>,
-    pub(super) args: Vec<String>,
 }
 
 pub fn plan(ctx: &Context) -> Result<Part> {
