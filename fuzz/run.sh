@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
 # Runs each cargo-fuzz target for SECONDS (default 20: the CI smoke run).
 #   bash fuzz/run.sh [SECONDS] [TARGET...]
-# Targets default to every one in fuzz/fuzz_targets. Inputs found are kept in
-# fuzz/corpus/TARGET (seeded from fuzz/seeds/TARGET); a crash or a timeout
-# fails the script and leaves the input in fuzz/artifacts/TARGET.
+# Targets live in two places, each its own cargo-fuzz workspace: fuzz/ (the
+# gdrprov crate's: profile, versions) and crates/gdrprov-boot/fuzz/ (the
+# boot-configuration crate's: grub_edit, cmdline). Targets default to every
+# one of both. Inputs found are kept in PLACE/corpus/TARGET (seeded from
+# PLACE/seeds/TARGET); a crash or a timeout fails the script and leaves the
+# input in PLACE/artifacts/TARGET.
 # cargo-fuzz needs a nightly compiler: the nightly toolchain when rustup has
 # one, otherwise the stable one with RUSTC_BOOTSTRAP=1.
 set -euo pipefail
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."
+places=(fuzz crates/gdrprov-boot/fuzz)
 secs="${1:-20}"
 shift || true
+# Every target as PLACE/NAME.
+all=()
+for place in "${places[@]}"; do
+  for f in "$place"/fuzz_targets/*.rs; do all+=("$place/$(basename "$f" .rs)"); done
+done
 if (($#)); then
-  targets=("$@")
-else
   targets=()
-  for f in fuzz_targets/*.rs; do targets+=("$(basename "$f" .rs)"); done
+  for name in "$@"; do
+    found=""
+    for t in "${all[@]}"; do [[ "${t##*/}" == "$name" ]] && found="$t"; done
+    if [[ -z "$found" ]]; then
+      echo "fuzz/run.sh: no fuzz target $name (there are: ${all[*]##*/})" >&2
+      exit 2
+    fi
+    targets+=("$found")
+  done
+else
+  targets=("${all[@]}")
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz/run.sh: installing cargo-fuzz" >&2
@@ -26,21 +43,24 @@ else
   export RUSTC_BOOTSTRAP=1
   fuzz=(cargo fuzz)
 fi
-for t in "${targets[@]}"; do
-  mkdir -p "corpus/$t"
-  "${fuzz[@]}" build -a "$t" >&2
-  echo "== fuzz $t for ${secs}s"
+for pt in "${targets[@]}"; do
+  place="${pt%/*}"
+  t="${pt##*/}"
+  mkdir -p "$place/corpus/$t"
+  # cargo-fuzz finds the fuzz directory from the crate it runs in.
+  (cd "$place/.." && "${fuzz[@]}" build -a "$t" >&2)
+  echo "== fuzz $place/$t for ${secs}s"
   # -timeout: one input taking over 10 s is a failure (alias bombs, deep
   # nesting); -rss_limit_mb: so is using over 2 GiB.
   log="$(mktemp)"
   rc=0
-  "${fuzz[@]}" run -a "$t" "corpus/$t" "seeds/$t" -- \
+  (cd "$place/.." && "${fuzz[@]}" run -a "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
-    -print_final_stats=1 >"$log" 2>&1 || rc=$?
+    -print_final_stats=1) >"$log" 2>&1 || rc=$?
   grep -E '^(stat::|Done |INFO: seed corpus|SUMMARY|==[0-9]+== ?ERROR)|panicked' "$log" || true
   if ((rc != 0)); then
     tail -40 "$log" >&2
-    echo "fuzz/run.sh: $t failed (exit $rc); the input is in fuzz/artifacts/$t" >&2
+    echo "fuzz/run.sh: $t failed (exit $rc); the input is in $place/artifacts/$t" >&2
     rm -f "$log"
     exit 1
   fi

@@ -9,7 +9,7 @@
 # with cmake and generates its bindings with bindgen; libibverbs itself is
 # loaded at run time, not linked).
 #
-# For tests (tests/scripts.rs), two variables change where it looks and what
+# For tests (tests/it/scripts.rs), two variables change where it looks and what
 # it does; nobody else needs them:
 #   ENSURE_PACKAGES_LIBDIR   the directory holding llvm-*/lib (default /usr/lib)
 #   ENSURE_PACKAGES_DRY_RUN  1: print the line, install nothing, exit 0

@@ -7,12 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-packages.sh build test
-# ansible-core for tests/ansible.rs (a venv under target/, not committed);
+# ansible-core for tests/it/ansible.rs (a venv under target/, not committed);
 # fast when already there. Without network the test says it was skipped.
 venv=target/ansible-venv
 if [ ! -x "$venv/bin/ansible-playbook" ]; then
   mkdir -p target
   { python3 -m venv "$venv" && "$venv/bin/pip" install -q 'ansible-core>=2.16,<2.18'; } ||
-    echo "scripts/test.sh: could not install ansible-core; tests/ansible.rs will be skipped" >&2
+    echo "scripts/test.sh: could not install ansible-core; tests/it/ansible.rs will be skipped" >&2
 fi
 cargo test --workspace --all-targets 2>&1

@@ -458,8 +458,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         Ok((p, seen)) => (Ok(p), seen),
         Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
             let state = StateStore::new(&host).load_state()?;
-            let seen =
-                crate::plan::inputs::PlanFacts::gather(&host, &facts, &desired, &state, false);
+            let seen = crate::plan::prepare::inputs(&host, &facts, &desired, &state);
             (Err(e.to_string()), seen)
         }
         Err(e) => return Err(e),

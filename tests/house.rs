@@ -1,304 +1,1079 @@
-//! The house rules that a test can hold (issue 27): every line a user sees
-//! goes through the output layer (src/output/); inventory says the boot
-//! loader and the CPU as the planner reads them; usage errors under
-//! `--format json` keep what clap named; every error line is a whole line.
+//! The rules of the house (docs: DESIGN.md), checked on the source tree with
+//! no tool but Rust, so a regression fails `cargo test`:
+//! - no import cycle between the files of `src/` and `crates/*/src`;
+//! - no function over 120 lines, no file over 600 lines (a trailing
+//!   `#[cfg(test)] mod` block not counted; test code not checked);
+//! - no print (`print!`, `println!`, `eprint!`, `eprintln!`,
+//!   `std::io::stdout`/`stderr`) outside `src/output/` and `src/main.rs`.
+//!
+//! Each test prints every offender, not just the first.
+//!
+//! The import graph: the files are found by walking `mod` declarations from
+//! each crate root (`#[path]` honoured, `#[cfg(test)]` modules left out). An
+//! edge runs from a file to the file of every module path it names
+//! (`use crate::..`, `crate::a::b` in code, `super::`, `self::`, a name
+//! brought in by `use`, a child module's name, `gdrprov::`/`gdrprov_boot::`
+//! from another crate), resolved to the deepest file that holds that path. A
+//! file naming one of its own ancestors (`super::Context`) is Rust's nesting,
+//! not an import, and adds no edge; a parent naming its child does.
 
-mod common;
-
-use common::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-// ---- no print outside the output layer ----
+const MAX_FN_LINES: usize = 120;
+const MAX_FILE_LINES: usize = 600;
 
-/// What writes to standard output or standard error directly.
-const PRINTS: [&str; 11] = [
-    "print!(",
-    "println!(",
-    "eprint!(",
-    "eprintln!(",
-    "dbg!(",
-    "io::stdout",
-    "io::stderr",
-    "::stdout()",
-    "::stderr()",
-    "STDOUT_FILENO",
-    "STDERR_FILENO",
-];
+/// The tree checked: this repository, or `HOUSE_ROOT` (to try the rules on
+/// another checkout, e.g. an old commit unpacked with `git archive`).
+fn repo() -> PathBuf {
+    std::env::var_os("HOUSE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
 
-/// The lines of SOURCE (a Rust file) that print, with their numbers; test
-/// modules (`#[cfg(test)] mod ... { ... }`) and comments are left out.
-fn prints_in(source: &str) -> Vec<(usize, String)> {
-    let lines: Vec<&str> = source.lines().collect();
-    let mut found = Vec::new();
+// ---------------------------------------------------------------- lexing
+
+/// The source with comments, strings and char literals blanked out (same
+/// length in lines, so line numbers hold).
+fn strip(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
     let mut i = 0;
-    while i < lines.len() {
-        let t = lines[i].trim_start();
-        if t.starts_with("#[cfg(test)]") {
-            // Skip the item it guards: to its `;` or to the brace that closes it.
-            let mut depth = 0i32;
-            let mut opened = false;
-            i += 1;
-            while i < lines.len() {
-                let l = lines[i];
-                depth += l.matches('{').count() as i32 - l.matches('}').count() as i32;
-                opened |= l.contains('{');
+    while i < c.len() {
+        let ch = c[i];
+        let next = c.get(i + 1).copied().unwrap_or('\0');
+        if ch == '/' && next == '/' {
+            while i < c.len() && c[i] != '\n' {
+                blank(&mut out, c[i]);
                 i += 1;
-                if (opened && depth <= 0) || (!opened && l.trim_end().ends_with(';')) {
+            }
+        } else if ch == '/' && next == '*' {
+            let mut depth = 0;
+            loop {
+                if i >= c.len() {
+                    break;
+                }
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+        } else if (ch == 'r' || (ch == 'b' && next == 'r'))
+            && !prev_is_ident(&c, i)
+            && raw_string_hashes(&c, i + if ch == 'b' { 2 } else { 1 }).is_some()
+        {
+            let start = i + if ch == 'b' { 2 } else { 1 };
+            let hashes = raw_string_hashes(&c, start).unwrap_or(0);
+            let mut j = start + hashes + 1;
+            while j < c.len() {
+                if c[j] == '"' && (0..hashes).all(|k| c.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            for &x in &c[i..j.min(c.len())] {
+                blank(&mut out, x);
+            }
+            i = j;
+        } else if ch == '"' {
+            blank(&mut out, ch);
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+                if i < c.len() {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+            if i < c.len() {
+                blank(&mut out, c[i]);
+                i += 1;
+            }
+        } else if ch == '\'' {
+            // A char literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
+            let end = if next == '\\' {
+                match c.get(i + 2) {
+                    Some('u' | 'x') => (i + 3..c.len()).find(|&j| c[j] == '\''),
+                    _ => (c.get(i + 3) == Some(&'\'')).then_some(i + 3),
+                }
+            } else if c.get(i + 2) == Some(&'\'') {
+                Some(i + 2)
+            } else {
+                None
+            };
+            match end {
+                Some(e) => {
+                    for &x in &c[i..=e] {
+                        blank(&mut out, x);
+                    }
+                    i = e + 1;
+                }
+                None => {
+                    out.push(ch);
+                    i += 1;
+                }
+            }
+        } else {
+            out.push(ch);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn prev_is_ident(c: &[char], i: usize) -> bool {
+    i > 0 && (c[i - 1].is_alphanumeric() || c[i - 1] == '_')
+}
+
+/// At `c[at]`: `#*"` opens a raw string; gives the number of `#`.
+fn raw_string_hashes(c: &[char], at: usize) -> Option<usize> {
+    let n = c[at.min(c.len())..]
+        .iter()
+        .take_while(|&&x| x == '#')
+        .count();
+    (c.get(at + n) == Some(&'"')).then_some(n)
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Punct(char),
+}
+
+/// Tokens with their 1-based line: identifiers and single punctuation chars
+/// (`::` is two `:`). Numbers come out as identifiers; nothing here minds.
+fn tokens(stripped: &str) -> Vec<(Tok, usize)> {
+    let mut out = Vec::new();
+    let mut line = 1;
+    let mut cur = String::new();
+    for ch in stripped.chars() {
+        if ch.is_alphanumeric() || ch == '_' {
+            cur.push(ch);
+            continue;
+        }
+        if !cur.is_empty() {
+            out.push((Tok::Ident(std::mem::take(&mut cur)), line));
+        }
+        if ch == '\n' {
+            line += 1;
+        } else if !ch.is_whitespace() {
+            out.push((Tok::Punct(ch), line));
+        }
+    }
+    if !cur.is_empty() {
+        out.push((Tok::Ident(cur), line));
+    }
+    out
+}
+
+fn is_ident(t: Option<&(Tok, usize)>, s: &str) -> bool {
+    matches!(t, Some((Tok::Ident(x), _)) if x == s)
+}
+
+fn is_punct(t: Option<&(Tok, usize)>, p: char) -> bool {
+    matches!(t, Some((Tok::Punct(x), _)) if *x == p)
+}
+
+fn ident_at(t: &[(Tok, usize)], i: usize) -> Option<&str> {
+    match t.get(i) {
+        Some((Tok::Ident(s), _)) => Some(s),
+        _ => None,
+    }
+}
+
+/// Index just past the `}` that closes the `{` at `open`.
+fn close_of(t: &[(Tok, usize)], open: usize) -> usize {
+    let mut depth = 0i32;
+    for (j, (tok, _)) in t.iter().enumerate().skip(open) {
+        match tok {
+            Tok::Punct('{') => depth += 1,
+            Tok::Punct('}') => {
+                depth -= 1;
+                if depth == 0 {
+                    return j + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    t.len()
+}
+
+/// The attributes (`#[...]`) just before token `i`, as text without spaces.
+fn attrs_before(t: &[(Tok, usize)], mut i: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    // Skip visibility: `pub`, `pub(crate)`, `pub(super)`, `pub(in a::b)`.
+    if i > 0 && is_punct(t.get(i - 1), ')') {
+        if let Some(open) = (0..i).rev().find(|&j| is_punct(t.get(j), '(')) {
+            if open > 0 && is_ident(t.get(open - 1), "pub") {
+                i = open - 1;
+            }
+        }
+    } else if i > 0 && is_ident(t.get(i - 1), "pub") {
+        i -= 1;
+    }
+    while i > 0 && is_punct(t.get(i - 1), ']') {
+        let mut depth = 0;
+        let mut j = i - 1;
+        loop {
+            match &t[j].0 {
+                Tok::Punct(']') => depth += 1,
+                Tok::Punct('[') => depth -= 1,
+                _ => {}
+            }
+            if depth == 0 || j == 0 {
+                break;
+            }
+            j -= 1;
+        }
+        if j == 0 || !is_punct(t.get(j - 1), '#') {
+            break;
+        }
+        let text: String = t[j + 1..i - 1]
+            .iter()
+            .map(|(tok, _)| match tok {
+                Tok::Ident(s) => s.clone(),
+                Tok::Punct(p) => p.to_string(),
+            })
+            .collect();
+        out.push(text);
+        i = j - 1;
+    }
+    out
+}
+
+fn is_cfg_test(attrs: &[String]) -> bool {
+    attrs.iter().any(|a| a == "cfg(test)")
+}
+
+// ---------------------------------------------------------------- the tree
+
+/// One source file of the tree.
+struct File {
+    /// Relative to the repository, for messages.
+    rel: String,
+    /// Crate name as used in paths (`gdrprov`, `gdrprov_boot`).
+    krate: String,
+    /// Module path of the file within its crate.
+    module: Vec<String>,
+    /// Whether the file is test code (a `#[cfg(test)]` module).
+    test: bool,
+    tokens: Vec<(Tok, usize)>,
+    stripped: String,
+}
+
+struct Tree {
+    files: Vec<File>,
+    /// (crate, module path) -> index of the file that holds it.
+    modules: HashMap<(String, Vec<String>), usize>,
+}
+
+fn crate_roots() -> Vec<(String, PathBuf)> {
+    let r = repo();
+    let mut roots = vec![
+        ("gdrprov".to_string(), r.join("src/lib.rs")),
+        ("gdrprov_main".to_string(), r.join("src/main.rs")),
+    ];
+    let mut crates: Vec<PathBuf> = std::fs::read_dir(r.join("crates"))
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    crates.sort();
+    for c in crates {
+        let name = c.file_name().unwrap().to_string_lossy().replace('-', "_");
+        for root in ["src/lib.rs", "src/main.rs"] {
+            if c.join(root).exists() {
+                let n = if root.ends_with("main.rs") {
+                    format!("{name}_main")
+                } else {
+                    name.clone()
+                };
+                roots.push((n, c.join(root)));
+            }
+        }
+    }
+    roots
+}
+
+fn load_tree() -> Tree {
+    let mut tree = Tree {
+        files: Vec::new(),
+        modules: HashMap::new(),
+    };
+    for (krate, root) in crate_roots() {
+        add_file(&mut tree, &krate, &root, Vec::new(), false, true);
+    }
+    tree
+}
+
+/// Adds `path` as module `module`, then the modules it declares.
+fn add_file(
+    tree: &mut Tree,
+    krate: &str,
+    path: &Path,
+    module: Vec<String>,
+    test: bool,
+    dir_owner: bool,
+) {
+    let Ok(src) = std::fs::read_to_string(path) else {
+        return;
+    };
+    let stripped = strip(&src);
+    let toks = tokens(&stripped);
+    let rel = path
+        .strip_prefix(repo())
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    let idx = tree.files.len();
+    tree.modules
+        .insert((krate.to_string(), module.clone()), idx);
+    tree.files.push(File {
+        rel,
+        krate: krate.to_string(),
+        module: module.clone(),
+        test,
+        tokens: toks.clone(),
+        stripped,
+    });
+    // Directory where this file's child modules live.
+    let here = path.parent().unwrap_or(Path::new("."));
+    let child_dir = if dir_owner {
+        here.to_path_buf()
+    } else {
+        here.join(path.file_stem().unwrap())
+    };
+    declare_modules(
+        tree,
+        krate,
+        &toks,
+        0,
+        toks.len(),
+        &module,
+        test,
+        here,
+        &child_dir,
+        idx,
+    );
+}
+
+/// Walks `mod` items in `t[from..to]`: inline ones map to file `idx`; `mod x;`
+/// loads the file.
+#[allow(clippy::too_many_arguments)]
+fn declare_modules(
+    tree: &mut Tree,
+    krate: &str,
+    t: &[(Tok, usize)],
+    from: usize,
+    to: usize,
+    module: &[String],
+    test: bool,
+    here: &Path,
+    child_dir: &Path,
+    idx: usize,
+) {
+    let mut i = from;
+    while i < to {
+        let is_mod = is_ident(t.get(i), "mod")
+            && ident_at(t, i + 1).is_some()
+            && (i == 0 || !matches!(t.get(i - 1), Some((Tok::Punct(':'), _))));
+        if !is_mod {
+            i += 1;
+            continue;
+        }
+        let name = ident_at(t, i + 1).unwrap_or_default().to_string();
+        let attrs = attrs_before(t, i);
+        let child_test = test || is_cfg_test(&attrs);
+        let mut child = module.to_vec();
+        child.push(name.clone());
+        if is_punct(t.get(i + 2), '{') {
+            let end = close_of(t, i + 2);
+            tree.modules.insert((krate.to_string(), child.clone()), idx);
+            let sub_dir = child_dir.join(&name);
+            declare_modules(
+                tree,
+                krate,
+                t,
+                i + 3,
+                end - 1,
+                &child,
+                child_test,
+                here,
+                &sub_dir,
+                idx,
+            );
+            i = end;
+            continue;
+        }
+        // `#[path]` strings were blanked; the literal is read from the raw source.
+        let path_attr = attrs.iter().any(|a| a.starts_with("path="));
+        let flat = child_dir.join(format!("{name}.rs"));
+        let (file, owner) = match path_attr.then(|| raw_path_attr(&tree.files[idx].rel, t[i].1)) {
+            Some(Some(p)) => (here.join(p), false),
+            _ if flat.exists() => (flat, false),
+            _ => (child_dir.join(&name).join("mod.rs"), true),
+        };
+        add_file(tree, krate, &file, child, child_test, owner);
+        i += 3;
+    }
+}
+
+/// The `#[path = "..."]` literal on the lines just above `line` of `rel`.
+fn raw_path_attr(rel: &str, line: usize) -> Option<String> {
+    let src = std::fs::read_to_string(repo().join(rel)).ok()?;
+    let lines: Vec<&str> = src.lines().collect();
+    for l in lines[line.saturating_sub(4)..line.min(lines.len())]
+        .iter()
+        .rev()
+    {
+        if let Some(rest) = l.split("#[path").nth(1) {
+            let q: Vec<&str> = rest.split('"').collect();
+            if q.len() >= 2 {
+                return Some(q[1].to_string());
+            }
+        }
+    }
+    None
+}
+
+// ---------------------------------------------------------------- imports
+
+/// Expands a `use` tree starting at `t[i]` (just after `use`) into full
+/// paths (segments as written, `self` leaves merged). Gives them and the
+/// index after the `;`.
+fn use_paths(t: &[(Tok, usize)], mut i: usize) -> (Vec<Vec<String>>, usize) {
+    fn tree(t: &[(Tok, usize)], i: &mut usize, prefix: Vec<String>, out: &mut Vec<Vec<String>>) {
+        let mut path = prefix;
+        loop {
+            match t.get(*i) {
+                Some((Tok::Ident(s), _)) if s == "as" => {
+                    *i += 2;
+                }
+                Some((Tok::Ident(s), _)) => {
+                    if s != "self" {
+                        path.push(s.clone());
+                    }
+                    *i += 1;
+                }
+                Some((Tok::Punct(':'), _)) => *i += 1,
+                Some((Tok::Punct('*'), _)) => *i += 1,
+                Some((Tok::Punct('{'), _)) => {
+                    *i += 1;
+                    loop {
+                        tree(t, i, path.clone(), out);
+                        match t.get(*i) {
+                            Some((Tok::Punct(','), _)) => *i += 1,
+                            Some((Tok::Punct('}'), _)) => {
+                                *i += 1;
+                                return;
+                            }
+                            _ => return,
+                        }
+                        if is_punct(t.get(*i), '}') {
+                            *i += 1;
+                            return;
+                        }
+                    }
+                }
+                _ => {
+                    out.push(path);
+                    return;
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if is_punct(t.get(i), ':') {
+        i += 2;
+    }
+    tree(t, &mut i, Vec::new(), &mut out);
+    while i < t.len() && !is_punct(t.get(i), ';') {
+        i += 1;
+    }
+    (out, i + 1)
+}
+
+/// Every path the file names, as (crate, absolute module path), before
+/// resolving to files.
+type Aliases = HashMap<String, (String, Vec<String>)>;
+
+/// Every path the file names, as (crate, absolute module path), before
+/// resolving to files; and the names its `use` items bring in.
+fn named_paths(tree: &Tree, f: &File) -> (Vec<(String, Vec<String>)>, Aliases) {
+    let t = &f.tokens;
+    let mut aliases: HashMap<String, (String, Vec<String>)> = HashMap::new();
+    let mut raw: Vec<Vec<String>> = Vec::new();
+    let mut i = 0;
+    while i < t.len() {
+        if is_ident(t.get(i), "use") && !is_punct(t.get(i + 1), '<') {
+            let (paths, next) = use_paths(t, i + 1);
+            for p in paths {
+                if let Some(abs) = absolute(tree, f, &p, &HashMap::new()) {
+                    if let Some(last) = p.last() {
+                        aliases.insert(last.clone(), abs);
+                    }
+                }
+                raw.push(p);
+            }
+            i = next;
+            continue;
+        }
+        // A path in code: ident (:: ident)+ not preceded by `::`.
+        let starts = ident_at(t, i).is_some()
+            && is_punct(t.get(i + 1), ':')
+            && is_punct(t.get(i + 2), ':')
+            && !(i > 0 && is_punct(t.get(i - 1), ':'));
+        if starts {
+            let mut p = Vec::new();
+            let mut j = i;
+            while let Some(s) = ident_at(t, j) {
+                p.push(s.to_string());
+                if is_punct(t.get(j + 1), ':') && is_punct(t.get(j + 2), ':') {
+                    j += 3;
+                } else {
+                    j += 1;
                     break;
                 }
             }
+            raw.push(p);
+            i = j;
             continue;
-        }
-        let code = match t.find("//") {
-            Some(0) => "",
-            _ => t,
-        };
-        if PRINTS.iter().any(|p| code.contains(p)) {
-            found.push((i + 1, lines[i].trim().to_string()));
         }
         i += 1;
     }
-    found
+    let paths = raw
+        .iter()
+        .filter_map(|p| absolute(tree, f, p, &aliases))
+        .collect();
+    (paths, aliases)
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
+/// The absolute (crate, module path) that `p`, written in file `f`, names.
+fn absolute(
+    tree: &Tree,
+    f: &File,
+    p: &[String],
+    aliases: &HashMap<String, (String, Vec<String>)>,
+) -> Option<(String, Vec<String>)> {
+    let first = p.first()?;
+    match first.as_str() {
+        "crate" => Some((f.krate.clone(), p[1..].to_vec())),
+        "self" => Some((
+            f.krate.clone(),
+            [f.module.clone(), p[1..].to_vec()].concat(),
+        )),
+        "super" => {
+            let mut m = f.module.clone();
+            let mut k = 0;
+            while p.get(k).map(String::as_str) == Some("super") {
+                m.pop();
+                k += 1;
+            }
+            Some((f.krate.clone(), [m, p[k..].to_vec()].concat()))
+        }
+        name if tree.modules.contains_key(&(name.to_string(), Vec::new())) && name != f.krate => {
+            Some((name.to_string(), p[1..].to_vec()))
+        }
+        name => {
+            let mut child = f.module.clone();
+            child.push(name.to_string());
+            if tree.modules.contains_key(&(f.krate.clone(), child.clone())) {
+                return Some((f.krate.clone(), [child, p[1..].to_vec()].concat()));
+            }
+            let (k, base) = aliases.get(name)?;
+            Some((k.clone(), [base.clone(), p[1..].to_vec()].concat()))
         }
     }
 }
 
-/// Files that are test modules of their own (`#[path = "x_tests.rs"]`).
-fn is_test_file(p: &Path) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    name == "tests.rs" || name.ends_with("_tests.rs")
+/// The file holding the deepest module that prefixes `path`; a name that
+/// module brings in with `use` (a re-export) is followed to its own file.
+fn resolve(
+    tree: &Tree,
+    aliases: &HashMap<(String, Vec<String>), Aliases>,
+    krate: &str,
+    path: &[String],
+    hops: usize,
+) -> Option<usize> {
+    let n = (0..=path.len()).rev().find(|&n| {
+        tree.modules
+            .contains_key(&(krate.to_string(), path[..n].to_vec()))
+    })?;
+    let here = tree.modules[&(krate.to_string(), path[..n].to_vec())];
+    let via = path.get(n).and_then(|name| {
+        let (k, base) = aliases
+            .get(&(krate.to_string(), path[..n].to_vec()))?
+            .get(name)?;
+        let target = [base.clone(), path[n + 1..].to_vec()].concat();
+        (hops < 8 && (k.as_str(), &target[..]) != (krate, path)).then(|| (k.clone(), target))
+    });
+    match via {
+        Some((k, target)) => resolve(tree, aliases, &k, &target, hops + 1).or(Some(here)),
+        None => Some(here),
+    }
+}
+
+fn is_ancestor(a: &File, b: &File) -> bool {
+    a.krate == b.krate && b.module.len() < a.module.len() && a.module.starts_with(&b.module)
+}
+
+/// The import graph: edges between files of production code.
+fn graph(tree: &Tree) -> BTreeMap<usize, BTreeSet<usize>> {
+    let mut named = Vec::new();
+    let mut aliases = HashMap::new();
+    for f in &tree.files {
+        let view = File {
+            tokens: production_tokens(f),
+            ..shallow(f)
+        };
+        let (paths, a) = named_paths(tree, &view);
+        if !f.test {
+            aliases.insert((f.krate.clone(), f.module.clone()), a);
+        }
+        named.push(paths);
+    }
+    let mut g: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for (i, f) in tree.files.iter().enumerate() {
+        if f.test {
+            continue;
+        }
+        let edges = g.entry(i).or_default();
+        for (k, p) in &named[i] {
+            let Some(j) = resolve(tree, &aliases, k, p, 0) else {
+                continue;
+            };
+            let to = &tree.files[j];
+            if j != i && !to.test && !is_ancestor(f, to) {
+                edges.insert(j);
+            }
+        }
+    }
+    g
+}
+
+fn shallow(f: &File) -> File {
+    File {
+        rel: f.rel.clone(),
+        krate: f.krate.clone(),
+        module: f.module.clone(),
+        test: f.test,
+        tokens: Vec::new(),
+        stripped: String::new(),
+    }
+}
+
+/// The file's tokens without `#[cfg(test)]` items (inline test modules,
+/// test-only functions and `use`s).
+fn production_tokens(f: &File) -> Vec<(Tok, usize)> {
+    test_spans(&f.tokens)
+        .into_iter()
+        .rev()
+        .fold(f.tokens.clone(), |mut t, (a, b)| {
+            t.drain(a..b);
+            t
+        })
+}
+
+/// Token spans `[a, b)` of items under `#[cfg(test)]`, in order.
+fn test_spans(t: &[(Tok, usize)]) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i + 6 < t.len() {
+        let at_cfg_test = is_punct(t.get(i), '#')
+            && is_punct(t.get(i + 1), '[')
+            && is_ident(t.get(i + 2), "cfg")
+            && is_punct(t.get(i + 3), '(')
+            && is_ident(t.get(i + 4), "test")
+            && is_punct(t.get(i + 5), ')')
+            && is_punct(t.get(i + 6), ']');
+        if !at_cfg_test {
+            i += 1;
+            continue;
+        }
+        // The item ends at its first `;` at depth 0 or its closing `}`.
+        let mut j = i + 7;
+        let end = loop {
+            match t.get(j) {
+                None => break t.len(),
+                Some((Tok::Punct(';'), _)) => break j + 1,
+                Some((Tok::Punct('{'), _)) => break close_of(t, j),
+                _ => j += 1,
+            }
+        };
+        spans.push((i, end));
+        i = end;
+    }
+    spans
+}
+
+// ---------------------------------------------------------------- cycles
+
+/// Strongly connected components with more than one file (Tarjan).
+fn cycles(g: &BTreeMap<usize, BTreeSet<usize>>) -> Vec<Vec<usize>> {
+    struct St<'a> {
+        g: &'a BTreeMap<usize, BTreeSet<usize>>,
+        index: HashMap<usize, usize>,
+        low: HashMap<usize, usize>,
+        on: BTreeSet<usize>,
+        stack: Vec<usize>,
+        next: usize,
+        out: Vec<Vec<usize>>,
+    }
+    fn visit(s: &mut St, v: usize) {
+        s.index.insert(v, s.next);
+        s.low.insert(v, s.next);
+        s.next += 1;
+        s.stack.push(v);
+        s.on.insert(v);
+        let succ: Vec<usize> =
+            s.g.get(&v)
+                .map(|e| e.iter().copied().collect())
+                .unwrap_or_default();
+        for w in succ {
+            if !s.index.contains_key(&w) {
+                visit(s, w);
+                let lw = s.low[&w];
+                let lv = s.low.get_mut(&v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if s.on.contains(&w) {
+                let iw = s.index[&w];
+                let lv = s.low.get_mut(&v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if s.low[&v] == s.index[&v] {
+            let mut comp = Vec::new();
+            while let Some(w) = s.stack.pop() {
+                s.on.remove(&w);
+                comp.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                s.out.push(comp);
+            }
+        }
+    }
+    let mut s = St {
+        g,
+        index: HashMap::new(),
+        low: HashMap::new(),
+        on: BTreeSet::new(),
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
+    for &v in g.keys() {
+        if !s.index.contains_key(&v) {
+            visit(&mut s, v);
+        }
+    }
+    s.out
+}
+
+/// One concrete cycle through `comp` (a shortest path back to its start).
+fn one_cycle(g: &BTreeMap<usize, BTreeSet<usize>>, comp: &[usize]) -> Vec<usize> {
+    let inside: BTreeSet<usize> = comp.iter().copied().collect();
+    let start = *comp.iter().min().unwrap();
+    let mut prev: HashMap<usize, usize> = HashMap::new();
+    let mut queue = std::collections::VecDeque::from([start]);
+    while let Some(v) = queue.pop_front() {
+        for &w in g.get(&v).into_iter().flatten() {
+            if !inside.contains(&w) {
+                continue;
+            }
+            if w == start {
+                let mut path = vec![v];
+                let mut cur = v;
+                while cur != start {
+                    cur = prev[&cur];
+                    path.push(cur);
+                }
+                path.reverse();
+                path.push(start);
+                return path;
+            }
+            if let std::collections::hash_map::Entry::Vacant(e) = prev.entry(w) {
+                e.insert(v);
+                queue.push_back(w);
+            }
+        }
+    }
+    comp.to_vec()
+}
+
+// ---------------------------------------------------------------- sizes
+
+/// Functions of production code: (name, first line, last line).
+fn functions(f: &File) -> Vec<(String, usize, usize)> {
+    let t = production_tokens(f);
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        if !is_ident(t.get(i), "fn") {
+            continue;
+        }
+        let Some(name) = ident_at(&t, i + 1) else {
+            continue;
+        };
+        // The body: the first `{` before any `;` (a declaration has none).
+        let mut depth = 0i32;
+        let mut j = i + 2;
+        let open = loop {
+            match t.get(j) {
+                None => break None,
+                Some((Tok::Punct('(' | '<' | '['), _)) => depth += 1,
+                Some((Tok::Punct(')' | '>' | ']'), _)) => depth -= 1,
+                Some((Tok::Punct(';'), _)) if depth <= 0 => break None,
+                Some((Tok::Punct('{'), _)) if depth <= 0 => break Some(j),
+                _ => {}
+            }
+            // `->` is not a closing angle bracket.
+            if is_punct(t.get(j), '>') && j > 0 && is_punct(t.get(j - 1), '-') {
+                depth += 1;
+            }
+            j += 1;
+        };
+        let Some(open) = open else { continue };
+        let close = close_of(&t, open);
+        let last = t.get(close.saturating_sub(1)).map_or(t[i].1, |x| x.1);
+        out.push((name.to_string(), t[i].1, last));
+    }
+    out
+}
+
+/// Lines of the file without a trailing `#[cfg(test)] mod` block.
+fn production_lines(f: &File) -> usize {
+    let total = f.stripped.lines().count();
+    let t = &f.tokens;
+    let Some(&(a, b)) = test_spans(t).last() else {
+        return total;
+    };
+    let is_mod = t[a..b.min(t.len())]
+        .iter()
+        .take(12)
+        .any(|(x, _)| *x == Tok::Ident("mod".into()));
+    if b >= t.len() && is_mod {
+        t[a].1 - 1
+    } else {
+        total
+    }
+}
+
+// ---------------------------------------------------------------- prints
+
+fn print_offences(f: &File) -> Vec<(usize, String)> {
+    let t = production_tokens(f);
+    let mut out = Vec::new();
+    for i in 0..t.len() {
+        if let Some(name) = ident_at(&t, i) {
+            let after_path = i > 0 && (is_punct(t.get(i - 1), ':') || is_punct(t.get(i - 1), '.'));
+            if ["print", "println", "eprint", "eprintln"].contains(&name)
+                && is_punct(t.get(i + 1), '!')
+                && !after_path
+            {
+                out.push((t[i].1, format!("{name}!")));
+            }
+            if name == "io"
+                && is_punct(t.get(i + 1), ':')
+                && is_punct(t.get(i + 2), ':')
+                && matches!(ident_at(&t, i + 3), Some("stdout" | "stderr"))
+            {
+                out.push((
+                    t[i].1,
+                    format!("io::{}", ident_at(&t, i + 3).unwrap_or_default()),
+                ));
+            }
+        }
+    }
+    // `use std::io::{self, stdout}` and the like.
+    let mut i = 0;
+    while i < t.len() {
+        if is_ident(t.get(i), "use") {
+            let (paths, next) = use_paths(&t, i + 1);
+            for p in paths {
+                if p.len() >= 2
+                    && p[p.len() - 2] == "io"
+                    && matches!(p[p.len() - 1].as_str(), "stdout" | "stderr")
+                {
+                    out.push((t[i].1, format!("use {}", p.join("::"))));
+                }
+            }
+            i = next;
+        } else {
+            i += 1;
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn may_print(rel: &str) -> bool {
+    rel.starts_with("src/output/") || rel == "src/main.rs"
+}
+
+// ---------------------------------------------------------------- tests
+
+#[test]
+fn the_walk_finds_the_tree() {
+    let tree = load_tree();
+    let names: BTreeSet<&str> = tree.files.iter().map(|f| f.rel.as_str()).collect();
+    for must in [
+        "src/lib.rs",
+        "src/main.rs",
+        "src/plan/mod.rs",
+        "src/plan/modules/kmod.rs",
+    ] {
+        assert!(
+            names.contains(must),
+            "{must} not found by the walk: {names:?}"
+        );
+    }
+    // Every .rs file under the roots is reached (a stray file would escape the rules).
+    let mut stray = Vec::new();
+    let mut dirs = vec![repo().join("src")];
+    if let Ok(rd) = std::fs::read_dir(repo().join("crates")) {
+        dirs.extend(rd.filter_map(|e| e.ok()).map(|e| e.path().join("src")));
+    }
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.extension().is_some_and(|x| x == "rs") {
+                let rel = p.strip_prefix(repo()).unwrap().display().to_string();
+                if !names.contains(rel.as_str()) {
+                    stray.push(rel);
+                }
+            }
+        }
+    }
+    assert!(
+        stray.is_empty(),
+        "files no `mod` declaration reaches: {stray:?}"
+    );
 }
 
 #[test]
-fn no_print_outside_the_output_layer() {
-    let repo = repo();
-    let mut files = Vec::new();
-    rust_files(&repo.join("src"), &mut files);
-    for c in std::fs::read_dir(repo.join("crates")).unwrap().flatten() {
-        rust_files(&c.path().join("src"), &mut files);
+fn the_lexer_sees_through_strings_and_comments() {
+    let s = strip("let a = \"use crate::x; println!()\"; // println!\nlet c = '\"'; let r = r#\"a\"b\"#; x::<'a>()");
+    assert!(!s.contains("println"), "{s}");
+    assert!(!s.contains("crate"), "{s}");
+    assert!(s.contains("x::<'a>()"), "{s}");
+    assert_eq!(s.lines().count(), 2);
+    let t = tokens(&strip("use crate::{a::{self, B}, c::D as E};"));
+    let (paths, _) = use_paths(&t, 1);
+    assert_eq!(
+        paths,
+        vec![
+            vec!["crate".to_string(), "a".into()],
+            vec!["crate".to_string(), "a".into(), "B".into()],
+            vec!["crate".to_string(), "c".into(), "D".into()],
+        ]
+    );
+}
+
+#[test]
+fn no_import_cycles() {
+    let tree = load_tree();
+    let g = graph(&tree);
+    let found = cycles(&g);
+    let mut report = Vec::new();
+    for comp in &found {
+        let mut files: Vec<&str> = comp.iter().map(|&i| tree.files[i].rel.as_str()).collect();
+        files.sort();
+        let path: Vec<&str> = one_cycle(&g, comp)
+            .iter()
+            .map(|&i| tree.files[i].rel.as_str())
+            .collect();
+        report.push(format!(
+            "cycle of {} files: {}\n  e.g. {}",
+            files.len(),
+            files.join(", "),
+            path.join(" -> ")
+        ));
     }
-    assert!(files.len() > 50, "{files:?}");
-    let output = repo.join("src/output");
-    let mut offences = Vec::new();
-    for f in files
-        .iter()
-        .filter(|f| !f.starts_with(&output) && !is_test_file(f))
-    {
-        let text = std::fs::read_to_string(f).unwrap();
-        for (n, line) in prints_in(&text) {
-            offences.push(format!(
-                "{}:{n}: {line}",
-                f.strip_prefix(&repo).unwrap().display()
+    let edges: usize = g.values().map(BTreeSet::len).sum();
+    println!(
+        "import graph: {} files, {edges} edges, {} cycles",
+        g.len(),
+        found.len()
+    );
+    for r in &report {
+        println!("{r}");
+    }
+    assert!(
+        edges > 50,
+        "the import graph is implausibly small ({edges} edges); the walk is broken"
+    );
+    assert!(report.is_empty(), "import cycles:\n{}", report.join("\n"));
+}
+
+#[test]
+fn no_long_functions_or_files() {
+    let tree = load_tree();
+    let mut offenders = Vec::new();
+    for f in tree.files.iter().filter(|f| !f.test) {
+        let lines = production_lines(f);
+        if lines > MAX_FILE_LINES {
+            offenders.push(format!(
+                "{}: {lines} lines without tests (max {MAX_FILE_LINES})",
+                f.rel
             ));
         }
+        for (name, a, b) in functions(f) {
+            let n = b + 1 - a;
+            if n > MAX_FN_LINES {
+                offenders.push(format!(
+                    "{}:{a}: fn {name} is {n} lines (max {MAX_FN_LINES})",
+                    f.rel
+                ));
+            }
+        }
+    }
+    for o in &offenders {
+        println!("{o}");
     }
     assert!(
-        offences.is_empty(),
-        "prints outside src/output/ (print through output::Output or a function of src/output/):\n{}",
-        offences.join("\n")
+        offenders.is_empty(),
+        "{} over the size limits:\n{}",
+        offenders.len(),
+        offenders.join("\n")
     );
 }
 
 #[test]
-fn the_print_finder_finds_prints_and_skips_tests_and_comments() {
-    let src = r#"
-fn a() {
-    println!("x");
-    // println!("in a comment");
-    let _ = std::io::stdout().flush();
-    if e.use_stderr() {}
-}
-
-#[cfg(test)]
-mod tests {
-    fn b() {
-        eprintln!("SKIPPED");
+fn no_prints_outside_the_output_layer() {
+    let tree = load_tree();
+    let mut offenders = Vec::new();
+    for f in tree.files.iter().filter(|f| !f.test && !may_print(&f.rel)) {
+        for (line, what) in print_offences(f) {
+            offenders.push(format!("{}:{line}: {what}", f.rel));
+        }
     }
-}
-
-#[cfg(test)]
-#[path = "x_tests.rs"]
-mod more;
-
-fn c() {
-    eprint!("{q} [y/N] ");
-}
-"#;
-    let found: Vec<usize> = prints_in(src).into_iter().map(|(n, _)| n).collect();
-    assert_eq!(found, vec![3, 5, 21], "{:?}", prints_in(src));
-}
-
-// ---- inventory reads the facts the planner reads ----
-
-fn put(root: &Path, path: &str, content: &str) {
-    let p = root.join(path.trim_start_matches('/'));
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, content).unwrap();
-}
-
-fn run_on(root: &Path, args: &[&str]) -> std::process::Output {
-    gdrprov()
-        .args(args)
-        .arg("--root")
-        .arg(root)
-        .output()
-        .unwrap()
-}
-
-/// A systemd-boot root as `bootctl install` + kernel-install leave it
-/// (Debian 13, ESP at /boot/efi, no GRUB at all).
-fn sdboot_root() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    let mid = "4f1c0a2b9d8e4c7f8a6b5c4d3e2f1a0b";
-    let args = "root=UUID=0c5d6e7f-8a9b-4c1d-9e2f-3a4b5c6d7e8f ro quiet";
-    put(&root, "/etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"13\"\nID=debian\n");
-    put(&root, "/etc/machine-id", &format!("{mid}\n"));
-    put(
-        &root,
-        "/proc/cpuinfo",
-        "processor\t: 0\nvendor_id\t: GenuineIntel\nflags\t\t: fpu\n",
-    );
-    put(&root, "/boot/efi/loader/loader.conf", "timeout 3\n");
-    for k in ["6.12.38+deb13-amd64", "6.12.43+deb13-amd64"] {
-        put(
-            &root,
-            &format!("/boot/efi/loader/entries/{mid}-{k}.conf"),
-            &format!("title      Debian GNU/Linux 13 (trixie)\nversion    {k}\nmachine-id {mid}\nsort-key   debian\noptions    {args}\nlinux      /{mid}/{k}/linux\ninitrd     /{mid}/{k}/initrd.img-{k}\n"),
-        );
+    for o in &offenders {
+        println!("{o}");
     }
-    put(&root, "/proc/cmdline", &format!("{args}\n"));
-    for d in ["etc/kernel/postinst.d", "etc/modprobe.d"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
-    put(&root, "/usr/bin/bootctl", "");
-    put(&root, "/usr/bin/kernel-install", "");
-    (t, root)
-}
-
-fn line_of<'a>(text: &'a str, start: &str) -> &'a str {
-    text.lines()
-        .find(|l| l.starts_with(start))
-        .unwrap_or_else(|| panic!("no `{start}` line in:\n{text}"))
-}
-
-#[test]
-fn inventory_names_systemd_boot_where_plan_edits_its_entries() {
-    let (_t, root) = sdboot_root();
-    let plan = run_on(&root, &["plan", "rdma-dmabuf"]);
-    assert_eq!(plan.status.code(), Some(0), "{}", stderr_of(&plan));
     assert!(
-        stdout_of(&plan).contains("/boot/efi/loader/entries/"),
-        "{}",
-        stdout_of(&plan)
+        offenders.is_empty(),
+        "{} prints outside src/output/ and src/main.rs (print through the output layer):\n{}",
+        offenders.len(),
+        offenders.join("\n")
     );
-    let inv = run_on(&root, &["inventory"]);
-    assert_eq!(inv.status.code(), Some(0), "{}", stderr_of(&inv));
-    let text = stdout_of(&inv);
-    assert_eq!(
-        line_of(&text, "Boot: "),
-        "Boot: systemd-boot (ESP /boot/efi, 2 entries), EFI yes"
-    );
-    assert!(!text.contains("no GRUB or BLS boot loader found"), "{text}");
-}
-
-#[test]
-fn inventory_says_arm64_and_efi_grub_on_a_grace_root() {
-    let (_t, root) = example_root("ubuntu-24.04-gh200");
-    // A copy of the host without its ESP mounted and without
-    // /sys/firmware: nothing says EFI but the architecture.
-    std::fs::remove_dir_all(root.join("boot/efi")).unwrap();
-    let _ = std::fs::remove_dir_all(root.join("sys/firmware"));
-    let inv = run_on(&root, &["inventory"]);
-    assert_eq!(inv.status.code(), Some(0), "{}", stderr_of(&inv));
-    let text = stdout_of(&inv);
-    assert!(
-        line_of(&text, "OS: ").ends_with(", CPU arm64, Arm Neoverse-V2 (NVIDIA Grace)"),
-        "{text}"
-    );
-    assert!(!text.contains("--cpu-vendor"), "{text}");
-    assert_eq!(line_of(&text, "Boot: "), "Boot: GRUB (EFI), EFI yes");
-    // The planner reads the same: arm64's IOMMU argument.
-    let plan = run_on(&root, &["plan", "rdma-dmabuf"]);
-    assert!(
-        stdout_of(&plan).contains("iommu.passthrough=1"),
-        "{}",
-        stdout_of(&plan)
-    );
-}
-
-#[test]
-fn inventory_says_where_a_direct_boot_gets_its_command_line() {
-    let root = repo().join("tests/fixtures/snapshots/device-h200");
-    let inv = run_on(&root, &["inventory"]);
-    assert_eq!(inv.status.code(), Some(0), "{}", stderr_of(&inv));
-    let text = stdout_of(&inv);
-    assert_eq!(
-        line_of(&text, "Boot: "),
-        "Boot: none on this root: the kernel command line is set by the hypervisor (direct kernel boot), EFI no"
-    );
-}
-
-// ---- errors under --format json ----
-
-#[test]
-fn a_usage_error_in_json_names_the_missing_argument() {
-    let out = gdrprov()
-        .args(["plan", "--format", "json"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let v = json_of(&out);
-    assert_eq!(v["command"], "plan", "{v:#}");
-    assert_eq!(v["error"]["kind"], "usage", "{v:#}");
-    assert_eq!(
-        v["error"]["message"], "the following required arguments were not provided: <PROFILE>...",
-        "{v:#}"
-    );
-    let out = gdrprov()
-        .args(["plan", "x", "--bogus", "--format=json"])
-        .output()
-        .unwrap();
-    let v = json_of(&out);
-    let m = v["error"]["message"].as_str().unwrap();
-    assert!(m.starts_with("unexpected argument '--bogus' found"), "{m}");
-    assert!(!m.contains("Usage:"), "{m}");
-}
-
-#[test]
-fn every_error_line_is_a_whole_line_in_json_too() {
-    let (_t, root) = example_root("rocky-9-a100");
-    let r = root.display().to_string();
-    let cases: Vec<Vec<&str>> = vec![
-        vec!["plan", "--format", "json"],
-        vec!["plan", "no-such-profile", "--root", &r, "--format", "json"],
-        vec!["bench", "copy", "--root", &r, "--format", "json"],
-        vec!["profile", "validate", "/no/such/file", "--format", "json"],
-        vec!["boot", "once", "nope", "--root", &r, "--format", "json"],
-        vec!["history", "--root", "/no/such/root", "--format", "json"],
-    ];
-    for args in cases {
-        let out = gdrprov().args(&args).output().unwrap();
-        assert_eq!(out.status.code(), Some(1), "{args:?}");
-        let err = stderr_of(&out);
-        assert!(
-            err.contains("error: ") && err.ends_with('\n'),
-            "{args:?}: {err:?}"
-        );
-        let stdout = stdout_of(&out);
-        assert!(stdout.ends_with("}\n"), "{args:?}: {stdout:?}");
-        json_of(&out);
-    }
 }

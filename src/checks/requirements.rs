@@ -28,7 +28,7 @@ pub enum Status {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReqResult {
-    /// `kernel`, `nvidia-driver`, `cuda`, `ofed`, `perftest`, `nccl`, `gpu`, `erdma`.
+    /// `kernel`, `nvidia-driver`, `cuda`, `ofed`, `perftest`, `nccl`, `gpu`, `erdma`, `efa`.
     pub what: String,
     /// What the profile asks, e.g. `>= 5.12`, `flavor open`.
     pub wanted: String,
@@ -215,6 +215,16 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
             r,
             facts.erdma.version.as_deref(),
             facts.observed && !facts.erdma.present(),
+        ));
+    }
+    if let Some(r) = &req.efa {
+        // A device without its driver loaded yet is there: the version is
+        // then unknown, not absent (the profile loads the driver).
+        out.push(version_req(
+            "efa",
+            r,
+            facts.efa.module_version.as_deref(),
+            facts.observed && !facts.efa.present(),
         ));
     }
     if let Some(g) = &req.gpu {

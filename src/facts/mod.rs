@@ -6,6 +6,7 @@ pub mod arch;
 pub mod boot;
 pub mod boot_shape;
 pub mod cuda;
+pub mod efa;
 pub mod erdma;
 pub mod gids;
 pub mod gpu;
@@ -59,6 +60,8 @@ pub struct Facts {
     pub perftest: perftest::PerftestFacts,
     pub nccl: nccl::NcclFacts,
     pub erdma: erdma::ErdmaFacts,
+    /// AWS EFA devices and driver.
+    pub efa: efa::EfaFacts,
     pub rdma_devices: Vec<rdma::RdmaDevice>,
     pub iommu: iommu::IommuFacts,
     pub modules: kmod::ModuleFacts,
@@ -147,6 +150,7 @@ impl Facts {
             perftest: perftest::probe(host, &packages),
             nccl: nccl::probe(host, &packages),
             erdma: erdma::probe(host, &modules.loaded),
+            efa: efa::probe(host, &pci_devices, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
             proc_cmdline,
@@ -226,6 +230,7 @@ impl Facts {
                 module_loaded: false,
                 module_version: None,
             },
+            efa: efa::EfaFacts::default(),
             rdma_devices: Vec::new(),
             iommu: iommu::IommuFacts {
                 state: iommu::IommuState::Unknown,

@@ -183,7 +183,8 @@ impl PlanFacts {
         std::mem::take(&mut *self.missed.borrow_mut())
     }
 
-    /// Gathers everything but the files, backups and initramfs listings.
+    /// Gathers everything but the files, backups and initramfs listings;
+    /// `desired` is the profile resolved for this host (`plan::prepare`).
     pub fn gather(
         host: &Host,
         facts: &Facts,
@@ -191,9 +192,7 @@ impl PlanFacts {
         state: &State,
         live_changes: bool,
     ) -> PlanFacts {
-        // What planning will see: the `when:` parts that hold here.
-        let (resolved, _) = crate::profile::when::resolve(desired, facts);
-        let doc = &resolved.doc;
+        let doc = &desired.doc;
         let mut pf = PlanFacts {
             root: (!host.is_live()).then(|| host.display("")),
             grub: grub(host, facts.os.family),

@@ -55,19 +55,9 @@ impl Plan {
 
 /// Builds the plan. Pure: reads only the context's facts, writes nothing.
 /// Order: files first, then commands (unloads, loads, regeneration), so that
-/// a command always sees the files it depends on.
+/// a command always sees the files it depends on. The context's profile is
+/// the one resolved for this host (`when:` parts added in `prepare`).
 pub fn build(ctx: &Context) -> Result<Plan> {
-    // `when:` parts are added where their condition holds on the facts.
-    let (resolved, skipped) = crate::profile::when::resolve(ctx.desired, ctx.facts);
-    let ctx = &Context {
-        facts: ctx.facts,
-        seen: ctx.seen,
-        desired: &resolved,
-        state: ctx.state,
-        live_changes: ctx.live_changes,
-        no_exec: ctx.no_exec,
-        trial: ctx.trial.clone(),
-    };
     let mut part = crate::plan::modules::bootcfg::plan(ctx)?;
     part.absorb(crate::plan::modules::kmod::plan(ctx)?);
     part.absorb(crate::plan::modules::services::plan(ctx)?);
@@ -111,61 +101,15 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         }
     }
     for c in changes.iter().chain(&late) {
-        match &c.action {
-            Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
-                state_after.files.entry(path.clone()).or_insert_with(|| {
-                    crate::apply::journal::OwnedFile {
-                        original: before
-                            .as_ref()
-                            .map(|_| crate::apply::journal::PENDING_BACKUP.to_string()),
-                    }
-                });
-            }
-            Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
-                // An edit of a file gdrprov does not own (GRUB defaults) leaves
-                // ownership alone; an owned file no longer wanted is released.
-                if c.module == crate::plan::modules::files::MODULE {
-                    state_after.files.remove(path);
-                }
-            }
-            Action::Run { .. } => {}
-        }
+        own_after(&mut state_after, c, &wanted);
     }
 
-    // Commands owed from an earlier `--no-exec` apply come first.
-    let mut commands: Vec<Change> = ctx
-        .state
-        .pending_commands
-        .iter()
-        // A one-shot boot of a trial that is no longer pending is not owed.
-        .filter(|c| {
-            state_after.trial.is_some()
-                || !matches!(
-                    c.argv.iter().map(String::as_str).collect::<Vec<_>>()[..],
-                    ["grub-reboot" | "grub2-reboot", ..] | ["bootctl", "set-oneshot", ..]
-                )
-        })
-        .map(|c| Change {
-            module: "pending".into(),
-            description: format!("{} (pending from an earlier --no-exec apply)", c.why),
-            action: Action::Run { command: c.clone() },
-            reboot: None,
-        })
-        .collect();
-    for c in part.commands {
-        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
-            (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
-            _ => false,
-        });
-        if !dup {
-            commands.push(c);
-        }
-    }
+    let commands = commands(ctx, &state_after, std::mem::take(&mut part.commands));
     let mut plan = Plan {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
         boot_elsewhere: part.boot_elsewhere,
-        skipped,
+        skipped: ctx.skipped.to_vec(),
         ..Plan::default()
     };
     if ctx.no_exec {
@@ -186,4 +130,61 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     plan.changes = changes;
     plan.state_after = state_after;
     Ok(plan)
+}
+
+/// What gdrprov owns once change `c` is made.
+fn own_after(state_after: &mut State, c: &Change, wanted: &[crate::plan::change::ManagedFile]) {
+    match &c.action {
+        Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
+            state_after.files.entry(path.clone()).or_insert_with(|| {
+                crate::apply::journal::OwnedFile {
+                    original: before
+                        .as_ref()
+                        .map(|_| crate::apply::journal::PENDING_BACKUP.to_string()),
+                }
+            });
+        }
+        Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
+            // An edit of a file gdrprov does not own (GRUB defaults) leaves
+            // ownership alone; an owned file no longer wanted is released.
+            if c.module == crate::plan::modules::files::MODULE {
+                state_after.files.remove(path);
+            }
+        }
+        Action::Run { .. } => {}
+    }
+}
+
+/// The plan's commands: those owed from an earlier `--no-exec` apply first,
+/// then the modules' own, each once.
+fn commands(ctx: &Context, state_after: &State, own: Vec<Change>) -> Vec<Change> {
+    let mut commands: Vec<Change> = ctx
+        .state
+        .pending_commands
+        .iter()
+        // A one-shot boot of a trial that is no longer pending is not owed.
+        .filter(|c| {
+            state_after.trial.is_some()
+                || !matches!(
+                    c.argv.iter().map(String::as_str).collect::<Vec<_>>()[..],
+                    ["grub-reboot" | "grub2-reboot", ..] | ["bootctl", "set-oneshot", ..]
+                )
+        })
+        .map(|c| Change {
+            module: "pending".into(),
+            description: format!("{} (pending from an earlier --no-exec apply)", c.why),
+            action: Action::Run { command: c.clone() },
+            reboot: None,
+        })
+        .collect();
+    for c in own {
+        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
+            (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
+            _ => false,
+        });
+        if !dup {
+            commands.push(c);
+        }
+    }
+    commands
 }

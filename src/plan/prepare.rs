@@ -4,7 +4,8 @@
 //! was not gathered yet is read here and the plan is built again, until it
 //! asked for nothing new. Initramfs listings (seconds each) are only made
 //! once every file is known, so only when the block list or the module
-//! options really change.
+//! options really change. `when:` is resolved here, once, on the facts:
+//! what is gathered and planned is the profile as it holds on this host.
 
 use crate::apply::journal::{State, StateStore};
 use crate::error::Result;
@@ -13,6 +14,7 @@ use crate::host::Host;
 use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::{self, Context};
 use crate::plan::{self, Plan};
+use crate::profile::when;
 use crate::profile::Composed;
 
 /// How the plan may change the host.
@@ -45,7 +47,8 @@ pub fn plan(
     opts: &Options,
 ) -> Result<(Plan, PlanFacts)> {
     let store = StateStore::new(host);
-    let mut seen = PlanFacts::gather(host, facts, desired, state, opts.live_changes);
+    let (resolved, skipped) = when::resolve(desired, facts);
+    let mut seen = PlanFacts::gather(host, facts, &resolved, state, opts.live_changes);
     let usual: Vec<String> = USUAL_FILES.iter().map(|s| s.to_string()).collect();
     seen.read_files(host, &usual);
     // Each round reads at least one thing not read before; the bound is a
@@ -54,7 +57,8 @@ pub fn plan(
         let built = plan::build(&Context {
             facts,
             seen: &seen,
-            desired,
+            desired: &resolved,
+            skipped: &skipped,
             state,
             live_changes: opts.live_changes,
             no_exec: host.no_exec(),
@@ -77,4 +81,11 @@ pub fn plan(
     Err(crate::error::Error::Refused(
         "planning kept asking for new files; this is a bug in gdrprov, please report it".into(),
     ))
+}
+
+/// What planning reads, without a plan: for a caller whose plan could not be
+/// made (verify still checks against the files and modules it reads).
+pub fn inputs(host: &Host, facts: &Facts, desired: &Composed, state: &State) -> PlanFacts {
+    let (resolved, _) = when::resolve(desired, facts);
+    PlanFacts::gather(host, facts, &resolved, state, false)
 }

@@ -14,6 +14,62 @@ pub fn plan_rollback(
     target: Option<u64>,
     force: bool,
 ) -> Result<(Plan, Vec<u64>)> {
+    let applied = in_effect(host, store, target)?;
+    let target = target.unwrap_or_else(|| applied.last().map_or(0, |g| g.generation));
+    let undo: Vec<&Generation> = applied
+        .iter()
+        .rev()
+        .filter(|g| g.generation >= target)
+        .collect();
+    let Restores {
+        mut changes,
+        drifted,
+        commands,
+    } = restores(host, store, &undo)?;
+    if !drifted.is_empty() && !force {
+        return Err(Error::Refused(format!(
+            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
+            drifted.join(", ")
+        )));
+    }
+    // A file already as it was needs no step (e.g. removed by hand).
+    changes.retain(|c| match &c.action {
+        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
+        Action::RemoveFile { path, .. } => host.exists(path),
+        Action::Run { .. } => true,
+    });
+    let oldest = undo
+        .last()
+        .map(|g| g.state_before.clone())
+        .unwrap_or_default();
+    let mut plan = Plan {
+        changes: unit_stops(host, &changes)
+            .into_iter()
+            .chain(changes)
+            .collect(),
+        ..Plan::default()
+    };
+    let mut state_after = oldest;
+    if host.no_exec() {
+        plan.pending_commands = commands.clone();
+        state_after.pending_commands = commands;
+    } else {
+        for command in commands {
+            plan.changes.push(Change {
+                module: "run".into(),
+                description: command.why.clone(),
+                action: Action::Run { command },
+                reboot: None,
+            });
+        }
+    }
+    plan.state_after = state_after;
+    Ok((plan, undo.iter().map(|g| g.generation).collect()))
+}
+
+/// The applies still in effect, oldest first; refused when there is none
+/// or `target` is not one of them.
+fn in_effect(host: &Host, store: &StateStore, target: Option<u64>) -> Result<Vec<Generation>> {
     let applied: Vec<Generation> = store
         .generation_numbers()
         .into_iter()
@@ -38,15 +94,25 @@ pub fn plan_rollback(
             live.join(", ")
         )));
     }
-    let undo: Vec<&Generation> = applied
-        .iter()
-        .rev()
-        .filter(|g| g.generation >= target)
-        .collect();
+    Ok(applied)
+}
+
+/// What undoing some generations restores.
+struct Restores {
+    /// One change per file, to its content before the oldest undone generation.
+    changes: Vec<Change>,
+    /// Files edited by someone else since gdrprov wrote them.
+    drifted: Vec<String>,
+    /// Regeneration commands to run again once the files are back.
+    commands: Vec<CommandSpec>,
+}
+
+/// Walks the generations to undo, newest first, each one's steps backwards.
+fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Restores> {
     let mut changes = Vec::new();
     let mut drifted = Vec::new();
     let mut commands: Vec<CommandSpec> = Vec::new();
-    for g in &undo {
+    for g in undo {
         for step in g.steps.iter().rev() {
             if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
                 if !commands.contains(cmd) {
@@ -108,71 +174,42 @@ pub fn plan_rollback(
             });
         }
     }
-    if !drifted.is_empty() && !force {
-        return Err(Error::Refused(format!(
-            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
-            drifted.join(", ")
-        )));
-    }
-    // A file already as it was needs no step (e.g. removed by hand).
-    changes.retain(|c| match &c.action {
-        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
-        Action::RemoveFile { path, .. } => host.exists(path),
-        Action::Run { .. } => true,
-    });
-    let oldest = undo
-        .last()
-        .map(|g| g.state_before.clone())
-        .unwrap_or_default();
-    // A unit whose file goes while it is active stays active with nothing
-    // behind it (no ExecStop, no PartOf=): gdrprov-peermem.service would
-    // then no longer unload nvidia_peermem before openibd stops. Stopped
-    // first, on the running system when systemd runs it (sd_booted's test).
+    Ok(Restores {
+        changes,
+        drifted,
+        commands,
+    })
+}
+
+/// A unit whose file goes while it is active stays active with nothing
+/// behind it (no ExecStop, no PartOf=): gdrprov-peermem.service would
+/// then no longer unload nvidia_peermem before openibd stops. Stopped
+/// first, on the running system when systemd runs it (sd_booted's test).
+fn unit_stops(host: &Host, changes: &[Change]) -> Vec<Change> {
     let systemd = host.is_live() && host.exists("/run/systemd/system");
-    let stops: Vec<Change> = if systemd && !host.no_exec() {
-        changes
-            .iter()
-            .filter_map(|c| match &c.action {
-                Action::RemoveFile { path, .. } => path
-                    .strip_prefix("/etc/systemd/system/")
-                    .filter(|u| !u.contains('/') && u.ends_with(".service")),
-                _ => None,
-            })
-            .map(|unit| Change {
-                module: "rollback".into(),
-                description: format!("Stop {unit} before its unit file is removed"),
-                action: Action::Run {
-                    command: CommandSpec::new(
-                        &["systemctl", "stop", unit],
-                        format!("Stop {unit} before its unit file is removed"),
-                    ),
-                },
-                reboot: None,
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut plan = Plan {
-        changes: stops.into_iter().chain(changes).collect(),
-        ..Plan::default()
-    };
-    let mut state_after = oldest;
-    if host.no_exec() {
-        plan.pending_commands = commands.clone();
-        state_after.pending_commands = commands;
-    } else {
-        for command in commands {
-            plan.changes.push(Change {
-                module: "run".into(),
-                description: command.why.clone(),
-                action: Action::Run { command },
-                reboot: None,
-            });
-        }
+    if !systemd || host.no_exec() {
+        return Vec::new();
     }
-    plan.state_after = state_after;
-    Ok((plan, undo.iter().map(|g| g.generation).collect()))
+    changes
+        .iter()
+        .filter_map(|c| match &c.action {
+            Action::RemoveFile { path, .. } => path
+                .strip_prefix("/etc/systemd/system/")
+                .filter(|u| !u.contains('/') && u.ends_with(".service")),
+            _ => None,
+        })
+        .map(|unit| Change {
+            module: "rollback".into(),
+            description: format!("Stop {unit} before its unit file is removed"),
+            action: Action::Run {
+                command: CommandSpec::new(
+                    &["systemctl", "stop", unit],
+                    format!("Stop {unit} before its unit file is removed"),
+                ),
+            },
+            reboot: None,
+        })
+        .collect()
 }
 
 /// Restoring these files only changes the host at the next boot: the kernel

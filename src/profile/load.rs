@@ -1,6 +1,7 @@
 //! Finding, parsing and validating profiles, and resolving `extends`.
 
 use super::builtin;
+use super::explain::{explain, key_position, short_message};
 use super::model::*;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -77,186 +78,6 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
             msg: explain(&short_message(&e), &path, text, line, col),
         }
     })
-}
-
-/// serde-saphyr's message in the profile's words: the key path first, what
-/// was expected and what was found, and how to write it.
-fn explain(msg: &str, path: &str, text: &str, line: u64, col: u64) -> String {
-    let path = match path {
-        "" | "." | "?" => None,
-        p => Some(p.to_string()),
-    };
-    let at = |p: &Option<String>| p.as_ref().map(|p| format!("{p}: ")).unwrap_or_default();
-    let found = Found::at(text, line, col);
-    if msg.starts_with("expected sequence start") {
-        let (noun, one) = list_noun(path.as_deref());
-        let got = match &found {
-            Found::Scalar(v) => format!("{one} (write [{v}])"),
-            other => other.describe(),
-        };
-        return format!("{}expected a list of {noun}, got {got}", at(&path));
-    }
-    if msg.starts_with("expected mapping start") {
-        return match &path {
-            None => format!(
-                "a profile is a mapping of sections (`modules:`, `boot:`, ...), got {}",
-                found.describe()
-            ),
-            Some(p) => format!(
-                "{p}: expected a mapping (`key: value` lines under it), got {}",
-                found.describe()
-            ),
-        };
-    }
-    if let Some(rest) = msg.strip_prefix("duplicate mapping key: ") {
-        let key = rest.split(',').next().unwrap_or(rest).trim();
-        let first = first_line_of_key(text, key, line, col)
-            .map(|n| format!("first at line {n}, again at line {line}"))
-            .unwrap_or_else(|| format!("again at line {line}"));
-        return format!(
-            "{}duplicate key `{key}` ({first}); write it once and put everything under it there",
-            at(&path.filter(|p| p.rsplit('.').next() != Some(key)))
-        );
-    }
-    if let Some(rest) = msg.strip_prefix("unknown field ") {
-        let parent = path
-            .as_deref()
-            .and_then(|p| p.rsplit_once('.').map(|(a, _)| a.to_string()));
-        let rest = rest.replace(", expected one of ", "; the keys allowed here are ");
-        let rest = rest.replace(", expected ", "; allowed here: ");
-        return match parent {
-            Some(p) => format!("{p}: unknown key {rest}"),
-            None => format!("unknown key {rest}"),
-        };
-    }
-    let wanted = match msg {
-        m if m.starts_with("invalid boolean") => Some("true or false"),
-        m if m.starts_with("invalid integer") || m.starts_with("invalid floating") => {
-            Some("a number")
-        }
-        m if m.starts_with("expected string scalar") || m.starts_with("expected scalar") => {
-            Some("a single value (text)")
-        }
-        _ => None,
-    };
-    if let Some(w) = wanted {
-        return format!("{}expected {w}, got {}", at(&path), found.describe());
-    }
-    if let Some(rest) = msg.strip_prefix("invalid type: ") {
-        if let Some((got, want)) = rest.split_once(", expected ") {
-            return format!("{}expected {want}, got {got}", at(&path));
-        }
-    }
-    format!("{}{msg}", at(&path))
-}
-
-/// What the YAML holds at a position, for messages.
-enum Found {
-    Scalar(String),
-    List,
-    Mapping,
-    Nothing,
-}
-
-impl Found {
-    fn at(text: &str, line: u64, col: u64) -> Found {
-        let lines: Vec<&str> = text.lines().collect();
-        let Some(l) = lines.get((line as usize).saturating_sub(1)) else {
-            return Found::Nothing;
-        };
-        let rest: String = l.chars().skip((col as usize).saturating_sub(1)).collect();
-        let rest = rest.split(" #").next().unwrap_or("").trim();
-        if rest.is_empty() {
-            // The value is on the lines below.
-            return match lines
-                .iter()
-                .skip(line as usize)
-                .map(|l| l.trim())
-                .find(|l| !l.is_empty() && !l.starts_with('#'))
-            {
-                Some(n) if n.starts_with("- ") || n == "-" => Found::List,
-                Some(_) => Found::Mapping,
-                None => Found::Nothing,
-            };
-        }
-        if rest.starts_with('{') || (rest.contains(": ") && !rest.starts_with(['"', '\''])) {
-            Found::Mapping
-        } else if rest.starts_with('[') || rest.starts_with("- ") {
-            Found::List
-        } else {
-            Found::Scalar(rest.trim_matches(['"', '\'']).to_string())
-        }
-    }
-
-    fn describe(&self) -> String {
-        match self {
-            Found::Scalar(v) => format!("the value `{v}`"),
-            Found::List => "a list".into(),
-            Found::Mapping => "a mapping".into(),
-            Found::Nothing => "nothing".into(),
-        }
-    }
-}
-
-/// What a list at PATH holds, in the profile's words: (plural, "one X").
-fn list_noun(path: Option<&str>) -> (&'static str, &'static str) {
-    match path.unwrap_or("") {
-        "modules.present" | "modules.absent" => ("module names", "one name"),
-        "boot.cmdline.present" | "boot.cmdline.absent" => ("kernel arguments", "one argument"),
-        "services.disabled" => ("systemd unit names", "one name"),
-        "extends" => ("profile names", "one name"),
-        "files" => (
-            "files (each with path and content or template)",
-            "one value",
-        ),
-        _ => ("values", "one value"),
-    }
-}
-
-/// The line where KEY first appears at the indentation of the duplicate (at
-/// LINE:COL), for "first at line N".
-fn first_line_of_key(text: &str, key: &str, line: u64, col: u64) -> Option<u64> {
-    let indent = (col as usize).saturating_sub(1);
-    text.lines()
-        .take((line as usize).saturating_sub(1))
-        .position(|l| {
-            let lead = l.len() - l.trim_start().len();
-            let t = l.trim_start();
-            lead == indent
-                && t.strip_prefix(key)
-                    .is_some_and(|r| r.trim_start().starts_with(':'))
-        })
-        .map(|i| i as u64 + 1)
-}
-
-/// The line and column of a top-level KEY (`extends:`), for messages about its value.
-fn key_position(text: &str, key: &str) -> (u64, u64) {
-    text.lines()
-        .position(|l| {
-            l.strip_prefix(key)
-                .is_some_and(|r| r.trim_start().starts_with(':'))
-        })
-        .map(|i| (i as u64 + 1, 1))
-        .unwrap_or((0, 0))
-}
-
-/// serde-saphyr renders a snippet with the message; keep only the message
-/// line so the error stays one line, `file:line:col: message`.
-fn short_message(e: &serde_saphyr::Error) -> String {
-    let full = e.to_string();
-    let first = full
-        .lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("invalid YAML");
-    let msg = first.trim_start_matches("error: ");
-    // Drop a leading "line N column M: ": the location is already in front.
-    match msg.split_once(": ") {
-        Some((head, rest)) if head.starts_with("line ") && head.contains(" column ") => {
-            rest.to_string()
-        }
-        _ => msg.to_string(),
-    }
 }
 
 /// Loads a profile by built-in name or file path, with everything it extends.
@@ -381,25 +202,43 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
 
 /// Checks what the YAML types cannot: names, paths, arguments, templates.
 fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
-    let file = origin.label();
     let invalid = |msg: String| Error::ProfileInvalid {
-        file: file.clone(),
+        file: origin.label(),
         msg,
     };
+    check_modules(doc).map_err(invalid)?;
+    check_boot(doc).map_err(invalid)?;
+    check_files(doc, origin).map_err(invalid)?;
+    check_nccl(doc).map_err(invalid)?;
+    check_network(doc).map_err(invalid)?;
+    if let Some(fr) = doc.verify.min_line_rate_fraction {
+        if !(0.0..=1.0).contains(&fr) {
+            return Err(invalid(format!(
+                "verify.min-line-rate-fraction: {fr} is not between 0 and 1"
+            )));
+        }
+    }
+    Ok(())
+}
+
+type Check = std::result::Result<(), String>;
+
+/// `modules:` and `services:`: names and options.
+fn check_modules(doc: &ProfileDoc) -> Check {
     for (key, list) in [
         ("modules.present", &doc.modules.present),
         ("modules.absent", &doc.modules.absent),
     ] {
         for m in list {
-            check_module_name(m).map_err(|why| invalid(format!("{key}: {why}")))?;
+            check_module_name(m).map_err(|why| format!("{key}: {why}"))?;
         }
     }
     for (m, opts) in &doc.modules.options {
-        check_module_name(m).map_err(|why| invalid(format!("modules.options: {why}")))?;
+        check_module_name(m).map_err(|why| format!("modules.options: {why}"))?;
         if opts.chars().any(|c| c.is_control() || c == '#') {
-            return Err(invalid(format!(
+            return Err(format!(
                 "modules.options.{m}: the value contains a newline, control character or `#`; write `key=value` pairs separated by spaces"
-            )));
+            ));
         }
     }
     for s in &doc.services.disabled {
@@ -408,18 +247,22 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
         {
-            return Err(invalid(format!(
+            return Err(format!(
                 "services.disabled: `{s}` is not a systemd unit name (letters, digits, `-_.@`)"
-            )));
+            ));
         }
     }
+    Ok(())
+}
+
+/// `boot:`: kernel arguments and the entry name.
+fn check_boot(doc: &ProfileDoc) -> Check {
     for (key, list) in [
         ("boot.cmdline.present", &doc.boot.cmdline.present),
         ("boot.cmdline.absent", &doc.boot.cmdline.absent),
     ] {
         for a in list {
-            gdrprov_boot::cmdline::validate_arg(a)
-                .map_err(|why| invalid(format!("{key}: {why}")))?;
+            gdrprov_boot::cmdline::validate_arg(a).map_err(|why| format!("{key}: {why}"))?;
         }
     }
     if let Some(entry) = &doc.boot.entry {
@@ -429,36 +272,45 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c))
         {
-            return Err(invalid(format!(
+            return Err(format!(
                 "boot.entry: `{entry}` must be 1-64 letters, digits, `-` or `_`"
-            )));
+            ));
         }
     }
+    Ok(())
+}
+
+/// `files:`: paths, content or template, modes; templates resolved.
+fn check_files(doc: &mut ProfileDoc, origin: &Origin) -> Check {
     for (i, f) in doc.files.iter_mut().enumerate() {
-        crate::host::check_profile_path(&f.path)
-            .map_err(|e| invalid(format!("files[{i}].path: {e}")))?;
+        crate::host::check_profile_path(&f.path).map_err(|e| format!("files[{i}].path: {e}"))?;
         match (&f.content, &f.template) {
             (Some(_), Some(_)) => {
-                return Err(invalid(format!(
+                return Err(format!(
                     "files[{i}] ({}): give either `content` or `template`, not both",
                     f.path
-                )))
+                ))
             }
             (None, None) => {
-                return Err(invalid(format!(
+                return Err(format!(
                     "files[{i}] ({}): give `content` or `template`",
                     f.path
-                )))
+                ))
             }
             _ => {}
         }
         if let Some(mode) = &f.mode {
-            parse_mode(mode).map_err(|why| invalid(format!("files[{i}].mode: {why}")))?;
+            parse_mode(mode).map_err(|why| format!("files[{i}].mode: {why}"))?;
         }
         if let Some(t) = f.template.clone() {
-            f.template = Some(resolve_template(&t, origin).map_err(invalid)?);
+            f.template = Some(resolve_template(&t, origin)?);
         }
     }
+    Ok(())
+}
+
+/// `nccl:`: keys and single-line values NCCL reads as written.
+fn check_nccl(doc: &ProfileDoc) -> Check {
     for (k, v) in &doc.nccl {
         // NCCL sets every line of nccl.conf in its environment before it
         // loads its net plugin: libfabric's FI_ settings work there too.
@@ -467,9 +319,9 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                 .chars()
                 .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
         {
-            return Err(invalid(format!(
+            return Err(format!(
                 "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
-            )));
+            ));
         }
         let ok = match v {
             serde_json::Value::String(s) => !s.chars().any(|c| c.is_control()),
@@ -477,16 +329,28 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
             _ => false,
         };
         if !ok {
-            return Err(invalid(format!(
-                "nccl.{k}: give a single-line string or a number"
-            )));
+            return Err(format!("nccl.{k}: give a single-line string or a number"));
+        }
+        // nccl.conf has no trailing comments: NCCL skips a line that starts
+        // with `#` and takes everything after `=` literally, so a note
+        // written after the value becomes part of it.
+        if let Some(s) = v.as_str().filter(|s| s.contains('#')) {
+            let before = s.split('#').next().unwrap_or("").trim_end();
+            return Err(format!(
+                "nccl.{k}: the value `{s}` contains `#`; /etc/nccl.conf has no comments after a value, so NCCL would take all of it, `#` included, as the value. Write `{before}` and put the note in a YAML comment on its own line"
+            ));
         }
     }
+    Ok(())
+}
+
+/// `network.mtu:`: one match per device entry, valid patterns.
+fn check_network(doc: &ProfileDoc) -> Check {
     if let Some(m) = &doc.network.mtu {
         if m.devices.is_empty() {
-            return Err(invalid(
+            return Err(
                 "network.mtu.devices: name at least one match, e.g. `{ rdma: \"erdma_*\" }`".into(),
-            ));
+            );
         }
         for (i, d) in m.devices.iter().enumerate() {
             let set: Vec<&String> = [&d.rdma, &d.driver, &d.name]
@@ -494,10 +358,10 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                 .flatten()
                 .collect();
             if set.len() != 1 {
-                return Err(invalid(format!(
+                return Err(format!(
                     "network.mtu.devices[{i}]: give exactly one of `rdma`, `driver` or `name` ({} given)",
                     set.len()
-                )));
+                ));
             }
             let v = set[0];
             if v.is_empty()
@@ -506,23 +370,16 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "-_.:*?@".contains(c))
             {
-                return Err(invalid(format!(
+                return Err(format!(
                     "network.mtu.devices[{i}]: `{v}` is not a device name or pattern (letters, digits, `-_.:@`, wildcards `*` `?`)"
-                )));
+                ));
             }
             if let Err(e) = gdrprov_boot::wildcard::Wildcard::new(v) {
-                return Err(invalid(format!(
+                return Err(format!(
                     "network.mtu.devices[{i}]: `{v}` is not a valid pattern ({}); use `*` and `?` as wildcards",
                     e.kind()
-                )));
+                ));
             }
-        }
-    }
-    if let Some(fr) = doc.verify.min_line_rate_fraction {
-        if !(0.0..=1.0).contains(&fr) {
-            return Err(invalid(format!(
-                "verify.min-line-rate-fraction: {fr} is not between 0 and 1"
-            )));
         }
     }
     Ok(())

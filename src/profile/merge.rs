@@ -39,6 +39,7 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
             nccl: child.requires.nccl.or(parent.requires.nccl),
             gpu: child.requires.gpu.or(parent.requires.gpu),
             erdma: child.requires.erdma.or(parent.requires.erdma),
+            efa: child.requires.efa.or(parent.requires.efa),
         },
         boot: Boot {
             iommu: child.boot.iommu.or(parent.boot.iommu),
@@ -137,194 +138,68 @@ pub struct Composed {
 }
 
 pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
-    let mut doc = ProfileDoc::default();
-    let mut entries: Vec<(String, Boot, String)> = Vec::new();
-    // Who set what, for conflict messages.
-    let mut iommu_src: Option<(IommuMode, String)> = None;
-    let mut arg_src: Vec<(String, bool, String)> = Vec::new();
-    let mut module_src: Vec<(String, bool, String)> = Vec::new();
-    let mut option_src: BTreeMap<String, (String, String)> = BTreeMap::new();
-    let mut file_src: BTreeMap<String, (FileSpec, String)> = BTreeMap::new();
-    let mut var_src: BTreeMap<String, (serde_json::Value, String)> = BTreeMap::new();
-    let mut nccl_src: BTreeMap<String, (serde_json::Value, String)> = BTreeMap::new();
-    let mut mtu_src: Option<(MtuSpec, String)> = None;
-    let mut acs_src: Option<(AcsMode, String)> = None;
-
+    let mut c = Composer::default();
     for p in profiles {
         let src = format!("{} ({})", p.name, p.source);
-        let d = &p.doc;
-        if let Some(entry) = &d.boot.entry {
-            if let Some((_, _, other)) = entries.iter().find(|(e, b, _)| e == entry && *b != d.boot)
-            {
-                return Err(conflict(
-                    format!("boot entry `{entry}`"),
-                    other,
-                    "one set of boot settings",
-                    &src,
-                    "another",
-                ));
-            }
-            if !entries.iter().any(|(e, _, _)| e == entry) {
-                entries.push((entry.clone(), d.boot.clone(), src.clone()));
-            }
-        } else {
-            if let Some(mode) = d.boot.iommu.filter(|m| *m != IommuMode::Unmanaged) {
-                match &iommu_src {
-                    Some((m, other)) if *m != mode => {
-                        return Err(conflict(
-                            "boot.iommu".into(),
-                            other,
-                            &format!("{m:?}").to_lowercase(),
-                            &src,
-                            &format!("{mode:?}").to_lowercase(),
-                        ));
-                    }
-                    _ => iommu_src = Some((mode, src.clone())),
-                }
-                doc.boot.iommu = Some(mode);
-            } else if doc.boot.iommu.is_none() {
-                doc.boot.iommu = d.boot.iommu;
-            }
-            for (list, present) in [
-                (&d.boot.cmdline.present, true),
-                (&d.boot.cmdline.absent, false),
-            ] {
-                for a in list {
-                    if let Some((b, _, other)) = arg_src.iter().find(|(b, bp, _)| {
-                        args_clash(a, b) && (*bp != present || (present && a != b))
-                    }) {
-                        return Err(conflict(
-                            format!("kernel argument `{a}`"),
-                            other,
-                            &describe_arg(b, arg_src.iter().any(|(x, p, _)| x == b && *p)),
-                            &src,
-                            &describe_arg(a, present),
-                        ));
-                    }
-                    arg_src.push((a.clone(), present, src.clone()));
-                }
-            }
-            doc.boot.cmdline.present =
-                union(doc.boot.cmdline.present, d.boot.cmdline.present.clone());
-            doc.boot.cmdline.absent = union(doc.boot.cmdline.absent, d.boot.cmdline.absent.clone());
+        c.add(&p.doc, &src)?;
+    }
+    Ok(Composed {
+        names: profiles.iter().map(|p| p.name.clone()).collect(),
+        doc: c.doc,
+        entries: c.entries.into_iter().map(|(e, b, _)| (e, b)).collect(),
+    })
+}
+
+/// The composition so far, and who set what (for conflict messages).
+#[derive(Default)]
+struct Composer {
+    doc: ProfileDoc,
+    entries: Vec<(String, Boot, String)>,
+    iommu_src: Option<(IommuMode, String)>,
+    arg_src: Vec<(String, bool, String)>,
+    module_src: Vec<(String, bool, String)>,
+    option_src: BTreeMap<String, (String, String)>,
+    file_src: BTreeMap<String, (FileSpec, String)>,
+    var_src: BTreeMap<String, (serde_json::Value, String)>,
+    nccl_src: BTreeMap<String, (serde_json::Value, String)>,
+    mtu_src: Option<(MtuSpec, String)>,
+    acs_src: Option<(AcsMode, String)>,
+}
+
+impl Composer {
+    /// Adds one profile (`src` names it in messages).
+    fn add(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        match &d.boot.entry {
+            Some(entry) => self.entry(entry, &d.boot, src)?,
+            None => self.boot(&d.boot, src)?,
         }
-        for (list, present) in [(&d.modules.present, true), (&d.modules.absent, false)] {
-            for m in list {
-                if let Some((_, _, other)) =
-                    module_src.iter().find(|(x, p, _)| x == m && *p != present)
-                {
-                    return Err(conflict(
-                        format!("module `{m}`"),
-                        other,
-                        if present { "absent" } else { "present" },
-                        &src,
-                        if present { "present" } else { "absent" },
-                    ));
-                }
-                module_src.push((m.clone(), present, src.clone()));
-            }
-        }
-        doc.modules.present = union(doc.modules.present, d.modules.present.clone());
-        doc.modules.absent = union(doc.modules.absent, d.modules.absent.clone());
-        for (m, o) in &d.modules.options {
-            if let Some((prev, other)) = option_src.get(m) {
-                if prev != o {
-                    return Err(conflict(
-                        format!("modules.options.{m}"),
-                        other,
-                        &format!("\"{prev}\""),
-                        &src,
-                        &format!("\"{o}\""),
-                    ));
-                }
-            }
-            option_src.insert(m.clone(), (o.clone(), src.clone()));
-            doc.modules.options.insert(m.clone(), o.clone());
-        }
-        doc.services.disabled = union(doc.services.disabled, d.services.disabled.clone());
-        for f in &d.files {
-            if let Some((prev, other)) = file_src.get(&f.path) {
-                if prev != f {
-                    return Err(conflict(
-                        format!("file {}", f.path),
-                        other,
-                        "one content",
-                        &src,
-                        "another",
-                    ));
-                }
-                continue;
-            }
-            file_src.insert(f.path.clone(), (f.clone(), src.clone()));
-            doc.files.push(f.clone());
-        }
-        for (k, v) in &d.nccl {
-            if let Some((prev, other)) = nccl_src.get(k) {
-                if prev != v {
-                    return Err(conflict(
-                        format!("nccl.{k}"),
-                        other,
-                        &prev.to_string(),
-                        &src,
-                        &v.to_string(),
-                    ));
-                }
-            }
-            nccl_src.insert(k.clone(), (v.clone(), src.clone()));
-            doc.nccl.insert(k.clone(), v.clone());
-        }
-        for (k, v) in &d.vars {
-            if let Some((prev, other)) = var_src.get(k) {
-                if prev != v {
-                    return Err(conflict(
-                        format!("vars.{k}"),
-                        other,
-                        &prev.to_string(),
-                        &src,
-                        &v.to_string(),
-                    ));
-                }
-            }
-            var_src.insert(k.clone(), (v.clone(), src.clone()));
-            doc.vars.insert(k.clone(), v.clone());
-        }
-        if let Some(m) = &d.network.mtu {
-            match &mtu_src {
-                Some((prev, other)) if prev != m => {
-                    let show = |x: &MtuSpec| {
-                        let devs: Vec<String> = x.devices.iter().map(|d| d.to_string()).collect();
-                        format!("{} for [{}]", x.value, devs.join(", "))
-                    };
-                    return Err(conflict(
-                        "network.mtu".into(),
-                        other,
-                        &show(prev),
-                        &src,
-                        &show(m),
-                    ));
-                }
-                Some(_) => {}
-                None => mtu_src = Some((m.clone(), src.clone())),
-            }
-            doc.network.mtu = Some(m.clone());
-        }
-        if let Some(a) = d.pcie.acs {
-            match &acs_src {
-                Some((prev, other)) if *prev != a => {
-                    return Err(conflict(
-                        "pcie.acs".into(),
-                        other,
-                        &format!("{prev:?}").to_lowercase(),
-                        &src,
-                        &format!("{a:?}").to_lowercase(),
-                    ));
-                }
-                Some(_) => {}
-                None => acs_src = Some((a, src.clone())),
-            }
-            doc.pcie.acs = Some(a);
-        }
-        doc.requires = and_requires(doc.requires, d.requires.clone());
+        self.modules(d, src)?;
+        let doc = &mut self.doc;
+        doc.services.disabled = union(
+            std::mem::take(&mut doc.services.disabled),
+            d.services.disabled.clone(),
+        );
+        self.files(d, src)?;
+        let quoted = |v: &serde_json::Value| v.to_string();
+        keyed(
+            "nccl",
+            &mut self.doc.nccl,
+            &mut self.nccl_src,
+            &d.nccl,
+            src,
+            quoted,
+        )?;
+        keyed(
+            "vars",
+            &mut self.doc.vars,
+            &mut self.var_src,
+            &d.vars,
+            src,
+            quoted,
+        )?;
+        self.network_and_pcie(d, src)?;
+        let doc = &mut self.doc;
+        doc.requires = and_requires(std::mem::take(&mut doc.requires), d.requires.clone());
         doc.verify.min_line_rate_fraction = match (
             doc.verify.min_line_rate_fraction,
             d.verify.min_line_rate_fraction,
@@ -335,12 +210,212 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         doc.verify.loopback = doc.verify.loopback.or(d.verify.loopback);
         doc.verify.first_boot = doc.verify.first_boot.or(d.verify.first_boot);
         doc.conditional.extend(d.conditional.iter().cloned());
+        Ok(())
     }
-    Ok(Composed {
-        names: profiles.iter().map(|p| p.name.clone()).collect(),
-        doc,
-        entries: entries.into_iter().map(|(e, b, _)| (e, b)).collect(),
-    })
+
+    /// A boot entry of its own: one set of settings per entry name.
+    fn entry(&mut self, entry: &str, boot: &Boot, src: &str) -> Result<()> {
+        if let Some((_, _, other)) = self
+            .entries
+            .iter()
+            .find(|(e, b, _)| e == entry && b != boot)
+        {
+            return Err(conflict(
+                format!("boot entry `{entry}`"),
+                other,
+                "one set of boot settings",
+                src,
+                "another",
+            ));
+        }
+        if !self.entries.iter().any(|(e, _, _)| e == entry) {
+            self.entries
+                .push((entry.to_string(), boot.clone(), src.to_string()));
+        }
+        Ok(())
+    }
+
+    /// The default entry's boot settings: one IOMMU mode, arguments that
+    /// do not clash.
+    fn boot(&mut self, boot: &Boot, src: &str) -> Result<()> {
+        let doc = &mut self.doc;
+        if let Some(mode) = boot.iommu.filter(|m| *m != IommuMode::Unmanaged) {
+            match &self.iommu_src {
+                Some((m, other)) if *m != mode => {
+                    return Err(conflict(
+                        "boot.iommu".into(),
+                        other,
+                        &format!("{m:?}").to_lowercase(),
+                        src,
+                        &format!("{mode:?}").to_lowercase(),
+                    ));
+                }
+                _ => self.iommu_src = Some((mode, src.to_string())),
+            }
+            doc.boot.iommu = Some(mode);
+        } else if doc.boot.iommu.is_none() {
+            doc.boot.iommu = boot.iommu;
+        }
+        let arg_src = &mut self.arg_src;
+        for (list, present) in [(&boot.cmdline.present, true), (&boot.cmdline.absent, false)] {
+            for a in list {
+                if let Some((b, _, other)) = arg_src
+                    .iter()
+                    .find(|(b, bp, _)| args_clash(a, b) && (*bp != present || (present && a != b)))
+                {
+                    return Err(conflict(
+                        format!("kernel argument `{a}`"),
+                        other,
+                        &describe_arg(b, arg_src.iter().any(|(x, p, _)| x == b && *p)),
+                        src,
+                        &describe_arg(a, present),
+                    ));
+                }
+                arg_src.push((a.clone(), present, src.to_string()));
+            }
+        }
+        let cmdline = &mut doc.boot.cmdline;
+        cmdline.present = union(
+            std::mem::take(&mut cmdline.present),
+            boot.cmdline.present.clone(),
+        );
+        cmdline.absent = union(
+            std::mem::take(&mut cmdline.absent),
+            boot.cmdline.absent.clone(),
+        );
+        Ok(())
+    }
+
+    /// Modules present or absent (never both), and their options.
+    fn modules(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        for (list, present) in [(&d.modules.present, true), (&d.modules.absent, false)] {
+            for m in list {
+                if let Some((_, _, other)) = self
+                    .module_src
+                    .iter()
+                    .find(|(x, p, _)| x == m && *p != present)
+                {
+                    return Err(conflict(
+                        format!("module `{m}`"),
+                        other,
+                        if present { "absent" } else { "present" },
+                        src,
+                        if present { "present" } else { "absent" },
+                    ));
+                }
+                self.module_src.push((m.clone(), present, src.to_string()));
+            }
+        }
+        let modules = &mut self.doc.modules;
+        modules.present = union(
+            std::mem::take(&mut modules.present),
+            d.modules.present.clone(),
+        );
+        modules.absent = union(
+            std::mem::take(&mut modules.absent),
+            d.modules.absent.clone(),
+        );
+        let quoted = |o: &String| format!("\"{o}\"");
+        keyed(
+            "modules.options",
+            &mut self.doc.modules.options,
+            &mut self.option_src,
+            &d.modules.options,
+            src,
+            quoted,
+        )
+    }
+
+    /// Files: one content per path.
+    fn files(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        for f in &d.files {
+            if let Some((prev, other)) = self.file_src.get(&f.path) {
+                if prev != f {
+                    return Err(conflict(
+                        format!("file {}", f.path),
+                        other,
+                        "one content",
+                        src,
+                        "another",
+                    ));
+                }
+                continue;
+            }
+            self.file_src
+                .insert(f.path.clone(), (f.clone(), src.to_string()));
+            self.doc.files.push(f.clone());
+        }
+        Ok(())
+    }
+
+    /// One MTU setting and one ACS mode.
+    fn network_and_pcie(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        if let Some(m) = &d.network.mtu {
+            match &self.mtu_src {
+                Some((prev, other)) if prev != m => {
+                    let show = |x: &MtuSpec| {
+                        let devs: Vec<String> = x.devices.iter().map(|d| d.to_string()).collect();
+                        format!("{} for [{}]", x.value, devs.join(", "))
+                    };
+                    return Err(conflict(
+                        "network.mtu".into(),
+                        other,
+                        &show(prev),
+                        src,
+                        &show(m),
+                    ));
+                }
+                Some(_) => {}
+                None => self.mtu_src = Some((m.clone(), src.to_string())),
+            }
+            self.doc.network.mtu = Some(m.clone());
+        }
+        if let Some(a) = d.pcie.acs {
+            match &self.acs_src {
+                Some((prev, other)) if *prev != a => {
+                    return Err(conflict(
+                        "pcie.acs".into(),
+                        other,
+                        &format!("{prev:?}").to_lowercase(),
+                        src,
+                        &format!("{a:?}").to_lowercase(),
+                    ));
+                }
+                Some(_) => {}
+                None => self.acs_src = Some((a, src.to_string())),
+            }
+            self.doc.pcie.acs = Some(a);
+        }
+        Ok(())
+    }
+}
+
+/// Adds `key: value` pairs of a section, refusing a key that two profiles
+/// set to different values.
+fn keyed<V: Clone + PartialEq>(
+    section: &str,
+    into: &mut BTreeMap<String, V>,
+    seen: &mut BTreeMap<String, (V, String)>,
+    from: &BTreeMap<String, V>,
+    src: &str,
+    show: impl Fn(&V) -> String,
+) -> Result<()> {
+    for (k, v) in from {
+        if let Some((prev, other)) = seen.get(k) {
+            if prev != v {
+                return Err(conflict(
+                    format!("{section}.{k}"),
+                    other,
+                    &show(prev),
+                    src,
+                    &show(v),
+                ));
+            }
+        }
+        seen.insert(k.clone(), (v.clone(), src.to_string()));
+        into.insert(k.clone(), v.clone());
+    }
+    Ok(())
 }
 
 fn describe_arg(a: &str, present: bool) -> String {
@@ -387,6 +462,7 @@ fn and_requires(a: Requires, b: Requires) -> Requires {
         perftest: ver(a.perftest, b.perftest),
         nccl: ver(a.nccl, b.nccl),
         erdma: ver(a.erdma, b.erdma),
+        efa: ver(a.efa, b.efa),
         nvidia_driver: b.nvidia_driver.or(a.nvidia_driver),
         ofed: b.ofed.or(a.ofed),
         gpu: b.gpu.or(a.gpu),

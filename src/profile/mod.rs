@@ -2,6 +2,8 @@
 //! composing several into one desired state.
 
 pub mod builtin;
+mod de;
+mod explain;
 pub mod load;
 pub mod merge;
 pub mod model;

@@ -19,9 +19,9 @@ pub struct ProfileDoc {
     #[serde(
         default,
         skip_serializing_if = "Vec::is_empty",
-        deserialize_with = "one_or_many"
+        deserialize_with = "super::de::extends"
     )]
-    #[schemars(with = "OneOrMany")]
+    #[schemars(with = "super::de::OneOrMany<String>")]
     pub extends: Vec<String>,
     #[serde(default, skip_serializing_if = "Requires::is_empty")]
     pub requires: Requires,
@@ -131,6 +131,10 @@ pub struct Requires {
     pub gpu: Option<GpuReq>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub erdma: Option<VersionReq>,
+    /// AWS EFA: `">= 0"` asks for an EFA device or the efa driver; a
+    /// version is the efa driver's (`/sys/module/efa/version`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efa: Option<VersionReq>,
 }
 
 impl Requires {
@@ -155,6 +159,7 @@ pub enum Severity {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VersionReqFull {
     /// Comparison and version: `>=`, `>`, `<=`, `<`, `=`, `!=`; several joined by `,`.
+    #[serde(deserialize_with = "super::de::constraint")]
     pub version: String,
     #[serde(default)]
     pub severity: Severity,
@@ -197,7 +202,11 @@ pub enum DriverFlavor {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DriverReq {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::de::opt_constraint"
+    )]
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flavor: Option<DriverFlavor>,
@@ -220,7 +229,11 @@ pub enum OfedKind {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OfedReq {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::de::opt_constraint"
+    )]
     pub version: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<OfedKind>,
@@ -358,8 +371,8 @@ impl Network {
 pub struct MtuSpec {
     /// Which interfaces: `{ rdma: "erdma_*" }` (the netdevs of these RDMA
     /// devices), `{ driver: "virtio_net" }`, `{ name: "eth1" }`, or a list.
-    #[serde(deserialize_with = "one_or_many_match")]
-    #[schemars(with = "OneOrManyMatch")]
+    #[serde(deserialize_with = "super::de::net_matches")]
+    #[schemars(with = "super::de::OneOrMany<NetMatch>")]
     pub devices: Vec<NetMatch>,
     /// Bytes (68..=9216), or `auto`: 8500 where the interface allows jumbo
     /// frames, else 1400 (the eRDMA rule for NCCL's LL128 protocol).
@@ -418,80 +431,6 @@ mod auto_str {
     pub fn serialize<S: serde::Serializer>(s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str("auto")
     }
-}
-
-impl<'de> Deserialize<'de> for MtuValue {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl serde::de::Visitor<'_> for V {
-            type Value = MtuValue;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an MTU in bytes (68 to 9216) or `auto`")
-            }
-            fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<MtuValue, E> {
-                if (68..=9216).contains(&n) {
-                    Ok(MtuValue::Bytes(n as u32))
-                } else {
-                    Err(E::custom(format!(
-                        "MTU {n} is out of range: give 68 to 9216 bytes, or `auto`"
-                    )))
-                }
-            }
-            fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<MtuValue, E> {
-                if n < 0 {
-                    return Err(E::custom(format!(
-                        "MTU {n} is out of range: give 68 to 9216 bytes, or `auto`"
-                    )));
-                }
-                self.visit_u64(n as u64)
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<MtuValue, E> {
-                match s {
-                    "auto" => Ok(MtuValue::Auto),
-                    _ => match s.parse::<u64>() {
-                        Ok(n) => self.visit_u64(n),
-                        Err(_) => Err(E::custom(format!(
-                            "`{s}` is not an MTU: give 68 to 9216 bytes, or `auto`"
-                        ))),
-                    },
-                }
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum OneOrManyMatch {
-    One(NetMatch),
-    Many(Vec<NetMatch>),
-}
-
-fn one_or_many_match<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<NetMatch>, D::Error> {
-    struct V;
-    impl<'de> serde::de::Visitor<'de> for V {
-        type Value = Vec<NetMatch>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a match like `{ rdma: \"erdma_*\" }`, `{ driver: NAME }`, `{ name: IFNAME }`, or a list of them")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
-            NetMatch::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                .map(|m| vec![m])
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut v = Vec::new();
-            while let Some(m) = seq.next_element::<NetMatch>()? {
-                v.push(m);
-            }
-            Ok(v)
-        }
-    }
-    d.deserialize_any(V)
 }
 
 /// `pcie:` — PCIe settings between GPUs and RDMA NICs.
@@ -562,67 +501,6 @@ pub struct Verify {
 impl Verify {
     pub fn is_empty(&self) -> bool {
         *self == Verify::default()
-    }
-}
-
-/// `extends: a` or `extends: [a, b]`.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    struct V;
-    impl<'de> serde::de::Visitor<'de> for V {
-        type Value = Vec<String>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a profile name or a list of profile names")
-        }
-        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-            Ok(vec![s.to_string()])
-        }
-        fn visit_seq<A: serde::de::SeqAccess<'de>>(
-            self,
-            mut seq: A,
-        ) -> Result<Self::Value, A::Error> {
-            let mut v = Vec::new();
-            while let Some(s) = seq.next_element::<String>()? {
-                v.push(s);
-            }
-            Ok(v)
-        }
-    }
-    d.deserialize_any(V)
-}
-
-/// A string is the short form; a map is the full form. Written by hand
-/// rather than `#[serde(untagged)]` so an unknown key in the map still gets
-/// its own precise error.
-impl<'de> Deserialize<'de> for VersionReq {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = VersionReq;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str(
-                    "a version constraint like \">= 5.12\", or a map with `version` and `severity`",
-                )
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-                Ok(VersionReq::Short(s.to_string()))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                map: A,
-            ) -> Result<Self::Value, A::Error> {
-                VersionReqFull::deserialize(serde::de::value::MapAccessDeserializer::new(map))
-                    .map(VersionReq::Full)
-            }
-        }
-        d.deserialize_any(V)
     }
 }
 

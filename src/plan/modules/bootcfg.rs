@@ -17,8 +17,13 @@ use crate::profile::IommuMode;
 use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use gdrprov_boot::{cmdline, entries, grub_defaults};
 
+pub use super::bootcfg_grub::bls_default_entry;
+use super::bootcfg_grub::{
+    bls_needing_change, grub_cfg_stale, grub_error, names_entry, read_defaults, regenerate_command,
+    Extra, DEFAULTS,
+};
+
 pub const MODULE: &str = "boot";
-const DEFAULTS: &str = "/etc/default/grub";
 pub const BLS_DIR: &str = "/boot/loader/entries";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
 pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
@@ -49,14 +54,6 @@ pub fn is_entry_file(path: &str) -> bool {
 
 fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
     Change::run(MODULE, spec, reboot)
-}
-
-/// An extra entry to write: its name, its profile's own arguments (for the
-/// title) and its whole command line.
-struct Extra {
-    name: String,
-    own: Vec<String>,
-    args: Vec<String>,
 }
 
 pub fn plan(ctx: &Context) -> Result<Part> {
@@ -516,158 +513,6 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
     if let Some(id) = trial_id {
         super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
     }
-}
-
-/// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
-/// entry `name` of a profile.
-fn names_entry(id: &str, name: &str) -> bool {
-    id == name
-        || id.ends_with(&format!(
-            "{}{}",
-            entries::BLS_INFIX,
-            name.strip_prefix("gdrprov-").unwrap_or(name)
-        ))
-}
-
-/// The BLS entry extra entries are derived from: the one `saved_entry`
-/// names, else the newest kernel's. Gives (id, text, parsed).
-pub fn bls_default_entry(seen: &PlanFacts) -> Option<(String, String, entries::BlsEntry)> {
-    let env = seen.grub.grubenv_bls.clone().unwrap_or_default();
-    let kernelopts = entries::grubenv_get(&env, "kernelopts").unwrap_or_default();
-    let saved = entries::grubenv_get(&env, "saved_entry");
-    let mut all: Vec<(String, String, entries::BlsEntry)> = seen
-        .grub
-        .bls_entries
-        .iter()
-        .filter_map(|(n, text)| Some((n.strip_suffix(".conf")?.to_string(), text)))
-        .filter(|(id, _)| !id.contains(entries::BLS_INFIX))
-        .map(|(id, text)| {
-            let e = entries::parse_bls(&id, text, &kernelopts);
-            (id, text.clone(), e)
-        })
-        .collect();
-    all.sort_by(|a, b| entries::version_cmp(&a.2.version, &b.2.version));
-    if let Some(i) = saved.and_then(|s| all.iter().position(|(id, _, _)| *id == s)) {
-        return Some(all.swap_remove(i));
-    }
-    all.pop()
-}
-
-fn grub_error(seen: &PlanFacts, e: grub_defaults::GrubError) -> Error {
-    Error::GrubDefaults {
-        dir: seen.display("/etc/default"),
-        source: e,
-    }
-}
-
-/// `/etc/default/grub`, then `grub.d/*.cfg` in C-locale order, as
-/// grub-mkconfig sources them.
-fn read_defaults(seen: &PlanFacts) -> Result<Vec<(String, String)>> {
-    let mut files = Vec::new();
-    for (i, (path, read)) in seen.grub.defaults.iter().enumerate() {
-        match read.clone().map_err(Error::Refused)? {
-            Some(text) => {
-                check_defaults_text(seen, path, &text)?;
-                files.push((path.clone(), text));
-            }
-            None if i == 0 => {
-                return Err(Error::Refused(format!(
-                    "{} does not exist: gdrprov sets the kernel command line through GRUB's defaults; install GRUB (grub2-common / grub2-tools) or drop `boot:` from the profile",
-                    seen.display(DEFAULTS)
-                )))
-            }
-            None => {}
-        }
-    }
-    Ok(files)
-}
-
-/// The largest GRUB defaults file gdrprov reads (real ones are a few KiB).
-const MAX_DEFAULTS_LEN: usize = 256 * 1024;
-
-/// Refuses what no real GRUB defaults file holds and a shell would read
-/// differently from gdrprov: a NUL byte, or megabytes of text.
-fn check_defaults_text(seen: &PlanFacts, path: &str, text: &str) -> Result<()> {
-    let why = if text.len() > MAX_DEFAULTS_LEN {
-        format!(
-            "it is {} bytes long, more than any GRUB defaults file ({} KiB)",
-            text.len(),
-            MAX_DEFAULTS_LEN / 1024
-        )
-    } else if let Some(i) = text.find('\0') {
-        let line = text[..i].matches('\n').count() + 1;
-        format!("line {line} holds a NUL byte, which the shell that grub-mkconfig runs reads differently")
-    } else {
-        return Ok(());
-    };
-    Err(Error::Refused(format!(
-        "{}: {why}; gdrprov will not edit it: fix it by hand so that `sh -n {path}` passes",
-        seen.display(path)
-    )))
-}
-
-fn regenerate_command(seen: &PlanFacts) -> CommandSpec {
-    let spec = if seen.grub.has_update_grub {
-        CommandSpec::new(
-            &["update-grub"],
-            "Regenerate /boot/grub/grub.cfg (update-grub)",
-        )
-    } else {
-        CommandSpec::new(
-            &["grub-mkconfig", "-o", "/boot/grub/grub.cfg"],
-            "Regenerate /boot/grub/grub.cfg (grub-mkconfig)",
-        )
-    };
-    spec.regenerating()
-}
-
-/// Whether an existing grub.cfg has kernel lines lacking a wanted argument
-/// (its defaults were edited but it was never regenerated), or lacks an
-/// extra entry or has it with other arguments.
-fn grub_cfg_stale(seen: &PlanFacts, wanted: &[String], extras: &[Extra]) -> bool {
-    let Some(cfg) = &seen.grub.cfg else {
-        return false;
-    };
-    let menu = entries::parse_grub_cfg(cfg);
-    let default_stale = menu
-        .iter()
-        .filter(|m| !m.id.as_deref().is_some_and(entries::is_gdrprov_id))
-        .filter(|m| m.kernel.as_deref().is_some_and(|k| k.contains("vmlinuz")))
-        .any(|m| wanted.iter().any(|w| !m.args.contains(w)));
-    let extra_stale = extras.iter().any(|x| {
-        !menu
-            .iter()
-            .any(|m| m.id.as_deref() == Some(x.name.as_str()) && m.args.ends_with(&x.args))
-    });
-    default_stale || extra_stale
-}
-
-/// BLS entries whose `options` lack a wanted argument or hold one to remove.
-fn bls_needing_change(seen: &PlanFacts, wanted: &[String], remove: &[String]) -> Vec<String> {
-    let kernelopts = seen
-        .grub
-        .grubenv_bls
-        .as_deref()
-        .and_then(|env| {
-            env.lines()
-                .find_map(|l| l.strip_prefix("kernelopts=").map(str::to_string))
-        })
-        .unwrap_or_default();
-    seen.grub
-        .bls_entries
-        .iter()
-        .filter(|(n, _)| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
-        .filter(|(_, text)| {
-            let options = text
-                .lines()
-                .find_map(|l| l.strip_prefix("options"))
-                .unwrap_or("")
-                .replace("$kernelopts", &kernelopts);
-            let args = cmdline::split(&options);
-            wanted.iter().any(|w| !args.contains(w)) || args.iter().any(|a| remove.contains(a))
-        })
-        .map(|(n, _)| n.clone())
-        .collect()
 }
 
 #[cfg(test)]

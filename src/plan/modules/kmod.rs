@@ -49,22 +49,11 @@ pub fn norm(name: &str) -> String {
 
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
-    let doc = &ctx.desired.doc.modules;
-    let present = effective_present(ctx.facts.nvidia_driver.major(), &doc.present);
-    let kernels = &ctx.seen.kernels;
-    let live = ctx.facts.live;
-    let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
-    let header = super::files::header(ctx);
-
-    // Present modules must exist for every kernel they will boot with (the
-    // requirements gate says so first; this holds past --force too).
-    if let Some(m) = missing(kernels, ctx.facts.nvidia_driver.major(), &doc.present).first() {
-        return Err(Error::Refused(format!(
-            "{} (nothing was changed)",
-            m.message(&ctx.seen.display("/lib/modules"))
-        )));
-    }
-
+    let present = effective_present(
+        ctx.facts.nvidia_driver.major(),
+        &ctx.desired.doc.modules.present,
+    );
+    check_present(ctx)?;
     // With openibd, nvidia_peermem is loaded after it (as Azure's HPC images
     // do): loaded earlier by systemd-modules-load, it holds ib_core, and
     // `openibd restart` (OFED upgrades, operators) fails.
@@ -72,6 +61,34 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .iter()
         .cloned()
         .partition(|m| ctx.facts.ofed.openibd.is_some() && norm(m) == "nvidia_peermem");
+    peermem_units(ctx, &mut part, &after_openibd);
+    let block_file_changes = conf_files(ctx, &mut part, &at_boot);
+    running_kernel(ctx, &mut part, &at_boot, &after_openibd);
+    if block_file_changes {
+        initramfs(ctx, &mut part);
+    }
+    Ok(part)
+}
+
+/// Present modules must exist for every kernel they will boot with (the
+/// requirements gate says so first; this holds past --force too).
+fn check_present(ctx: &Context) -> Result<()> {
+    let doc = &ctx.desired.doc.modules;
+    let kernels = &ctx.seen.kernels;
+    if let Some(m) = missing(kernels, ctx.facts.nvidia_driver.major(), &doc.present).first() {
+        return Err(Error::Refused(format!(
+            "{} (nothing was changed)",
+            m.message(&ctx.seen.display("/lib/modules"))
+        )));
+    }
+
+    Ok(())
+}
+
+/// nvidia_peermem's own unit and openibd's drop-in, where openibd loads the
+/// RDMA stack; systemd told to read them on the running system.
+fn peermem_units(ctx: &Context, part: &mut Part, after_openibd: &[String]) {
+    let header = super::files::header(ctx);
     let mut unit_files_change = [PEERMEM_UNIT, OPENIBD_DROPIN]
         .iter()
         .any(|p| ctx.state.files.contains_key(*p))
@@ -86,7 +103,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         }
     }
     // systemd reads unit files at daemon-reload (rollback runs it again).
-    if unit_files_change && live {
+    if unit_files_change && ctx.facts.live {
         part.commands.push(Change::run(
             MODULE,
             CommandSpec::new(
@@ -97,10 +114,20 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             None,
         ));
     }
+}
+
+/// The modprobe.d and modules-load.d files; whether the block list or the
+/// options change (then an initramfs may need rebuilding).
+fn conf_files(ctx: &Context, part: &mut Part, at_boot: &[String]) -> bool {
+    let doc = &ctx.desired.doc.modules;
+    let kernels = &ctx.seen.kernels;
+    let live = ctx.facts.live;
+    let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
+    let header = super::files::header(ctx);
     if !at_boot.is_empty() {
         let mut s =
             format!("{header}\n# Kernel modules loaded at every boot (systemd-modules-load).\n");
-        for m in &at_boot {
+        for m in at_boot {
             s.push_str(m);
             s.push('\n');
         }
@@ -144,7 +171,15 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         part.files.push(managed(OPTIONS_CONF, s, reboot));
     }
 
-    // The running kernel, only on the live system and not for image builds.
+    block_file_changes
+}
+
+/// The running kernel: loads and unloads, only on the live system and not
+/// for image builds.
+fn running_kernel(ctx: &Context, part: &mut Part, at_boot: &[String], after_openibd: &[String]) {
+    let doc = &ctx.desired.doc.modules;
+    let live = ctx.facts.live;
+    let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
     if ctx.live_changes {
         for m in &doc.absent {
             if !loaded(m) {
@@ -179,7 +214,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 ));
             }
         }
-        for m in &at_boot {
+        for m in at_boot {
             if !loaded(m) {
                 part.commands.push(run(
                     &["modprobe", m],
@@ -211,44 +246,45 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             ));
         }
     }
+}
 
-    // A blocked or configured module inside an initramfs is only blocked once
-    // the initramfs carries the new modprobe.d files.
-    if block_file_changes {
-        let family = ctx.facts.os.family;
-        for k in kernels.iter().map(|k| k.release.as_str()) {
-            let listed: Vec<&String> = doc.absent.iter().chain(doc.options.keys()).collect();
-            let inside: Vec<&String> = listed
-                .into_iter()
-                .filter(|m| ctx.seen.in_initramfs(k, m))
-                .collect();
-            if inside.is_empty() {
-                continue;
-            }
-            let names: Vec<&str> = inside.iter().map(|s| s.as_str()).collect();
-            let (argv, what): (Vec<&str>, &str) = match family {
-                OsFamily::Rhel => (vec!["dracut", "-f", "--kver", k], "dracut"),
-                _ => (vec!["update-initramfs", "-u", "-k", k], "update-initramfs"),
-            };
-            let spec = CommandSpec::new(
-                &argv,
-                format!(
-                    "Rebuild the initramfs of {k} with {what}: it contains {}",
-                    names.join(", ")
-                ),
-            )
-            .regenerating();
-            part.commands.push(Change::run(
-                MODULE,
-                spec,
-                Some(format!(
-                    "the initramfs of {k} was rebuilt for {}",
-                    names.join(", ")
-                )),
-            ));
+/// A blocked or configured module inside an initramfs is only blocked once
+/// the initramfs carries the new modprobe.d files.
+fn initramfs(ctx: &Context, part: &mut Part) {
+    let doc = &ctx.desired.doc.modules;
+    let kernels = &ctx.seen.kernels;
+    let family = ctx.facts.os.family;
+    for k in kernels.iter().map(|k| k.release.as_str()) {
+        let listed: Vec<&String> = doc.absent.iter().chain(doc.options.keys()).collect();
+        let inside: Vec<&String> = listed
+            .into_iter()
+            .filter(|m| ctx.seen.in_initramfs(k, m))
+            .collect();
+        if inside.is_empty() {
+            continue;
         }
+        let names: Vec<&str> = inside.iter().map(|s| s.as_str()).collect();
+        let (argv, what): (Vec<&str>, &str) = match family {
+            OsFamily::Rhel => (vec!["dracut", "-f", "--kver", k], "dracut"),
+            _ => (vec!["update-initramfs", "-u", "-k", k], "update-initramfs"),
+        };
+        let spec = CommandSpec::new(
+            &argv,
+            format!(
+                "Rebuild the initramfs of {k} with {what}: it contains {}",
+                names.join(", ")
+            ),
+        )
+        .regenerating();
+        part.commands.push(Change::run(
+            MODULE,
+            spec,
+            Some(format!(
+                "the initramfs of {k} was rebuilt for {}",
+                names.join(", ")
+            )),
+        ));
     }
-    Ok(part)
 }
 
 /// The RDMA devices that unloading module `m` deletes: those its driver

@@ -4,6 +4,7 @@
 pub mod bootcfg;
 pub mod bootcfg_arch;
 pub mod bootcfg_elsewhere;
+pub mod bootcfg_grub;
 pub mod bootcfg_sdboot;
 pub mod bootcfg_trial;
 pub mod files;
@@ -27,7 +28,11 @@ pub struct Context<'a> {
     /// What planning reads beyond `facts` (GRUB files, module indexes, the
     /// files it would write), gathered before planning.
     pub seen: &'a PlanFacts,
+    /// The profile resolved for this host (`profile::when::resolve`, done
+    /// once in `plan::prepare`): the `when:` parts that hold are in it.
     pub desired: &'a Composed,
+    /// The `when:` parts that do not hold here, and why (for the plan).
+    pub skipped: &'a [String],
     pub state: &'a State,
     /// Whether the running kernel may be changed now (live root, not
     /// `--no-reboot`); otherwise only persistent state is planned.
@@ -112,6 +117,7 @@ pub(crate) mod testkit {
                 facts: &self.facts,
                 seen: &self.seen,
                 desired,
+                skipped: &[],
                 state: &self.state,
                 live_changes: self.live_changes,
                 no_exec: self.no_exec,
@@ -119,9 +125,15 @@ pub(crate) mod testkit {
             }
         }
 
-        /// The whole plan, and what it asked for that the world lacks.
+        /// The whole plan, and what it asked for that the world lacks:
+        /// `when:` resolved on the world's facts first, as `prepare` does.
         pub fn plan(&self, desired: &Composed) -> (Result<Plan>, Missed) {
-            let p = crate::plan::build(&self.ctx(desired));
+            let (resolved, skipped) = crate::profile::when::resolve(desired, &self.facts);
+            let p = crate::plan::build(&Context {
+                desired: &resolved,
+                skipped: &skipped,
+                ..self.ctx(desired)
+            });
             (p, self.seen.take_missed())
         }
     }

@@ -4,8 +4,8 @@
 //! stops), not from modules-load.d; without openibd, from modules-load.d as
 //! before. The systemd ordering itself is tested in the VM (13-openibd).
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::path::Path;
 
 const DROPIN: &str = "etc/systemd/system/openibd.service.d/gdrprov-peermem.conf";
@@ -35,17 +35,13 @@ fn add_openibd(root: &Path, path: &str) {
 }
 
 fn apply(root: &Path) {
-    let out = gdrprov()
-        .args([
-            "apply",
-            "legacy-peermem",
-            "-y",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "legacy-peermem",
+        "-y",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
 }
 
 #[test]
@@ -84,11 +80,7 @@ fn without_openibd_peermem_stays_in_modules_load_d() {
     assert!(root.join(DROPIN).exists() && root.join(UNIT).exists());
 
     // Rolled back: both files go, modules-load.d comes back.
-    let out = gdrprov()
-        .args(["rollback", "-y", "--root", root.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["rollback", "-y", "--root", root.to_str().unwrap()]);
     assert!(!root.join(DROPIN).exists() && !root.join(UNIT).exists());
     assert!(root.join(LOAD).exists());
 }

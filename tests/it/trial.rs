@@ -4,8 +4,8 @@
 //! rollback removes. On copies of the example roots (`--no-exec`); the live
 //! loop with real reboots is tests/vm/scenarios/03-trial-boot.sh.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::path::Path;
 
 const ROOT_ARGS: &str =
@@ -32,40 +32,44 @@ fn boot_state(root: &Path, cmdline: &str, next_entry: &str) {
 /// `apply --trial --dry-run` (planned as verify plans during a trial): its
 /// reboot reasons.
 fn trial_reboot_reasons(root: &Path) -> String {
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "--trial", "--dry-run", "--no-exec"])
-        .args(["--format", "json"])
-        .args(["--root", r(root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "--trial",
+        "--dry-run",
+        "--no-exec",
+        "--format",
+        "json",
+        "--root",
+        r(root),
+    ]);
     json_of(&out)["reboot_reasons"].to_string()
 }
 
 fn verify(root: &Path) -> (Option<i32>, serde_json::Value) {
-    let out = gdrprov()
-        .args([
-            "verify",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            r(root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "verify",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        r(root),
+    ]);
     (out.status.code(), json_of(&out))
 }
 
 fn trial_root() -> (tempfile::TempDir, std::path::PathBuf) {
     let (t, root) = example_root("ubuntu-22.04-h100");
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "--trial", "-y", "--no-exec"])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     (t, root)
 }
 
@@ -108,19 +112,7 @@ fn a_trial_is_owed_a_reboot_only_until_it_had_its_boot() {
         .contains("started from the trial entry gdrprov-trial"));
 
     // commit edits the default entry to what already runs: no reboot owed.
-    let out = gdrprov()
-        .args([
-            "commit",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["commit", "--no-exec", "--root", r(&root)]);
     assert!(
         v["reboot_reasons"].as_array().unwrap().is_empty(),
         "the running kernel has the committed arguments: {v:#}"
@@ -189,34 +181,26 @@ fn a_running_extra_entry_chosen_on_purpose_is_not_drift() {
     )
     .unwrap();
     let gds = gds.to_str().unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            gds,
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        gds,
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     std::fs::write(root.join("boot/grub/grub.cfg"), GRUB_CFG).unwrap();
     let plan = |root: &Path| {
-        let out = gdrprov()
-            .args([
-                "plan",
-                "rdma-dmabuf",
-                gds,
-                "--format",
-                "json",
-                "--root",
-                r(root),
-            ])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", stderr_of(&out));
+        let out = ok(&[
+            "plan",
+            "rdma-dmabuf",
+            gds,
+            "--format",
+            "json",
+            "--root",
+            r(root),
+        ]);
         json_of(&out)
     };
     // `boot once gdrprov-gds`, rebooted: iommu=off runs on purpose.
@@ -252,33 +236,16 @@ fn rollback_of_a_module_block_needs_no_reboot() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("block.yaml");
     std::fs::write(&p, "modules: { absent: [rdma_rxe] }\n").unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            p.to_str().unwrap(),
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        p.to_str().unwrap(),
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(root.join("etc/modprobe.d/gdrprov-blacklist.conf").exists());
-    let out = gdrprov()
-        .args([
-            "rollback",
-            "-y",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["rollback", "-y", "--no-exec", "--root", r(&root)]);
     assert!(
         v["reboot_reasons"].as_array().unwrap().is_empty(),
         "modprobe reads modprobe.d at every run: {v:#}"

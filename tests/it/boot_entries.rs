@@ -4,8 +4,8 @@
 //! with a fake grub-probe; GRUB's own `grub-script-check` must accept what it
 //! prints.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -120,21 +120,18 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
     let pristine = snapshot(&root);
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "apply",
             "rdma-dmabuf",
             &gds,
             "-y",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let p = pending(&v);
     assert!(
         p.iter()
@@ -191,31 +188,24 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(!script.exists(), "the entry no profile wants is removed");
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine),
@@ -227,20 +217,7 @@ fn debian_extra_entry_is_a_grubd_script_that_grub_accepts() {
 fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() {
     let (t, root) = example_root("rocky-9-a100");
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            &gds,
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["plan", "rdma-dmabuf", &gds, "--root", r(&root)]);
     let order: Vec<String> = v["changes"]
         .as_array()
         .unwrap()
@@ -260,19 +237,15 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
         "entry must be written after grubby: {order:?}"
     );
 
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            &gds,
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        &gds,
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     let text = std::fs::read_to_string(root.join(entry.trim_start_matches('/'))).unwrap();
     assert_eq!(
         text,
@@ -286,10 +259,7 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
          grub_class rocky\n"
     );
     // boot list shows it beside the default, and which one runs.
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 2, "{v}");
@@ -302,17 +272,14 @@ fn bls_extra_entry_is_derived_from_the_default_entry_and_written_after_grubby() 
     assert_eq!(default[0]["running"], true, "{v}");
     let ours = entries.iter().find(|e| e["gdrprov"] == true).unwrap();
     assert_eq!(ours["running"], false);
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gdrprov-gds",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "boot",
+        "once",
+        "gdrprov-gds",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).contains("grub2-reboot 3c1d9f0e2b7a4e5c8d6f1a2b3c4d5e6f-gdrprov-gds"),
         "{}{}",
@@ -369,7 +336,7 @@ menuentry 'gdrprov: gdrprov-gds (iommu=off)' --class gnu-linux --class gnu --cla
 
 #[test]
 fn boot_list_once_and_set_default_on_grub_cfg() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     grub_script_check(GRUB_CFG);
     std::fs::write(root.join("boot/grub/grub.cfg"), GRUB_CFG).unwrap();
     std::fs::write(
@@ -378,10 +345,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
     )
     .unwrap();
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let ids: Vec<&str> = v["entries"]
         .as_array()
@@ -405,10 +369,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         (Some(true), Some(true))
     );
     assert_eq!(v["entries"][0]["running"], false);
-    let text = gdrprov()
-        .args(["boot", "list", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let text = run(&["boot", "list", "--root", r(&root)]);
     assert!(
         stdout_of(&text).contains("gdrprov-gds  [running]")
             && stdout_of(&text).contains("gnulinux-simple-4f3c2a1e  [default]"),
@@ -418,33 +379,27 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
 
     // once: grub-reboot (no GRUB_DEFAULT change: 00_header honours
     // next_entry whatever GRUB_DEFAULT is).
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gdrprov-gds",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "boot",
+        "once",
+        "gdrprov-gds",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).ends_with("grub-reboot gdrprov-gds\n"),
         "{}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args([
-            "boot",
-            "once",
-            "gnulinux-5.15.0-119-generic-recovery-4f3c2a1e",
-            "--no-exec",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "boot",
+        "once",
+        "gnulinux-5.15.0-119-generic-recovery-4f3c2a1e",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert!(
         stdout_of(&out).ends_with(
             "grub-reboot 'gnulinux-advanced-4f3c2a1e>gnulinux-5.15.0-119-generic-recovery-4f3c2a1e'\n"
@@ -452,10 +407,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         "an entry in a submenu by its own id: {}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args(["boot", "once", "nope", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "once", "nope", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("no boot entry `nope`") && stderr_of(&out).contains("gdrprov-gds"),
@@ -463,20 +415,17 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
         stderr_of(&out)
     );
     // set-default: GRUB_DEFAULT=saved through the editor, then grub-set-default.
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "boot",
             "set-default",
             "gdrprov-gds",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let changes = v["changes"].as_array().unwrap();
     assert!(
         changes[0]["diff"]
@@ -500,10 +449,7 @@ fn boot_list_once_and_set_default_on_grub_cfg() {
 fn boot_commands_refuse_a_host_without_grub() {
     let t = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(t.path().join("etc")).unwrap();
-    let out = gdrprov()
-        .args(["boot", "list", "--root", t.path().to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--root", t.path().to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("work with GRUB and systemd-boot"),
@@ -514,25 +460,22 @@ fn boot_commands_refuse_a_host_without_grub() {
 
 #[test]
 fn trial_boot_then_commit_only_when_the_trial_runs() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     std::fs::create_dir_all(root.join("etc/grub.d")).unwrap();
     let pristine = snapshot(&root);
     let grub_before = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
-    let out = gdrprov()
-        .args([
+    let v = json_exits(
+        0,
+        &[
             "apply",
             "rdma-dmabuf",
             "--trial",
             "-y",
             "--no-exec",
-            "--format",
-            "json",
-        ])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+            "--root",
+            r(&root),
+        ],
+    );
     let p = pending(&v);
     assert!(
         p.last().unwrap().ends_with("grub-reboot gdrprov-trial"),
@@ -578,10 +521,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
 
     // Still on the old command line: the trial did not boot.
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["commit", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("the trial entry (gdrprov-trial) is not what is running; it did not boot or was not chosen; nothing committed"),
@@ -596,19 +536,7 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-119-generic root=UUID=4f3c2a1e-7d9b-4c55-9a0e-2b8f6d1c0e11 ro console=tty1 console=ttyS0,115200n8 iommu=pt intel_iommu=on\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "commit",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let v = json_of(&out);
+    let v = json_exits(0, &["commit", "--no-exec", "--root", r(&root)]);
     let p = pending(&v);
     assert!(
         !p.iter().any(|c| c.contains("grub-reboot")),
@@ -626,24 +554,18 @@ fn trial_boot_then_commit_only_when_the_trial_runs() {
         s["kernel_args"],
         serde_json::json!(["iommu=pt", "intel_iommu=on"])
     );
-    gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .assert()
-        .code(1);
+    exits(1, &["commit", "--no-exec", "--root", r(&root)]);
 
     // Rollback of both generations restores everything.
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     let mut now = without_state(snapshot(&root));
     let mut was = without_state(pristine);
     for test_edit in ["proc/cmdline", "boot/grub/grubenv"] {
@@ -658,22 +580,22 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("no-console.yaml");
     std::fs::write(&p, "boot: { cmdline: { absent: [console=tty1] } }\n").unwrap();
-    let out = gdrprov()
-        .args(["apply", p.to_str().unwrap(), "--trial", "-y", "--no-exec"])
-        .args(["--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        p.to_str().unwrap(),
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(
         state(&root)["trial"]["removed"],
         serde_json::json!(["console=tty1"])
     );
     // The old default runs: every trial argument is there, but so is the
     // one the trial removes.
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["commit", "--no-exec", "--root", r(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("has console=tty1, which the trial removes"),
@@ -685,11 +607,7 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
         "BOOT_IMAGE=/boot/vmlinuz-5.15.0-119-generic root=UUID=4f3c2a1e-7d9b-4c55-9a0e-2b8f6d1c0e11 ro console=ttyS0,115200n8\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["commit", "--no-exec", "--root", r(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["commit", "--no-exec", "--root", r(&root)]);
     let grub = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
     assert!(
         grub.contains("GRUB_CMDLINE_LINUX=\"console=ttyS0,115200n8\""),
@@ -701,33 +619,27 @@ fn a_trial_that_only_removes_an_argument_is_recognised() {
 fn trial_needs_boot_settings_and_the_trial_name_is_reserved() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args([
-            "apply",
-            "legacy-peermem",
-            "--trial",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        "legacy-peermem",
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("--trial"), "{}", stderr_of(&out));
     let p = t.path().join("bad.yaml");
     std::fs::write(&p, "boot: { iommu: off, entry: gdrprov-trial }\n").unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            p.to_str().unwrap(),
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        p.to_str().unwrap(),
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("reserved"), "{}", stderr_of(&out));
     assert_same(&snapshot(&root), &before, "refused");
@@ -751,19 +663,15 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
     }
     let (t, root) = example_root("ubuntu-22.04-h100");
     let gds = gds_profile(&t);
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            &gds,
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        &gds,
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
 
     let w = t.path().join("mk");
     for d in ["boot/grub", "grub.d", "default"] {
@@ -813,10 +721,7 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
     let text = std::fs::read_to_string(&cfg).unwrap();
     grub_script_check(&text);
     std::fs::write(root.join("boot/grub/grub.cfg"), &text).unwrap();
-    let out = gdrprov()
-        .args(["boot", "list", "--format", "json", "--root", r(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["boot", "list", "--format", "json", "--root", r(&root)]);
     let v = json_of(&out);
     let entries = v["entries"].as_array().unwrap();
     let first = &entries[0];
@@ -850,54 +755,47 @@ fn real_grub_mkconfig_runs_the_generated_entry() {
         serde_json::to_string(&s).unwrap(),
     )
     .unwrap();
-    gdrprov()
-        .args([
+    exits(
+        0,
+        &[
             "plan",
             "rdma-dmabuf",
             &gds_profile(&t),
             "--detailed-exitcode",
-        ])
-        .args(["--root", r(&root)])
-        .assert()
-        .code(0);
+            "--root",
+            r(&root),
+        ],
+    );
 }
 
 #[test]
 fn a_trial_replaced_before_it_booted_cancels_its_one_shot_boot() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "--trial",
-            "-y",
-            "--no-exec",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let root = Root::example("ubuntu-22.04-h100");
+    ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "--trial",
+        "-y",
+        "--no-exec",
+        "--root",
+        r(&root),
+    ]);
     // grub-reboot ran (as the pending command would have) and no boot since.
     std::fs::write(
         root.join("boot/grub/grubenv"),
         "# GRUB Environment Block\nnext_entry=gdrprov-trial\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "apply",
-            "rdma-dmabuf",
-            "-y",
-            "--no-exec",
-            "--format",
-            "json",
-            "--root",
-            r(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "apply",
+        "rdma-dmabuf",
+        "-y",
+        "--no-exec",
+        "--format",
+        "json",
+        "--root",
+        r(&root),
+    ]);
     let p = pending(&json_of(&out));
     assert!(
         p.iter()

@@ -1,8 +1,8 @@
 //! The kernel command line on copies of the example roots: the GRUB defaults
 //! edit as bash reads it, ownership of added arguments, RHEL's grubby.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::path::Path;
 
 /// GRUB_CMDLINE_LINUX as bash computes it after sourcing the defaults (no
@@ -42,12 +42,9 @@ fn apply(root: &Path, profile: &str) -> std::process::Output {
 
 #[test]
 fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--format", "json", "--root", &r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let runs: Vec<String> = v["changes"]
         .as_array()
@@ -112,10 +109,7 @@ fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
         .assert()
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", &r]);
     assert!(
         stdout_of(&out).contains("pending from an earlier --no-exec apply"),
         "{}",
@@ -125,18 +119,15 @@ fn passthrough_on_intel_edits_grub_defaults_and_plans_update_grub() {
 
 #[test]
 fn amd_gets_no_intel_argument_and_rhel_gets_grubby() {
-    let (_t, root) = example_root("rocky-9-a100");
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let root = Root::example("rocky-9-a100");
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let text = v.to_string();
     assert!(
@@ -167,28 +158,22 @@ fn amd_gets_no_intel_argument_and_rhel_gets_grubby() {
 
 #[test]
 fn cpu_vendor_override_for_image_builds() {
-    let (_t, root) = example_root("rocky-9-a100");
+    let root = Root::example("rocky-9-a100");
     std::fs::remove_file(root.join("proc/cpuinfo")).unwrap();
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", root.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", root.to_str().unwrap()]);
     let text = stdout_of(&out);
     assert!(
         text.contains("intel_iommu=on") && text.contains("CPU vendor is unknown"),
         "{text}"
     );
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--cpu-vendor",
-            "amd",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--cpu-vendor",
+        "amd",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     assert!(
         !stdout_of(&out).contains("intel_iommu"),
         "{}",
@@ -198,7 +183,7 @@ fn cpu_vendor_override_for_image_builds() {
 
 #[test]
 fn only_arguments_gdrprov_added_are_removed_later() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     // The user already runs with iommu=pt; gdrprov adds only intel_iommu=on.
     let grub = root.join("etc/default/grub");
     let text = std::fs::read_to_string(&grub).unwrap().replace(
@@ -228,7 +213,7 @@ fn only_arguments_gdrprov_added_are_removed_later() {
 
 #[test]
 fn gds_replaces_passthrough_with_off() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     assert!(apply(&root, "rdma-dmabuf").status.success());
     let out = apply(&root, "gds-iommu-off");
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -244,23 +229,19 @@ fn gds_replaces_passthrough_with_off() {
 
 #[test]
 fn rollback_restores_grub_defaults_byte_for_byte() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let pristine = snapshot(&root);
     assert!(apply(&root, "rdma-dmabuf").status.success());
     assert!(apply(&root, "gds-iommu-off").status.success());
-    let out = gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "-y",
-            "--no-exec",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "-y",
+        "--no-exec",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     let text = stdout_of(&out);
     assert!(
         text.contains("Reboot required:")

@@ -1,8 +1,8 @@
 //! Kernel modules and services on copies of the example roots, with kmod's
 //! own `modprobe` reading the result.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::process::Command;
 
 fn modprobe_available() -> bool {
@@ -11,13 +11,10 @@ fn modprobe_available() -> bool {
 
 #[test]
 fn absent_modules_are_blocked_as_kmod_reads_them_then_rolled_back() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
     let pristine = snapshot(&root);
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
     let conf = std::fs::read_to_string(root.join("etc/modprobe.d/gdrprov-blacklist.conf")).unwrap();
     for m in ["nvidia_peermem", "nv_peer_mem"] {
         assert!(conf.contains(&format!("blacklist {m}\n")), "{conf}");
@@ -76,10 +73,7 @@ fn absent_modules_are_blocked_as_kmod_reads_them_then_rolled_back() {
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["rollback", "-y", "--no-exec", "--root", &r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine),
@@ -89,12 +83,9 @@ fn absent_modules_are_blocked_as_kmod_reads_them_then_rolled_back() {
 
 #[test]
 fn present_modules_persist_in_modules_load_d() {
-    let (_t, root) = example_root("rocky-9-a100");
+    let root = Root::example("rocky-9-a100");
     let r = root.display().to_string();
-    gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r]);
     let load = std::fs::read_to_string(root.join("etc/modules-load.d/gdrprov.conf")).unwrap();
     let modules: Vec<&str> = load
         .lines()
@@ -102,31 +93,24 @@ fn present_modules_persist_in_modules_load_d() {
         .collect();
     assert_eq!(modules, ["nvidia_peermem"]);
     assert!(!root.join("etc/modprobe.d/gdrprov-blacklist.conf").exists());
-    gdrprov()
-        .args([
+    exits(
+        0,
+        &[
             "plan",
             "legacy-peermem",
             "--detailed-exitcode",
             "--root",
             &r,
-        ])
-        .assert()
-        .code(0);
+        ],
+    );
 }
 
 #[test]
 fn switching_profiles_removes_the_files_of_the_old_one() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
-    let out = gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
+    ok(&["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r]);
     assert!(
         !root.join("etc/modprobe.d/gdrprov-blacklist.conf").exists(),
         "old block list left behind"
@@ -139,16 +123,13 @@ fn options_go_to_their_own_file() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("p.yaml");
     std::fs::write(&p, "modules:\n  options:\n    nvidia: \"NVreg_EnableStreamMemOPs=1 NVreg_RegistryDwords=PeerMappingOverride=1\"\n").unwrap();
-    gdrprov()
-        .args([
-            "apply",
-            p.to_str().unwrap(),
-            "-y",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "apply",
+        p.to_str().unwrap(),
+        "-y",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     let dir = root.join("etc/modprobe.d");
     let out = Command::new("modprobe")
         .arg("-C")
@@ -167,18 +148,14 @@ fn options_go_to_their_own_file() {
 fn a_module_missing_for_the_kernel_names_its_package_and_changes_nothing() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let before = snapshot(t.path());
-    let out = gdrprov()
-        .args([
-            "apply",
-            "erdma-cloud",
-            "-y",
-            // Past the requirements gate (eRDMA is absent), to the module check.
-            "--force",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        "erdma-cloud",
+        "-y", // Past the requirements gate (eRDMA is absent), to the module check.
+        "--force",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr_of(&out);
     assert!(
@@ -191,7 +168,7 @@ fn a_module_missing_for_the_kernel_names_its_package_and_changes_nothing() {
 
 #[test]
 fn old_drivers_get_nv_peer_mem_instead_of_nvidia_peermem() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     std::fs::write(
         root.join("proc/driver/nvidia/version"),
         "NVRM version: NVIDIA UNIX x86_64 Kernel Module  460.106.00  Tue Sep 28 12:05:58 UTC 2021\n",
@@ -201,16 +178,13 @@ fn old_drivers_get_nv_peer_mem_instead_of_nvidia_peermem() {
     let mut text = std::fs::read_to_string(&dep).unwrap();
     text.push_str("updates/dkms/nv_peer_mem.ko: updates/dkms/nvidia.ko\n");
     std::fs::write(&dep, text).unwrap();
-    gdrprov()
-        .args([
-            "apply",
-            "legacy-peermem",
-            "-y",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "apply",
+        "legacy-peermem",
+        "-y",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     let load = std::fs::read_to_string(root.join("etc/modules-load.d/gdrprov.conf")).unwrap();
     assert!(
         load.lines().any(|l| l == "nv_peer_mem") && !load.contains("\nnvidia_peermem"),
@@ -220,7 +194,7 @@ fn old_drivers_get_nv_peer_mem_instead_of_nvidia_peermem() {
 
 #[test]
 fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
     std::fs::create_dir_all(root.join("lib/systemd/system")).unwrap();
     std::fs::write(
@@ -234,10 +208,7 @@ fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
         root.join("etc/systemd/system/multi-user.target.wants/nv_peer_mem.service"),
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["plan", "legacy-peermem", "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "legacy-peermem", "--format", "json", "--root", &r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let cmds: Vec<String> = v["changes"]
         .as_array()
@@ -261,20 +232,13 @@ fn conflicting_service_is_disabled_and_no_exec_keeps_it_pending() {
     );
 
     // --no-exec: files written, the command owed and remembered.
-    let out = gdrprov()
-        .args(["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&["apply", "legacy-peermem", "-y", "--no-exec", "--root", &r]);
     assert!(
         stdout_of(&out).contains("Pending commands"),
         "{}",
         stdout_of(&out)
     );
-    let out = gdrprov()
-        .args(["plan", "legacy-peermem", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "legacy-peermem", "--root", &r]);
     let text = stdout_of(&out);
     assert!(
         text.contains("pending from an earlier --no-exec apply"),

@@ -6,8 +6,7 @@
 //! frozen) is tested on a loop-mounted ext4 in the module's unit tests, and
 //! a real power cut in tests/vm/scenarios/11-power-cut.sh.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 #[test]
 fn a_boot_entry_written_on_an_image_root_is_synced_and_reported() {

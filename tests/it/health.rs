@@ -5,15 +5,12 @@
 //! GPU<->NIC affinity; through `doctor`, `verify` and `inventory`, and the
 //! copy benchmark on this machine, which has no libcuda.
 
-mod common;
-mod hostgen;
-
-use common::*;
+use crate::common::*;
+use crate::hostgen::*;
 use gdrprov::checks::health::{self, Outcome};
 use gdrprov::facts::links::LinkState;
 use gdrprov::facts::{Depth, Facts};
 use gdrprov::host::Host;
-use hostgen::*;
 use serde_json::Value;
 use std::path::Path;
 

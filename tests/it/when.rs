@@ -1,7 +1,7 @@
 //! `when:` conditions through the CLI, on an example root (driver 550, x86_64).
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 
 const PROFILE: &str = r#"
 modules:
@@ -23,10 +23,7 @@ fn plan_names_what_it_skipped_and_why() {
     let profile = t.path().join("cond.yaml");
     std::fs::write(&profile, PROFILE).unwrap();
     let (r, p) = (root.display().to_string(), profile.display().to_string());
-    let out = gdrprov()
-        .args(["plan", &p, "--format", "json", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", &p, "--format", "json", "--root", &r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let skipped: Vec<&str> = v["skipped"]
         .as_array()
@@ -62,16 +59,13 @@ fn a_bad_condition_is_refused_before_anything() {
     )
     .unwrap();
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args([
-            "apply",
-            profile.to_str().unwrap(),
-            "-y",
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "apply",
+        profile.to_str().unwrap(),
+        "-y",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
     assert!(!out.status.success());
     let e = stderr_of(&out);
     assert!(e.contains("kvm") && e.contains("virtualization"), "{e}");

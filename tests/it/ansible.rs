@@ -3,8 +3,7 @@
 //! and a copy of an example root: check mode with --diff reports a change and
 //! changes nothing, apply changes, a second apply changes nothing.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 
 fn ansible_playbook() -> Option<PathBuf> {

@@ -3,8 +3,8 @@
 //! /opt/amazon/ofi-nccl, the efa module in the kernel's index, one EFA
 //! device `rdmap79s0` in sysfs).
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
@@ -55,11 +55,7 @@ fn p5_root() -> (tempfile::TempDir, std::path::PathBuf) {
 fn efa_profile_plans_the_module_dmabuf_and_libfabric_settings() {
     let (_t, root) = p5_root();
     let r = root.to_str().unwrap();
-    let out = gdrprov()
-        .args(["apply", "efa", "-y", "--root", r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", "efa", "-y", "--root", r]);
     let load = std::fs::read_to_string(root.join("etc/modules-load.d/gdrprov.conf")).unwrap();
     assert!(load.ends_with("\nefa\n"));
     let block =
@@ -79,10 +75,7 @@ fn efa_profile_plans_the_module_dmabuf_and_libfabric_settings() {
 fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
     let (_t, root) = p5_root();
     let r = root.to_str().unwrap();
-    let out = gdrprov()
-        .args(["verify", "efa", "--format", "json", "--root", r])
-        .output()
-        .unwrap();
+    let out = run(&["verify", "efa", "--format", "json", "--root", r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout_of(&out), stderr_of(&out)));
     let check = |name: &str| check_named(&v, name);
@@ -99,10 +92,7 @@ fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
         "1: DOWN\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["verify", "efa", "--format", "json", "--root", r])
-        .output()
-        .unwrap();
+    let out = run(&["verify", "efa", "--format", "json", "--root", r]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let c = check_named(&v, "efa-devices");
     assert_eq!(c["status"], "fail");
@@ -111,4 +101,36 @@ fn verify_on_efa_checks_the_devices_not_the_rc_loopback() {
         .unwrap()
         .contains("rdmap79s0 (port 1 DOWN)"));
     assert!(!out.status.success());
+}
+
+#[test]
+fn efa_is_refused_on_a_host_with_no_efa_device_as_erdma_cloud_is_without_erdma() {
+    // The module is in the kernel's index (distribution kernels ship efa.ko),
+    // but the host has no EFA device: `modprobe efa` would load a driver for
+    // nothing. Before, the plan wrote modules-load.d and the NCCL keys.
+    let (_t, root) = p5_root();
+    std::fs::remove_file(root.join("sys/class/infiniband/rdmap79s0")).unwrap();
+    let r = root.to_str().unwrap();
+    let before = snapshot(&root);
+    for profile in ["efa", "erdma-cloud"] {
+        let out = run(&["apply", profile, "-y", "--root", r]);
+        assert_eq!(out.status.code(), Some(1), "{profile}: {}", stderr_of(&out));
+        let err = stderr_of(&out);
+        assert!(
+            err.contains("does not meet the profile's requirements")
+                && err.contains("is absent, the profile requires present")
+                && err.contains("nothing was changed"),
+            "{profile}: {err}"
+        );
+    }
+    assert!(stderr_of(
+        &gdrprov()
+            .args(["plan", "efa", "--root", r])
+            .output()
+            .unwrap()
+    )
+    .contains("efa is absent, the profile requires present (an EFA device"));
+    assert_same(&before, &snapshot(&root), "a refused apply");
+    // --force goes ahead, as with every requirement.
+    ok(&["plan", "efa", "--force", "--root", r]);
 }

@@ -3,8 +3,7 @@
 //! real binary on copies of the example roots; the tests that need root
 //! (a chroot with a real /bin/sh, a small tmpfs) say so and skip otherwise.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

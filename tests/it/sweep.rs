@@ -3,8 +3,7 @@
 //! check against real slurmctld/slurmd/munge (skipped, with the reason, when
 //! they are absent).
 
-mod common;
-use common::*;
+use crate::common::*;
 use predicates::prelude::*;
 use std::path::Path;
 

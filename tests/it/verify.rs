@@ -1,8 +1,8 @@
 //! `gdrprov verify`: checks pass, fail with their cause, or are skipped with
 //! the reason; exit 0 ready, 3 not ready.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 
 #[test]
 fn an_image_root_is_verified_for_configuration_only() {
@@ -15,10 +15,7 @@ fn an_image_root_is_verified_for_configuration_only() {
     )
     .unwrap();
     let p = p.to_str().unwrap();
-    let out = gdrprov()
-        .args(["verify", p, "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["verify", p, "--root", &r]);
     assert_eq!(out.status.code(), Some(3), "{}", stdout_of(&out));
     assert!(
         stdout_of(&out).contains(
@@ -27,14 +24,8 @@ fn an_image_root_is_verified_for_configuration_only() {
         "{}",
         stdout_of(&out)
     );
-    gdrprov()
-        .args(["apply", p, "-y", "--root", &r])
-        .assert()
-        .success();
-    let out = gdrprov()
-        .args(["verify", p, "--root", &r, "--format", "json"])
-        .output()
-        .unwrap();
+    ok(&["apply", p, "-y", "--root", &r]);
+    let out = run(&["verify", p, "--root", &r, "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout_of(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["ready"], true);
@@ -68,16 +59,10 @@ fn an_image_root_is_verified_for_configuration_only() {
 
 #[test]
 fn commands_still_owed_mean_not_ready() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = root.display().to_string();
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
-    let out = gdrprov()
-        .args(["verify", "rdma-dmabuf", "--root", &r])
-        .output()
-        .unwrap();
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
+    let out = run(&["verify", "rdma-dmabuf", "--root", &r]);
     assert_eq!(out.status.code(), Some(3));
     assert!(
         stdout_of(&out).contains("still owed: `update-grub`"),
@@ -93,10 +78,7 @@ fn on_the_running_system_each_missing_piece_is_named() {
     let (t, _root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("mods.yaml");
     std::fs::write(&p, "modules:\n  absent: [gdrprov_test_never_loaded]\n").unwrap();
-    let out = gdrprov()
-        .args(["verify", p.to_str().unwrap(), "--format", "json"])
-        .output()
-        .unwrap();
+    let out = run(&["verify", p.to_str().unwrap(), "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let check = |n: &str| check_named(&v, n);
     assert_eq!(check("modules")["status"], "pass", "{v}");
@@ -109,10 +91,7 @@ fn on_the_running_system_each_missing_piece_is_named() {
         );
         assert_eq!(out.status.code(), Some(3));
     }
-    let out = gdrprov()
-        .args(["verify", p.to_str().unwrap(), "--no-loopback"])
-        .output()
-        .unwrap();
+    let out = run(&["verify", p.to_str().unwrap(), "--no-loopback"]);
     assert!(
         stdout_of(&out).contains("skip  loopback"),
         "{}",

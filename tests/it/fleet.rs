@@ -3,8 +3,8 @@
 //! real `packer build` of the chroot template into a copy of an example
 //! root), Prometheus metrics, shell completions and the manual page.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::path::{Path, PathBuf};
 
 fn bin() -> &'static str {
@@ -35,11 +35,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     let profile = first_boot_profile(t.path());
     let p = profile.display().to_string();
     let pristine = snapshot(&root);
-    let out = gdrprov()
-        .args(["apply", &p, "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", &p, "--yes", "--no-exec", "--root", &r]);
     let unit = std::fs::read_to_string(root.join(UNIT)).unwrap();
     assert!(unit.starts_with("# Managed by gdrprov"), "{unit}");
     assert!(
@@ -74,11 +70,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     }
 
     // A trial apply: the unit commits once verify passes.
-    let out = gdrprov()
-        .args(["apply", &p, "--trial", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", &p, "--trial", "--yes", "--no-exec", "--root", &r]);
     let unit = std::fs::read_to_string(root.join(UNIT)).unwrap();
     assert!(
         unit.contains(&format!("\nExecStartPost={} commit --yes\n", bin())),
@@ -86,10 +78,7 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     );
     // Verify compares with the trial's configuration: only the commands
     // --no-exec left owed stand between it and ready.
-    let out = gdrprov()
-        .args(["verify", &p, "--root", &r, "--format", "json"])
-        .output()
-        .unwrap();
+    let out = run(&["verify", &p, "--root", &r, "--format", "json"]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let detail = v["checks"][1]["detail"].as_str().unwrap().to_string();
     assert!(
@@ -98,18 +87,15 @@ fn first_boot_unit_is_installed_verified_by_systemd_and_rolled_back() {
     );
 
     // Rollback of both generations removes the unit and the drop-in.
-    gdrprov()
-        .args([
-            "rollback",
-            "--generation",
-            "1",
-            "--yes",
-            "--no-exec",
-            "--root",
-            &r,
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "rollback",
+        "--generation",
+        "1",
+        "--yes",
+        "--no-exec",
+        "--root",
+        &r,
+    ]);
     // Every file is back, and the directories apply created (etc/systemd/
     // system/multi-user.target.d and its parents) are gone again.
     assert!(!root.join("etc/systemd/system/multi-user.target.d").exists());
@@ -125,15 +111,12 @@ fn first_boot_needs_loadable_profile_names() {
     let (t, root) = example_root("ubuntu-22.04-h100");
     let p = t.path().join("site.yaml");
     std::fs::write(&p, "extends: rdma-dmabuf\nverify: { first-boot: true }\n").unwrap();
-    let out = gdrprov()
-        .args([
-            "plan",
-            &p.display().to_string(),
-            "--root",
-            &root.display().to_string(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        &p.display().to_string(),
+        "--root",
+        &root.display().to_string(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out)
@@ -146,15 +129,12 @@ fn first_boot_needs_loadable_profile_names() {
         "extends: rdma-dmabuf\nverify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "plan",
-            &p.display().to_string(),
-            "--root",
-            &root.display().to_string(),
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        &p.display().to_string(),
+        "--root",
+        &root.display().to_string(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("which systemd would interpret"),
@@ -209,10 +189,7 @@ fn verify_writes_markers_and_prometheus_textfile() {
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
 
     // After an apply (no commands owed) the marker flips to ready.
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r]);
     // --no-exec leaves update-grub owed; an image root is ready once it ran, so
     // settle it the way the image's first boot would: record it as done.
     let state_path = root.join("var/lib/gdrprov/state.json");
@@ -235,17 +212,14 @@ fn verify_writes_markers_and_prometheus_textfile() {
     assert!(!markers.join("failed").exists());
 
     // Other commands refuse the prometheus format.
-    let out = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--root",
-            &r,
-            "--format",
-            "prometheus",
-        ])
-        .output()
-        .unwrap();
+    let out = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--root",
+        &r,
+        "--format",
+        "prometheus",
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("--format prometheus is only for `gdrprov verify"));
 }

@@ -2,8 +2,8 @@
 //! diff, apply writes it, a second apply changes nothing, rollback restores
 //! every byte, and every bad input is refused with nothing changed.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
@@ -13,13 +13,9 @@ fn root_arg(root: &Path) -> String {
 
 #[test]
 fn plan_shows_the_diff_and_changes_nothing() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let before = snapshot(&root);
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", &root_arg(&root)])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&["plan", "rdma-dmabuf", "--root", &root_arg(&root)]);
     let text = stdout_of(&out);
     assert!(text.contains("+++ b/etc/nccl.conf"), "{text}");
     assert!(text.contains("+NCCL_DMABUF_ENABLE=1"), "{text}");
@@ -29,25 +25,21 @@ fn plan_shows_the_diff_and_changes_nothing() {
 
 #[test]
 fn detailed_exitcode_apply_idempotence_and_rollback() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let r = root_arg(&root);
+    let root = Root::example("ubuntu-22.04-h100");
+    let r = root.arg();
     let pristine = snapshot(&root);
-    gdrprov()
-        .args([
+    exits(
+        2,
+        &[
             "plan",
             "rdma-dmabuf",
             "--no-exec",
             "--detailed-exitcode",
             "--root",
-            &r,
-        ])
-        .assert()
-        .code(2);
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+            r,
+        ],
+    );
+    let out = ok(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", r]);
     assert!(
         stdout_of(&out).contains("Done: generation 1"),
         "{}",
@@ -94,17 +86,14 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
             "--no-exec",
             "--detailed-exitcode",
             "--root",
-            &r,
+            r,
         ])
         .assert()
         // Files are done; the commands an apply --no-exec left are owed:
         // pending, as plan says without --no-exec too (docs/commands.md).
         .code(2)
         .stdout(predicates::str::contains("Nothing to write"));
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["apply", "rdma-dmabuf", "--yes", "--no-exec", "--root", r]);
     assert!(out.status.success());
     assert!(
         stdout_of(&out).contains("Nothing to write"),
@@ -119,17 +108,13 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
     assert!(!root.join("var/lib/gdrprov/generations/2").exists());
 
     // Rollback restores every byte outside gdrprov's own state directory.
-    let out = gdrprov()
-        .args(["rollback", "--yes", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["rollback", "--yes", "--no-exec", "--root", r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine.clone()),
         "rollback did not restore every byte",
     );
-    let out = gdrprov().args(["history", "--root", &r]).output().unwrap();
+    let out = gdrprov().args(["history", "--root", r]).output().unwrap();
     let h = stdout_of(&out);
     assert!(
         h.contains("rolled back by 2") && h.contains("rollback of 1:"),
@@ -137,7 +122,7 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
     );
     // Nothing left to roll back: said, exit 0 (like an apply with nothing to do).
     gdrprov()
-        .args(["rollback", "--yes", "--no-exec", "--root", &r])
+        .args(["rollback", "--yes", "--no-exec", "--root", r])
         .assert()
         .code(0)
         .stdout(predicates::str::contains("Nothing to roll back"));
@@ -145,16 +130,13 @@ fn detailed_exitcode_apply_idempotence_and_rollback() {
 
 #[test]
 fn existing_file_is_replaced_then_restored_with_its_mode() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let r = root_arg(&root);
+    let root = Root::example("ubuntu-22.04-h100");
+    let r = root.arg();
     let conf = root.join("etc/nccl.conf");
     std::fs::write(&conf, "NCCL_DEBUG=INFO\n").unwrap();
     std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o640)).unwrap();
     let pristine = snapshot(&root);
-    let out = gdrprov()
-        .args(["plan", "rdma-dmabuf", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["plan", "rdma-dmabuf", "--root", r]);
     // gdrprov owns only its keys: the user's line stays.
     assert!(
         stdout_of(&out).contains("+NCCL_DMABUF_ENABLE=1")
@@ -162,19 +144,13 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
         "{}",
         stdout_of(&out)
     );
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", r]);
     assert_eq!(
         std::fs::metadata(&conf).unwrap().permissions().mode() & 0o777,
         0o640,
         "mode not kept"
     );
-    gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["rollback", "-y", "--no-exec", "--root", r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine.clone()),
@@ -184,17 +160,11 @@ fn existing_file_is_replaced_then_restored_with_its_mode() {
 
 #[test]
 fn rollback_refuses_to_overwrite_later_hand_edits_without_force() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let r = root_arg(&root);
-    gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    let root = Root::example("ubuntu-22.04-h100");
+    let r = root.arg();
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", r]);
     std::fs::write(root.join("etc/nccl.conf"), "edited by hand\n").unwrap();
-    let out = gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
+    let out = run(&["rollback", "-y", "--no-exec", "--root", r]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("changed after gdrprov wrote them"),
@@ -205,10 +175,7 @@ fn rollback_refuses_to_overwrite_later_hand_edits_without_force() {
         std::fs::read_to_string(root.join("etc/nccl.conf")).unwrap(),
         "edited by hand\n"
     );
-    gdrprov()
-        .args(["rollback", "-y", "--force", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["rollback", "-y", "--force", "--no-exec", "--root", r]);
     assert!(!root.join("etc/nccl.conf").exists());
 }
 
@@ -224,16 +191,9 @@ fn dropping_a_profile_file_removes_only_what_gdrprov_created() {
         "files:\n  - path: /etc/nccl.conf\n    content: \"x=1\\n\"\n",
     )
     .unwrap();
-    gdrprov()
-        .args(["apply", with.to_str().unwrap(), "-y", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", with.to_str().unwrap(), "-y", "--root", &r]);
     assert!(root.join("etc/gdrprov-test.conf").exists());
-    let out = gdrprov()
-        .args(["apply", without.to_str().unwrap(), "-y", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&["apply", without.to_str().unwrap(), "-y", "--root", &r]);
     assert!(
         stdout_of(&out).contains("Remove /etc/gdrprov-test.conf"),
         "{}",
@@ -248,18 +208,15 @@ fn dropping_a_profile_file_removes_only_what_gdrprov_created() {
 
 #[test]
 fn json_output_has_the_documented_shape() {
-    let (_t, root) = example_root("rocky-9-a100");
-    let out = gdrprov()
-        .args([
-            "plan",
-            "legacy-peermem",
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let root = Root::example("rocky-9-a100");
+    let out = run(&[
+        "plan",
+        "legacy-peermem",
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["command"], "plan");
@@ -284,30 +241,24 @@ fn json_output_has_the_documented_shape() {
 
 #[test]
 fn profiles_by_name_and_by_file_are_the_same() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let by_name = gdrprov()
-        .args([
-            "plan",
-            "rdma-dmabuf",
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let root = Root::example("ubuntu-22.04-h100");
+    let by_name = run(&[
+        "plan",
+        "rdma-dmabuf",
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     let file = repo().join("profiles/rdma-dmabuf.yaml");
-    let by_file = gdrprov()
-        .args([
-            "plan",
-            file.to_str().unwrap(),
-            "--format",
-            "json",
-            "--root",
-            &root_arg(&root),
-        ])
-        .output()
-        .unwrap();
+    let by_file = run(&[
+        "plan",
+        file.to_str().unwrap(),
+        "--format",
+        "json",
+        "--root",
+        &root_arg(&root),
+    ]);
     assert!(by_name.status.success() && by_file.status.success());
     assert_eq!(by_name.stdout, by_file.stdout);
 }
@@ -327,17 +278,13 @@ fn extends_and_relative_templates() {
         "extends: rdma-dmabuf\nnccl:\n  NCCL_NET_GDR_LEVEL: PXB\nvars:\n  nccl-net-gdr-level: PXB\n  site: lab\nmodules:\n  present: [nvidia_peermem]\nfiles:\n  - path: /etc/motd\n    template: motd.hbs\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args([
-            "profile",
-            "show",
-            dir.join("site.yaml").to_str().unwrap(),
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "profile",
+        "show",
+        dir.join("site.yaml").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let v = &v["profile"];
     assert_eq!(v["boot"]["iommu"], "passthrough", "parent setting lost");
@@ -347,17 +294,14 @@ fn extends_and_relative_templates() {
         serde_json::json!(["nv_peer_mem"]),
         "child present must cancel parent absent"
     );
-    gdrprov()
-        .args([
-            "apply",
-            dir.join("site.yaml").to_str().unwrap(),
-            "-y",
-            "--no-exec",
-            "--root",
-            &root_arg(&root),
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "apply",
+        dir.join("site.yaml").to_str().unwrap(),
+        "-y",
+        "--no-exec",
+        "--root",
+        &root_arg(&root),
+    ]);
     assert!(std::fs::read_to_string(root.join("etc/motd"))
         .unwrap()
         .ends_with("site lab level PXB\n"));
@@ -572,10 +516,7 @@ fn a_held_lock_is_refused() {
         .unwrap();
     let _held = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).unwrap();
     let before = snapshot(t.path());
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--root", &root_arg(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["apply", "rdma-dmabuf", "-y", "--root", &root_arg(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("holds the lock"),
@@ -638,11 +579,7 @@ fn an_apply_killed_half_way_is_put_back_by_the_next_run() {
         "old two\n"
     );
     // The next apply recovers (puts file one back) and then applies in full.
-    let out = gdrprov()
-        .args(["apply", p.to_str().unwrap(), "-y", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&["apply", p.to_str().unwrap(), "-y", "--root", &r]);
     assert!(
         stdout_of(&out).contains("generation 1 was interrupted"),
         "{}",
@@ -652,10 +589,7 @@ fn an_apply_killed_half_way_is_put_back_by_the_next_run() {
         std::fs::read_to_string(root.join("etc/two.conf")).unwrap(),
         "new two\n"
     );
-    gdrprov()
-        .args(["rollback", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["rollback", "-y", "--no-exec", "--root", &r]);
     assert_same(
         &without_state(snapshot(&root)),
         &without_state(pristine.clone()),

@@ -4,9 +4,8 @@
 //! and `device-h200` (Ubuntu 24.04, kernel booted directly by Firecracker, no
 //! boot loader, no /etc/default/grub).
 
-mod common;
-
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use std::path::Path;
 
 const BUILTINS: [&str; 4] = [
@@ -231,7 +230,7 @@ fn boot_entries_and_trial_are_refused_on_such_a_host() {
 
 #[test]
 fn verify_reports_every_check_when_the_grub_defaults_cannot_be_read() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let grub = root.join("etc/default/grub");
     let mut text = std::fs::read(&grub).unwrap();
     text.extend_from_slice(b"GRUB_X=\"a\0b\"\n");
@@ -270,7 +269,7 @@ fn grub_args(root: &Path) -> String {
 
 #[test]
 fn grace_facts_and_doctor_read_the_arm64_root() {
-    let (_t, root) = example_root("ubuntu-24.04-gh200");
+    let root = Root::example("ubuntu-24.04-gh200");
     let inv = json_of(&run(&root, &["inventory", "--format", "json"]));
     let f = if inv["facts"].is_object() {
         &inv["facts"]
@@ -293,7 +292,7 @@ fn grace_facts_and_doctor_read_the_arm64_root() {
 
 #[test]
 fn grace_gets_iommu_passthrough_1_and_rolls_back_byte_for_byte() {
-    let (_t, root) = example_root("ubuntu-24.04-gh200");
+    let root = Root::example("ubuntu-24.04-gh200");
     let pristine = snapshot(&root);
     let out = run(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
@@ -350,7 +349,7 @@ fn grace_refuses_unsafe_and_contradictory_arguments_unchanged() {
 
 #[test]
 fn arch_override_for_an_image_whose_root_cannot_tell() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     std::fs::remove_file(root.join("proc/cpuinfo")).unwrap();
     let out = run(&root, &["plan", "rdma-dmabuf"]);
     let text = stdout_of(&out);

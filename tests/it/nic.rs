@@ -2,9 +2,9 @@
 //! files (eRDMA `auto`: 8500 with jumbo frames, 1400 without), /etc/nccl.conf
 //! owned key by key, and the boot-time ACS unit on bare metal only.
 
-mod common;
-mod hostgen;
-use common::*;
+use crate::common::*;
+use crate::hostgen;
+use crate::util::*;
 use std::path::Path;
 
 fn s(p: &Path) -> String {
@@ -17,10 +17,7 @@ fn read(root: &Path, p: &str) -> String {
 
 /// `verify PROFILE --format json --root ROOT`, and the check named NAME from its report.
 fn verify_check(profile: &str, root: &str, name: &str) -> serde_json::Value {
-    let out = gdrprov()
-        .args(["verify", profile, "--format", "json", "--root", root])
-        .output()
-        .unwrap();
+    let out = run(&["verify", profile, "--format", "json", "--root", root]);
     let rep: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     check_named(&rep, name)
 }
@@ -37,7 +34,7 @@ fn plan_json(root: &Path, profiles: &[&str]) -> serde_json::Value {
 
 #[test]
 fn erdma_auto_mtu_link_files_and_nccl_device_list() {
-    let (_t, root) = example_root("alinux3-erdma");
+    let root = Root::example("alinux3-erdma");
     let r = s(&root);
     let v = plan_json(&root, &["erdma-cloud"]);
     let diff = |path: &str| -> String {
@@ -64,16 +61,13 @@ fn erdma_auto_mtu_link_files_and_nccl_device_list() {
     assert!(nccl.contains("+NCCL_DMABUF_ENABLE=0"), "{nccl}");
     assert!(!nccl.contains("NCCL_PROTO"), "both MTUs are safe: {nccl}");
 
-    gdrprov()
-        .args(["apply", "erdma-cloud", "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", "erdma-cloud", "-y", "--no-exec", "--root", &r]);
     assert!(read(&root, "/etc/systemd/network/10-gdrprov-eth1.link").contains("MTUBytes=1400\n"));
     // Idempotent, and verify reads the MTUs back from /sys/class/net.
-    gdrprov()
-        .args(["plan", "erdma-cloud", "--detailed-exitcode", "--root", &r])
-        .assert()
-        .code(0);
+    exits(
+        0,
+        &["plan", "erdma-cloud", "--detailed-exitcode", "--root", &r],
+    );
     let mtu = verify_check("erdma-cloud", &r, "mtu");
     assert_eq!(mtu["status"], "pass", "{mtu:#}");
     assert_eq!(mtu["detail"], "eth0 8500, eth1 1400");
@@ -96,10 +90,7 @@ fn an_mtu_unsafe_for_ll128_leaves_it_out_with_the_reason() {
         "extends: erdma-cloud\nnetwork:\n  mtu:\n    devices: { rdma: erdma_0 }\n    value: 9000\n",
     )
     .unwrap();
-    gdrprov()
-        .args(["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)])
-        .assert()
-        .success();
+    ok(&["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)]);
     assert!(read(&root, "/etc/systemd/network/10-gdrprov-eth0.link").contains("MTUBytes=9000\n"));
     assert!(!root
         .join("etc/systemd/network/10-gdrprov-eth1.link")
@@ -111,18 +102,14 @@ fn an_mtu_unsafe_for_ll128_leaves_it_out_with_the_reason() {
         "{conf}"
     );
     // Back to the plain profile: the protocol key goes, eth0 gets 8500.
-    let out = gdrprov()
-        .args([
-            "apply",
-            "erdma-cloud",
-            "-y",
-            "--no-exec",
-            "--root",
-            &s(&root),
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&[
+        "apply",
+        "erdma-cloud",
+        "-y",
+        "--no-exec",
+        "--root",
+        &s(&root),
+    ]);
     assert!(
         stdout_of(&out).contains("remove NCCL_PROTO"),
         "{}",
@@ -138,16 +125,12 @@ fn an_mtu_unsafe_for_ll128_leaves_it_out_with_the_reason() {
 
 #[test]
 fn nccl_conf_keeps_the_users_lines_byte_for_byte() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let r = s(&root);
     let mine = "# site settings\nNCCL_DEBUG=INFO\nNCCL_NET_GDR_LEVEL=SYS\n\nNCCL_SOCKET_IFNAME=ens1 # keep\n";
     std::fs::write(root.join("etc/nccl.conf"), mine).unwrap();
     let pristine = snapshot(&root);
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    let out = ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
     assert!(
         stdout_of(&out).contains("take over NCCL_NET_GDR_LEVEL (set by hand to `SYS`"),
         "{}",
@@ -160,18 +143,15 @@ fn nccl_conf_keeps_the_users_lines_byte_for_byte() {
     // Another profile: gdrprov changes only its keys; the user edits one of theirs meanwhile.
     let edited = read(&root, "/etc/nccl.conf").replace("NCCL_DEBUG=INFO", "NCCL_DEBUG=WARN");
     std::fs::write(root.join("etc/nccl.conf"), &edited).unwrap();
-    gdrprov()
-        .args([
-            "apply",
-            "legacy-peermem",
-            "-y",
-            "--no-exec",
-            "--force",
-            "--root",
-            &r,
-        ])
-        .assert()
-        .success();
+    ok(&[
+        "apply",
+        "legacy-peermem",
+        "-y",
+        "--no-exec",
+        "--force",
+        "--root",
+        &r,
+    ]);
     assert_eq!(
         read(&root, "/etc/nccl.conf"),
         "# site settings\nNCCL_DEBUG=WARN\nNCCL_NET_GDR_LEVEL=PHB\n\nNCCL_SOCKET_IFNAME=ens1 # keep\nNCCL_DMABUF_ENABLE=0\n"
@@ -183,10 +163,7 @@ fn nccl_conf_keeps_the_users_lines_byte_for_byte() {
     .unwrap();
     // Rolling everything back restores the user's file exactly.
     for _ in 0..2 {
-        gdrprov()
-            .args(["rollback", "-y", "--no-exec", "--force", "--root", &r])
-            .assert()
-            .success();
+        ok(&["rollback", "-y", "--no-exec", "--force", "--root", &r]);
     }
     // Every file as it was (directories gdrprov created may stay).
     let files = |m: std::collections::BTreeMap<String, (Vec<u8>, u32)>| {
@@ -304,10 +281,7 @@ fn acs_unit_passes_systemd_analyze_verify() {
     let g = acs_node();
     let root = g.finish().to_path_buf();
     let p = acs_profile(g.dir.path());
-    gdrprov()
-        .args(["apply", &p, "-y", "--no-exec", "--root", &s(&root)])
-        .assert()
-        .success();
+    ok(&["apply", &p, "-y", "--no-exec", "--root", &s(&root)]);
     let unit = root.join("etc/systemd/system/gdrprov-acs.service");
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("gdrprov-acs.service");
@@ -355,10 +329,7 @@ fn profile_errors_for_network_and_pcie() {
         let p = t.path().join("bad.yaml");
         std::fs::write(&p, yaml).unwrap();
         let before = snapshot(&root);
-        let out = gdrprov()
-            .args(["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)])
-            .output()
-            .unwrap();
+        let out = run(&["apply", &s(&p), "-y", "--no-exec", "--root", &s(&root)]);
         assert_eq!(out.status.code(), Some(1), "{yaml}");
         assert!(stderr_of(&out).contains(msg), "{yaml}: {}", stderr_of(&out));
         assert_same(
@@ -380,10 +351,7 @@ fn profile_errors_for_network_and_pcie() {
         "network:\n  mtu:\n    devices: { rdma: \"erdma_*\" }\n    value: 1400\n",
     )
     .unwrap();
-    let out = gdrprov()
-        .args(["plan", &s(&a), &s(&b), "--root", &s(&root)])
-        .output()
-        .unwrap();
+    let out = run(&["plan", &s(&a), &s(&b), "--root", &s(&root)]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr_of(&out).contains("network.mtu"),
@@ -403,16 +371,9 @@ fn a_whole_nccl_conf_owned_before_becomes_key_by_key() {
         "files:\n  - path: /etc/nccl.conf\n    content: \"x=1\\n\"\n",
     )
     .unwrap();
-    gdrprov()
-        .args(["apply", &s(&whole), "-y", "--no-exec", "--root", &r])
-        .assert()
-        .success();
+    ok(&["apply", &s(&whole), "-y", "--no-exec", "--root", &r]);
     assert_eq!(read(&root, "/etc/nccl.conf"), "x=1\n");
-    let out = gdrprov()
-        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
+    ok(&["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r]);
     // The user's original line, then gdrprov's keys.
     assert_eq!(
         read(&root, "/etc/nccl.conf"),

@@ -4,8 +4,8 @@
 //! Rust names, suggestions that keep --root, profile errors in the
 //! profile's words, and refusals that change nothing.
 
-mod common;
-use common::*;
+use crate::common::*;
+use crate::util::*;
 use serde_json::Value;
 use std::path::Path;
 
@@ -110,7 +110,7 @@ fn every_command_has_the_same_json_envelope() {
 
 #[test]
 fn errors_are_json_objects_with_the_usual_exit_code() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let pristine = snapshot(&root);
     // An error of the command itself.
@@ -155,7 +155,7 @@ fn assert_command_form(c: &Value) {
 
 #[test]
 fn commands_have_one_form_and_every_apply_has_an_outcome() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let (_, plan) = json(&["plan", "rdma-dmabuf", "--root", &rr]);
     let runs: Vec<&Value> = plan["changes"]
@@ -199,7 +199,7 @@ fn commands_have_one_form_and_every_apply_has_an_outcome() {
 
 #[test]
 fn owed_commands_are_pending_for_plan_and_apply_alike() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let (code, _, err) = run(&["apply", "rdma-dmabuf", "--no-exec", "--yes", "--root", &rr]);
     assert_eq!(code, 0, "{err}");
@@ -248,7 +248,7 @@ fn owed_commands_are_pending_for_plan_and_apply_alike() {
 
 #[test]
 fn history_says_when_who_what_and_how_it_ended() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let out = gdrprov()
         .args(["apply", "rdma-dmabuf", "--no-exec", "--yes", "--root", &rr])
@@ -293,7 +293,7 @@ fn history_says_when_who_what_and_how_it_ended() {
 
 #[test]
 fn unchecked_requirements_on_an_image_are_one_line() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     // An image root: nothing of the running driver or tools can be read.
     let (_, v) = json(&["plan", "rdma-dmabuf", "--no-exec", "--root", &rr]);
@@ -311,7 +311,7 @@ fn unchecked_requirements_on_an_image_are_one_line() {
 #[test]
 fn text_output_has_no_rust_names() {
     for host in ["ubuntu-22.04-h100", "rocky-9-a100", "alinux3-erdma"] {
-        let (_t, root) = example_root(host);
+        let root = Root::example(host);
         let rr = r(&root);
         let (_, inv, _) = run(&["inventory", "--root", &rr]);
         let (_, doc, _) = run(&["doctor", "--root", &rr]);
@@ -333,14 +333,14 @@ fn text_output_has_no_rust_names() {
         }
         assert!(inv.contains("Boot: GRUB"), "{host}: {inv}");
     }
-    let (_t, root) = example_root("alinux3-erdma");
+    let root = Root::example("alinux3-erdma");
     let (_, erdma, _) = run(&["doctor", "erdma-cloud", "--root", &r(&root)]);
     assert!(erdma.contains("wanted present"), "{erdma}");
 }
 
 #[test]
 fn suggested_commands_keep_root_and_format() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let (_, text, _) = run(&["doctor", "--root", &rr]);
     assert!(
@@ -361,7 +361,7 @@ fn suggested_commands_keep_root_and_format() {
 
 #[test]
 fn rollback_with_nothing_to_undo_says_so_and_writes_nothing() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let pristine = snapshot(&root);
     let (code, out, err) = run(&["rollback", "--yes", "--root", &rr]);
@@ -477,7 +477,7 @@ fn an_empty_profile_changes_nothing() {
 
 #[test]
 fn commands_of_the_running_system_refuse_another_root() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let root = Root::example("ubuntu-22.04-h100");
     let rr = r(&root);
     let pristine = snapshot(&root);
     for args in [

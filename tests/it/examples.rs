@@ -2,11 +2,10 @@
 //! playbook (`ansible-playbook --syntax-check`, then real runs against a copy
 //! of an example root), every Packer template (`packer validate`), every
 //! profile in profiles/ and examples/ (`gdrprov profile validate`).
-//! tests/ansible.rs drives the module with playbooks of its own; this file
+//! tests/it/ansible.rs drives the module with playbooks of its own; this file
 //! only uses what an operator gets.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -174,7 +173,7 @@ fn shipped_playbook_runs_against_an_example_root() {
         .contains("iommu=pt"));
 
     // The owed commands run at the image's first real apply; settle them as
-    // tests/fleet.rs does, then run the playbook as on a prepared host:
+    // tests/it/fleet.rs does, then run the playbook as on a prepared host:
     // nothing changes and the verify task passes.
     let state_path = root.join("var/lib/gdrprov/state.json");
     let mut state: serde_json::Value =

@@ -3,10 +3,9 @@
 //! roots, and on the snapshot taken with `inventory --snapshot` on the device
 //! machine (H200, open driver 580, no RDMA NIC).
 
-mod common;
-mod hostgen;
-
-use common::*;
+use crate::common::*;
+use crate::hostgen::*;
+use crate::util::*;
 use gdrprov::facts::gpu::Arch;
 use gdrprov::facts::iommu::IommuState;
 use gdrprov::facts::nvidia::Flavor;
@@ -14,7 +13,6 @@ use gdrprov::facts::ofed::OfedKindFact;
 use gdrprov::facts::pcie::Distance;
 use gdrprov::facts::{Depth, Facts};
 use gdrprov::host::Host;
-use hostgen::*;
 use serde_json::{json, Value};
 use std::path::Path;
 
@@ -472,10 +470,7 @@ fn nccl_log_lines_map_to_findings() {
         .as_str()
         .unwrap()
         .contains("nccl.log:4:"));
-    let out = gdrprov()
-        .args(["doctor", "--nccl-log", "/nonexistent/nccl.log"])
-        .output()
-        .unwrap();
+    let out = run(&["doctor", "--nccl-log", "/nonexistent/nccl.log"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr_of(&out).contains("/nonexistent/nccl.log"));
 }
@@ -617,6 +612,11 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
     assert_eq!(
         now.as_object_mut().unwrap().remove("arch").unwrap()["arch"],
         "x86_64"
+    );
+    // And the EFA fact: no EFA device on this host.
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("efa").unwrap(),
+        serde_json::json!({"devices": [], "module_version": null})
     );
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);

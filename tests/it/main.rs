@@ -1,0 +1,34 @@
+//! The integration tests: one binary (ripgrep's shape), a module per area, with
+//! the shared helpers in `common` (example roots, the gdrprov command, snapshots)
+//! and `hostgen` (synthetic host trees).
+
+mod common;
+mod hostgen;
+mod util;
+
+mod ansible;
+mod bench_cli;
+mod boot;
+mod boot_entries;
+mod boot_shapes;
+mod durable;
+mod efa;
+mod examples;
+mod facts;
+mod fleet;
+mod foundation;
+mod front_door;
+mod grub_corpus;
+mod health;
+mod interface;
+mod kmod;
+mod nic;
+mod openibd;
+mod plan_snapshot;
+mod profile_checks;
+mod reliability;
+mod scripts;
+mod sweep;
+mod trial;
+mod verify;
+mod when;
