@@ -10,7 +10,6 @@ mod ask;
 pub mod bench;
 pub mod boot;
 pub mod cli;
-pub mod fleet;
 mod history;
 pub mod inventory;
 pub mod manual;

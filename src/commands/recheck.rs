@@ -38,6 +38,10 @@ pub struct RecheckArgs {
     /// `vars.gdrprov-nfd-file`; none when unset).
     #[arg(long, value_name = "FILE")]
     pub nfd_file: Option<PathBuf>,
+    /// How long the node-feature labels live unless refreshed (they carry NFD's
+    /// `# +expiry-time`); a re-check runs only when modules change, so a day.
+    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
+    pub nfd_expiry: Duration,
     /// Give up after SECS: the marker then says `failed` (the re-check did not finish).
     #[arg(long, value_name = "SECS", default_value_t = 60)]
     pub timeout: u64,
@@ -73,21 +77,21 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let report = match bounded(req, Duration::from_secs(a.timeout)) {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            let _ = crate::commands::fleet::write_marker(&a.marker_dir, false, &e.to_string());
+            let _ = crate::fleet::files::write_marker(&a.marker_dir, false, &e.to_string());
             return Err(e);
         }
         None => timed_out(root, &specs, a.timeout),
     };
-    crate::commands::fleet::write_marker(
+    crate::fleet::files::write_marker(
         &a.marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
     )?;
     if let Some(path) = &textfile {
-        crate::commands::fleet::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
+        crate::fleet::files::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
     }
     if let Some(path) = &nfd_file {
-        crate::commands::fleet::write_textfile(path, &nfd_text(&report))?;
+        crate::fleet::nfd::write(path, Some(&report), &specs, a.nfd_expiry)?;
     }
     match out.format {
         Format::Json => out.document("recheck", root, &report),
@@ -171,36 +175,6 @@ fn summary(r: &Report, reason: &str) -> String {
     s
 }
 
-/// node-feature-discovery's local feature file: one `name=value` a line
-/// (labels `feature.node.kubernetes.io/gdrprov-ready` and `-profile`).
-fn nfd_text(r: &Report) -> String {
-    let profile: String = r
-        .profiles
-        .iter()
-        .map(|p| {
-            Path::new(p)
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        })
-        .collect::<Vec<_>>()
-        .join(".")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(63)
-        .collect();
-    format!(
-        "# Written by gdrprov recheck; `gdrprov verify` says why.\ngdrprov-ready={}\ngdrprov-profile={profile}\n",
-        r.ready
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,13 +193,6 @@ mod tests {
             loopback: None,
             health: None,
         }
-    }
-
-    #[test]
-    fn nfd_file_has_valid_label_values() {
-        let t = nfd_text(&report(false));
-        assert!(t.contains("\ngdrprov-ready=false\n"), "{t}");
-        assert!(t.contains("\ngdrprov-profile=rdma-dmabuf.site_a\n"), "{t}");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! [`results`], in one place.
 
 pub mod classify;
+pub mod files;
 pub mod nfd;
 pub mod plan;
 pub mod remedy;

@@ -54,7 +54,7 @@ pub fn features(
     expires: std::time::SystemTime,
 ) -> String {
     let mut s = format!(
-        "# gdrprov verify: written by `gdrprov verify --nfd-file`\n# +expiry-time={}\n",
+        "# written by gdrprov (verify --nfd-file, recheck)\n# +expiry-time={}\n",
         humantime::format_rfc3339_seconds(expires)
     );
     s.push_str(&format!("gdrprov.ready={ready}\n"));
@@ -90,7 +90,7 @@ pub fn write(
         rdma_path(memory.as_deref(), &present, &absent),
         std::time::SystemTime::now() + expiry,
     );
-    crate::commands::fleet::write_textfile(path, &text)
+    crate::fleet::files::write_textfile(path, &text)
 }
 
 #[cfg(test)]
@@ -104,7 +104,7 @@ mod tests {
         let text = features(true, &["rdma-dmabuf".into()], Some("dma-buf"), t);
         assert_eq!(
             text,
-            "# gdrprov verify: written by `gdrprov verify --nfd-file`\n# +expiry-time=2027-01-15T08:00:00Z\ngdrprov.ready=true\ngdrprov.profile=rdma-dmabuf\ngdrprov.rdma-path=dma-buf\n"
+            "# written by gdrprov (verify --nfd-file, recheck)\n# +expiry-time=2027-01-15T08:00:00Z\ngdrprov.ready=true\ngdrprov.profile=rdma-dmabuf\ngdrprov.rdma-path=dma-buf\n"
         );
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.split_once('=').unwrap();

@@ -124,6 +124,9 @@ pub struct PlanFacts {
     pub backups: BTreeMap<String, std::result::Result<String, String>>,
     /// Module names inside each kernel's initramfs; `None`: no image or no lister.
     pub initramfs: BTreeMap<String, Option<BTreeSet<String>>>,
+    /// Where the root has the gdrprov binary (the package's `/usr/bin` first,
+    /// then a copied `/usr/local/bin`), for units that run it.
+    pub gdrprov_bin: Option<&'static str>,
     missed: RefCell<Missed>,
 }
 
@@ -199,6 +202,11 @@ impl PlanFacts {
             kernels: target_kernel_modules(host),
             ..PlanFacts::default()
         };
+        if doc.verify.first_boot == Some(true) {
+            pf.gdrprov_bin = ["/usr/bin/gdrprov", "/usr/local/bin/gdrprov"]
+                .into_iter()
+                .find(|p| host.exists(p));
+        }
         if live_changes {
             for m in &doc.modules.absent {
                 let n = norm(m);

@@ -58,7 +58,8 @@ fn unit_name(name: &str) -> String {
 }
 
 /// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
-/// Variables: `gdrprov-bin` (default /usr/local/bin/gdrprov),
+/// Variables: `gdrprov-bin` (default: /usr/bin/gdrprov where the package
+/// installed it, else /usr/local/bin/gdrprov),
 /// `first-boot-profiles` (default: the profiles applied, which must then be
 /// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
 fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
@@ -69,7 +70,12 @@ fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
             other => other.to_string(),
         })
     };
-    let bin = var("gdrprov-bin").unwrap_or_else(|| "/usr/local/bin/gdrprov".into());
+    let bin = var("gdrprov-bin").unwrap_or_else(|| {
+        ctx.seen
+            .gdrprov_bin
+            .unwrap_or("/usr/local/bin/gdrprov")
+            .into()
+    });
     let textfile = var("gdrprov-textfile").unwrap_or_default();
     let profiles = match var("first-boot-profiles") {
         Some(p) => p,
@@ -204,6 +210,12 @@ mod tests {
         assert!(written(&p, VERIFY_WANTS)
             .unwrap()
             .contains("Wants=gdrprov-verify.service"));
+        // Installed from the package: the unit runs /usr/bin/gdrprov.
+        let mut packaged = World::image(OsFamily::Debian);
+        packaged.seen.gdrprov_bin = Some("/usr/bin/gdrprov");
+        let packaged_plan = packaged.plan(&d).0.unwrap();
+        let unit = written(&packaged_plan, VERIFY_UNIT).unwrap();
+        assert!(unit.contains("ExecStart=/usr/bin/gdrprov "), "{unit}");
         let bad = desired("verify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }");
         assert!(w
             .plan(&bad)

@@ -1,4 +1,4 @@
-//! Fleet and image-build glue: the files verify and recheck leave for
+//! The files verify and recheck leave for
 //! machines (the readiness marker for the first-boot unit, metrics for
 //! node-exporter's textfile collector; their text is rendered in
 //! src/output/metrics.rs).
