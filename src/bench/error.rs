@@ -128,6 +128,10 @@ pub enum BenchError {
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// `gdrprov bench pair` (src/bench/pair): its own error, already worded.
+    #[error("{0}")]
+    Pair(String),
 }
 
 impl BenchError {

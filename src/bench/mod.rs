@@ -10,6 +10,7 @@ pub mod error;
 pub mod gid;
 pub mod loopback;
 pub mod memory;
+pub mod pair;
 pub mod probe;
 pub mod report;
 pub mod sysfs;

@@ -32,6 +32,8 @@ pub enum BenchCommand {
     Probe(ProbeArgs),
     /// GPU <-> host copy bandwidth (pinned memory, 256 MiB, best of several runs) per GPU.
     Copy(CopyArgs),
+    /// RDMA between two hosts: `--listen` on one, `pair PEER` on the other; with a data check.
+    Pair(crate::bench::pair::PairArgs),
 }
 
 /// `gdrprov bench copy`
@@ -321,12 +323,25 @@ pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError>
     Ok(if r.passed { 0 } else { 1 })
 }
 
+/// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
+/// threshold failed; every other failure is an error naming it.
+pub fn run_pair(args: &crate::bench::pair::PairArgs, format: BenchFormat) -> Result<i32, BenchError> {
+    let opts = args.to_options()?;
+    let out = crate::bench::pair::run(&opts)?;
+    match format {
+        BenchFormat::Text => print!("{}", crate::bench::pair::report::render_text(&out.report, out.role)),
+        BenchFormat::Json => println!("{}", to_json("bench pair", &out)?),
+    }
+    Ok(if out.report.passed { 0 } else { 1 })
+}
+
 /// Dispatch `gdrprov bench <command>`.
 pub fn run_bench(args: &BenchArgs, format: BenchFormat) -> Result<i32, BenchError> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, format),
         BenchCommand::Probe(a) => run_probe(a, format),
         BenchCommand::Copy(a) => run_copy(a, format),
+        BenchCommand::Pair(a) => run_pair(a, format),
     }
 }
 

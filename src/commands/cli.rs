@@ -48,6 +48,7 @@ impl Command {
                 BenchCommand::Loopback(_) => "bench loopback",
                 BenchCommand::Probe(_) => "bench probe",
                 BenchCommand::Copy(_) => "bench copy",
+                BenchCommand::Pair(_) => "bench pair",
             },
             Command::Inventory(_) => "inventory",
             Command::Doctor(_) => "doctor",

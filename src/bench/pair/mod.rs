@@ -1,0 +1,345 @@
+//! `gdrprov bench pair`: RDMA between two hosts. One host listens (`--listen`), the other connects;
+//! the set-up goes over one authenticated TCP connection (as perftest's), then RDMA WRITE, READ or
+//! both ways per message size, each size followed by a data check at the receiving end.
+//!
+//! Why TCP and not librdmacm: the same socket carries the authentication, the QP data, the run
+//! parameters, the data-check steps and the report, so both ends can name every failure (wrong
+//! secret, MTU or GID type mismatch, port down, peer gone) in one message; the listener binds
+//! exactly where it is told; and no second library is loaded at run time.
+
+pub mod args;
+pub mod auth;
+pub mod engine;
+pub mod error;
+pub mod net;
+pub mod protocol;
+pub mod qp;
+pub mod rdma;
+pub mod report;
+pub mod session;
+pub mod timed;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use args::PairArgs;
+pub use error::PairError;
+use protocol::{Conn, Op, Params, Setup, WireLength};
+use report::{Direction, End, PairCheck, PairReport, PairSize};
+
+use crate::bench::cuda::Gpu;
+use crate::bench::loopback::{choose_memory, default_fraction, evaluate_threshold};
+use crate::bench::memory::MemoryKind;
+use crate::bench::verbs::{select_port, Side};
+
+/// Everything a pair run needs.
+#[derive(Debug, Clone)]
+pub struct PairOptions {
+    /// Some: listen (the address, "" for the default).
+    pub listen: Option<String>,
+    pub peer: Option<String>,
+    pub port: u16,
+    pub token_file: Option<PathBuf>,
+    pub timeout: Duration,
+    pub device: Option<String>,
+    pub dev_port: Option<u8>,
+    pub memory: Option<MemoryKind>,
+    pub gpu: u32,
+    pub op: Op,
+    pub sizes: Vec<u64>,
+    pub length: WireLength,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub check_iters: u32,
+    pub gid_index: Option<u32>,
+    pub min_fraction: Option<f64>,
+    pub min_gbps: Option<f64>,
+}
+
+/// What a run printed from which end.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PairOutcome {
+    /// "client" or "listener".
+    pub role: &'static str,
+    #[serde(flatten)]
+    pub report: PairReport,
+}
+
+fn open_gpu(memory: MemoryKind, index: u32) -> Result<Option<Gpu>, PairError> {
+    if !memory.is_gpu() {
+        return Ok(None);
+    }
+    let gpu = Gpu::open(index)?;
+    if memory == MemoryKind::CudaDmabuf && !gpu.dmabuf_supported {
+        return Err(crate::bench::BenchError::GpuNoDmabuf {
+            index,
+            name: gpu.name.clone(),
+        }
+        .into());
+    }
+    eprintln!(
+        "GPU {} {} ({}): {} memory",
+        gpu.index,
+        gpu.name,
+        gpu.pci_bus_id,
+        memory.label()
+    );
+    Ok(Some(gpu))
+}
+
+/// This end's port and GPU: what it needs before any memory is registered.
+struct Local {
+    side: Side,
+    desc: protocol::PortDesc,
+    memory: MemoryKind,
+    gpu: Option<Gpu>,
+}
+
+fn open_local(opts: &PairOptions) -> Result<Local, PairError> {
+    let (ctx, info) = select_port(opts.device.as_deref(), opts.dev_port, opts.gid_index)?;
+    let desc = net::port_desc(&info);
+    let side = Side::new(ctx, info)?;
+    let (memory, note) = choose_memory(opts.memory);
+    if let Some(n) = note {
+        eprintln!("memory: {} ({n})", memory.label());
+    }
+    let gpu = open_gpu(memory, opts.gpu)?;
+    Ok(Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    })
+}
+
+fn new_engine<'g>(
+    side: Side,
+    desc: protocol::PortDesc,
+    memory: MemoryKind,
+    gpu: Option<&'g Gpu>,
+    params: &Params,
+) -> Result<Box<dyn engine::Engine + 'g>, PairError> {
+    let e = rdma::VerbsEngine::new(side, desc, memory, gpu, params)?;
+    eprintln!(
+        "registered the test buffer ({} bytes of {} memory, remote write/read) and a local buffer (local write only)",
+        params.sizes.iter().max().unwrap_or(&0),
+        memory.label()
+    );
+    Ok(Box::new(e))
+}
+
+/// `gdrprov bench pair --listen`: serve one session, then exit.
+pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    let (secret, generated) = match auth::load_secret(opts.token_file.as_deref())? {
+        Some((s, _)) => (s, None),
+        None => {
+            let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
+            (s, Some(p))
+        }
+    };
+    let local = open_local(opts)?;
+    let addr = net::bind_addr(opts.listen.as_deref().unwrap_or(""), opts.port, &local.desc)?;
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        PairError::Usage(format!(
+            "cannot listen on {addr}: {e} (the address must be one of this host's; another listener on the port?)"
+        ))
+    })?;
+    eprintln!(
+        "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
+        opts.timeout.as_secs(),
+        local.desc.device,
+        local.desc.port,
+        local.desc.gid.as_deref().unwrap_or(""),
+        local.desc.mtu
+    );
+    if let Some(p) = &generated {
+        eprintln!(
+            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
+            p.display(),
+            p.display()
+        );
+    }
+    let (stream, peer) = net::accept_until(&listener, deadline, opts.timeout)?;
+    drop(listener);
+    let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
+    auth::listener_handshake(&mut conn, &secret)?;
+    eprintln!("{peer}: authenticated");
+    let Local { side, desc, memory, gpu } = local;
+    let gpu_ref = gpu.as_ref();
+    let served = session::serve(
+        &mut conn,
+        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p)),
+    )?;
+    let report = served.report.ok_or_else(|| PairError::Protocol {
+        peer: conn.peer.clone(),
+        what: "no report".into(),
+    })?;
+    Ok(PairOutcome {
+        role: "listener",
+        report,
+    })
+}
+
+/// `gdrprov bench pair PEER`: connect, run every size, report.
+pub fn run_client(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+    let deadline = Instant::now() + opts.timeout;
+    let (secret, _) = auth::load_secret(opts.token_file.as_deref())?.ok_or(PairError::NoSecret)?;
+    let peer = opts.peer.clone().unwrap_or_default();
+    let stream = net::connect(&peer, opts.port, deadline)?;
+    let peer_addr = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| peer.clone());
+    let mut conn = Conn::new(stream, peer_addr.clone(), deadline, opts.timeout);
+    auth::client_handshake(&mut conn, &secret)?;
+    eprintln!("{peer_addr}: authenticated");
+    let local = match open_local(opts) {
+        Ok(l) => l,
+        Err(e) => {
+            conn.fail(&format!("the client's end cannot run: {e}"));
+            return Err(e);
+        }
+    };
+    let my_addr = conn_local_addr(&conn);
+    let params = Params {
+        op: opts.op,
+        sizes: opts.sizes.clone(),
+        length: opts.length,
+        qps: opts.qps,
+        tx_depth: opts.tx_depth,
+        check_iters: opts.check_iters,
+    };
+    let Local { side, desc, memory, gpu } = local;
+    let gpu_ref = gpu.as_ref();
+    let driven = session::drive(
+        &mut conn,
+        &params,
+        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p)),
+    )?;
+    let report = build_report(opts, &params, &driven, my_addr, peer_addr);
+    session::finish(&mut conn, &report)?;
+    Ok(PairOutcome {
+        role: "client",
+        report,
+    })
+}
+
+fn conn_local_addr(conn: &Conn) -> String {
+    conn.local_addr().unwrap_or_else(|| "this host".into())
+}
+
+fn end(address: String, s: &Setup) -> End {
+    End {
+        address,
+        port: s.port.clone(),
+        memory: s.memory.clone(),
+        gpu: s.gpu.clone(),
+    }
+}
+
+/// The client's report from what it measured.
+pub fn build_report(
+    opts: &PairOptions,
+    params: &Params,
+    d: &session::Driven,
+    my_addr: String,
+    peer_addr: String,
+) -> PairReport {
+    let (a, b) = (&d.mine.port, &d.theirs.port);
+    let software = a.software || b.software;
+    let line = match (a.line_rate_gbps, b.line_rate_gbps) {
+        (Some(x), Some(y)) if !software => Some(x.min(y)),
+        _ => None,
+    };
+    let mut results = Vec::new();
+    let mut check = PairCheck::default();
+    for (m, peer, c) in &d.sizes {
+        let mut directions = vec![Direction {
+            flow: if params.op == Op::Read { "listener -> client" } else { "client -> listener" }.into(),
+            average_gbps: m.average_gbps,
+            peak_gbps: m.peak_gbps,
+        }];
+        let (mut avg, mut peak, mut iters, mut rate) = (m.average_gbps, m.peak_gbps, m.iterations, m.msg_rate_mpps);
+        if let Some(p) = peer {
+            directions.push(Direction {
+                flow: "listener -> client".into(),
+                average_gbps: p.average_gbps,
+                peak_gbps: p.peak_gbps,
+            });
+            avg += p.average_gbps;
+            peak += p.peak_gbps;
+            iters += p.iterations;
+            rate += p.msg_rate_mpps;
+        }
+        check.add(c);
+        results.push(PairSize {
+            bytes: m.bytes,
+            iterations: iters,
+            peak_gbps: peak,
+            average_gbps: avg,
+            msg_rate_mpps: rate,
+            line_rate_fraction: line.map(|l| avg / l),
+            seconds: m.seconds,
+            writes_in_flight: m.writes_in_flight,
+            writes_per_completion: m.writes_per_completion,
+            directions,
+            data_check: c.clone(),
+        });
+    }
+    let as_sizes: Vec<_> = results
+        .iter()
+        .map(|r| crate::bench::report::SizeResult {
+            bytes: r.bytes,
+            iterations: r.iterations,
+            peak_gbps: r.peak_gbps,
+            average_gbps: r.average_gbps,
+            msg_rate_mpps: r.msg_rate_mpps,
+            line_rate_fraction: r.line_rate_fraction,
+            seconds: r.seconds,
+            writes_in_flight: r.writes_in_flight,
+            writes_per_completion: r.writes_per_completion,
+        })
+        .collect();
+    let gpu_used = [&d.mine.memory, &d.theirs.memory].iter().any(|m| m.as_str() != "host");
+    let fraction = opts.min_fraction.unwrap_or_else(|| {
+        default_fraction(if gpu_used { MemoryKind::CudaDmabuf } else { MemoryKind::Host })
+    });
+    let sw = if a.software {
+        Some(a.device.as_str())
+    } else if b.software {
+        Some(b.device.as_str())
+    } else {
+        None
+    };
+    let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps).into();
+    let passed = check.passed && results.iter().all(|r| r.data_check.passed);
+    let threshold_ok = !matches!(threshold, report::PairThreshold { passed: Some(false), .. });
+    PairReport {
+        op: params.op,
+        client: end(my_addr, &d.mine),
+        listener: end(peer_addr, &d.theirs),
+        qps: params.qps,
+        tx_depth: params.tx_depth,
+        line_rate_gbps: line,
+        results,
+        data_check: check,
+        threshold,
+        passed: passed && threshold_ok,
+    }
+}
+
+/// Run whichever end the options say.
+pub fn run(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+    if opts.listen.is_some() {
+        run_listener(opts)
+    } else {
+        run_client(opts)
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;
