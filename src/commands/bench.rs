@@ -325,11 +325,17 @@ pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError>
 
 /// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
 /// threshold failed; every other failure is an error naming it.
-pub fn run_pair(args: &crate::bench::pair::PairArgs, format: BenchFormat) -> Result<i32, BenchError> {
+pub fn run_pair(
+    args: &crate::bench::pair::PairArgs,
+    format: BenchFormat,
+) -> Result<i32, BenchError> {
     let opts = args.to_options()?;
     let out = crate::bench::pair::run(&opts)?;
     match format {
-        BenchFormat::Text => print!("{}", crate::bench::pair::report::render_text(&out.report, out.role)),
+        BenchFormat::Text => print!(
+            "{}",
+            crate::bench::pair::report::render_text(&out.report, out.role)
+        ),
         BenchFormat::Json => println!("{}", to_json("bench pair", &out)?),
     }
     Ok(if out.report.passed { 0 } else { 1 })

@@ -16,7 +16,11 @@ pub const DEFAULT_PORT: u16 = 18516;
 #[derive(Debug, Clone, clap::Args)]
 pub struct PairArgs {
     /// The listener to connect to: HOST or HOST:PORT (on the other host: `gdrprov bench pair --listen`).
-    #[arg(value_name = "PEER", required_unless_present = "listen", conflicts_with = "listen")]
+    #[arg(
+        value_name = "PEER",
+        required_unless_present = "listen",
+        conflicts_with = "listen"
+    )]
     pub peer: Option<String>,
     /// Serve one session and exit; bind to ADDR (IP or IP:PORT) [default: the RDMA port's own IPv4 address].
     #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
@@ -84,7 +88,11 @@ impl PairArgs {
             }
             None => (None, None),
         };
-        let sizes = if self.size.is_empty() { vec![8 << 20] } else { self.size.clone() };
+        let sizes = if self.size.is_empty() {
+            vec![8 << 20]
+        } else {
+            self.size.clone()
+        };
         if sizes.iter().any(|&s| s > u64::from(u32::MAX)) {
             return Err(bad("--size: a message is at most 4 GiB - 1".into()));
         }
@@ -95,7 +103,10 @@ impl PairArgs {
             (None, Some(d)) => return Err(bad(format!("--duration {d}: must be > 0 seconds"))),
             (None, None) => WireLength::Seconds(5.0),
         };
-        for (name, v) in [("--min-fraction", self.min_fraction), ("--min-gbps", self.min_gbps)] {
+        for (name, v) in [
+            ("--min-fraction", self.min_fraction),
+            ("--min-gbps", self.min_gbps),
+        ] {
             if let Some(x) = v {
                 if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
                     return Err(bad(format!("{name} {x} is out of range")));
@@ -106,7 +117,9 @@ impl PairArgs {
             return Err(bad("--qps must be 1..64 and --tx-depth 1..8192".into()));
         }
         if self.check_iters == 0 {
-            return Err(bad("--check-iters must be > 0 (every run checks its data)".into()));
+            return Err(bad(
+                "--check-iters must be > 0 (every run checks its data)".into()
+            ));
         }
         if self.timeout == 0 || self.timeout > 86_400 {
             return Err(bad("--timeout must be 1..86400 seconds".into()));

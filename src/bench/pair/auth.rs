@@ -33,7 +33,10 @@ impl Secret {
         if t.len() < MIN_SECRET {
             return Err(PairError::BadSecret {
                 path: origin.to_string(),
-                why: format!("{} characters; a secret needs at least {MIN_SECRET}", t.len()),
+                why: format!(
+                    "{} characters; a secret needs at least {MIN_SECRET}",
+                    t.len()
+                ),
             });
         }
         Ok(Secret(t.as_bytes().to_vec()))
@@ -54,6 +57,7 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Where the secret comes from: a file, the environment, or (listener only) a new one.
+#[derive(Debug)]
 pub enum SecretSource {
     File(PathBuf),
     Env,
@@ -71,10 +75,9 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>
         return Ok(Some((s, SecretSource::File(p.to_path_buf()))));
     }
     match std::env::var(TOKEN_ENV) {
-        Ok(v) if !v.trim().is_empty() => Ok(Some((
-            Secret::from_text(&v, TOKEN_ENV)?,
-            SecretSource::Env,
-        ))),
+        Ok(v) if !v.trim().is_empty() => {
+            Ok(Some((Secret::from_text(&v, TOKEN_ENV)?, SecretSource::Env)))
+        }
         _ => Ok(None),
     }
 }

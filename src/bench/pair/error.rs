@@ -43,7 +43,9 @@ pub enum PairError {
     #[error("the peer {peer} reports: {message}")]
     PeerFailed { peer: String, message: String },
 
-    #[error("the peer {peer} closed the connection {during} (its process ended or was killed){rdma}")]
+    #[error(
+        "the peer {peer} closed the connection {during} (its process ended or was killed){rdma}"
+    )]
     PeerGone {
         peer: String,
         during: String,

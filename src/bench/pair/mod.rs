@@ -167,7 +167,12 @@ pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
     let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
     auth::listener_handshake(&mut conn, &secret)?;
     eprintln!("{peer}: authenticated");
-    let Local { side, desc, memory, gpu } = local;
+    let Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    } = local;
     let gpu_ref = gpu.as_ref();
     let served = session::serve(
         &mut conn,
@@ -212,7 +217,12 @@ pub fn run_client(opts: &PairOptions) -> Result<PairOutcome, PairError> {
         tx_depth: opts.tx_depth,
         check_iters: opts.check_iters,
     };
-    let Local { side, desc, memory, gpu } = local;
+    let Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    } = local;
     let gpu_ref = gpu.as_ref();
     let driven = session::drive(
         &mut conn,
@@ -258,11 +268,17 @@ pub fn build_report(
     let mut check = PairCheck::default();
     for (m, peer, c) in &d.sizes {
         let mut directions = vec![Direction {
-            flow: if params.op == Op::Read { "listener -> client" } else { "client -> listener" }.into(),
+            flow: if params.op == Op::Read {
+                "listener -> client"
+            } else {
+                "client -> listener"
+            }
+            .into(),
             average_gbps: m.average_gbps,
             peak_gbps: m.peak_gbps,
         }];
-        let (mut avg, mut peak, mut iters, mut rate) = (m.average_gbps, m.peak_gbps, m.iterations, m.msg_rate_mpps);
+        let (mut avg, mut peak, mut iters, mut rate) =
+            (m.average_gbps, m.peak_gbps, m.iterations, m.msg_rate_mpps);
         if let Some(p) = peer {
             directions.push(Direction {
                 flow: "listener -> client".into(),
@@ -303,9 +319,15 @@ pub fn build_report(
             writes_per_completion: r.writes_per_completion,
         })
         .collect();
-    let gpu_used = [&d.mine.memory, &d.theirs.memory].iter().any(|m| m.as_str() != "host");
+    let gpu_used = [&d.mine.memory, &d.theirs.memory]
+        .iter()
+        .any(|m| m.as_str() != "host");
     let fraction = opts.min_fraction.unwrap_or_else(|| {
-        default_fraction(if gpu_used { MemoryKind::CudaDmabuf } else { MemoryKind::Host })
+        default_fraction(if gpu_used {
+            MemoryKind::CudaDmabuf
+        } else {
+            MemoryKind::Host
+        })
     });
     let sw = if a.software {
         Some(a.device.as_str())
@@ -316,7 +338,13 @@ pub fn build_report(
     };
     let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps).into();
     let passed = check.passed && results.iter().all(|r| r.data_check.passed);
-    let threshold_ok = !matches!(threshold, report::PairThreshold { passed: Some(false), .. });
+    let threshold_ok = !matches!(
+        threshold,
+        report::PairThreshold {
+            passed: Some(false),
+            ..
+        }
+    );
     PairReport {
         op: params.op,
         client: end(my_addr, &d.mine),

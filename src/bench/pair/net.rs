@@ -160,7 +160,11 @@ pub fn accept_until(
 
 /// Connect to HOST[:PORT]; a refused connection is retried for up to 5 s (a listener starting).
 pub fn connect(peer: &str, port: u16, deadline: Instant) -> Result<TcpStream, PairError> {
-    let with_port = if peer.parse::<SocketAddr>().is_ok() || peer.rsplit_once(':').is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok()) {
+    let with_port = if peer.parse::<SocketAddr>().is_ok()
+        || peer
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.contains(':') && p.parse::<u16>().is_ok())
+    {
         peer.to_string()
     } else if peer.contains(':') && !peer.starts_with('[') {
         format!("[{peer}]:{port}")
@@ -186,7 +190,10 @@ pub fn connect(peer: &str, port: u16, deadline: Instant) -> Result<TcpStream, Pa
         }
         match TcpStream::connect_timeout(&addr, left.min(Duration::from_secs(30))) {
             Ok(s) => return Ok(s),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < retry_until => {
+            Err(e)
+                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                    && Instant::now() < retry_until =>
+            {
                 std::thread::sleep(Duration::from_millis(200));
             }
             Err(e) => return Err(unreachable(e.to_string())),

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::error::PairError;
-use super::report::PairReport;
 use super::report::Measured;
+use super::report::PairReport;
 
 /// Bumped whenever a message changes shape; both ends must agree.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -109,15 +109,34 @@ pub enum Buf {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "do", rename_all = "snake_case")]
 pub enum Cmd {
-    Fill { buf: Buf, seed: u64, len: u64 },
-    Clear { buf: Buf, len: u64 },
-    Compare { buf: Buf, seed: u64, len: u64 },
+    Fill {
+        buf: Buf,
+        seed: u64,
+        len: u64,
+    },
+    Clear {
+        buf: Buf,
+        len: u64,
+    },
+    Compare {
+        buf: Buf,
+        seed: u64,
+        len: u64,
+    },
     /// One RDMA WRITE of `len` bytes into the client's test buffer on QP `qp`, flushed.
-    WriteOnce { len: u64, qp: u32 },
+    WriteOnce {
+        len: u64,
+        qp: u32,
+    },
     /// Run the timed loop too (bidirectional): reply Go, then Done when finished.
-    Timed { op: Op, len: u64 },
+    Timed {
+        op: Op,
+        len: u64,
+    },
     /// Wait for the client's timed run of `len` bytes (the listener only watches the socket).
-    Passive { len: u64 },
+    Passive {
+        len: u64,
+    },
 }
 
 /// Result of a compare.

@@ -25,7 +25,11 @@ pub fn rd_atom(side: &Side) -> Result<u8, PairError> {
 }
 
 /// A new RC QP in INIT, open to remote WRITE and READ (the MRs decide what is reachable).
-pub fn make_qp(side: &Side, cq: &Arc<BasicCompletionQueue>, depth: u32) -> Result<BasicQueuePair, PairError> {
+pub fn make_qp(
+    side: &Side,
+    cq: &Arc<BasicCompletionQueue>,
+    depth: u32,
+) -> Result<BasicQueuePair, PairError> {
     let mut b = side.pd.create_qp_builder();
     b.setup_send_cq(Arc::clone(cq))
         .setup_recv_cq(Arc::clone(cq))
@@ -41,7 +45,9 @@ pub fn make_qp(side: &Side, cq: &Arc<BasicCompletionQueue>, depth: u32) -> Resul
     attr.setup_state(QueuePairState::Init)
         .setup_pkey_index(0)
         .setup_port(side.port.port)
-        .setup_access_flags(AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead);
+        .setup_access_flags(
+            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead,
+        );
     qp.modify(&attr)
         .map_err(|e| BenchError::verbs("ibv_modify_qp(INIT)", &side.port.device, io_of(e)))?;
     Ok(qp)
@@ -92,7 +98,8 @@ pub fn connect_remote(
             }
             .into());
         };
-        let src = u8::try_from(src).map_err(|_| PairError::Usage(format!("GID index {src} > 255")))?;
+        let src =
+            u8::try_from(src).map_err(|_| PairError::Usage(format!("GID index {src} > 255")))?;
         ah.setup_grh(&Gid { raw: gid }, 0, src, 64, 0);
     }
     attr.setup_address_vector(&ah);

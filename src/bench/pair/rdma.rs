@@ -20,7 +20,9 @@ use super::report::Measured;
 use crate::bench::cuda::Gpu;
 use crate::bench::error::BenchError;
 use crate::bench::loopback::{effective_depth, fill_pattern, gbps, RunLength};
-use crate::bench::memory::{check_memlock, memlock_limit, registration_error, Buffer, HostBuf, MemoryKind};
+use crate::bench::memory::{
+    check_memlock, memlock_limit, registration_error, Buffer, HostBuf, MemoryKind,
+};
 use crate::bench::verbs::{io_of, Side};
 
 /// One end's RDMA resources. Field order is drop order: QPs before the CQ, MRs before buffers.
@@ -63,9 +65,18 @@ fn register(
 ) -> Result<Arc<MemoryRegion>, BenchError> {
     let len = buf.len();
     let res = match (buf, kind) {
-        (Buffer::Gpu { mem, dmabuf: Some(fd) }, MemoryKind::CudaDmabuf) => {
+        (
+            Buffer::Gpu {
+                mem,
+                dmabuf: Some(fd),
+            },
+            MemoryKind::CudaDmabuf,
+        ) => {
             // SAFETY: fd is a live dma-buf covering [0, len) of this allocation; iova = its GPU VA.
-            unsafe { side.pd.reg_dmabuf_mr(0, len, mem.ptr, fd.as_raw_fd(), access) }
+            unsafe {
+                side.pd
+                    .reg_dmabuf_mr(0, len, mem.ptr, fd.as_raw_fd(), access)
+            }
         }
         // SAFETY: addr is valid for len bytes (host memory, or GPU memory nvidia_peermem pins).
         _ => unsafe { side.pd.reg_mr(buf.addr() as usize, len, access) },
@@ -75,7 +86,14 @@ fn register(
             RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
             _ => 0,
         };
-        registration_error(kind, &side.port.device, errno, len as u64, memlock_limit(), std::path::Path::new("/"))
+        registration_error(
+            kind,
+            &side.port.device,
+            errno,
+            len as u64,
+            memlock_limit(),
+            std::path::Path::new("/"),
+        )
     })
 }
 
@@ -91,24 +109,37 @@ impl<'g> VerbsEngine<'g> {
     ) -> Result<VerbsEngine<'g>, PairError> {
         let tx_depth = params.tx_depth;
         let max = params.sizes.iter().copied().max().unwrap_or(8 << 20);
-        let size = usize::try_from(max).map_err(|_| PairError::Usage(format!("size {max} too large")))?;
+        let size =
+            usize::try_from(max).map_err(|_| PairError::Usage(format!("size {max} too large")))?;
         let (exposed, local) = match gpu {
-            Some(g) if memory.is_gpu() => (gpu_buffer(g, size, memory)?, gpu_buffer(g, size, memory)?),
-            _ => (Buffer::Host(HostBuf::new(size)?), Buffer::Host(HostBuf::new(size)?)),
+            Some(g) if memory.is_gpu() => {
+                (gpu_buffer(g, size, memory)?, gpu_buffer(g, size, memory)?)
+            }
+            _ => (
+                Buffer::Host(HostBuf::new(size)?),
+                Buffer::Host(HostBuf::new(size)?),
+            ),
         };
         if memory != MemoryKind::CudaDmabuf {
-            let pinned = if memory == MemoryKind::Host { 2 * size as u64 } else { 0 };
+            let pinned = if memory == MemoryKind::Host {
+                2 * size as u64
+            } else {
+                0
+            };
             check_memlock(pinned + 4096)?;
         }
         // The test buffer is the only memory the peer may touch; the local one is local-write only.
         let remote = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
         let exposed_mr = register(&exposed, &side, memory, remote)?;
-        let local_mr = register(&local, &side, memory, AccessFlags::LocalWrite.into())?;
+        let local_mr = register(&local, &side, memory, AccessFlags::LocalWrite)?;
         let scratch = HostBuf::new(4096)?;
         // SAFETY: scratch lives in self after every QP using it is destroyed (field order).
         let scratch_mr = unsafe {
-            side.pd
-                .reg_mr(scratch.addr() as usize, scratch.len(), AccessFlags::LocalWrite.into())
+            side.pd.reg_mr(
+                scratch.addr() as usize,
+                scratch.len(),
+                AccessFlags::LocalWrite,
+            )
         }
         .map_err(|e| BenchError::verbs("ibv_reg_mr(scratch)", &side.port.device, io_of(e)))?;
         let rd_atom = qp::rd_atom(&side)?;
@@ -149,8 +180,9 @@ impl<'g> VerbsEngine<'g> {
     }
 
     fn target(&self) -> Result<(u64, u32), PairError> {
-        self.remote
-            .ok_or_else(|| PairError::Usage("internal: transfer before the QPs are connected".into()))
+        self.remote.ok_or_else(|| {
+            PairError::Usage("internal: transfer before the QPs are connected".into())
+        })
     }
 
     /// Post `n` transfers of `len` on QP `i`, the last signaled with wr_id (i << 32) | n.
@@ -160,7 +192,11 @@ impl<'g> VerbsEngine<'g> {
         let qp = &mut self.qps[i];
         let mut guard = qp.start_post_send();
         for k in 0..n {
-            let flags = if k + 1 == n { WorkRequestFlags::Signaled } else { WorkRequestFlags::none() };
+            let flags = if k + 1 == n {
+                WorkRequestFlags::Signaled
+            } else {
+                WorkRequestFlags::none()
+            };
             let wr = guard.construct_wr(((i as u64) << 32) | u64::from(n), flags);
             let h = match x {
                 Xfer::Write => wr.setup_write(rkey, raddr),
@@ -169,9 +205,14 @@ impl<'g> VerbsEngine<'g> {
             // SAFETY: the local MR covers [laddr, laddr + len) and outlives the QP's use of it.
             unsafe { h.setup_sge(lkey, laddr, len as u32) };
         }
-        guard
-            .post()
-            .map_err(|e| BenchError::verbs("ibv_post_send", &self.desc.device, std::io::Error::other(e.to_string())).into())
+        guard.post().map_err(|e| {
+            BenchError::verbs(
+                "ibv_post_send",
+                &self.desc.device,
+                std::io::Error::other(e.to_string()),
+            )
+            .into()
+        })
     }
 
     fn wait_one(&self, deadline: Instant) -> Result<(), PairError> {
@@ -182,7 +223,10 @@ impl<'g> VerbsEngine<'g> {
                 }
             }
             if Instant::now() >= deadline {
-                return Err(BenchError::Stalled { secs: STALL.as_secs() }.into());
+                return Err(BenchError::Stalled {
+                    secs: STALL.as_secs(),
+                }
+                .into());
             }
         }
     }
@@ -267,14 +311,24 @@ impl Engine for VerbsEngine<'_> {
             // SAFETY: the scratch MR covers 4096 bytes; 8 are read.
             unsafe { h.setup_sge(lkey, saddr, 8) };
             guard.post().map_err(|e| {
-                PairError::from(BenchError::verbs("ibv_post_send(READ)", &self.desc.device, std::io::Error::other(e.to_string())))
+                PairError::from(BenchError::verbs(
+                    "ibv_post_send(READ)",
+                    &self.desc.device,
+                    std::io::Error::other(e.to_string()),
+                ))
             })?;
             self.wait_one(deadline)?;
         }
         Ok(())
     }
 
-    fn timed(&mut self, x: Xfer, len: u64, length: RunLength, deadline: Instant) -> Result<Measured, PairError> {
+    fn timed(
+        &mut self,
+        x: Xfer,
+        len: u64,
+        length: RunLength,
+        deadline: Instant,
+    ) -> Result<Measured, PairError> {
         super::timed::run(self, x, len, length, deadline)
     }
 }

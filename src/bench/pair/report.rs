@@ -156,7 +156,10 @@ fn end_line(e: &End) -> String {
         p.port,
         p.mtu,
         e.memory,
-        e.gpu.as_ref().map(|g| format!(" on {g}")).unwrap_or_default()
+        e.gpu
+            .as_ref()
+            .map(|g| format!(" on {g}"))
+            .unwrap_or_default()
     )
 }
 
@@ -171,7 +174,11 @@ fn gbps_text(v: f64) -> String {
 /// The text report; `me` says which end prints it.
 pub fn render_text(r: &PairReport, me: &str) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "{} between two hosts (this host is the {me})", r.op.label());
+    let _ = writeln!(
+        s,
+        "{} between two hosts (this host is the {me})",
+        r.op.label()
+    );
     let _ = writeln!(s, "client:   {}", end_line(&r.client));
     let _ = writeln!(s, "listener: {}", end_line(&r.listener));
     let line = match r.line_rate_gbps {
@@ -181,11 +188,20 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
         }
         None => "unknown".to_string(),
     };
-    let _ = writeln!(s, "{} QP(s), tx depth {}; line rate {line}", r.qps, r.tx_depth);
+    let _ = writeln!(
+        s,
+        "{} QP(s), tx depth {}; line rate {line}",
+        r.qps, r.tx_depth
+    );
     let _ = writeln!(
         s,
         " {:<12} {:<13} {:<17} {:<20} {:<14} {:<13} data check",
-        "#bytes", "#iterations", "BW peak[Gb/sec]", "BW average[Gb/sec]", "MsgRate[Mpps]", "of line rate"
+        "#bytes",
+        "#iterations",
+        "BW peak[Gb/sec]",
+        "BW average[Gb/sec]",
+        "MsgRate[Mpps]",
+        "of line rate"
     );
     for x in &r.results {
         let frac = x
@@ -193,7 +209,11 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
             .map(|f| format!("{:.1}%", f * 100.0))
             .unwrap_or_else(|| "n/a".into());
         let check = if x.data_check.passed {
-            format!("passed ({} x {})", x.data_check.iterations, human_bytes(x.bytes))
+            format!(
+                "passed ({} x {})",
+                x.data_check.iterations,
+                human_bytes(x.bytes)
+            )
         } else {
             format!(
                 "FAILED ({} bytes differ, offsets {:?})",
@@ -248,7 +268,11 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
             .at_bytes
             .map(|b| format!(" at {}", human_bytes(b)))
             .unwrap_or_default();
-        let verdict = if t.passed == Some(true) { "passed" } else { "FAILED" };
+        let verdict = if t.passed == Some(true) {
+            "passed"
+        } else {
+            "FAILED"
+        };
         let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
     }
     let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });

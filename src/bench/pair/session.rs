@@ -74,7 +74,9 @@ fn establish<'a>(
         Msg::Setup(s) => *s,
         other => return Err(conn.unexpected("setup", &other)),
     };
-    if theirs.qpns.len() != mine.qpns.len() || theirs.len < params.sizes.iter().copied().max().unwrap_or(0) {
+    if theirs.qpns.len() != mine.qpns.len()
+        || theirs.len < params.sizes.iter().copied().max().unwrap_or(0)
+    {
         let m = format!(
             "the peer offers {} QP(s) and {} bytes, this end needs {} and {}",
             theirs.qpns.len(),
@@ -83,7 +85,10 @@ fn establish<'a>(
             params.sizes.iter().max().unwrap_or(&0)
         );
         conn.fail(&m);
-        return Err(PairError::Protocol { peer: conn.peer.clone(), what: m });
+        return Err(PairError::Protocol {
+            peer: conn.peer.clone(),
+            what: m,
+        });
     }
     if let Some(m) = incompatibility(&mine.port, &theirs.port) {
         conn.fail(&m);
@@ -228,13 +233,33 @@ fn check_size(
         match params.op {
             Op::Write | Op::Bidir => {
                 local(conn, engine.fill(Buf::Local, seed, len))?;
-                remote(conn, Cmd::Clear { buf: Buf::Exposed, len })?;
+                remote(
+                    conn,
+                    Cmd::Clear {
+                        buf: Buf::Exposed,
+                        len,
+                    },
+                )?;
                 local(conn, engine.once(Xfer::Write, len, qp))?;
-                let c = remote(conn, Cmd::Compare { buf: Buf::Exposed, seed, len })?;
+                let c = remote(
+                    conn,
+                    Cmd::Compare {
+                        buf: Buf::Exposed,
+                        seed,
+                        len,
+                    },
+                )?;
                 record(&mut check, c.unwrap_or_default(), len);
             }
             Op::Read => {
-                remote(conn, Cmd::Fill { buf: Buf::Exposed, seed, len })?;
+                remote(
+                    conn,
+                    Cmd::Fill {
+                        buf: Buf::Exposed,
+                        seed,
+                        len,
+                    },
+                )?;
                 local(conn, engine.clear(Buf::Local, len))?;
                 local(conn, engine.once(Xfer::Read, len, qp))?;
                 let c = local(conn, engine.compare(Buf::Local, seed, len))?;
@@ -243,7 +268,14 @@ fn check_size(
         }
         if params.op == Op::Bidir {
             let seed = check_seed(base, len, it, true);
-            remote(conn, Cmd::Fill { buf: Buf::Local, seed, len })?;
+            remote(
+                conn,
+                Cmd::Fill {
+                    buf: Buf::Local,
+                    seed,
+                    len,
+                },
+            )?;
             local(conn, engine.clear(Buf::Exposed, len))?;
             remote(conn, Cmd::WriteOnce { len, qp })?;
             let c = local(conn, engine.compare(Buf::Exposed, seed, len))?;
@@ -262,8 +294,16 @@ fn timed_size(
 ) -> Result<(Measured, Option<Measured>), PairError> {
     let length = run_length(params.length);
     let deadline = conn.deadline();
-    conn.doing = format!("during the {} run of {}", params.op.label(), human_bytes(len));
-    let x = if params.op == Op::Read { Xfer::Read } else { Xfer::Write };
+    conn.doing = format!(
+        "during the {} run of {}",
+        params.op.label(),
+        human_bytes(len)
+    );
+    let x = if params.op == Op::Read {
+        Xfer::Read
+    } else {
+        Xfer::Write
+    };
     if params.op == Op::Bidir {
         conn.send(&Msg::Cmd(Cmd::Timed { op: params.op, len }))?;
         match conn.recv()? {
@@ -280,7 +320,9 @@ fn timed_size(
             other => Err(conn.unexpected("done", &other)),
         }
     } else {
-        conn.send(&Msg::Done { result: Some(mine.clone()) })?;
+        conn.send(&Msg::Done {
+            result: Some(mine.clone()),
+        })?;
         Ok((mine, None))
     }
 }
@@ -296,18 +338,18 @@ pub struct Driven {
 pub fn drive(conn: &mut Conn, params: &Params, make: MakeEngine<'_>) -> Result<Driven, PairError> {
     conn.send(&Msg::Params(params.clone()))?;
     let (mut engine, mine, theirs) = establish(conn, params, make)?;
-    let base = u64::from_le_bytes(
-        super::auth::random_bytes(8)?
-            .try_into()
-            .unwrap_or([7u8; 8]),
-    );
+    let base = u64::from_le_bytes(super::auth::random_bytes(8)?.try_into().unwrap_or([7u8; 8]));
     let mut sizes = Vec::new();
     for &len in &params.sizes {
         let (m, peer) = timed_size(conn, engine.as_mut(), params, len)?;
         let check = check_size(conn, engine.as_mut(), params, len, base)?;
         sizes.push((m, peer, check));
     }
-    Ok(Driven { mine, theirs, sizes })
+    Ok(Driven {
+        mine,
+        theirs,
+        sizes,
+    })
 }
 
 /// Send the report to the listener (its last message).

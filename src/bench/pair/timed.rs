@@ -37,7 +37,11 @@ pub fn run<P: Poster>(
     let mut done: u64 = 0;
     let start = Instant::now();
     let (end, margin, iters) = match length {
-        RunLength::Duration(d) => (Some(start + d), (d / 10).min(Duration::from_secs(1)), u64::MAX),
+        RunLength::Duration(d) => (
+            Some(start + d),
+            (d / 10).min(Duration::from_secs(1)),
+            u64::MAX,
+        ),
         RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
     };
     let sample_from = start + margin;
@@ -100,7 +104,10 @@ pub fn run<P: Poster>(
             }
             last_activity = now;
         } else if now.duration_since(last_activity) > STALL && outstanding.iter().any(|&o| o > 0) {
-            return Err(BenchError::Stalled { secs: STALL.as_secs() }.into());
+            return Err(BenchError::Stalled {
+                secs: STALL.as_secs(),
+            }
+            .into());
         }
         if stopping && outstanding.iter().all(|&o| o == 0) {
             break;
@@ -119,7 +126,11 @@ pub fn run<P: Poster>(
         iterations: done,
         peak_gbps: peak.max(average),
         average_gbps: average,
-        msg_rate_mpps: if secs > 0.0 { count as f64 / secs / 1e6 } else { 0.0 },
+        msg_rate_mpps: if secs > 0.0 {
+            count as f64 / secs / 1e6
+        } else {
+            0.0
+        },
         seconds: secs,
         writes_in_flight: depth,
         writes_per_completion: batch,
