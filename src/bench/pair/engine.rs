@@ -29,13 +29,15 @@ pub trait Engine {
     fn compare(&mut self, buf: Buf, seed: u64, len: u64) -> Result<Compared, PairError>;
     /// One transfer of `len` bytes on QP `qp`, waited for; a WRITE is flushed (a READ behind it).
     fn once(&mut self, x: Xfer, len: u64, qp: u32) -> Result<(), PairError>;
-    /// The timed run of one size; stops with an error at `deadline`.
+    /// The timed run of one size; stops with an error at `deadline`, or with `PairError::Aborted`
+    /// as soon as `peer_gone` (checked a few times a second) says the peer's socket closed.
     fn timed(
         &mut self,
         x: Xfer,
         len: u64,
         length: RunLength,
         deadline: Instant,
+        peer_gone: &dyn Fn() -> bool,
     ) -> Result<Measured, PairError>;
 }
 

@@ -64,6 +64,10 @@ pub enum PairError {
     #[error("{0}")]
     Mismatch(String),
 
+    /// The timed run stopped because the peer's socket closed (the session names the peer).
+    #[error("stopped: the peer closed the connection")]
+    Aborted,
+
     #[error("network error with {peer}: {source}")]
     Io {
         peer: String,

@@ -328,8 +328,9 @@ impl Engine for VerbsEngine<'_> {
         len: u64,
         length: RunLength,
         deadline: Instant,
+        peer_gone: &dyn Fn() -> bool,
     ) -> Result<Measured, PairError> {
-        super::timed::run(self, x, len, length, deadline)
+        super::timed::run(self, x, len, length, deadline, peer_gone)
     }
 }
 

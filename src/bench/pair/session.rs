@@ -114,6 +114,9 @@ fn run_length(l: WireLength) -> RunLength {
 
 /// An RDMA error on this end: when the peer's socket is closed, the peer went away (say so).
 fn rdma_failed(conn: &mut Conn, e: PairError) -> PairError {
+    if matches!(e, PairError::Aborted) {
+        return conn.gone("");
+    }
     if conn.peer_closed() {
         return conn.gone(&format!("; RDMA on this end: {e}"));
     }
@@ -171,9 +174,12 @@ pub fn serve(conn: &mut Conn, make: MakeEngine<'_>) -> Result<Served, PairError>
             Cmd::Timed { len, .. } => {
                 conn.send(&Msg::Go)?;
                 conn.doing = format!("during the bidirectional run of {}", human_bytes(len));
-                let r = engine
-                    .timed(Xfer::Write, len, length, deadline)
-                    .map_err(|e| rdma_failed(conn, e))?;
+                let watch = |c: &Conn| c.peer_closed();
+                let r = {
+                    let c: &Conn = conn;
+                    engine.timed(Xfer::Write, len, length, deadline, &|| watch(c))
+                };
+                let r = r.map_err(|e| rdma_failed(conn, e))?;
                 conn.send(&Msg::Done { result: Some(r) })?;
                 continue;
             }
@@ -313,7 +319,11 @@ fn timed_size(
     } else {
         remote(conn, Cmd::Passive { len })?;
     }
-    let mine = local(conn, engine.timed(x, len, length, deadline))?;
+    let r = {
+        let c: &Conn = conn;
+        engine.timed(x, len, length, deadline, &|| c.peer_closed())
+    };
+    let mine = local(conn, r)?;
     if params.op == Op::Bidir {
         match conn.recv()? {
             Msg::Done { result } => Ok((mine, result)),

@@ -172,8 +172,9 @@ impl Engine for Fake {
         len: u64,
         l: RunLength,
         d: Instant,
+        gone: &dyn Fn() -> bool,
     ) -> Result<Measured, PairError> {
-        timed::run(self, x, len, l, d)
+        timed::run(self, x, len, l, d, gone)
     }
 }
 

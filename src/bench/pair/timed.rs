@@ -29,6 +29,7 @@ pub fn run<P: Poster>(
     len: u64,
     length: RunLength,
     deadline: Instant,
+    peer_gone: &dyn Fn() -> bool,
 ) -> Result<Measured, PairError> {
     let n_qps = p.qps();
     let (depth, batch) = p.depth(len);
@@ -53,8 +54,15 @@ pub fn run<P: Poster>(
     let window = Duration::from_millis(200);
     let mut last_activity = start;
     let mut wcs = Vec::new();
+    let mut watched = start;
     loop {
         let now = Instant::now();
+        if now.duration_since(watched) >= Duration::from_millis(250) {
+            watched = now;
+            if peer_gone() {
+                return Err(PairError::Aborted);
+            }
+        }
         if now >= deadline {
             return Err(PairError::Usage(
                 "the time limit (--timeout) ended the timed run; raise --timeout or shorten --duration".into(),
