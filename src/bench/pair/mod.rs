@@ -78,11 +78,26 @@ fn open_gpu(memory: MemoryKind, index: u32) -> Result<Option<Gpu>, PairError> {
         }
         .into());
     }
+    // Pre-flight, before any RDMA device is opened: allocate and (for dma-buf) export a little GPU
+    // memory, so a host without a NIC still learns how far its GPU half goes.
+    let probe = gpu.alloc(2 << 20)?;
+    let exported = if memory == MemoryKind::CudaDmabuf {
+        let fd = probe.export_dmabuf()?;
+        format!(
+            ", exported as a dma-buf of {} bytes (exporter {})",
+            crate::bench::cuda::dmabuf_size(&fd).unwrap_or(0),
+            crate::bench::cuda::dmabuf_exporter(&fd).unwrap_or_else(|| "?".into())
+        )
+    } else {
+        String::new()
+    };
+    drop(probe);
     eprintln!(
-        "GPU {} {} ({}): {} memory",
+        "GPU {} {} ({}, dma-buf supported: {}): {} memory; allocated 2 MiB{exported}",
         gpu.index,
         gpu.name,
         gpu.pci_bus_id,
+        gpu.dmabuf_supported,
         memory.label()
     );
     Ok(Some(gpu))
@@ -97,14 +112,15 @@ struct Local {
 }
 
 fn open_local(opts: &PairOptions) -> Result<Local, PairError> {
-    let (ctx, info) = select_port(opts.device.as_deref(), opts.dev_port, opts.gid_index)?;
-    let desc = net::port_desc(&info);
-    let side = Side::new(ctx, info)?;
+    // The GPU first: it needs no RDMA device (as the loopback does it).
     let (memory, note) = choose_memory(opts.memory);
     if let Some(n) = note {
         eprintln!("memory: {} ({n})", memory.label());
     }
     let gpu = open_gpu(memory, opts.gpu)?;
+    let (ctx, info) = select_port(opts.device.as_deref(), opts.dev_port, opts.gid_index)?;
+    let desc = net::port_desc(&info);
+    let side = Side::new(ctx, info)?;
     Ok(Local {
         side,
         desc,
