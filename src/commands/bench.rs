@@ -331,6 +331,15 @@ pub fn run_pair(
 ) -> Result<i32, BenchError> {
     let opts = args.to_options()?;
     let out = crate::bench::pair::run(&opts)?;
+    if let Some(path) = &args.textfile {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let text = crate::bench::pair::metrics::prometheus(&out.report, out.role, now);
+        crate::commands::fleet::write_textfile(path, &text)
+            .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
+    }
     match format {
         BenchFormat::Text => print!(
             "{}",

@@ -73,6 +73,9 @@ pub struct PairArgs {
     /// Pass when the average reaches this many Gb/s (also on software RDMA devices).
     #[arg(long, value_name = "GBPS")]
     pub min_gbps: Option<f64>,
+    /// Also write Prometheus metrics to FILE atomically (node-exporter's textfile collector).
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
 }
 
 fn bad(s: String) -> PairError {

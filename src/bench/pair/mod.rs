@@ -11,6 +11,7 @@ pub mod args;
 pub mod auth;
 pub mod engine;
 pub mod error;
+pub mod metrics;
 pub mod net;
 pub mod protocol;
 pub mod qp;

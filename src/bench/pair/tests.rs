@@ -518,3 +518,25 @@ fn arguments() {
     let t = T::try_parse_from(["t", "host", "--check-iters", "0"]).unwrap();
     assert!(t.a.to_options().is_err());
 }
+
+#[test]
+fn metrics_name_both_ends_and_every_size() {
+    let r = run(Op::Write, S, S, 1024, None);
+    let rep = r.listener.unwrap().report.unwrap();
+    let m = metrics::prometheus(&rep, "listener", 1700000000);
+    assert!(m.contains("# TYPE gdrprov_pair_gbps gauge"), "{m}");
+    assert!(
+        m.contains("gdrprov_pair_gbps{role=\"listener\",device=\"fake0\",memory=\"host\",peer=\"c\",peer_host=\"h\",peer_device=\"fake0\",peer_memory=\"host\",op=\"write\",bytes=\"65536\"}"),
+        "{m}"
+    );
+    assert!(m.contains("gdrprov_pair_data_ok{role=\"listener\""), "{m}");
+    assert!(m.contains("} 1\n"), "{m}");
+    assert!(
+        m.contains("gdrprov_pair_timestamp_seconds{") && m.contains("} 1700000000"),
+        "{m}"
+    );
+    assert!(
+        !m.contains("gdrprov_pair_line_rate_fraction{"),
+        "software devices have none: {m}"
+    );
+}
