@@ -14,6 +14,7 @@ link=$(cat "$(vm_gdir hostA)/port2")
 vm_launch hostB -netdev "socket,id=p0,connect=127.0.0.1:$link" -device "virtio-net-pci,netdev=p0,mac=52:54:00:00:98:02,romfile="
 vm_wait_up hostA
 vm_wait_up hostB
+for h in hostA hostB; do vm_copy_in $h "$GDRPROV_BIN" /usr/local/bin/gdrprov; done
 
 declare -A addr=([hostA]=10.98.0.1 [hostB]=10.98.0.2) mac=([hostA]=52:54:00:00:98:01 [hostB]=52:54:00:00:98:02)
 declare -A nic
@@ -46,7 +47,7 @@ PORT=18516
 # listen HOST [OPTS]: start a listener in the background (default address: rxe0's own), wait until it listens.
 listen() {
   local h=$1; shift
-  vm_ssh $h "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen --device rxe0 --memory host --token-file /root/pair.token $*; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null &
+  vm_ssh $h "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen --device rxe0 --memory host --token-file /root/pair.token $*; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null & echo \$! > /tmp/pl.shpid
     for i in \$(seq 120); do ss -ltn | grep -q ':$PORT ' && exit 0; sleep 0.5; done; cat /tmp/pl.err; exit 1" >/dev/null ||
     fail "$h: the listener did not listen"
 }
@@ -116,7 +117,7 @@ vm_ssh hostB "rm -f /tmp/pc.*; nohup sh -c 'gdrprov bench pair ${addr[hostA]} --
 vm_ssh hostA "for i in \$(seq 120); do grep -q 'registered the test buffer' /tmp/pl.err && exit 0; sleep 0.5; done; exit 1" >/dev/null || fail "the session did not start"
 sleep 5
 t0=$(date +%s)
-vm_ssh hostA 'pkill -9 -x gdrprov'
+vm_ssh hostA 'kill -9 $(pgrep -P $(cat /tmp/pl.shpid))'
 vm_ssh hostB "for i in \$(seq 120); do [ -s /tmp/pc.rc ] && exit 0; sleep 0.5; done; exit 1" >/dev/null || fail "the client did not exit within 60 s of its listener's death"
 dt=$(( $(date +%s) - t0 ))
 cout=$(vm_ssh hostB "cat /tmp/pc.out; echo rc=\$(cat /tmp/pc.rc)")
