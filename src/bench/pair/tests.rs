@@ -540,3 +540,14 @@ fn metrics_name_both_ends_and_every_size() {
         "software devices have none: {m}"
     );
 }
+
+#[test]
+fn mismatch_messages_say_which_end_is_which() {
+    let a = desc(512);
+    let b = desc(1024);
+    let m = incompatibility(&a, &b).unwrap();
+    assert!(
+        m.starts_with("MTU mismatch: this end (h fake0:1) has active MTU 512 (netdev lo MTU 1500), the peer (h fake0:1) has 1024"),
+        "{m}"
+    );
+}

