@@ -14,7 +14,11 @@ use crate::bench::report::human_bytes;
 /// Why two ports cannot run RC traffic to each other; None when they can.
 pub fn incompatibility(mine: &PortDesc, theirs: &PortDesc) -> Option<String> {
     let name = |p: &PortDesc| {
-        let who = if std::ptr::eq(p, mine) { "this end" } else { "the peer" };
+        let who = if std::ptr::eq(p, mine) {
+            "this end"
+        } else {
+            "the peer"
+        };
         format!("{who} ({} {}:{})", p.host, p.device, p.port)
     };
     let netdev = |p: &PortDesc| match (&p.netdev, p.netdev_mtu) {
