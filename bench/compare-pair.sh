@@ -36,17 +36,21 @@ lim=$((DUR * 4 + 60))
 wait_port() { a "for i in \$(seq 120); do ss -ltn | grep -q ':$1 ' && exit 0; sleep 0.25; done; exit 1"; }
 
 declare -A INF PERCQ GIDA GIDB
+why() { # the tails of both ends' output, on stderr
+  { echo "--- listener (host A):"; a "tail -5 /tmp/cp-listener.out"; echo "--- client (host B):"; b "tail -5 /tmp/cp-client.err"; } >&2
+}
 gdrprov_once() { # SIZE -> average Gb/s; records WRITEs in flight/per completion and each end's GID index
   local s=$1 j
   a "nohup timeout $lim $GDRPROV bench pair --listen --device $DEV --memory $MEMORY --token-file $TOKEN --port $GPORT --timeout $lim > /tmp/cp-listener.out 2>&1 < /dev/null &" || return 1
   wait_port $GPORT || return 1
-  j=$(b "timeout $lim $GDRPROV --format json bench pair $ADDR --port $GPORT --device $DEV --memory $MEMORY --token-file $TOKEN --size $s --duration $DUR --timeout $lim 2>/dev/null") || return 1
+  j=$(b "timeout $lim $GDRPROV --format json bench pair $ADDR --port $GPORT --device $DEV --memory $MEMORY --token-file $TOKEN --size $s --duration $DUR --timeout $lim 2>/tmp/cp-client.err") || { why; return 1; }
   a "for i in \$(seq 40); do ss -ltn | grep -q ':$GPORT ' || exit 0; sleep 0.25; done; exit 0"
   printf '%s' "$j" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)
 x = r["results"][0]
-assert r["data_check"]["passed"], "data check failed"
+if not r["data_check"]["passed"]:
+    sys.exit("data check failed: %s" % r["data_check"])
 print("%.4f %d %d %s %s" % (x["average_gbps"], x["writes_in_flight"], x["writes_per_completion"],
       r["listener"]["port"]["gid_index"], r["client"]["port"]["gid_index"]))'
 }
