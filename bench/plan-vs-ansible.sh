@@ -10,7 +10,9 @@
 # the ansible-core that scripts/test.sh installs in target/ansible-venv
 # (ANSIBLE_PLAYBOOK=... for another). hyperfine is used when installed
 # (apt-get install hyperfine), else a plain loop. RUNS=N: Ansible runs (10).
-# BASELINE=GDRPROV: also time that binary's plan in the same run.
+# BASELINE=GDRPROV: also time that binary's plan in the same run. The load
+# average before and after is printed with the figures: Ansible slows more
+# than gdrprov on a loaded machine, so a ratio means little without it.
 set -eu
 cd "$(dirname "$0")/.."
 gdrprov=${1:-target/release/gdrprov}
@@ -44,6 +46,7 @@ $ansible_cmd >"$work/ansible.out" || { cat "$work/ansible.out"; exit 1; }
 grep -q '^Plan: 5 change' "$work/plan.out"
 grep -q 'changed=3' "$work/ansible.out"
 before=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 if command -v hyperfine >/dev/null; then
   # BASELINE=OTHER_GDRPROV adds a third command: that binary's plan (an
@@ -63,6 +66,7 @@ else
   times="$p $p 0 $a $a 0" # a loop gives wall-clock means only
 fi
 
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
 after=$(cd "$root" && find . -type f -exec sha256sum {} + | sort | sha256sum)
 [ "$before" = "$after" ] || { echo "plan-vs-ansible.sh: the root changed" >&2; exit 1; }
 
@@ -78,3 +82,4 @@ echo "$times" | awk '{
     printf "%-32s %9.0fx %9.0fx %9.0fx\n", "ratio, baseline", $4 / $7, $5 / $8, $6 / $9
   }
 }'
+echo "load average (1, 5, 15 min): $load_before before, $load_after after; $(nproc) CPU(s)"

@@ -3,6 +3,7 @@
 # which and why on one line per step.
 #   bash scripts/ensure-packages.sh build        # what `cargo build` needs
 #   bash scripts/ensure-packages.sh build test   # plus the tools the tests drive
+#   bash scripts/ensure-packages.sh package      # the package linters and test roots
 # build: cmake and libclang (sideway's rdma-mummy-sys builds a small C shim
 # with cmake and generates its bindings with bindgen; libibverbs itself is
 # loaded at run time, not linked).
@@ -51,7 +52,19 @@ main() {
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
         ;;
-      *) echo "ensure-packages.sh: unknown set '$what' (use build, test or both)" >&2; return 1 ;;
+      package)
+        # scripts/package.sh --lint and scripts/package-test-root.sh: the
+        # distributions' linters, rpm (rpm -qp, rpm --root) and mmdebstrap
+        # (a clean Debian root). cargo-deb and cargo-generate-rpm come from
+        # crates.io (package.sh installs them with cargo install --locked).
+        why="the packages are linted and installed for real"
+        command -v lintian >/dev/null || need+=(lintian)
+        command -v rpm >/dev/null || need+=(rpm)
+        command -v rpmlint >/dev/null || need+=(rpmlint)
+        command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+        command -v strip >/dev/null || need+=(binutils)
+        ;;
+      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package)" >&2; return 1 ;;
     esac
     if ((${#need[@]})); then
       lines+=("${need[*]} ($why)")

@@ -1,6 +1,6 @@
 //! gdrprov: makes a Linux GPU host ready for NVIDIA GPUDirect RDMA and proves
 //! that it is. One pipeline, each stage a module with one job:
-//! profile + facts → plan (pure) → apply (journal) → render.
+//! profile + facts → plan (pure) → apply (journal) → output.
 
 pub mod apply;
 pub mod bench;

@@ -47,6 +47,20 @@ impl Target {
             boot_elsewhere: true,
         }
     }
+
+    /// Read-only on ROOT, its facts probed with read-only tools too
+    /// (`nvidia-smi`, `modinfo`): what inventory and doctor use.
+    pub fn probing(root: PathBuf, cpu_vendor: Option<CpuVendor>) -> Target {
+        Target {
+            no_exec: false,
+            ..Target::read_only(root, cpu_vendor)
+        }
+    }
+
+    /// The root, opened: commands run only without `no_exec`.
+    pub fn open(&self) -> Result<Host> {
+        Host::open(&self.root, self.no_exec)
+    }
 }
 
 /// `plan` and `apply`: profiles (built-in names or files) on a target.
@@ -143,7 +157,7 @@ impl Planned {
 /// `plan`: every change the profiles need. Changes nothing.
 pub fn plan(req: &ProfilesRequest) -> Result<Planned> {
     let desired = load_profiles(&req.profiles)?;
-    let host = Host::open(&req.target.root, req.target.no_exec)?;
+    let host = req.target.open()?;
     let trial = req.trial.then_some(req.profiles.as_slice());
     let plan = make_plan(&host, &desired, &req.target, trial)?;
     Ok(Planned {
@@ -180,7 +194,7 @@ fn plan_with_facts(
     };
     // Requirements first: every failed one is reported, before any
     // module can stop on a detail (a missing GRUB, a missing module).
-    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, facts);
+    let reqs = crate::checks::requirements::for_profile(host, facts, desired);
     let warnings =
         crate::checks::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
     let (mut plan, seen) = crate::plan::prepare::plan(host, facts, desired, &state, &opts)?;
@@ -222,6 +236,9 @@ pub struct Applied {
     pub names: Vec<String>,
     pub plan: Plan,
     pub outcome: Option<apply::Outcome>,
+    /// What recovering an interrupted run put back, when that was all there
+    /// was to do (with an outcome, the outcome says it).
+    pub recovered: Vec<String>,
 }
 
 impl Applied {
@@ -251,7 +268,7 @@ fn check_boot_elsewhere(plan: &Plan, target: &Target) -> Result<()> {
 pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
     let trial = req.trial.then_some(req.profiles.as_slice());
     let desired = load_profiles(&req.profiles)?;
-    let host = Host::open(&req.target.root, req.target.no_exec)?;
+    let host = req.target.open()?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
     // Plan first, without the lock: an apply with nothing to do writes
@@ -265,6 +282,7 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
             names,
             plan,
             outcome: None,
+            recovered: Vec::new(),
         });
     }
     require_chroot_rights(&host, &plan)?;
@@ -285,15 +303,13 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
         ));
     }
     if locked_plan.is_empty() {
-        for note in &recovered {
-            eprintln!("gdrprov: recovered: {note}");
-        }
         drop(lock);
         return Ok(Applied {
             host,
             names,
             plan: locked_plan,
             outcome: None,
+            recovered,
         });
     }
     let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
@@ -304,6 +320,7 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
         names,
         plan: locked_plan,
         outcome: Some(outcome),
+        recovered: Vec::new(),
     })
 }
 
@@ -447,7 +464,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         }
         Err(e) => return Err(e),
     };
-    let reqs = crate::checks::requirements::evaluate(&desired.doc.requires, &facts);
+    let reqs = crate::checks::requirements::for_profile(&host, &facts, &desired);
     let choice = crate::checks::verify::LoopbackChoice {
         skip: req.no_loopback,
         device: req.device.clone(),

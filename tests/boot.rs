@@ -265,7 +265,7 @@ fn rollback_restores_grub_defaults_byte_for_byte() {
     assert!(
         text.contains("Reboot required:")
             && text.contains(
-                "the kernel command line restored by the rollback take effect at the next boot"
+                "the kernel command line restored by the rollback takes effect at the next boot"
             ),
         "a restored command line needs a reboot: {text}"
     );

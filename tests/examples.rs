@@ -226,8 +226,14 @@ fn shipped_packer_templates_validate() {
         if body.contains("\"ssh_password\"") {
             cmd.arg("-var=ssh_password=unused");
         }
+        if body.contains("\"gdrprov_binary\"") {
+            cmd.arg(format!("-var=gdrprov_binary={}", bin()));
+        }
+        // validate only checks that the file to upload exists.
+        if body.contains("\"gdrprov_package\"") {
+            cmd.arg(format!("-var=gdrprov_package={}", bin()));
+        }
         let out = cmd
-            .arg(format!("-var=gdrprov_binary={}", bin()))
             .arg(template.file_name().unwrap())
             .current_dir(&dir)
             .env("CHECKPOINT_DISABLE", "1")

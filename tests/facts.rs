@@ -254,6 +254,31 @@ fn peermem_invalid_argument_from_the_kernel_log_and_old_nccl() {
 }
 
 #[test]
+fn peermem_symbol_mismatch_in_an_image_roots_kern_log_is_named() {
+    // One kernel-log reader: an image root's var/log/kern.log serves the
+    // doctor's module rules as well as the health checks.
+    let g = h100_node(false, "535.216.03");
+    g.file(
+        "/var/log/kern.log",
+        "Nov 22 01:00:00 n kernel: [   65.412027] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\nNov 22 01:00:00 n kernel: [   65.412031] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n",
+    );
+    let (code, rep) = doctor(g.finish(), &["legacy-peermem"]);
+    assert_eq!(code, 3, "{rep:#}");
+    let f = finding(&rep, "peermem-symbol-mismatch");
+    assert_eq!(f["severity"], "error");
+    assert!(f["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("disagrees about version of symbol ib_register_peer_memory_client"));
+    let out = gdrprov()
+        .args(["doctor", "legacy-peermem", "--root"])
+        .arg(g.finish())
+        .output()
+        .unwrap();
+    assert!(stdout_of(&out).contains("Blocked by: peermem-symbol-mismatch"));
+}
+
+#[test]
 fn erdma_node_with_mtu_1500() {
     let mut g = HostGen::new();
     g.file("/etc/os-release", "ID=alinux\nID_LIKE=\"rhel fedora centos anolis\"\nVERSION_ID=3\nPRETTY_NAME=\"Alibaba Cloud Linux 3\"\n");
@@ -618,6 +643,120 @@ fn example_roots_still_plan_the_demo() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
+}
+
+/// Every example host and recorded snapshot, by name.
+fn all_roots() -> Vec<std::path::PathBuf> {
+    let mut roots = Vec::new();
+    for dir in ["examples/hosts", "tests/fixtures/snapshots"] {
+        for e in std::fs::read_dir(repo().join(dir)).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                roots.push(p);
+            }
+        }
+    }
+    roots.sort();
+    roots
+}
+
+#[test]
+fn doctor_and_plan_give_one_verdict_on_every_root() {
+    // The H100 shape has no efa or erdma module: plan refuses both, and
+    // doctor (with or without the profile) says they are blocked, and why.
+    let ubuntu = repo().join("examples/hosts/ubuntu-22.04-h100");
+    let (code, rep) = doctor(&ubuntu, &["efa"]);
+    assert_eq!(code, 3, "{rep:#}");
+    let f = finding(&rep, "requirement-module-efa");
+    assert_eq!(f["severity"], "error");
+    assert!(f["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("kernel module `efa` does not exist for kernel 5.15.0-119-generic"));
+    let profiles = [
+        "rdma-dmabuf",
+        "legacy-peermem",
+        "gds-iommu-off",
+        "erdma-cloud",
+        "efa",
+    ];
+    for root in all_roots() {
+        let (code, general) = doctor(&root, &[]);
+        let fits = general["fits"].as_array().unwrap();
+        // Without a profile the verdict is that of the fits shown.
+        assert_eq!(
+            code == 3,
+            general["best_fit"].is_null(),
+            "{root:?}: {general:#}"
+        );
+        for p in profiles {
+            let fit = fits.iter().find(|f| f["profile"] == p).unwrap();
+            let plan = gdrprov()
+                .args(["plan", p, "--root"])
+                .arg(&root)
+                .output()
+                .unwrap();
+            let refused = stderr_of(&plan).contains("does not meet the profile's requirements");
+            let (code, one) = doctor(&root, &[p]);
+            // A requirement that stops plan is an error finding of doctor.
+            let failed_hard = one["requirements"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["status"] == "failed" && r["severity"] == "error");
+            assert_eq!(refused, failed_hard, "{root:?} {p}: {}", stderr_of(&plan));
+            if refused {
+                assert_eq!(fit["fits"], false, "{root:?} {p}: {general:#}");
+                assert_eq!(code, 3, "{root:?} {p}: {one:#}");
+            }
+            // The same evaluation with and without the profile.
+            assert_eq!(fit["fits"], code == 0, "{root:?} {p}: {one:#}");
+            assert_eq!(
+                fit["blocked_by"],
+                serde_json::json!(ids(&one, "error")),
+                "{root:?} {p}"
+            );
+        }
+        let text = stdout_of(
+            &gdrprov()
+                .args(["doctor", "--root"])
+                .arg(&root)
+                .output()
+                .unwrap(),
+        );
+        if text.contains("blocked by") {
+            assert!(
+                !text.contains("nothing stands in the way"),
+                "{root:?}:\n{text}"
+            );
+        }
+        if text.contains(" fits (") {
+            assert!(!text.contains("\nBlocked by:"), "{root:?}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_failed_health_check_blocks_every_profile_alike() {
+    // A fatal Xid in the kernel log: doctor's general finding and every
+    // profile's fit agree (no "fits" beside "Blocked by: kernel-log").
+    let g = h100_node(true, "575.51.03");
+    g.file(
+        "/var/log/kern.log",
+        "Nov 22 01:00:00 n kernel: [ 1234.5] NVRM: Xid (PCI:0000:03:00): 79, pid=2437, name=python3, GPU has fallen off the bus.\n",
+    );
+    let (code, rep) = doctor(g.finish(), &[]);
+    assert_eq!(code, 3, "{rep:#}");
+    assert!(ids(&rep, "error").contains(&"kernel-log".to_string()));
+    for f in rep["fits"].as_array().unwrap() {
+        assert_eq!(f["fits"], false, "{f:#}");
+        assert!(f["blocked_by"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i == "kernel-log"));
+    }
+    assert!(rep["best_fit"].is_null());
 }
 
 #[test]

@@ -297,8 +297,16 @@ fn packer_templates_validate_and_the_chroot_one_builds() {
     }
     let dir = repo().join("examples/packer");
     for (template, extra) in [
-        ("gdrprov.json", vec!["-var", "ssh_password=unused"]),
-        ("gdrprov-chroot.json", vec![]),
+        (
+            "gdrprov.json",
+            // validate only checks that the package to upload exists.
+            vec![
+                "-var".to_string(),
+                "ssh_password=unused".to_string(),
+                format!("-var=gdrprov_package={}", bin()),
+            ],
+        ),
+        ("gdrprov-chroot.json", Vec::new()),
     ] {
         let out = std::process::Command::new("packer")
             .arg("validate")

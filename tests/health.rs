@@ -105,7 +105,7 @@ fn healthy_links_are_not_flagged_and_unknown_speeds_not_judged() {
     assert_eq!(rp.state, LinkState::Unknown);
     assert_eq!(rp.serves.len(), 2, "{rp:?}");
     let c = check(&f, "pcie-links");
-    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.status, Outcome::Pass, "{c:?}");
     assert!(
         c.evidence.contains("GPU 0000:03:00.0 Gen5 x16"),
         "{}",
@@ -124,7 +124,7 @@ fn gpu_trained_at_x8_fails_naming_device_values_and_causes() {
     let g = node((GEN5, 8));
     let f = facts(g.finish());
     let c = check(&f, "pcie-links");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(
         c.evidence
             .contains("GPU 0000:03:00.0: Gen5 x8 at 32.0 GT/s PCIe x8, maximum 32.0 GT/s PCIe x16"),
@@ -165,26 +165,42 @@ fn gpu_trained_at_x8_fails_naming_device_values_and_causes() {
 }
 
 #[test]
+fn gpu_at_x8_of_x16_fails_when_its_speed_cannot_be_read() {
+    let g = node(("Unknown", 8));
+    let f = facts(g.finish());
+    let c = check(&f, "pcie-links");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
+    assert!(
+        c.evidence.contains("GPU 0000:03:00.0: ? x8 at Unknown x8"),
+        "{}",
+        c.evidence
+    );
+    assert!(c.fix.unwrap().contains("riser"));
+    let x = finding(&doctor(g.finish()), "pcie-links").unwrap();
+    assert_eq!(x["severity"], "error");
+}
+
+#[test]
 fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
     // An NVIDIA GPU at 16 GT/s of 32 may be idle (power saving): a warning
     // until a reading under load decides.
     let g = node((GEN4, 16));
     let f = facts(g.finish());
     let c = check(&f, "pcie-links");
-    assert_eq!(c.outcome, Outcome::Warn, "{c:?}");
+    assert_eq!(c.status, Outcome::Warn, "{c:?}");
     assert!(c.evidence.contains("possibly idle"), "{}", c.evidence);
     let slow = [health::links::UnderLoad {
         address: "0000:03:00.0".into(),
         current_speed: Some(GEN4.into()),
     }];
     let c = health::links::check(&f, &slow);
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(c.evidence.contains("under load: 16 GT/s"), "{}", c.evidence);
     let fast = [health::links::UnderLoad {
         address: "0000:03:00.0".into(),
         current_speed: Some(GEN5.into()),
     }];
-    assert_eq!(health::links::check(&f, &fast).outcome, Outcome::Pass);
+    assert_eq!(health::links::check(&f, &fast).status, Outcome::Pass);
     // A NIC does not idle its link down: 16 GT/s of 32 fails at once.
     let g = node((GEN5, 16));
     link(
@@ -196,7 +212,7 @@ fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
         16,
     );
     let c = check(&facts(g.finish()), "pcie-links");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(
         c.evidence.contains("NIC 0000:04:00.0: Gen4 x16"),
         "{}",
@@ -207,7 +223,7 @@ fn gpu_at_16_gts_is_idle_or_slow_and_a_nic_at_16_gts_fails() {
     // The same NIC in a Gen4 slot: the port above says so.
     link(&g, &format!("{SW}/0000:02:10.0"), GEN4, 16, GEN4, 16);
     let c = check(&facts(g.finish()), "pcie-links");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(
         c.evidence.contains(
             "(bridge 0000:02:10.0 above it supports at most 16.0 GT/s PCIe: the slot caps the link)"
@@ -236,7 +252,7 @@ fn virtual_functions_are_not_judged() {
     );
     let f = facts(g.finish());
     assert!(f.links.iter().all(|l| l.address != "0000:04:00.0"));
-    assert_eq!(check(&f, "pcie-links").outcome, Outcome::Pass);
+    assert_eq!(check(&f, "pcie-links").status, Outcome::Pass);
 }
 
 const XID79: &str = "Nov 22 03:14:07 gpu-node-17 kernel: [183512.334121] NVRM: Xid (PCI:0000:03:00): 79, pid=2437, name=python3, GPU has fallen off the bus.\n";
@@ -258,7 +274,7 @@ fn kernel_log_xid_and_aer_lines_as_printed() {
     assert_eq!(log.source, "/var/log/kern.log");
     assert_eq!(log.lines, 9);
     let c = check(&f, "kernel-log");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(
         c.evidence.contains("1 fatal Xid error(s) (79)"),
         "{}",
@@ -294,14 +310,14 @@ fn kernel_log_warnings_only_and_clean_and_absent() {
     let g = node((GEN5, 16));
     g.file("/var/log/messages", format!("{NOISE}{AER_CORR}{XID13}"));
     let c = check(&facts(g.finish()), "kernel-log");
-    assert_eq!(c.outcome, Outcome::Warn, "{c:?}");
+    assert_eq!(c.status, Outcome::Warn, "{c:?}");
     let g = node((GEN5, 16));
     g.file("/var/log/kern.log", NOISE);
     let c = check(&facts(g.finish()), "kernel-log");
-    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.status, Outcome::Pass, "{c:?}");
     let g = node((GEN5, 16));
     let c = check(&facts(g.finish()), "kernel-log");
-    assert_eq!(c.outcome, Outcome::Skip, "{c:?}");
+    assert_eq!(c.status, Outcome::Skip, "{c:?}");
     // A NIC link that went down and stayed down fails.
     let g = node((GEN5, 16));
     g.file(
@@ -309,7 +325,7 @@ fn kernel_log_warnings_only_and_clean_and_absent() {
         "Nov 22 01:00:00 n kernel: [1.0] mlx5_core 0000:04:00.0 ibp4s0: Link down\n",
     );
     assert_eq!(
-        check(&facts(g.finish()), "kernel-log").outcome,
+        check(&facts(g.finish()), "kernel-log").status,
         Outcome::Fail
     );
 }
@@ -319,7 +335,7 @@ fn rdma_port_at_half_rate_fails_and_full_rate_passes() {
     let g = node((GEN5, 16));
     let f = facts(g.finish());
     let c = check(&f, "rdma-ports");
-    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.status, Outcome::Pass, "{c:?}");
     assert!(c
         .evidence
         .contains("mlx5_0:1 ACTIVE InfiniBand 400 Gb/sec (4X NDR)"));
@@ -329,7 +345,7 @@ fn rdma_port_at_half_rate_fails_and_full_rate_passes() {
         "200 Gb/sec (2X NDR)\n",
     );
     let c = check(&facts(g.finish()), "rdma-ports");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(
         c.evidence.contains("is 50% of 4X NDR (400 Gb/s)"),
         "{}",
@@ -367,7 +383,7 @@ fn roce_port_needs_a_routable_roce_v2_gid() {
         "0000:0000:0000:0000:0000:0000:0000:0000\n",
     );
     let c = check(&facts(g.finish()), "rdma-ports");
-    assert_eq!(c.outcome, Outcome::Fail, "{c:?}");
+    assert_eq!(c.status, Outcome::Fail, "{c:?}");
     assert!(c.evidence.contains("no RoCE v2 GID"), "{}", c.evidence);
     g.file(
         &format!("{pd}/gids/3"),
@@ -375,7 +391,7 @@ fn roce_port_needs_a_routable_roce_v2_gid() {
     );
     g.file(&format!("{pd}/gid_attrs/types/3"), "RoCE v2\n");
     let c = check(&facts(g.finish()), "rdma-ports");
-    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.status, Outcome::Pass, "{c:?}");
     assert!(
         c.evidence.contains("GID 3 ::ffff:10.0.2.15"),
         "{}",
@@ -387,7 +403,7 @@ fn roce_port_needs_a_routable_roce_v2_gid() {
 fn affinity_warns_when_the_best_nic_is_on_the_other_socket() {
     let g = node((GEN5, 16));
     let c = check(&facts(g.finish()), "gpu-nic-affinity");
-    assert_eq!(c.outcome, Outcome::Pass, "{c:?}");
+    assert_eq!(c.status, Outcome::Pass, "{c:?}");
     assert!(
         c.evidence
             .contains("GPU 0000:03:00.0 -> mlx5_0 (0000:04:00.0) PIX, NUMA 0/0"),
@@ -406,7 +422,7 @@ fn affinity_warns_when_the_best_nic_is_on_the_other_socket() {
     );
     let f = facts(g.finish());
     let c = check(&f, "gpu-nic-affinity");
-    assert_eq!(c.outcome, Outcome::Warn, "{c:?}");
+    assert_eq!(c.status, Outcome::Warn, "{c:?}");
     assert!(c.evidence.contains("SYS, NUMA 0/1"), "{}", c.evidence);
     assert_eq!(
         finding(&doctor(g.finish()), "gpu-nic-affinity").unwrap()["severity"],
@@ -462,6 +478,48 @@ fn verify_on_a_root_reports_every_check_and_the_metrics() {
 }
 
 #[test]
+fn a_warning_stays_a_warning_in_verify() {
+    let g = node((GEN5, 16));
+    g.file("/var/log/kern.log", format!("{NOISE}{AER_CORR}{XID13}"));
+    let root = g.finish();
+    let out = gdrprov()
+        .args(["verify", "rdma-dmabuf", "--format", "json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let v: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr_of(&out)));
+    let c = check_named(&v, "kernel-log");
+    assert_eq!(c["status"], "warn", "{c:#}");
+    assert!(
+        c["detail"].as_str().unwrap().starts_with("warning: "),
+        "{c:#}"
+    );
+    assert!(
+        c["fix"].as_str().unwrap().contains("marginal link"),
+        "{c:#}"
+    );
+    // A warning alone never makes the host not ready: only failures count.
+    let failed: Vec<&Value> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .collect();
+    assert_eq!(v["ready"], failed.is_empty(), "{v:#}");
+    let out = gdrprov()
+        .args(["verify", "rdma-dmabuf", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        stdout_of(&out).contains("  warn  kernel-log     warning: "),
+        "{}",
+        stdout_of(&out)
+    );
+}
+
+#[test]
 fn bench_copy_without_libcuda_names_it_and_does_not_panic() {
     if Path::new("/usr/lib/x86_64-linux-gnu/libcuda.so.1").exists() {
         eprintln!("libcuda present: this test is for hosts without it");
@@ -476,12 +534,12 @@ fn bench_copy_without_libcuda_names_it_and_does_not_panic() {
     let g = node((GEN5, 16));
     let f = facts(g.finish());
     let (c, loads, r) = health::copy::run(&f);
-    assert_eq!(c.outcome, Outcome::Skip, "{c:?}");
+    assert_eq!(c.status, Outcome::Skip, "{c:?}");
     assert!(c.evidence.contains("libcuda"), "{}", c.evidence);
     assert!(loads.is_empty() && r.is_none());
     // NVML is absent here too: skipped with the reason.
     let n = health::nvml::read();
     let c = health::nvml::check(n.as_ref().map_err(String::as_str));
-    assert_eq!(c.outcome, Outcome::Skip);
+    assert_eq!(c.status, Outcome::Skip);
     assert!(c.evidence.contains("libnvidia-ml.so.1"), "{}", c.evidence);
 }

@@ -5,29 +5,12 @@
 //! figures (H100/H200 at Gen5 x16: 48 GB/s each way; A100 at Gen4: 21 GB/s),
 //! else a fraction of the link's raw rate.
 
-use std::ffi::{c_uint, c_void};
-
-use cudarc::driver::sys;
 use serde::Serialize;
 
-use super::cuda::{self, Gpu};
 use super::error::BenchError;
 use crate::facts::links::{generation, parse_speed, raw_gbytes};
-
-/// The symbols used here beyond those [`cuda::ensure_libcuda`] checks.
-const SYMBOLS: &[&str] = &[
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuStreamCreate",
-    "cuStreamDestroy_v2",
-    "cuEventCreate",
-    "cuEventDestroy_v2",
-    "cuEventRecord",
-    "cuEventSynchronize",
-    "cuEventElapsedTime",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoHAsync_v2",
-];
+use gdrprov_rdma::cuda::copy::{ensure_libcuda, CopyRig};
+use gdrprov_rdma::cuda::{self, Gpu};
 
 pub const DEFAULT_SIZE: usize = 256 << 20;
 pub const DEFAULT_RUNS: u32 = 10;
@@ -139,9 +122,11 @@ pub fn sysfs_address(bus_id: &str) -> String {
     }
 }
 
+/// A PCI device's sysfs attribute on the running system, read through the host layer.
 fn sysfs(addr: &str, name: &str) -> Option<String> {
-    std::fs::read_to_string(format!("/sys/bus/pci/devices/{addr}/{name}"))
-        .ok()
+    crate::host::Host::open(std::path::Path::new("/"), true)
+        .ok()?
+        .read_fact(&format!("/sys/bus/pci/devices/{addr}/{name}"))
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
 }
@@ -200,125 +185,6 @@ pub fn floor(name: &str, link: &LinkReading, opts: &CopyOptions) -> (Option<f64>
     }
 }
 
-fn check(op: &'static str, res: sys::CUresult) -> Result<(), BenchError> {
-    if res == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(BenchError::Cuda {
-            op,
-            code: res as u32,
-            name: format!("{res:?}"),
-            message: String::new(),
-            hint: String::new(),
-        })
-    }
-}
-
-/// libcuda with every symbol the copy needs; the first missing one is the error.
-pub fn ensure_libcuda() -> Result<(), BenchError> {
-    cuda::ensure_libcuda()?;
-    // SAFETY: present (checked above), so culib() does not panic.
-    let lib = unsafe { sys::culib() };
-    for s in SYMBOLS {
-        let name = format!("{s}\0");
-        // SAFETY: only the address is looked up.
-        if unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_err() {
-            return Err(BenchError::CudaSymbolMissing {
-                symbol: (*s).to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Pinned host memory, device memory, a stream and two events; freed on drop.
-struct Rig<'g> {
-    host: *mut c_void,
-    dev: super::cuda::GpuBuffer<'g>,
-    stream: sys::CUstream,
-    start: sys::CUevent,
-    stop: sys::CUevent,
-}
-
-impl Drop for Rig<'_> {
-    fn drop(&mut self) {
-        // SAFETY: each was created by the driver in Rig::new (null ones are skipped).
-        unsafe {
-            if !self.start.is_null() {
-                sys::cuEventDestroy_v2(self.start);
-            }
-            if !self.stop.is_null() {
-                sys::cuEventDestroy_v2(self.stop);
-            }
-            if !self.stream.is_null() {
-                sys::cuStreamDestroy_v2(self.stream);
-            }
-            if !self.host.is_null() {
-                sys::cuMemFreeHost(self.host);
-            }
-        }
-    }
-}
-
-impl<'g> Rig<'g> {
-    fn new(gpu: &'g Gpu, size: usize) -> Result<Rig<'g>, BenchError> {
-        let dev = gpu.alloc(size)?;
-        let mut rig = Rig {
-            host: std::ptr::null_mut(),
-            dev,
-            stream: std::ptr::null_mut(),
-            start: std::ptr::null_mut(),
-            stop: std::ptr::null_mut(),
-        };
-        // SAFETY: symbols checked; out-pointers are fields of rig.
-        unsafe {
-            check(
-                "cuMemHostAlloc",
-                sys::cuMemHostAlloc(&mut rig.host, size, 0 as c_uint),
-            )?;
-            // Touch every page so the first timed copy does not pay for faults.
-            std::ptr::write_bytes(rig.host.cast::<u8>(), 0x5a, size);
-            check("cuStreamCreate", sys::cuStreamCreate(&mut rig.stream, 1))?;
-            check("cuEventCreate", sys::cuEventCreate(&mut rig.start, 0))?;
-            check("cuEventCreate", sys::cuEventCreate(&mut rig.stop, 0))?;
-        }
-        Ok(rig)
-    }
-
-    /// One timed copy in GB/s; `during` runs while the copy is in flight.
-    fn copy(&self, h2d: bool, size: usize, during: &mut dyn FnMut()) -> Result<f64, BenchError> {
-        let mut ms: f32 = 0.0;
-        // SAFETY: buffers are `size` bytes (the device one at least that); symbols checked.
-        unsafe {
-            check("cuEventRecord", sys::cuEventRecord(self.start, self.stream))?;
-            if h2d {
-                check(
-                    "cuMemcpyHtoDAsync",
-                    sys::cuMemcpyHtoDAsync_v2(self.dev.ptr, self.host, size, self.stream),
-                )?;
-            } else {
-                check(
-                    "cuMemcpyDtoHAsync",
-                    sys::cuMemcpyDtoHAsync_v2(self.host, self.dev.ptr, size, self.stream),
-                )?;
-            }
-            check("cuEventRecord", sys::cuEventRecord(self.stop, self.stream))?;
-            during();
-            check("cuEventSynchronize", sys::cuEventSynchronize(self.stop))?;
-            check(
-                "cuEventElapsedTime",
-                sys::cuEventElapsedTime(&mut ms, self.start, self.stop),
-            )?;
-        }
-        if ms <= 0.0 {
-            return Err(BenchError::InvalidArgument(
-                "the copy took no measurable time".into(),
-            ));
-        }
-        Ok(size as f64 / (f64::from(ms) * 1e-3) / 1e9)
-    }
-}
-
 fn best(v: &[f64]) -> f64 {
     v.iter().copied().fold(0.0, f64::max)
 }
@@ -327,7 +193,7 @@ pub fn run_gpu(index: u32, opts: &CopyOptions) -> Result<GpuCopy, BenchError> {
     let gpu = Gpu::open(index)?;
     let pci = sysfs_address(&gpu.pci_bus_id);
     let mut link = read_link(&pci);
-    let rig = Rig::new(&gpu, opts.size)?;
+    let rig = CopyRig::new(&gpu, opts.size)?;
     // Warm-up, both ways (and the link comes up to speed).
     rig.copy(true, opts.size, &mut || {})?;
     rig.copy(false, opts.size, &mut || {})?;
@@ -398,38 +264,6 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
         passed: gpus.iter().all(|g| g.passed),
         gpus,
     })
-}
-
-pub fn render_text(r: &CopyReport) -> String {
-    let mut s = format!(
-        "GPU <-> host copy, {} MiB x {} runs, best run ({})\n",
-        r.bytes >> 20,
-        r.runs,
-        r.method
-    );
-    for g in &r.gpus {
-        s.push_str(&format!(
-            "  GPU {} {} ({}): link {} (max {}); H2D {:.1} GB/s, D2H {:.1} GB/s; floor {}: {}\n",
-            g.index,
-            g.name,
-            g.pci,
-            g.link.under_load(),
-            g.link.maximum(),
-            g.h2d_gbs,
-            g.d2h_gbs,
-            g.floor_gbs
-                .map(|f| format!("{f:.1} GB/s"))
-                .unwrap_or_else(|| "none".into()),
-            if g.passed { "PASS" } else { "FAIL" }
-        ));
-        s.push_str(&format!("    ({})\n", g.floor_source));
-    }
-    s.push_str(if r.passed {
-        "Result: PASS\n"
-    } else {
-        "Result: FAIL\n"
-    });
-    s
 }
 
 #[cfg(test)]

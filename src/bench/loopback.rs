@@ -1,22 +1,21 @@
 //! The loopback run: two RC QPs connected to each other in-process, RDMA WRITEs from a source to a
 //! destination buffer for a duration or a number of iterations per message size, then a data check
-//! (write a known pattern, read the destination back, compare).
+//! (write a known pattern, read the destination back, compare). The timed part is in `measure`.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use sideway::ibverbs::completion::{BasicCompletionQueue, WorkCompletionStatus};
-use sideway::ibverbs::memory_region::MemoryRegion;
-use sideway::ibverbs::queue_pair::{
-    PostSendGuard, QueuePair, SetScatterGatherEntry, WorkRequestFlags,
-};
+use gdrprov_rdma::cuda::{dmabuf_exporter, dmabuf_size, gpu_count, Gpu};
+use gdrprov_rdma::memory::{check_memlock, Buffer, HostBuf, MemoryKind};
+use gdrprov_rdma::qp::{self, QpPair, Side};
+use gdrprov_rdma::verbs;
 
-use super::cuda::{dmabuf_exporter, dmabuf_size, gpu_count, Gpu};
 use super::error::BenchError;
-use super::memory::{check_memlock, Buffer, HostBuf, MemoryKind};
+use super::measure::{self, CheckBuffers, Target};
 use super::probe::{self, DmabufProbe};
-use super::report::{DataCheck, ExportReport, GpuInfo, LoopbackReport, SizeResult, Threshold};
-use super::verbs::{self, QpPair, Side};
+use super::report::{ExportReport, GpuInfo, LoopbackReport, SizeResult, Threshold};
+use super::sysfs::LiveHost;
+
+pub use super::measure::{effective_depth, MAX_IN_FLIGHT};
 
 /// How long each size runs.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -257,15 +256,12 @@ pub fn export_only(gpu_index: u32, size: u64) -> Result<ExportReport, BenchError
     })
 }
 
-fn usize_of(n: u64) -> Result<usize, BenchError> {
+pub(crate) fn usize_of(n: u64) -> Result<usize, BenchError> {
     usize::try_from(n).map_err(|_| BenchError::InvalidArgument(format!("size {n} too large")))
 }
 
-/// Run the loopback benchmark. `notes` receives progress lines for people (GPU steps done).
-pub fn run_loopback(
-    opts: &LoopbackOptions,
-    notes: &mut dyn FnMut(&str),
-) -> Result<LoopbackReport, BenchError> {
+/// Check the options before anything is opened; the largest message size.
+fn validate(opts: &LoopbackOptions) -> Result<u64, BenchError> {
     if opts.sizes.is_empty() || opts.sizes.contains(&0) {
         return Err(BenchError::InvalidArgument(
             "message sizes must be > 0".into(),
@@ -282,6 +278,64 @@ pub fn run_loopback(
             "message size {max_size} exceeds 4 GiB - 1"
         )));
     }
+    Ok(max_size)
+}
+
+/// The source and destination buffers: on the GPU (with its info) or in host memory.
+fn buffers<'g>(
+    gpu: Option<&'g Gpu>,
+    memory: MemoryKind,
+    size: usize,
+    notes: &mut dyn FnMut(&str),
+) -> Result<(Buffer<'g>, Buffer<'g>, Option<GpuInfo>), BenchError> {
+    let Some(g) = gpu else {
+        return Ok((
+            Buffer::Host(HostBuf::new(size)?),
+            Buffer::Host(HostBuf::new(size)?),
+            None,
+        ));
+    };
+    let mut info = gpu_info(g);
+    let s = gpu_buffer(g, size, memory, &mut info)?;
+    let d = gpu_buffer(g, size, memory, &mut info)?;
+    notes(&format!(
+        "GPU {} {}: allocated 2 x {} of device memory{}",
+        g.index,
+        g.name,
+        super::report::human_bytes(s.len() as u64),
+        match info.dmabuf_bytes {
+            Some(b) => format!(", exported each as a dma-buf of {b} bytes"),
+            None => String::new(),
+        }
+    ));
+    Ok((s, d, Some(info)))
+}
+
+/// The sending side, and the receiving one when it is another device or port.
+fn open_sides(opts: &LoopbackOptions) -> Result<(Side, Option<Side>), BenchError> {
+    let (ctx_a, port_a) =
+        verbs::select_port(&LiveHost, opts.device.as_deref(), opts.port, opts.gid_index)?;
+    let side_a = Side::new(ctx_a, port_a)?;
+    let same = opts.to_device.is_none()
+        || (opts.to_device == Some(side_a.port.device.clone())
+            && opts.to_port.unwrap_or(side_a.port.port) == side_a.port.port);
+    if same {
+        return Ok((side_a, None));
+    }
+    let dev = opts
+        .to_device
+        .clone()
+        .unwrap_or_else(|| side_a.port.device.clone());
+    let (ctx_b, port_b) = verbs::select_port(&LiveHost, Some(&dev), opts.to_port, opts.gid_index)?;
+    Ok((side_a, Some(Side::new(ctx_b, port_b)?)))
+}
+
+/// Run the loopback benchmark. `notes` receives progress lines for people (GPU steps done).
+pub fn run_loopback(
+    opts: &LoopbackOptions,
+    notes: &mut dyn FnMut(&str),
+) -> Result<LoopbackReport, BenchError> {
+    let max_size = validate(opts)?;
     let buf_size = usize_of(max_size)?;
     let (memory, memory_note) = choose_memory(opts.memory);
     if let Some(n) = memory_note.as_ref().filter(|_| !memory.is_gpu()) {
@@ -294,44 +348,9 @@ pub fn run_loopback(
     } else {
         None
     };
-    let mut ginfo = gpu.as_ref().map(gpu_info);
-    let (mut src, mut dst) = match (&gpu, ginfo.as_mut()) {
-        (Some(g), Some(info)) => {
-            let s = gpu_buffer(g, buf_size, memory, info)?;
-            let d = gpu_buffer(g, buf_size, memory, info)?;
-            notes(&format!(
-                "GPU {} {}: allocated 2 x {} of device memory{}",
-                g.index,
-                g.name,
-                super::report::human_bytes(s.len() as u64),
-                match info.dmabuf_bytes {
-                    Some(b) => format!(", exported each as a dma-buf of {b} bytes"),
-                    None => String::new(),
-                }
-            ));
-            (s, d)
-        }
-        _ => (
-            Buffer::Host(HostBuf::new(buf_size)?),
-            Buffer::Host(HostBuf::new(buf_size)?),
-        ),
-    };
+    let (mut src, mut dst, ginfo) = buffers(gpu.as_ref(), memory, buf_size, notes)?;
 
-    let (ctx_a, port_a) = verbs::select_port(opts.device.as_deref(), opts.port, opts.gid_index)?;
-    let side_a = Side::new(ctx_a, port_a)?;
-    let same = opts.to_device.is_none()
-        || (opts.to_device == Some(side_a.port.device.clone())
-            && opts.to_port.unwrap_or(side_a.port.port) == side_a.port.port);
-    let side_b = if same {
-        None
-    } else {
-        let dev = opts
-            .to_device
-            .clone()
-            .unwrap_or_else(|| side_a.port.device.clone());
-        let (ctx_b, port_b) = verbs::select_port(Some(&dev), opts.to_port, opts.gid_index)?;
-        Some(Side::new(ctx_b, port_b)?)
-    };
+    let (side_a, side_b) = open_sides(opts)?;
     let b = side_b.as_ref().unwrap_or(&side_a);
 
     let dmabuf_probe: Option<DmabufProbe> =
@@ -345,23 +364,15 @@ pub fn run_loopback(
         };
         check_memlock(pinned + 4096)?;
     }
-    let src_mr = src.register(&side_a, memory)?;
-    let dst_mr = dst.register(b, memory)?;
+    let src_mr = src.register(&side_a, memory, &LiveHost)?;
+    let dst_mr = dst.register(b, memory, &LiveHost)?;
     let scratch = HostBuf::new(4096)?;
-    // SAFETY: scratch lives until the end of this function, after every QP using it is destroyed.
-    let scratch_mr = unsafe {
-        side_a.pd.reg_mr(
-            scratch.addr() as usize,
-            scratch.len(),
-            sideway::ibverbs::AccessFlags::LocalWrite,
-        )
-    }
-    .map_err(|e| BenchError::verbs("ibv_reg_mr(scratch)", &side_a.port.device, verbs::io_of(e)))?;
+    let scratch_mr = side_a.register_local(&scratch, "ibv_reg_mr(scratch)")?;
 
     let depth = opts.tx_depth;
     let cq_a = side_a.create_cq(opts.qps * depth + 1)?;
     let cq_b = b.create_cq(opts.qps + 1)?;
-    let mut pairs = verbs::connect_pairs(&side_a, b, &cq_a, &cq_b, opts.qps, depth)?;
+    let mut pairs = qp::connect_pairs(&side_a, b, &cq_a, &cq_b, opts.qps, depth)?;
 
     let software = side_a.port.software || b.port.software;
     let line_rate = if software {
@@ -369,48 +380,25 @@ pub fn run_loopback(
     } else {
         side_a.port.line_rate_gbps
     };
-    let mut results = Vec::new();
-    for &size in &opts.sizes {
-        let target = Target {
-            src: &src_mr,
-            src_addr: src.addr(),
-            dst_rkey: dst_mr.rkey(),
-            dst_addr: dst.addr(),
-        };
-        let mut r = measure(
-            &mut pairs,
-            &cq_a,
-            &target,
-            size,
-            opts.length,
-            effective_depth(depth, size, software),
-            opts.progress,
-        )?;
-        r.line_rate_fraction = line_rate.map(|l| r.average_gbps / l);
-        results.push(r);
-    }
-
-    let data_check = data_check(
-        &mut pairs,
-        &cq_a,
-        &mut src,
-        &mut dst,
-        &src_mr,
-        &dst_mr,
-        &scratch_mr,
-        &scratch,
-        max_size,
-    )?;
+    let target = Target {
+        src: &src_mr,
+        dst: &dst_mr,
+    };
+    let results = measure_sizes(&mut pairs, &cq_a, &target, opts, software, line_rate)?;
+    let check = CheckBuffers {
+        src: &mut src,
+        dst: &mut dst,
+        target,
+        scratch: &scratch_mr,
+    };
+    let data_check = measure::data_check(&mut pairs, &cq_a, check, max_size)?;
+    // The QPs go before the memory they use.
     drop(pairs);
 
     let fraction = opts
         .min_line_rate_fraction
         .unwrap_or_else(|| default_fraction(memory));
-    let sw_name = if software {
-        Some(side_a.port.device.as_str())
-    } else {
-        None
-    };
+    let sw_name = software.then_some(side_a.port.device.as_str());
     let threshold = evaluate_threshold(&results, line_rate, sw_name, fraction, opts.min_gbps);
     let passed = data_check.passed && threshold.passed != Some(false);
     Ok(LoopbackReport {
@@ -430,328 +418,30 @@ pub fn run_loopback(
     })
 }
 
-struct Target<'a> {
-    src: &'a Arc<MemoryRegion>,
-    src_addr: u64,
-    dst_rkey: u32,
-    dst_addr: u64,
-}
-
-const STALL: Duration = Duration::from_secs(30);
-
-/// Bytes in flight per QP are capped at this: plenty to fill any link in loopback (1.3 ms at
-/// 400 Gb/s), and it keeps a slow software device from queueing gigabytes it then has to drain.
-pub const MAX_IN_FLIGHT: u64 = 32 << 20;
-
-/// (outstanding WRITEs, WRITEs per signaled completion and per post) for a message size: tx depth
-/// capped by MAX_IN_FLIGHT (at least 2). A NIC gets fewer doorbells and completions: signaling about
-/// four times per window, at most every 16 WRITEs. A software device (rxe, siw) gets one WRITE per
-/// post and per completion: there the CPU is the NIC, and each post is the system call in which the
-/// kernel runs the protocol for the queue, so a post after every completion keeps it moving. Measured
-/// on rxe in the VM testbed at 64 KiB, 6 rounds of 5 s: 0.199 Gb/s mean with 1, 0.187 with 16
-/// (ahead in 4 of 6 rounds: a small gain inside the noise; ib_write_bw also posts one WRITE a call).
-pub fn effective_depth(tx_depth: u32, size: u64, software: bool) -> (u32, u32) {
-    let cap = u32::try_from(MAX_IN_FLIGHT / size.max(1))
-        .unwrap_or(u32::MAX)
-        .max(2);
-    let depth = tx_depth.min(cap).max(1);
-    let batch = if software {
-        1
-    } else {
-        (depth / 4).clamp(1, 16)
-    };
-    (depth, batch)
-}
-
-fn completion_error(qp: usize, status: u32) -> BenchError {
-    let name = format!("{:?}", WorkCompletionStatus::from(status));
-    let hint = match status {
-        4 => ": local protection error (lkey/memory registration; for GPU memory, PCIe ACS or IOMMU blocking peer-to-peer)",
-        10 => ": remote access error (rkey or access flags)",
-        12 => ": transport retry exceeded (the peer is unreachable: GID index, RoCE netdev or IB link)",
-        _ => "",
-    };
-    BenchError::Completion {
-        qp,
-        status: name,
-        code: status,
-        hint: hint.to_string(),
-    }
-}
-
-/// Post `n` WRITEs of `size` on QP `i`, the last one signaled with wr_id = (i << 32) | n.
-fn post_writes(
-    pair: &mut QpPair,
-    i: usize,
-    n: u32,
-    size: u64,
-    t: &Target<'_>,
-) -> Result<(), BenchError> {
-    let mut guard = pair.send.start_post_send();
-    for k in 0..n {
-        let flags = if k + 1 == n {
-            WorkRequestFlags::Signaled
-        } else {
-            WorkRequestFlags::none()
-        };
-        let wr_id = ((i as u64) << 32) | u64::from(n);
-        let h = guard
-            .construct_wr(wr_id, flags)
-            .setup_write(t.dst_rkey, t.dst_addr);
-        // SAFETY: the source MR covers [src_addr, src_addr + size) and outlives the QP's use of it.
-        unsafe { h.setup_sge(t.src.lkey(), t.src_addr, size as u32) };
-    }
-    guard
-        .post()
-        .map_err(|e| BenchError::verbs("ibv_post_send", "", std::io::Error::other(e.to_string())))
-}
-
-fn measure(
+/// Every message size in turn, each judged against the line rate when there is one.
+fn measure_sizes(
     pairs: &mut [QpPair],
-    cq: &BasicCompletionQueue,
-    t: &Target<'_>,
-    size: u64,
-    length: RunLength,
-    (depth, batch): (u32, u32),
-    progress: bool,
-) -> Result<SizeResult, BenchError> {
-    let n_qps = pairs.len();
-    let mut outstanding = vec![0u32; n_qps];
-    let mut posted = vec![0u64; n_qps];
-    let mut completed_total: u64 = 0;
-    let start = Instant::now();
-    let (end, margin, iters) = match length {
-        RunLength::Duration(d) => {
-            let margin = (d / 10).min(Duration::from_secs(1));
-            (Some(start + d), margin, u64::MAX)
-        }
-        RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
-    };
-    let sample_from = start + margin;
-    let sample_to = end.map(|e| e - margin);
-    let mut base: Option<(Instant, u64)> = if margin.is_zero() {
-        Some((start, 0))
-    } else {
-        None
-    };
-    let mut last: (Instant, u64) = (start, 0);
-    // Peak = the best window; windows span many signaled completions so that one completion
-    // covering a batch of WRITEs does not read as a burst.
-    let window = match length {
-        RunLength::Duration(d) => {
-            (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500))
-        }
-        RunLength::Iterations(_) => Duration::from_millis(100),
-    };
-    let mut win_start: (Instant, u64) = (start, 0);
-    let mut peak = 0.0f64;
-    let mut last_progress = Instant::now();
-    let bar = progress.then(|| {
-        let total = match length {
-            RunLength::Duration(d) => d.as_millis() as u64,
-            RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
-        };
-        let pb = indicatif::ProgressBar::with_draw_target(
-            Some(total),
-            indicatif::ProgressDrawTarget::stderr(),
-        );
-        pb.set_message(format!("{} B", size));
-        pb
-    });
-    let mut stopping = false;
-    let mut last_activity = start;
-    loop {
-        let now = Instant::now();
-        if let Some(e) = end {
-            if now >= e {
-                stopping = true;
-            }
-        } else if posted.iter().all(|&p| p >= iters) {
-            stopping = true;
-        }
-        if !stopping {
-            for (i, pair) in pairs.iter_mut().enumerate() {
-                while outstanding[i] + batch <= depth || (outstanding[i] == 0) {
-                    let remaining = iters.saturating_sub(posted[i]);
-                    if remaining == 0 {
-                        break;
-                    }
-                    let n = u64::from(batch).min(remaining) as u32;
-                    post_writes(pair, i, n, size, t)?;
-                    outstanding[i] += n;
-                    posted[i] += u64::from(n);
-                }
-            }
-        }
-        let mut got = false;
-        if let Ok(poller) = cq.start_poll() {
-            for wc in poller {
-                let status = wc.status();
-                let qp = (wc.wr_id() >> 32) as usize;
-                if status != WorkCompletionStatus::Success as u32 {
-                    return Err(completion_error(qp, status));
-                }
-                let n = (wc.wr_id() & 0xffff_ffff) as u32;
-                if let Some(o) = outstanding.get_mut(qp) {
-                    *o = o.saturating_sub(n);
-                }
-                completed_total += u64::from(n);
-                got = true;
-            }
-        }
-        let now = Instant::now();
-        if got {
-            if base.is_none() && now >= sample_from {
-                base = Some((now, completed_total));
-                win_start = (now, completed_total);
-            }
-            if base.is_some() && sample_to.is_none_or(|s| now <= s) {
-                last = (now, completed_total);
-                let dt = now.duration_since(win_start.0);
-                if dt >= window {
-                    peak = peak.max(gbps(
-                        (completed_total - win_start.1) * size,
-                        dt.as_secs_f64(),
-                    ));
-                    win_start = (now, completed_total);
-                }
-            }
-            last_activity = now;
-        } else if now.duration_since(last_activity) > STALL && outstanding.iter().any(|&o| o > 0) {
-            return Err(BenchError::Stalled {
-                secs: STALL.as_secs(),
-            });
-        }
-        if let Some(pb) = &bar {
-            if now.duration_since(last_progress) > Duration::from_millis(100) {
-                last_progress = now;
-                match length {
-                    RunLength::Duration(_) => {
-                        pb.set_position(now.duration_since(start).as_millis() as u64)
-                    }
-                    RunLength::Iterations(_) => pb.set_position(completed_total),
-                }
-            }
-        }
-        if stopping && outstanding.iter().all(|&o| o == 0) {
-            break;
-        }
+    cq: &qp::Cq,
+    target: &Target<'_>,
+    opts: &LoopbackOptions,
+    software: bool,
+    line_rate: Option<f64>,
+) -> Result<Vec<SizeResult>, BenchError> {
+    let mut results = Vec::new();
+    for &size in &opts.sizes {
+        let mut r = measure::measure(
+            pairs,
+            cq,
+            target,
+            size,
+            opts.length,
+            effective_depth(opts.tx_depth, size, software),
+            opts.progress,
+        )?;
+        r.line_rate_fraction = line_rate.map(|l| r.average_gbps / l);
+        results.push(r);
     }
-    if let Some(pb) = bar {
-        pb.finish_and_clear();
-    }
-    let (t0, c0) = base.unwrap_or((start, 0));
-    let secs = last.0.duration_since(t0).as_secs_f64();
-    let count = last.1.saturating_sub(c0);
-    let (secs, count) = if secs > 0.0 && count > 0 {
-        (secs, count)
-    } else {
-        (
-            Instant::now().duration_since(start).as_secs_f64(),
-            completed_total,
-        )
-    };
-    let average = gbps(count * size, secs);
-    Ok(SizeResult {
-        bytes: size,
-        iterations: completed_total,
-        peak_gbps: if peak > 0.0 {
-            peak.max(average)
-        } else {
-            average
-        },
-        average_gbps: average,
-        msg_rate_mpps: if secs > 0.0 {
-            count as f64 / secs / 1e6
-        } else {
-            0.0
-        },
-        line_rate_fraction: None,
-        seconds: secs,
-        writes_in_flight: depth,
-        writes_per_completion: batch,
-    })
-}
-
-fn wait_one(cq: &BasicCompletionQueue) -> Result<(), BenchError> {
-    let start = Instant::now();
-    loop {
-        if let Ok(poller) = cq.start_poll() {
-            if let Some(wc) = poller.into_iter().next() {
-                if wc.status() != WorkCompletionStatus::Success as u32 {
-                    return Err(completion_error((wc.wr_id() >> 32) as usize, wc.status()));
-                }
-                return Ok(());
-            }
-        }
-        if start.elapsed() > STALL {
-            return Err(BenchError::Stalled {
-                secs: STALL.as_secs(),
-            });
-        }
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn data_check(
-    pairs: &mut [QpPair],
-    cq: &BasicCompletionQueue,
-    src: &mut Buffer<'_>,
-    dst: &mut Buffer<'_>,
-    src_mr: &Arc<MemoryRegion>,
-    dst_mr: &Arc<MemoryRegion>,
-    scratch_mr: &Arc<MemoryRegion>,
-    scratch: &HostBuf,
-    size: u64,
-) -> Result<DataCheck, BenchError> {
-    let n = usize_of(size)?;
-    let mut expected = vec![0u8; n];
-    let mut actual = vec![0u8; n];
-    let mut mismatched = 0u64;
-    let mut first = None;
-    for (i, pair) in pairs.iter_mut().enumerate() {
-        fill_pattern(&mut expected, 0x6764_7270_0000 + i as u64);
-        src.write(&expected)?;
-        dst.fill(0, n)?;
-        let t = Target {
-            src: src_mr,
-            src_addr: src.addr(),
-            dst_rkey: dst_mr.rkey(),
-            dst_addr: dst.addr(),
-        };
-        post_writes(pair, i, 1, size, &t)?;
-        wait_one(cq)?;
-        // Flush: an RDMA READ on the same QP completes only after the WRITE has landed (NCCL's method).
-        {
-            let mut guard = pair.send.start_post_send();
-            let h = guard
-                .construct_wr(((i as u64) << 32) | 1, WorkRequestFlags::Signaled)
-                .setup_read(dst_mr.rkey(), dst.addr());
-            // SAFETY: scratch MR covers 4096 bytes; we read 8.
-            unsafe { h.setup_sge(scratch_mr.lkey(), scratch.addr(), 8) };
-            guard.post().map_err(|e| {
-                BenchError::verbs(
-                    "ibv_post_send(READ)",
-                    "",
-                    std::io::Error::other(e.to_string()),
-                )
-            })?;
-        }
-        wait_one(cq)?;
-        dst.read(&mut actual)?;
-        let (m, f) = compare(&expected, &actual);
-        if m > 0 && first.is_none() {
-            first = f;
-        }
-        mismatched += m;
-    }
-    Ok(DataCheck {
-        passed: mismatched == 0,
-        bytes: size,
-        qps: pairs.len() as u32,
-        mismatched_bytes: mismatched,
-        first_mismatch: first,
-    })
+    Ok(results)
 }
 
 #[cfg(test)]
@@ -806,19 +496,6 @@ mod tests {
         assert!(!t.applicable);
         assert_eq!(default_fraction(MemoryKind::CudaDmabuf), 0.90);
         assert_eq!(default_fraction(MemoryKind::Host), 0.95);
-    }
-
-    #[test]
-    fn in_flight_is_bounded() {
-        assert_eq!(effective_depth(128, 65536, false), (128, 16));
-        assert_eq!(effective_depth(128, 1 << 20, false), (32, 8));
-        assert_eq!(effective_depth(128, 8 << 20, false), (4, 1));
-        assert_eq!(effective_depth(128, 1 << 30, false), (2, 1));
-        assert_eq!(effective_depth(1, 4096, false), (1, 1));
-        assert_eq!(effective_depth(8, 4096, false), (8, 2));
-        // Software devices: same depth, one WRITE per post and completion.
-        assert_eq!(effective_depth(128, 65536, true), (128, 1));
-        assert_eq!(effective_depth(128, 1 << 20, true), (32, 1));
     }
 
     #[test]

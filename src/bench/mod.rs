@@ -1,22 +1,22 @@
-//! `gdrprov bench`: the built-in RDMA loopback bandwidth check and the NIC dma-buf probe.
+//! `gdrprov bench`: the built-in RDMA loopback bandwidth check, the NIC dma-buf probe and the
+//! GPU <-> host copy check.
 //!
-//! ibverbs comes through sideway (libibverbs loaded at run time by rdma-mummy-sys) and the CUDA
-//! driver API through cudarc's dynamic loading, so the binary starts on a host that has neither;
-//! each missing piece is reported as an error that names it.
+//! Verbs, CUDA and NVML come through the gdrprov-rdma crate (ibverbs through sideway, loaded on
+//! the first verbs call; the CUDA driver API through cudarc's dynamic loading), so the binary
+//! starts on a host that has neither; each missing piece is reported as an error that names it.
+//! What the crate needs to know of the host comes from [`sysfs::LiveHost`].
 
 pub mod copy;
-pub mod cuda;
 pub mod error;
-pub mod gid;
 pub mod loopback;
-pub mod memory;
+mod measure;
 pub mod pair;
 pub mod probe;
 pub mod report;
 pub mod sysfs;
-pub mod verbs;
 
 pub use error::BenchError;
+pub use gdrprov_rdma::{cuda, gid, memory, verbs};
 pub use loopback::{export_only, run_loopback, LoopbackOptions, RunLength};
 pub use memory::MemoryKind;
 pub use probe::{probe_all, probe_dmabuf_support, DmabufProbe, DmabufSupport};

@@ -3,11 +3,10 @@
 //! with EOPNOTSUPP/EPROTONOSUPPORT when it does not.
 
 use serde::Serialize;
-use sideway::ibverbs::memory_region::RegisterMemoryRegionErrorKind;
-use sideway::ibverbs::AccessFlags;
 
 use super::error::{errno_name, BenchError};
-use super::verbs;
+use super::sysfs::LiveHost;
+use gdrprov_rdma::verbs;
 
 /// What the probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -40,7 +39,7 @@ pub fn classify_probe_errno(errno: i32) -> DmabufSupport {
 
 /// Probe one device (by name), or the first device when `device` is None.
 pub fn probe_dmabuf_support(device: Option<&str>) -> Result<DmabufProbe, BenchError> {
-    let names = verbs::device_names()?;
+    let names = verbs::device_names(&LiveHost)?;
     let name = match device {
         Some(d) => d.to_string(),
         None => names.first().cloned().unwrap_or_default(),
@@ -50,14 +49,14 @@ pub fn probe_dmabuf_support(device: Option<&str>) -> Result<DmabufProbe, BenchEr
 
 /// Probe every device libibverbs sees.
 pub fn probe_all() -> Result<Vec<DmabufProbe>, BenchError> {
-    verbs::device_names()?
+    verbs::device_names(&LiveHost)?
         .iter()
         .map(|n| probe_device(n))
         .collect()
 }
 
 fn probe_device(name: &str) -> Result<DmabufProbe, BenchError> {
-    let ctx = verbs::open_device(name)?;
+    let ctx = verbs::open_device(&LiveHost, name)?;
     if !verbs::libibverbs_has("ibv_reg_dmabuf_mr") {
         return Ok(DmabufProbe {
             device: name.to_string(),
@@ -66,24 +65,13 @@ fn probe_device(name: &str) -> Result<DmabufProbe, BenchError> {
             detail: "libibverbs has no ibv_reg_dmabuf_mr (rdma-core older than v34)".to_string(),
         });
     }
-    let pd = ctx
-        .alloc_pd()
-        .map_err(|e| BenchError::verbs("ibv_alloc_pd", name, verbs::io_of(e)))?;
-    // SAFETY: fd -1 is never a valid dma-buf: the call can only fail; a zero-length MR is never used.
-    let res = unsafe { pd.reg_dmabuf_mr(0, 0, 0, -1, AccessFlags::LocalWrite) };
-    let errno = match res {
-        Ok(_mr) => {
-            return Ok(DmabufProbe {
-                device: name.to_string(),
-                support: DmabufSupport::Unknown,
-                errno: None,
-                detail: "ibv_reg_dmabuf_mr accepted fd -1 (unexpected)".to_string(),
-            })
-        }
-        Err(e) => match e.0 {
-            RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
-            _ => 0,
-        },
+    let Some(errno) = verbs::reg_dmabuf_mr_errno(&ctx, name)? else {
+        return Ok(DmabufProbe {
+            device: name.to_string(),
+            support: DmabufSupport::Unknown,
+            errno: None,
+            detail: "ibv_reg_dmabuf_mr accepted fd -1 (unexpected)".to_string(),
+        });
     };
     let support = classify_probe_errno(errno);
     let detail = match support {

@@ -4,9 +4,9 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::memory::MemoryKind;
 use super::probe::DmabufProbe;
-use super::verbs::PortInfo;
+use gdrprov_rdma::verbs::PortInfo;
+use gdrprov_rdma::MemoryKind;
 
 /// One message size's measurement.
 #[derive(Debug, Clone, Serialize)]

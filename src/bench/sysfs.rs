@@ -1,66 +1,29 @@
-//! Pure helpers over what the kernel shows in sysfs and /proc: the port's line rate, whether a
-//! device is software RDMA, and why no RDMA device is visible. The readers take a host (the
-//! host layer), so that tests run them on fixture trees.
+//! What the bench needs to know of the host, read through the host layer (so that tests run it
+//! on fixture trees) and handed to the gdrprov-rdma crate as its [`HostView`]: a port's line
+//! rate, why no RDMA device is visible, whether nvidia_peermem is loaded.
 
-use crate::facts::rdma::RDMA_DRIVERS;
+use crate::facts::rdma::{read_port_rate, RDMA_DRIVERS};
 use crate::host::Host;
+use gdrprov_rdma::HostView;
 use std::path::Path;
 
-/// Parse the port `rate` file of sysfs (`/sys/class/infiniband/DEV/ports/N/rate`), e.g.
-/// `"100 Gb/sec (4X EDR)"`, into Gb/s.
-pub fn parse_rate_gbps(rate: &str) -> Option<f64> {
-    let mut words = rate.split_whitespace();
-    let number: f64 = words.next()?.parse().ok()?;
-    let unit = words.next()?;
-    let gbps = match unit {
-        "Gb/sec" | "Gb/s" => number,
-        "Mb/sec" | "Mb/s" => number / 1000.0,
-        "Tb/sec" | "Tb/s" => number * 1000.0,
-        _ => return None,
-    };
-    (gbps.is_finite() && gbps > 0.0).then_some(gbps)
-}
+/// The running system, as the bench sees it: each answer opens `/` through the host layer.
+pub struct LiveHost;
 
-/// Nominal per-lane data rate in Gb/s for `ibv_port_attr.active_speed` (or `active_speed_ex`).
-pub fn lane_gbps(active_speed: u32) -> Option<f64> {
-    Some(match active_speed {
-        1 => 2.5,     // SDR
-        2 => 5.0,     // DDR
-        4 => 10.0,    // QDR
-        8 => 10.0,    // FDR10
-        16 => 14.0,   // FDR
-        32 => 25.0,   // EDR
-        64 => 50.0,   // HDR
-        128 => 100.0, // NDR
-        256 => 200.0, // XDR
-        _ => return None,
-    })
-}
+impl HostView for LiveHost {
+    fn port_rate_gbps(&self, device: &str, port: u8) -> Option<f64> {
+        Host::open(Path::new("/"), true)
+            .ok()
+            .and_then(|host| read_port_rate(&host, device, port))
+    }
 
-/// Number of lanes for `ibv_port_attr.active_width`.
-pub fn width_lanes(active_width: u8) -> Option<u32> {
-    Some(match active_width {
-        1 => 1,
-        2 => 4,
-        4 => 8,
-        8 => 12,
-        16 => 2,
-        _ => return None,
-    })
-}
+    fn explain_no_device(&self) -> String {
+        diagnose_running_system()
+    }
 
-/// Line rate in Gb/s from active speed × width, the way `ibv_devinfo`/sysfs compute it.
-pub fn line_rate_from_speed_width(active_speed: u32, active_width: u8) -> Option<f64> {
-    Some(lane_gbps(active_speed)? * f64::from(width_lanes(active_width)?))
-}
-
-/// Software RDMA devices (soft-RoCE `rxe`, soft-iWARP `siw`) have no meaningful line rate.
-pub fn is_software_device(name: &str, vendor_id: u32) -> bool {
-    // rxe reports vendor 0xffffff, siw 0x626d74 ("bmt").
-    name.starts_with("rxe")
-        || name.starts_with("siw")
-        || vendor_id == 0x00ff_ffff
-        || vendor_id == 0x0062_6d74
+    fn nvidia_peermem_loaded(&self) -> bool {
+        Host::open(Path::new("/"), true).is_ok_and(|host| host.exists("/sys/module/nvidia_peermem"))
+    }
 }
 
 /// RDMA devices the kernel shows under `/sys/class/infiniband`, sorted; None if the folder is absent.
@@ -120,47 +83,9 @@ pub fn diagnose_no_device(host: &Host) -> String {
     )
 }
 
-/// Read the port's sysfs rate file, if present.
-pub fn read_port_rate(host: &Host, device: &str, port: u8) -> Option<f64> {
-    let s = host.read_fact(&format!("/sys/class/infiniband/{device}/ports/{port}/rate"))?;
-    parse_rate_gbps(s.trim())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rates_in_sysfs_format() {
-        assert_eq!(parse_rate_gbps("100 Gb/sec (4X EDR)"), Some(100.0));
-        assert_eq!(parse_rate_gbps("400 Gb/sec (4X NDR)"), Some(400.0));
-        assert_eq!(parse_rate_gbps("25 Gb/sec (1X EDR)"), Some(25.0));
-        assert_eq!(parse_rate_gbps("2.5 Gb/sec (1X SDR)"), Some(2.5));
-        assert_eq!(parse_rate_gbps("200 Gb/sec (2X NDR)\n".trim()), Some(200.0));
-        assert_eq!(parse_rate_gbps("garbage"), None);
-        assert_eq!(parse_rate_gbps("0 Gb/sec (1X SDR)"), None);
-        assert_eq!(parse_rate_gbps(""), None);
-    }
-
-    #[test]
-    fn speed_times_width() {
-        assert_eq!(line_rate_from_speed_width(32, 2), Some(100.0)); // 4X EDR
-        assert_eq!(line_rate_from_speed_width(128, 2), Some(400.0)); // 4X NDR
-        assert_eq!(line_rate_from_speed_width(32, 1), Some(25.0)); // 1X EDR
-        assert_eq!(line_rate_from_speed_width(64, 2), Some(200.0)); // 4X HDR
-        assert_eq!(line_rate_from_speed_width(128, 16), Some(200.0)); // 2X NDR
-        assert_eq!(line_rate_from_speed_width(1, 8), Some(30.0)); // 12X SDR
-        assert_eq!(line_rate_from_speed_width(3, 2), None);
-        assert_eq!(line_rate_from_speed_width(32, 3), None);
-    }
-
-    #[test]
-    fn software_devices() {
-        assert!(is_software_device("rxe0", 0xffffff));
-        assert!(is_software_device("siw_eth0", 0));
-        assert!(is_software_device("roce_soft", 0xffffff));
-        assert!(!is_software_device("mlx5_0", 0x02c9));
-    }
 
     fn fixture(modules: &str, class: Option<&[&str]>) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();

@@ -10,7 +10,11 @@ use crate::facts::gpu::Arch;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
 use crate::facts::Facts;
-use crate::profile::model::{DriverFlavor, OfedKind, Requires, Severity, VersionReq};
+use crate::host::Host;
+use crate::profile::model::{
+    DriverFlavor, DriverReq, OfedKind, OfedReq, Requires, Severity, VersionReq,
+};
+use crate::profile::Composed;
 use crate::versions;
 use serde::Serialize;
 
@@ -41,6 +45,21 @@ impl ReqResult {
     /// Blocks plan/apply: a failed hard requirement.
     pub fn blocks(&self) -> bool {
         self.status == Status::Failed && self.severity == Severity::Error
+    }
+
+    /// As the one result of every check: met passes, a failed hard
+    /// requirement fails, a failed soft one warns, one that cannot be
+    /// determined here is skipped. The message is the evidence; this result
+    /// keeps what was wanted and found.
+    pub fn check(&self) -> crate::checks::Check {
+        use crate::checks::Status as S;
+        let status = match self.status {
+            Status::Ok => S::Pass,
+            Status::Failed if self.blocks() => S::Fail,
+            Status::Failed => S::Warn,
+            Status::Unknown => S::Skip,
+        };
+        crate::checks::Check::new(self.what.clone(), status, self.message.clone(), None)
     }
 }
 
@@ -115,59 +134,58 @@ fn version_req(
     result(what, wanted, actual.map(String::from), ok, sev, reason)
 }
 
-/// Checks every requirement.
+/// Every requirement of a profile against this host, as `plan`, `apply`,
+/// `verify` and `doctor` all evaluate them: its `requires:` (with the `when:`
+/// parts that hold here) and the modules it wants present, which must exist
+/// for every kernel they will boot with.
+pub fn for_profile(host: &Host, facts: &Facts, desired: &Composed) -> Vec<ReqResult> {
+    let (resolved, _) = crate::profile::when::resolve(desired, facts);
+    let doc = &resolved.doc;
+    let mut out = evaluate(&doc.requires, facts);
+    if !doc.modules.present.is_empty() {
+        let kernels = crate::plan::inputs::target_kernel_modules(host);
+        out.extend(modules_exist(
+            &kernels,
+            facts.nvidia_driver.major(),
+            &doc.modules.present,
+            &host.display("/lib/modules"),
+        ));
+    }
+    out
+}
+
+/// A failed hard requirement per module of `present` missing for a kernel.
+pub fn modules_exist(
+    kernels: &[crate::plan::inputs::KernelModules],
+    driver_major: Option<u32>,
+    present: &[String],
+    modules_dir: &str,
+) -> Vec<ReqResult> {
+    crate::plan::modules::kmod::missing(kernels, driver_major, present)
+        .into_iter()
+        .map(|m| {
+            let mut r = result(
+                &format!("kernel module {}", m.module),
+                format!("present for kernel {}", m.release),
+                None,
+                Some(false),
+                Severity::Error,
+                Some(m.hint.clone()),
+            );
+            r.message = m.message(modules_dir);
+            r
+        })
+        .collect()
+}
+
+/// Checks every requirement of `requires:`.
 pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
     let mut out = Vec::new();
     if let Some(r) = &req.kernel {
         out.push(version_req("kernel", r, facts.kernel.effective(), false));
     }
     if let Some(d) = &req.nvidia_driver {
-        let drv = &facts.nvidia_driver;
-        // Absent is sure on a running system (no /proc/driver/nvidia).
-        let known_absent = facts.observed;
-        if let Some(v) = &d.version {
-            let vr = VersionReq::Full(crate::profile::model::VersionReqFull {
-                version: v.clone(),
-                severity: d.severity,
-                reason: d.reason.clone(),
-            });
-            out.push(version_req(
-                "nvidia-driver",
-                &vr,
-                drv.version.as_deref(),
-                known_absent,
-            ));
-        }
-        if let Some(f) = d.flavor.filter(|f| *f != DriverFlavor::Any) {
-            let want = if f == DriverFlavor::Open {
-                Flavor::Open
-            } else {
-                Flavor::Proprietary
-            };
-            let actual = match drv.flavor {
-                Flavor::Open => Some("open".to_string()),
-                Flavor::Proprietary => Some("proprietary".to_string()),
-                Flavor::Unknown => None,
-            };
-            let ok = if drv.flavor == Flavor::Unknown {
-                (!drv.present() && known_absent).then_some(false)
-            } else {
-                Some(drv.flavor == want)
-            };
-            let reason = d.reason.clone().or_else(|| {
-                (f == DriverFlavor::Open).then(|| {
-                    "dma-buf export of GPU memory needs the open kernel modules".to_string()
-                })
-            });
-            out.push(result(
-                "nvidia-driver flavor",
-                format!("{:?}", f).to_lowercase(),
-                actual,
-                ok,
-                d.severity,
-                reason,
-            ));
-        }
+        driver(d, facts, &mut out);
     }
     if let Some(r) = &req.cuda {
         out.push(version_req(
@@ -178,45 +196,7 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
         ));
     }
     if let Some(o) = &req.ofed {
-        let ofed = &facts.ofed;
-        let sure = facts.observed;
-        if let Some(k) = o.kind.filter(|k| *k != OfedKind::Any) {
-            let actual = match ofed.kind {
-                OfedKindFact::Mlnx => Some("mlnx".to_string()),
-                OfedKindFact::Inbox => Some("inbox".to_string()),
-                OfedKindFact::Absent => None,
-            };
-            let ok = match (ofed.kind, k) {
-                (OfedKindFact::Absent, _) => sure.then_some(false),
-                (OfedKindFact::Mlnx, OfedKind::Mlnx) | (OfedKindFact::Inbox, OfedKind::Inbox) => {
-                    Some(true)
-                }
-                // MLNX_OFED replaces rdma-core: it serves an `inbox` requirement too.
-                (OfedKindFact::Mlnx, OfedKind::Inbox) => Some(true),
-                _ => Some(false),
-            };
-            out.push(result(
-                "ofed kind",
-                format!("{k:?}").to_lowercase(),
-                actual,
-                ok,
-                o.severity,
-                o.reason.clone(),
-            ));
-        }
-        if let Some(v) = &o.version {
-            let vr = VersionReq::Full(crate::profile::model::VersionReqFull {
-                version: v.clone(),
-                severity: o.severity,
-                reason: o.reason.clone(),
-            });
-            out.push(version_req(
-                "ofed",
-                &vr,
-                ofed.version.as_deref(),
-                sure && ofed.kind == OfedKindFact::Absent,
-            ));
-        }
+        ofed(o, facts, &mut out);
     }
     if let Some(r) = &req.perftest {
         out.push(version_req(
@@ -239,47 +219,124 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
     }
     if let Some(g) = &req.gpu {
         if let Some(min) = &g.min_arch {
-            let wanted = format!("architecture {min} or newer");
-            match Arch::parse(min) {
-                None => {
-                    let mut r = result(
-                        "gpu",
-                        wanted,
-                        None,
-                        Some(false),
-                        g.severity,
-                        g.reason.clone(),
-                    );
-                    r.message = format!("gpu: unknown architecture {min:?} in the profile (turing, ampere, ada, hopper, blackwell, ...)");
-                    out.push(r);
-                }
-                Some(min_arch) => {
-                    let known: Vec<_> = facts
-                        .gpus
-                        .iter()
-                        .filter(|x| x.arch != Arch::Unknown)
-                        .collect();
-                    let (actual, ok) = if facts.gpus.is_empty() {
-                        (None, (facts.observed).then_some(false))
-                    } else if known.is_empty() {
-                        (None, None)
-                    } else {
-                        let oldest = known.iter().map(|x| x.arch).min().unwrap_or(Arch::Unknown);
-                        (Some(oldest.name().to_string()), Some(oldest >= min_arch))
-                    };
-                    out.push(result(
-                        "gpu",
-                        wanted,
-                        actual,
-                        ok,
-                        g.severity,
-                        g.reason.clone(),
-                    ));
-                }
-            }
+            out.push(gpu(min, g.severity, g.reason.clone(), facts));
         }
     }
     out
+}
+
+fn driver(d: &DriverReq, facts: &Facts, out: &mut Vec<ReqResult>) {
+    let drv = &facts.nvidia_driver;
+    // Absent is sure on a running system (no /proc/driver/nvidia).
+    let known_absent = facts.observed;
+    if let Some(v) = &d.version {
+        let vr = VersionReq::Full(crate::profile::model::VersionReqFull {
+            version: v.clone(),
+            severity: d.severity,
+            reason: d.reason.clone(),
+        });
+        out.push(version_req(
+            "nvidia-driver",
+            &vr,
+            drv.version.as_deref(),
+            known_absent,
+        ));
+    }
+    let Some(f) = d.flavor.filter(|f| *f != DriverFlavor::Any) else {
+        return;
+    };
+    let want = if f == DriverFlavor::Open {
+        Flavor::Open
+    } else {
+        Flavor::Proprietary
+    };
+    let actual = match drv.flavor {
+        Flavor::Open => Some("open".to_string()),
+        Flavor::Proprietary => Some("proprietary".to_string()),
+        Flavor::Unknown => None,
+    };
+    let ok = if drv.flavor == Flavor::Unknown {
+        (!drv.present() && known_absent).then_some(false)
+    } else {
+        Some(drv.flavor == want)
+    };
+    let reason = d.reason.clone().or_else(|| {
+        (f == DriverFlavor::Open)
+            .then(|| "dma-buf export of GPU memory needs the open kernel modules".to_string())
+    });
+    out.push(result(
+        "nvidia-driver flavor",
+        format!("{:?}", f).to_lowercase(),
+        actual,
+        ok,
+        d.severity,
+        reason,
+    ));
+}
+
+fn ofed(o: &OfedReq, facts: &Facts, out: &mut Vec<ReqResult>) {
+    let ofed = &facts.ofed;
+    let sure = facts.observed;
+    if let Some(k) = o.kind.filter(|k| *k != OfedKind::Any) {
+        let actual = match ofed.kind {
+            OfedKindFact::Mlnx => Some("mlnx".to_string()),
+            OfedKindFact::Inbox => Some("inbox".to_string()),
+            OfedKindFact::Absent => None,
+        };
+        let ok = match (ofed.kind, k) {
+            (OfedKindFact::Absent, _) => sure.then_some(false),
+            (OfedKindFact::Mlnx, OfedKind::Mlnx) | (OfedKindFact::Inbox, OfedKind::Inbox) => {
+                Some(true)
+            }
+            // MLNX_OFED replaces rdma-core: it serves an `inbox` requirement too.
+            (OfedKindFact::Mlnx, OfedKind::Inbox) => Some(true),
+            _ => Some(false),
+        };
+        out.push(result(
+            "ofed kind",
+            format!("{k:?}").to_lowercase(),
+            actual,
+            ok,
+            o.severity,
+            o.reason.clone(),
+        ));
+    }
+    if let Some(v) = &o.version {
+        let vr = VersionReq::Full(crate::profile::model::VersionReqFull {
+            version: v.clone(),
+            severity: o.severity,
+            reason: o.reason.clone(),
+        });
+        out.push(version_req(
+            "ofed",
+            &vr,
+            ofed.version.as_deref(),
+            sure && ofed.kind == OfedKindFact::Absent,
+        ));
+    }
+}
+
+fn gpu(min: &str, severity: Severity, reason: Option<String>, facts: &Facts) -> ReqResult {
+    let wanted = format!("architecture {min} or newer");
+    let Some(min_arch) = Arch::parse(min) else {
+        let mut r = result("gpu", wanted, None, Some(false), severity, reason);
+        r.message = format!("gpu: unknown architecture {min:?} in the profile (turing, ampere, ada, hopper, blackwell, ...)");
+        return r;
+    };
+    let known: Vec<_> = facts
+        .gpus
+        .iter()
+        .filter(|x| x.arch != Arch::Unknown)
+        .collect();
+    let (actual, ok) = if facts.gpus.is_empty() {
+        (None, (facts.observed).then_some(false))
+    } else if known.is_empty() {
+        (None, None)
+    } else {
+        let oldest = known.iter().map(|x| x.arch).min().unwrap_or(Arch::Unknown);
+        (Some(oldest.name().to_string()), Some(oldest >= min_arch))
+    };
+    result("gpu", wanted, actual, ok, severity, reason)
 }
 
 /// The gate before plan/apply: every failed hard requirement at once (as a

@@ -49,12 +49,7 @@ pub fn main(args_file: &Path) -> i32 {
     if let Some(obj) = result.as_object_mut() {
         obj.entry("changed").or_insert(Value::Bool(false));
     }
-    println!(
-        "{}",
-        serde_json::to_string(&result).unwrap_or_else(|_| {
-            r#"{"failed": true, "msg": "gdrprov could not serialise its result"}"#.into()
-        })
-    );
+    output::json_line(&result);
     if is_failed {
         crate::exit::ERROR
     } else {
@@ -281,14 +276,19 @@ fn run(args_file: &Path) -> Result<Value> {
         }
         State::Applied => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
-            result(
+            let mut v = result(
                 &applied.host,
                 applied.names.clone(),
                 &applied.plan,
                 applied.done(),
                 &k,
                 "apply",
-            )
+            );
+            // An interrupted earlier run put back, and nothing else to do.
+            if let (false, Some(obj)) = (applied.recovered.is_empty(), v.as_object_mut()) {
+                obj.insert("recovered".into(), json!(applied.recovered));
+            }
+            v
         }
     };
     if let Some(obj) = out.as_object_mut() {
@@ -382,7 +382,7 @@ fn verified(a: &ModuleArgs) -> Result<Value> {
         .checks
         .iter()
         .filter(|c| c.status == crate::checks::verify::Status::Fail)
-        .map(|c| format!("{}: {}", c.name, c.detail))
+        .map(|c| format!("{}: {}", c.name, c.detail()))
         .collect();
     let msg = if report.ready {
         format!("ready: {}", report.profiles.join(" + "))

@@ -3,7 +3,7 @@
 use crate::error::{Error, Result};
 use crate::ops::Ask;
 use crate::output::{self, Output};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, IsTerminal};
 
 /// The confirmation an operation asks for: none with `--yes`, else the plan
 /// shown (as text) and a question on the terminal.
@@ -20,22 +20,21 @@ pub fn confirmer(out: &Output, yes: bool) -> impl FnMut(&Ask) -> Result<()> + '_
                 ask.plan,
                 output::Done::Planned,
             );
-            print!("{}", output::text(&r, out.style()));
+            out.report_text(&r);
         }
-        confirm(&ask.question)
+        confirm(out, &ask.question)
     }
 }
 
 /// Asks on a terminal; refuses without one (no silent yes in scripts).
-fn confirm(question: &str) -> Result<()> {
+fn confirm(out: &Output, question: &str) -> Result<()> {
     let stdin = std::io::stdin();
     if !stdin.is_terminal() {
         return Err(Error::Refused(
             "not changing anything without confirmation: standard input is not a terminal; review the plan above and pass --yes".into(),
         ));
     }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
+    out.prompt(question);
     let mut line = String::new();
     stdin
         .lock()

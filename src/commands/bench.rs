@@ -1,6 +1,5 @@
 //! Command-line arguments of `gdrprov bench` and their execution.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use crate::bench::error::BenchError;
@@ -8,6 +7,7 @@ use crate::bench::loopback::{export_only, run_loopback, LoopbackOptions, RunLeng
 use crate::bench::memory::MemoryKind;
 use crate::bench::probe::{probe_all, probe_dmabuf_support, DmabufSupport};
 use crate::bench::report::{render_export_text, render_text};
+use crate::output::{Format, Output};
 
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -223,7 +223,7 @@ impl LoopbackArgs {
             gid_index: self.gid_index,
             min_line_rate_fraction: self.min_fraction,
             min_gbps: self.min_gbps,
-            progress: format == BenchFormat::Text && std::io::stderr().is_terminal(),
+            progress: format == BenchFormat::Text && crate::output::stderr_is_terminal(),
         })
     }
 }
@@ -235,8 +235,31 @@ fn to_json<T: serde::Serialize>(command: &str, v: &T) -> Result<String, BenchErr
     serde_json::to_string_pretty(&v).map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))
 }
 
+/// Prints a bench's text, or its JSON document (in the envelope).
+fn show<T: serde::Serialize>(
+    out: &Output,
+    command: &str,
+    text: impl FnOnce() -> String,
+    v: &T,
+) -> Result<(), BenchError> {
+    match format_of(out) {
+        BenchFormat::Text => out.raw(&text()),
+        BenchFormat::Json => out.raw(&format!("{}\n", to_json(command, v)?)),
+    }
+    Ok(())
+}
+
+fn format_of(out: &Output) -> BenchFormat {
+    if out.format == Format::Json {
+        BenchFormat::Json
+    } else {
+        BenchFormat::Text
+    }
+}
+
 /// Run `gdrprov bench loopback`: Ok(0) when it passed, Ok(1) when the data check or threshold failed.
-pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> {
+pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32, BenchError> {
+    let format = format_of(out);
     let opts = args.to_options(format)?;
     if args.export_only {
         if args.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
@@ -246,43 +269,42 @@ pub fn run(args: &LoopbackArgs, format: BenchFormat) -> Result<i32, BenchError> 
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         let r = export_only(args.gpu, size)?;
-        match format {
-            BenchFormat::Text => print!("{}", render_export_text(&r)),
-            BenchFormat::Json => println!("{}", to_json("bench loopback", &r)?),
-        }
+        show(out, "bench loopback", || render_export_text(&r), &r)?;
         return Ok(if r.passed { 0 } else { 1 });
     }
-    let mut notes = |s: &str| eprintln!("{s}");
+    let mut notes = |s: &str| crate::output::stderr_line(s);
     let r = run_loopback(&opts, &mut notes)?;
-    match format {
-        BenchFormat::Text => print!("{}", render_text(&r)),
-        BenchFormat::Json => println!("{}", to_json("bench loopback", &r)?),
-    }
+    show(out, "bench loopback", || render_text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
 /// Run `gdrprov bench probe`: Ok(0) when every probed device supports dma-buf MRs, else Ok(1).
-pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchError> {
+pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32, BenchError> {
     let probes = match &args.device {
         Some(d) => vec![probe_dmabuf_support(Some(d))?],
         None => probe_all()?,
     };
-    match format {
-        BenchFormat::Text => {
-            for p in &probes {
-                let verdict = match p.support {
-                    DmabufSupport::Supported => "supported",
-                    DmabufSupport::Unsupported => "NOT supported",
-                    DmabufSupport::Unknown => "unknown",
-                };
-                println!("{}: dma-buf MRs {verdict} ({})", p.device, p.detail);
-            }
+    let text = || {
+        let mut t = String::new();
+        for p in &probes {
+            let verdict = match p.support {
+                DmabufSupport::Supported => "supported",
+                DmabufSupport::Unsupported => "NOT supported",
+                DmabufSupport::Unknown => "unknown",
+            };
+            t.push_str(&format!(
+                "{}: dma-buf MRs {verdict} ({})\n",
+                p.device, p.detail
+            ));
         }
-        BenchFormat::Json => println!(
-            "{}",
-            to_json("bench probe", &serde_json::json!({ "devices": probes }))?
-        ),
-    }
+        t
+    };
+    show(
+        out,
+        "bench probe",
+        text,
+        &serde_json::json!({ "devices": probes }),
+    )?;
     Ok(
         if probes.iter().all(|p| p.support == DmabufSupport::Supported) {
             0
@@ -293,7 +315,7 @@ pub fn run_probe(args: &ProbeArgs, format: BenchFormat) -> Result<i32, BenchErro
 }
 
 /// Run `gdrprov bench copy`: Ok(0) when every GPU reached its floor, else Ok(1).
-pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError> {
+pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
     for (name, v) in [
         ("--min-fraction", args.min_fraction),
         ("--min-gbs", args.min_gbs),
@@ -316,47 +338,41 @@ pub fn run_copy(args: &CopyArgs, format: BenchFormat) -> Result<i32, BenchError>
         min_gbs: args.min_gbs,
     };
     let r = crate::bench::copy::run(&opts)?;
-    match format {
-        BenchFormat::Text => print!("{}", crate::bench::copy::render_text(&r)),
-        BenchFormat::Json => println!("{}", to_json("bench copy", &r)?),
-    }
+    show(out, "bench copy", || crate::output::copy::text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
 /// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
 /// threshold failed; every other failure is an error naming it.
-pub fn run_pair(
-    args: &crate::bench::pair::PairArgs,
-    format: BenchFormat,
-) -> Result<i32, BenchError> {
+pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32, BenchError> {
     let opts = args.to_options()?;
-    let out = crate::bench::pair::run(&opts)?;
+    let notes = |s: &str| crate::output::stderr_line(s);
+    let done = crate::bench::pair::run(&opts, &notes)?;
     if let Some(path) = &args.textfile {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let text = crate::bench::pair::metrics::prometheus(&out.report, out.role, now);
+        let text = crate::bench::pair::metrics::prometheus(&done.report, done.role, now);
         crate::commands::fleet::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
-    match format {
-        BenchFormat::Text => print!(
-            "{}",
-            crate::bench::pair::report::render_text(&out.report, out.role)
-        ),
-        BenchFormat::Json => println!("{}", to_json("bench pair", &out)?),
-    }
-    Ok(if out.report.passed { 0 } else { 1 })
+    show(
+        out,
+        "bench pair",
+        || crate::bench::pair::report::render_text(&done.report, done.role),
+        &done,
+    )?;
+    Ok(if done.report.passed { 0 } else { 1 })
 }
 
 /// Dispatch `gdrprov bench <command>`.
-pub fn run_bench(args: &BenchArgs, format: BenchFormat) -> Result<i32, BenchError> {
+pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
     match &args.command {
-        BenchCommand::Loopback(a) => run(a, format),
-        BenchCommand::Probe(a) => run_probe(a, format),
-        BenchCommand::Copy(a) => run_copy(a, format),
-        BenchCommand::Pair(a) => run_pair(a, format),
+        BenchCommand::Loopback(a) => run(a, out),
+        BenchCommand::Probe(a) => run_probe(a, out),
+        BenchCommand::Copy(a) => run_copy(a, out),
+        BenchCommand::Pair(a) => run_pair(a, out),
     }
 }
 

@@ -59,6 +59,7 @@ impl Command {
             Command::AnsibleModule { .. } => "ansible-module",
             Command::Completions { .. } => "completions",
             Command::Man => "man",
+            Command::Recheck(_) => "recheck",
         };
         name.to_string()
     }
@@ -104,6 +105,9 @@ pub enum Command {
     },
     /// The manual page (roff), on standard output: `gdrprov man | man -l -`.
     Man,
+    /// Quick verify (no loopback, bounded time) of the profiles last applied, for the packages'
+    /// triggers when kernel modules change: refreshes the readiness marker and metrics.
+    Recheck(crate::commands::recheck::RecheckArgs),
 }
 
 #[derive(Debug, Args)]
@@ -300,6 +304,20 @@ impl TargetArgs {
             force: self.force,
             arch: self.arch,
             boot_elsewhere: self.boot_elsewhere,
+        }
+    }
+}
+
+impl BootCommand {
+    /// What a boot command acts on: ROOT, read-only but for `--no-exec`.
+    pub fn target(&self, root: &Path) -> ops::Target {
+        let no_exec = match self {
+            BootCommand::List => true,
+            BootCommand::SetDefault(a) | BootCommand::Once(a) => a.no_exec,
+        };
+        ops::Target {
+            no_exec,
+            ..ops::Target::read_only(root.to_path_buf(), None)
         }
     }
 }

@@ -3,8 +3,9 @@
 use crate::apply::journal::{Kind, StateStore};
 use crate::error::Result;
 use crate::exit;
-use crate::host::Host;
+use crate::ops::Target;
 use crate::output::{Format, Output};
+use std::fmt::Write as _;
 
 /// One generation as `history` shows it.
 #[derive(serde::Serialize)]
@@ -49,8 +50,8 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
     }
 }
 
-pub fn run(out: &Output) -> Result<i32> {
-    let host = Host::open(&out.root, true)?;
+pub fn run(out: &Output, target: &Target) -> Result<i32> {
+    let host = target.open()?;
     let store = StateStore::new(&host);
     let gens = store
         .generation_numbers()
@@ -58,44 +59,56 @@ pub fn run(out: &Output) -> Result<i32> {
         .map(|n| store.load_generation(n).map(|g| history_entry(&g)))
         .collect::<Result<Vec<_>>>()?;
     match out.format {
-        Format::Json => out.document("history", serde_json::json!({ "generations": gens })),
+        Format::Json => out.document(
+            "history",
+            &target.root,
+            serde_json::json!({ "generations": gens }),
+        ),
         Format::Text | Format::Prometheus => {
+            let mut t = String::new();
             if gens.is_empty() {
-                println!(
+                let _ = writeln!(
+                    t,
                     "No generations: gdrprov has not changed {}.",
                     host.display("/")
                 );
             }
             for g in &gens {
-                let what = match g.kind {
-                    Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-                    Kind::Rollback => format!(
-                        "rollback of {}",
-                        g.undoes
-                            .iter()
-                            .map(u64::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                };
-                let result = match g.rolled_back_by {
-                    Some(by) => format!("rolled back by {by}"),
-                    None => g.result.replace('-', " "),
-                };
-                let until = g
-                    .finished
-                    .as_deref()
-                    .map(|f| format!(" to {f}"))
-                    .unwrap_or_default();
-                println!(
-                    "{:>4}  {}{until}  by {}  {what}: {} step(s), {result}",
-                    g.generation,
-                    g.started,
-                    g.user.as_deref().unwrap_or("(unknown)"),
-                    g.steps
-                );
+                let _ = writeln!(t, "{}", line(g));
             }
+            out.raw(&t);
         }
     }
     Ok(exit::OK)
+}
+
+/// One generation as text: number, when, who, what, how it ended.
+fn line(g: &HistoryEntry) -> String {
+    let what = match g.kind {
+        Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
+        Kind::Rollback => format!(
+            "rollback of {}",
+            g.undoes
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let result = match g.rolled_back_by {
+        Some(by) => format!("rolled back by {by}"),
+        None => g.result.replace('-', " "),
+    };
+    let until = g
+        .finished
+        .as_deref()
+        .map(|f| format!(" to {f}"))
+        .unwrap_or_default();
+    format!(
+        "{:>4}  {}{until}  by {}  {what}: {} step(s), {result}",
+        g.generation,
+        g.started,
+        g.user.as_deref().unwrap_or("(unknown)"),
+        g.steps
+    )
 }

@@ -1,6 +1,8 @@
 //! The commands: parsing the command line, one file per command, and the
-//! errors. Each command turns its clap arguments into an operations request
-//! (src/ops.rs) and prints through the one output sink (`output::Output`).
+//! errors. Each command turns its clap arguments into what it acts on (an
+//! `ops::Target` or an operations request, src/ops.rs, made from `--root`
+//! and its options) and prints through the one output sink
+//! (`output::Output`, which knows the format and colour only).
 
 pub mod ansible;
 mod apply;
@@ -13,15 +15,16 @@ mod history;
 pub mod inventory;
 mod plan;
 mod profile;
+pub mod recheck;
 mod rollback;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::output::{self, Format, Output};
+use crate::ops::Target;
+use crate::output::{Format, Output};
 use clap::Parser;
-use std::io::Write;
 use std::path::PathBuf;
 
 /// Parses the arguments and runs the command; returns the exit code.
@@ -35,15 +38,13 @@ pub fn main() -> i32 {
         Err(e) => return usage_error(&e),
     };
     let out = Output {
-        root: cli.root.clone(),
         format: cli.format,
         color: cli.color,
     };
     match run(&cli, &out) {
         Ok(code) => code,
         Err(e) => {
-            let _ = std::io::stdout().flush();
-            out.error(&cli.command.name(), &e);
+            out.error(&cli.command.name(), &cli.root, &e);
             exit::ERROR
         }
     }
@@ -53,24 +54,35 @@ pub fn main() -> i32 {
 /// json` the JSON error object too. Exit 1 like every other error (2 means
 /// "changes pending").
 fn usage_error(e: &clap::Error) -> i32 {
-    let _ = e.print();
+    crate::output::clap_message(e);
     if !e.use_stderr() {
         return exit::OK; // --help, --version
     }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if wants_json(&args) {
-        let rendered = e.render().to_string();
-        let message = rendered
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("usage error")
-            .trim_start_matches("error: ");
-        println!(
-            "{}",
-            output::error_json(&command_in(&args), &root_in(&args), "usage", message)
-        );
+        let out = Output {
+            format: Format::Json,
+            color: crate::output::Color::Never,
+        };
+        let message = usage_message(&e.render().to_string());
+        out.error_document(&command_in(&args), &root_in(&args), "usage", &message);
     }
     exit::ERROR
+}
+
+/// clap's message without its usage lines: the error and what it names
+/// (`the following required arguments were not provided: <PROFILE>...`).
+fn usage_message(rendered: &str) -> String {
+    let said: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty())
+        .collect();
+    if said.is_empty() {
+        return "usage error".into();
+    }
+    said.join(" ").trim_start_matches("error: ").to_string()
 }
 
 /// Options that take a value, for reading an argv clap refused.
@@ -121,45 +133,98 @@ fn command_in(args: &[String]) -> String {
     words.join(" ")
 }
 
+/// Runs the command: each handler gets the output sink and what it acts
+/// on (a target, or a request, made here from the command line).
 pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
     if cli.format == Format::Prometheus && !matches!(cli.command, Command::Verify(_)) {
         return Err(Error::Usage(
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
         ));
     }
+    let root = &cli.root;
     match &cli.command {
-        Command::Plan(a) => plan::run(out, &a.profiles, &a.target, a.detailed_exitcode, false),
-        Command::Apply(a) if a.dry_run => {
-            plan::run(out, &a.profiles, &a.target, a.detailed_exitcode, a.trial)
-        }
-        Command::Apply(a) => apply::run(out, a),
-        Command::Rollback(a) => rollback::run(out, a),
-        Command::Verify(a) => verify::run(out, a),
-        Command::History => history::run(out),
-        Command::Profile(p) => profile::run(out, p),
+        Command::Plan(a) => plan::run(
+            out,
+            &a.target.to_target(root),
+            &a.profiles,
+            a.detailed_exitcode,
+            false,
+        ),
+        Command::Apply(a) if a.dry_run => plan::run(
+            out,
+            &a.target.to_target(root),
+            &a.profiles,
+            a.detailed_exitcode,
+            a.trial,
+        ),
+        Command::Apply(a) => apply::run(out, &a.request(root), a.yes),
+        Command::Rollback(a) => rollback::run(out, &a.request(root), a.yes),
+        Command::Verify(a) => verify::run(out, &a.request(root), a),
+        Command::History => history::run(out, &Target::read_only(root.clone(), None)),
+        Command::Profile(p) => profile::run(out, root, p),
         Command::Bench(b) => {
             crate::ops::refuse_other_root(
-                &cli.root,
+                root,
                 "bench",
                 "run it on the host itself without --root",
             )?;
-            let format = if cli.format == Format::Json {
-                crate::commands::bench::BenchFormat::Json
-            } else {
-                crate::commands::bench::BenchFormat::Text
-            };
-            Ok(crate::commands::bench::run_bench(b, format)?)
+            Ok(bench::run_bench(b, out)?)
         }
-        Command::Inventory(a) => {
-            crate::commands::inventory::run(out, a.snapshot.as_deref(), a.cpu_vendor)
+        Command::Inventory(a) => inventory::run(
+            out,
+            &Target::probing(root.clone(), a.cpu_vendor),
+            a.snapshot.as_deref(),
+        ),
+        Command::Doctor(a) => crate::checks::doctor::run(
+            out,
+            &Target::probing(root.clone(), a.cpu_vendor),
+            &a.profiles,
+            a.nccl_log.as_deref(),
+        ),
+        Command::Boot(b) => boot::boot(out, &b.target(root), b),
+        Command::Commit(a) => boot::commit(out, &a.target.to_target(root)),
+        Command::AnsibleModule { args_file } => Ok(ansible::main(args_file)),
+        Command::Completions { shell } => fleet::completions(out, *shell),
+        Command::Man => fleet::man(out),
+        Command::Recheck(a) => recheck::run(out, root, a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clap_error(args: &[&str]) -> String {
+        match Cli::try_parse_from(args) {
+            Ok(_) => panic!("{args:?} parsed"),
+            Err(e) => e.render().to_string(),
         }
-        Command::Doctor(a) => {
-            crate::checks::doctor::run(out, &a.profiles, a.nccl_log.as_deref(), a.cpu_vendor)
-        }
-        Command::Boot(b) => crate::commands::boot::boot(out, b),
-        Command::Commit(a) => crate::commands::boot::commit(out, &a.target.to_target(&cli.root)),
-        Command::AnsibleModule { args_file } => Ok(crate::commands::ansible::main(args_file)),
-        Command::Completions { shell } => crate::commands::fleet::completions(*shell),
-        Command::Man => crate::commands::fleet::man(),
+    }
+
+    #[test]
+    fn a_usage_message_keeps_what_clap_names() {
+        assert_eq!(
+            usage_message(&clap_error(&["gdrprov", "plan"])),
+            "the following required arguments were not provided: <PROFILE>..."
+        );
+        assert_eq!(
+            usage_message(&clap_error(&["gdrprov", "boot", "once"])),
+            "the following required arguments were not provided: <ENTRY>"
+        );
+        let m = usage_message(&clap_error(&["gdrprov", "history", "--bogus"]));
+        assert!(m.starts_with("unexpected argument '--bogus' found"), "{m}");
+        assert!(!m.contains("Usage:") && !m.contains('\n'), "{m}");
+        assert_eq!(usage_message(""), "usage error");
+    }
+
+    #[test]
+    fn argv_words_clap_refused() {
+        let args: Vec<String> = ["--root", "/r", "boot", "once", "--format=json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(command_in(&args), "boot once");
+        assert_eq!(root_in(&args), PathBuf::from("/r"));
+        assert!(wants_json(&args));
     }
 }

@@ -1,21 +1,20 @@
 //! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
 
-use crate::commands::cli::TargetArgs;
 use crate::error::Result;
 use crate::exit;
-use crate::ops;
+use crate::ops::{self, Target};
 use crate::output::{self, Output};
 
 pub fn run(
     out: &Output,
+    target: &Target,
     profiles: &[String],
-    target: &TargetArgs,
     detailed: bool,
     trial: bool,
 ) -> Result<i32> {
     let planned = ops::plan(&ops::ProfilesRequest {
         profiles: profiles.to_vec(),
-        target: target.to_target(&out.root),
+        target: target.clone(),
         trial,
     })?;
     out.report(&output::report(

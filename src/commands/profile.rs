@@ -5,8 +5,9 @@ use crate::error::{Error, Result};
 use crate::exit;
 use crate::output::{Format, Output};
 use crate::profile;
+use std::path::Path;
 
-pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
+pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
     match p {
         ProfileCommand::List => {
             let mut rows = Vec::new();
@@ -20,15 +21,19 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    out.document("profile list", serde_json::json!({"profiles": v}));
+                    out.document("profile list", root, serde_json::json!({"profiles": v}));
                 }
                 Format::Text | Format::Prometheus => {
-                    for (n, d) in rows {
-                        println!(
-                            "{n:<16} {}",
-                            d.split_whitespace().collect::<Vec<_>>().join(" ")
-                        );
-                    }
+                    let lines: String = rows
+                        .iter()
+                        .map(|(n, d)| {
+                            format!(
+                                "{n:<16} {}\n",
+                                d.split_whitespace().collect::<Vec<_>>().join(" ")
+                            )
+                        })
+                        .collect();
+                    out.raw(&lines);
                 }
             }
         }
@@ -37,6 +42,7 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
             match out.format {
                 Format::Json => out.document(
                     "profile show",
+                    root,
                     serde_json::json!({
                         "name": loaded.name,
                         "source": loaded.source.to_string(),
@@ -46,10 +52,10 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
                 Format::Text | Format::Prometheus => {
                     let yaml = serde_saphyr::to_string(&loaded.doc)
                         .map_err(|e| Error::Usage(e.to_string()))?;
-                    print!(
+                    out.raw(&format!(
                         "# {} ({}), extends resolved\n{yaml}",
                         loaded.name, loaded.source
-                    );
+                    ));
                 }
             }
         }
@@ -60,12 +66,12 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
                 match profile::load(f) {
                     Ok(p) => {
                         if out.format != Format::Json {
-                            println!("{f}: ok ({})", p.name);
+                            out.raw(&format!("{f}: ok ({})\n", p.name));
                         }
                         results.push(serde_json::json!({"file": f, "ok": true, "name": p.name}));
                     }
                     Err(e) => {
-                        eprintln!("gdrprov: error: {e}");
+                        crate::output::error_line(&e.to_string());
                         results.push(serde_json::json!({"file": f, "ok": false,
                             "error": {"kind": e.kind(), "message": e.to_string()}}));
                         failed += 1;
@@ -75,6 +81,7 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
             if out.format == Format::Json {
                 out.document(
                     "profile validate",
+                    root,
                     serde_json::json!({"ok": failed == 0, "files": results}),
                 );
             }
@@ -82,7 +89,7 @@ pub fn run(out: &Output, p: &ProfileCommand) -> Result<i32> {
                 return Ok(exit::ERROR);
             }
         }
-        ProfileCommand::Schema => println!("{}", profile::schema_json()),
+        ProfileCommand::Schema => out.raw(&format!("{}\n", profile::schema_json())),
     }
     Ok(exit::OK)
 }

@@ -1,15 +1,14 @@
 //! `gdrprov rollback`: restore the files of a generation byte for byte.
 
-use crate::commands::cli::RollbackArgs;
 use crate::error::Result;
 use crate::exit;
-use crate::ops::{self, RolledBack};
+use crate::ops::{self, RollbackRequest, RolledBack};
 use crate::output::{self, Output};
 use crate::plan::Plan;
 
-pub fn run(out: &Output, a: &RollbackArgs) -> Result<i32> {
-    let mut confirm = super::ask::confirmer(out, a.yes);
-    match ops::rollback(&a.request(&out.root), &mut confirm)? {
+pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
+    let mut confirm = super::ask::confirmer(out, yes);
+    match ops::rollback(req, &mut confirm)? {
         RolledBack::Nothing { host } => {
             if out.json() {
                 out.report(&output::report(
@@ -20,19 +19,20 @@ pub fn run(out: &Output, a: &RollbackArgs) -> Result<i32> {
                     output::Done::Nothing,
                 ));
             } else {
-                println!(
-                    "Nothing to roll back: no apply of gdrprov is in effect on {}.",
+                out.raw(&format!(
+                    "Nothing to roll back: no apply of gdrprov is in effect on {}.\n",
                     host.root().display()
-                );
+                ));
             }
         }
         RolledBack::Recovered { notes, .. } => {
             for note in &notes {
-                eprintln!("gdrprov: recovered: {note}");
+                out.note(&format!("recovered: {note}"));
             }
             if out.json() {
                 out.document(
                     "rollback",
+                    &req.root,
                     serde_json::json!({"changed": true, "recovered": notes}),
                 );
             }

@@ -1,36 +1,34 @@
 //! `gdrprov verify`: the host against profiles, down to the RDMA loopback.
 
 use crate::commands::cli::VerifyArgs;
+use crate::commands::fleet::{write_marker, write_textfile};
 use crate::error::Result;
 use crate::exit;
-use crate::ops;
+use crate::ops::{self, VerifyRequest};
+use crate::output::metrics::{marker_text, prometheus};
 use crate::output::{Format, Output};
 
-pub fn run(out: &Output, a: &VerifyArgs) -> Result<i32> {
-    let report = match ops::verify(&a.request(&out.root)) {
+pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
+    let report = match ops::verify(req) {
         Ok(r) => r,
         Err(e) => {
             // The marker says why, so that a unit's failure is visible without the journal.
             if let Some(dir) = &a.marker_dir {
-                let _ = crate::commands::fleet::write_marker(dir, false, &e.to_string());
+                let _ = write_marker(dir, false, &e.to_string());
             }
             return Err(e);
         }
     };
     if let Some(dir) = &a.marker_dir {
-        crate::commands::fleet::write_marker(
-            dir,
-            report.ready,
-            &crate::commands::fleet::marker_text(&report),
-        )?;
+        write_marker(dir, report.ready, &marker_text(&report))?;
     }
     if let Some(path) = &a.textfile {
-        crate::commands::fleet::write_textfile(path, &crate::commands::fleet::prometheus(&report))?;
+        write_textfile(path, &prometheus(&report))?;
     }
     match out.format {
-        Format::Json => out.document("verify", &report),
-        Format::Text => out.text(&crate::checks::verify::text(&report)),
-        Format::Prometheus => print!("{}", crate::commands::fleet::prometheus(&report)),
+        Format::Json => out.document("verify", &req.root, &report),
+        Format::Text => out.text(&req.root, &crate::checks::verify::text(&report)),
+        Format::Prometheus => out.raw(&prometheus(&report)),
     }
     Ok(if report.ready {
         exit::OK

@@ -3,8 +3,8 @@
 //! loaded at run time only by `inventory` and `doctor`): its version and,
 //! per device, `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
 //!
-//! The runtime answer is a plain struct, [`CudaRuntime`], so another prober
-//! (the bench module's cudarc code) can fill it instead of [`libcuda_probe`].
+//! The runtime answer is a plain struct, [`CudaRuntime`], so a test can fill
+//! it instead of [`libcuda_probe`] (which asks the gdrprov-rdma crate).
 
 use super::util::{query_ok, version_in};
 use crate::host::Host;
@@ -113,129 +113,25 @@ pub fn probe(host: &Host, driver_major: Option<u32>, runtime: Option<CudaRuntime
     }
 }
 
-/// Asks libcuda, loaded at run time (the binary starts without it).
-/// Never fails: a missing library or a failing call is written in `error`.
+/// Asks libcuda, loaded at run time through the gdrprov-rdma crate (the binary starts without
+/// it). Never fails: a missing library or a failing call is written in `error`.
 pub fn libcuda_probe() -> CudaRuntime {
-    match dl::probe() {
-        Ok(r) => r,
-        Err(e) => CudaRuntime {
-            error: Some(e),
-            ..CudaRuntime::default()
-        },
-    }
-}
-
-mod dl {
-    use super::{CudaDevice, CudaRuntime};
-    use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
-    use std::ffi::{c_char, c_int, CStr};
-    use std::mem::ManuallyDrop;
-
-    type CuInit = unsafe extern "C" fn(u32) -> c_int;
-    type CuIntOut = unsafe extern "C" fn(*mut c_int) -> c_int;
-    type CuDeviceGet = unsafe extern "C" fn(*mut c_int, c_int) -> c_int;
-    type CuDeviceGetName = unsafe extern "C" fn(*mut c_char, c_int, c_int) -> c_int;
-    type CuDeviceGetAttribute = unsafe extern "C" fn(*mut c_int, c_int, c_int) -> c_int;
-
-    const ATTR_CC_MAJOR: c_int = 75;
-    const ATTR_CC_MINOR: c_int = 76;
-    const ATTR_DMA_BUF_SUPPORTED: c_int = 124;
-
-    /// Never closed: unloading libcuda while its threads run is unsafe.
-    struct Lib(ManuallyDrop<Library>);
-
-    impl Lib {
-        fn open() -> Result<Lib, String> {
-            for name in ["libcuda.so.1", "libcuda.so"] {
-                // SAFETY: loading libcuda runs its initialisers, which make
-                // no demands on this process.
-                if let Ok(lib) = unsafe { Library::open(Some(name), RTLD_NOW | RTLD_LOCAL) } {
-                    return Ok(Lib(ManuallyDrop::new(lib)));
-                }
-            }
-            Err("libcuda.so.1 not found (no NVIDIA user-space driver)".into())
-        }
-
-        /// Looks a symbol up; `T` must be the symbol's true function type.
-        unsafe fn sym<T: Copy>(&self, name: &CStr) -> Result<T, String> {
-            // SAFETY: the caller names the right function type for the symbol;
-            // the library outlives every use (it is never unloaded).
-            unsafe { self.0.get::<T>(name.to_bytes_with_nul()) }
-                .map(|s| *s)
-                .map_err(|_| format!("libcuda has no {}", name.to_string_lossy()))
-        }
-    }
-
-    pub fn probe() -> Result<CudaRuntime, String> {
-        let lib = Lib::open()?;
-        // SAFETY: each type below matches the CUDA driver API declaration in cuda.h.
-        let (init, version, count, get, get_name, get_attr, bus_id) = unsafe {
-            (
-                lib.sym::<CuInit>(c"cuInit")?,
-                lib.sym::<CuIntOut>(c"cuDriverGetVersion")?,
-                lib.sym::<CuIntOut>(c"cuDeviceGetCount")?,
-                lib.sym::<CuDeviceGet>(c"cuDeviceGet")?,
-                lib.sym::<CuDeviceGetName>(c"cuDeviceGetName")?,
-                lib.sym::<CuDeviceGetAttribute>(c"cuDeviceGetAttribute")?,
-                lib.sym::<CuDeviceGetName>(c"cuDeviceGetPCIBusId")?,
-            )
-        };
-        let mut rt = CudaRuntime::default();
-        let mut v: c_int = 0;
-        // SAFETY: out-pointers to live locals, as the API asks.
-        if unsafe { version(&mut v) } == 0 && v > 0 {
-            rt.driver_api = Some(format!("{}.{}", v / 1000, (v % 1000) / 10));
-        }
-        // SAFETY: cuInit(0) is always valid to call.
-        let r = unsafe { init(0) };
-        if r != 0 {
-            rt.error = Some(format!(
-                "cuInit failed with CUDA error {r} (no usable GPU?)"
-            ));
-            return Ok(rt);
-        }
-        let mut n: c_int = 0;
-        // SAFETY: out-pointer to a live local.
-        if unsafe { count(&mut n) } != 0 {
-            rt.error = Some("cuDeviceGetCount failed".into());
-            return Ok(rt);
-        }
-        for ordinal in 0..n {
-            let mut dev: c_int = 0;
-            // SAFETY: out-pointer to a live local; ordinal < count.
-            if unsafe { get(&mut dev, ordinal) } != 0 {
-                continue;
-            }
-            let text = |f: CuDeviceGetName| {
-                let mut buf = [0 as c_char; 256];
-                // SAFETY: the buffer is 256 bytes and its length is passed.
-                if unsafe { f(buf.as_mut_ptr(), buf.len() as c_int, dev) } != 0 {
-                    return None;
-                }
-                // SAFETY: CUDA wrote a NUL-terminated string into buf (zeroed, so
-                // a NUL exists even if it wrote nothing).
-                Some(
-                    unsafe { CStr::from_ptr(buf.as_ptr()) }
-                        .to_string_lossy()
-                        .into_owned(),
-                )
-            };
-            let attr = |a: c_int| {
-                let mut x: c_int = 0;
-                // SAFETY: out-pointer to a live local.
-                (unsafe { get_attr(&mut x, a, dev) } == 0).then_some(x)
-            };
-            rt.devices.push(CudaDevice {
-                ordinal,
-                name: text(get_name),
-                pci_bus_id: text(bus_id),
-                compute_capability: match (attr(ATTR_CC_MAJOR), attr(ATTR_CC_MINOR)) {
-                    (Some(a), Some(b)) => Some(format!("{a}.{b}")),
-                    _ => None,
-                },
-                dmabuf_supported: attr(ATTR_DMA_BUF_SUPPORTED).map(|x| x == 1),
-            });
-        }
-        Ok(rt)
+    let inv = gdrprov_rdma::cuda::inventory::inventory();
+    CudaRuntime {
+        driver_api: inv
+            .driver_version
+            .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+        devices: inv
+            .devices
+            .into_iter()
+            .map(|d| CudaDevice {
+                ordinal: d.ordinal,
+                name: d.name,
+                pci_bus_id: d.pci_bus_id,
+                compute_capability: d.compute_capability.map(|(a, b)| format!("{a}.{b}")),
+                dmabuf_supported: d.dmabuf_supported,
+            })
+            .collect(),
+        error: inv.error,
     }
 }

@@ -1,7 +1,10 @@
-//! GPU and PCIe trouble in the kernel log: NVIDIA Xid errors, PCIe AER
-//! errors, link down/up events of PCIe slots and RDMA NICs, mlx5 port module
-//! events. Live: the kernel ring buffer (`/dev/kmsg`, read without blocking);
-//! a snapshot replays what was read; an image or copied root: its
+//! The kernel log, read once for every check that looks at it: GPU and PCIe
+//! trouble (NVIDIA Xid errors, PCIe AER errors, link down/up events of PCIe
+//! slots and RDMA NICs, mlx5 port module events) as events, and the error and
+//! warning lines about the GPU and RDMA modules (a peer-memory module the
+//! kernel refused) as lines. Live: the kernel ring buffer (`/dev/kmsg`, read
+//! without blocking; `dmesg --level=err,warn` when it cannot be opened); a
+//! snapshot replays what was read; an image or copied root: its
 //! `var/log/kern.log` or `var/log/messages`.
 
 use crate::host::Host;
@@ -44,6 +47,34 @@ pub struct KernelLog {
     pub source: String,
     pub lines: usize,
     pub events: Vec<KernelEvent>,
+    /// Error and warning lines about the GPU and RDMA modules (a log file
+    /// has no levels: every line about them), the last [`MAX_MODULE_LINES`].
+    #[serde(default)]
+    pub module_lines: Vec<String>,
+}
+
+/// Most module lines kept.
+pub const MAX_MODULE_LINES: usize = 100;
+
+/// What a line about the GPU and RDMA modules names.
+const MODULE_WORDS: &[&str] = &[
+    "nvidia",
+    "peer_mem",
+    "peermem",
+    "mlx5",
+    "rdma",
+    "infiniband",
+    "ib_",
+    "erdma",
+    "rxe",
+    "iommu",
+    "DMAR",
+    "AMD-Vi",
+    "ACS",
+];
+
+fn about_modules(line: &str) -> bool {
+    MODULE_WORDS.iter().any(|w| line.contains(w))
 }
 
 /// The PCI address in a line: `0000:3b:00.0`, or Xid's `0000:3b:00`.
@@ -148,24 +179,37 @@ pub fn parse_line(line: &str) -> Option<KernelEvent> {
 }
 
 /// Every event in a log's text. `/dev/kmsg` records (`6,123,456,-;text`) and
-/// syslog lines both work: the parser looks inside the line.
+/// syslog lines both work: the parser looks inside the line. Module lines
+/// are kept from a kmsg record of level error or worse than a warning, and
+/// from every line of a text without levels (`dmesg --level=err,warn` has
+/// only those; a log file does not say).
 pub fn parse(source: &str, text: &str) -> KernelLog {
     let mut events = Vec::new();
+    let mut module_lines = Vec::new();
     let mut lines = 0;
     for l in text.lines() {
         lines += 1;
-        let l = match l.split_once(";") {
-            Some((head, body)) if head.split(',').count() >= 3 && !head.contains(' ') => body,
-            _ => l,
+        let (level, l) = match l.split_once(";") {
+            Some((head, body)) if head.split(',').count() >= 3 && !head.contains(' ') => {
+                let prio = head.split(',').next().and_then(|p| p.parse::<u32>().ok());
+                (prio.map(|p| p & 7), body)
+            }
+            _ => (None, l),
         };
         if let Some(e) = parse_line(l) {
             events.push(e);
         }
+        if level.is_none_or(|v| v <= 4) && about_modules(l) {
+            module_lines.push(l.to_string());
+        }
     }
+    let extra = module_lines.len().saturating_sub(MAX_MODULE_LINES);
+    module_lines.drain(..extra);
     KernelLog {
         source: source.to_string(),
         lines,
         events,
+        module_lines,
     }
 }
 
@@ -199,18 +243,22 @@ pub fn read_kmsg() -> Option<String> {
     Some(out)
 }
 
+/// The one reading of the kernel log (see the module's header): the running
+/// system's ring buffer, a snapshot's record of it, or an image root's log
+/// file. `None` when there is none to read.
 pub fn probe(host: &Host) -> Option<KernelLog> {
     if host.is_live() || host.is_snapshot() {
-        // Only the parsed events are kept (and recorded in a snapshot).
+        // Only the parsed events and module lines are kept (and recorded in
+        // a snapshot).
         let read = || read_kmsg().map(|t| parse("/dev/kmsg", &t));
         if let Some(Some(log)) = host.probe("kernel-log", read) {
             return Some(log);
         }
-        // An older snapshot recorded dmesg's errors and warnings only.
-        if host.is_snapshot() {
-            if let Some(out) = host.query(&["dmesg", "--level=err,warn"]) {
-                return Some(parse("dmesg --level=err,warn", &out.stdout));
-            }
+        // Without /dev/kmsg (and in an older snapshot, which recorded this
+        // command only): dmesg's errors and warnings. Never chrooted into an
+        // image: there dmesg would read the builder's kernel log.
+        if let Some(out) = host.query(&["dmesg", "--level=err,warn"]) {
+            return Some(parse("dmesg --level=err,warn", &out.stdout));
         }
         if host.is_live() {
             return None;
@@ -251,8 +299,26 @@ mod tests {
         assert_eq!(e.kind, EventKind::LinkUp);
         assert!(parse_line("EXT4-fs (sda1): mounted filesystem").is_none());
         assert!(parse_line("pcieport 0000:00:1c.0: AER: enabled with IRQ 24").is_none());
-        let log = parse("kmsg", "3,812,5512345,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n SUBSYSTEM=pci\n");
+        let log = parse("kmsg", "6,811,5512000,-;nvidia-nvlink: Nvlink Core is being initialized\n3,812,5512345,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 1, subpartition 0.\n SUBSYSTEM=pci\n4,813,5512400,-;nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)\n");
         assert_eq!(log.events.len(), 1);
         assert_eq!(log.events[0].xid, Some(48));
+        // Module lines: errors and warnings only where the record has a level.
+        assert_eq!(log.module_lines.len(), 1);
+        assert!(log.module_lines[0].starts_with("nvidia_peermem: Unknown symbol"));
+    }
+
+    #[test]
+    fn module_lines_of_a_log_file_keep_the_last_ones() {
+        let mut text = String::new();
+        for i in 0..150 {
+            text.push_str(&format!(
+                "Nov 1 00:00:{i:02} n kernel: mlx5_core line {i}\n"
+            ));
+        }
+        text.push_str("Nov 1 00:01:00 n kernel: [ 65.4] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client\nNov 1 00:01:01 n kernel: EXT4-fs mounted\n");
+        let log = parse("/var/log/kern.log", &text);
+        assert_eq!(log.module_lines.len(), MAX_MODULE_LINES);
+        assert!(log.module_lines[MAX_MODULE_LINES - 1].contains("disagrees about version"));
+        assert!(log.module_lines[0].ends_with("line 51"));
     }
 }

@@ -168,39 +168,6 @@ pub fn probe(host: &Host, cmdline: Option<&str>) -> ModuleFacts {
     }
 }
 
-/// Kernel log lines (errors and warnings) about the GPU/RDMA modules, from
-/// `dmesg` (root only; a snapshot keeps them). At most 100 lines.
-pub fn kernel_log(host: &Host) -> Vec<String> {
-    // Chrooted into an image, dmesg would read the builder's kernel log.
-    if !host.is_live() && !host.is_snapshot() {
-        return Vec::new();
-    }
-    let Some(out) = host.query(&["dmesg", "--level=err,warn"]) else {
-        return Vec::new();
-    };
-    const WORDS: &[&str] = &[
-        "nvidia",
-        "peer_mem",
-        "peermem",
-        "mlx5",
-        "rdma",
-        "infiniband",
-        "ib_",
-        "erdma",
-        "rxe",
-        "iommu",
-        "DMAR",
-        "AMD-Vi",
-        "ACS",
-    ];
-    out.stdout
-        .lines()
-        .filter(|l| WORDS.iter().any(|w| l.contains(w)))
-        .take(100)
-        .map(String::from)
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,7 +70,8 @@ pub struct Facts {
     pub roce_gids: Vec<gids::PortGids>,
     /// Xid, AER, link and port events from the kernel log; `None` when no log could be read.
     pub kernel_events: Option<kernlog::KernelLog>,
-    /// Kernel log errors and warnings about the GPU and RDMA modules.
+    /// Kernel log errors and warnings about the GPU and RDMA modules (the
+    /// module lines of the one reading in `kernel_events`).
     pub kernel_log: Vec<String>,
     /// CPU architecture and virtualization (read by profiles' `when:`).
     pub platform: platform::PlatformFacts,
@@ -101,8 +102,8 @@ impl Facts {
         Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
     }
 
-    /// As `gather_with`, with another CUDA prober (the bench module's cudarc
-    /// code can fill a [`cuda::CudaRuntime`]). Called on a running system
+    /// As `gather_with`, with another CUDA prober (anything that fills a
+    /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
     pub fn gather_using(
         host: &Host,
@@ -129,6 +130,7 @@ impl Facts {
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
         let links = links::probe(host, &gpus, &rdma_devices);
         let roce_gids = gids::probe(host, &rdma_devices);
+        let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
         Facts {
             os: os::os_release(host),
@@ -147,7 +149,6 @@ impl Facts {
             erdma: erdma::probe(host, &modules.loaded),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
-            kernel_log: kmod::kernel_log(host),
             proc_cmdline,
             kernel,
             nvidia_driver,
@@ -158,7 +159,11 @@ impl Facts {
             pcie,
             links,
             roce_gids,
-            kernel_events: kernlog::probe(host),
+            kernel_log: kernel_events
+                .as_ref()
+                .map(|l| l.module_lines.clone())
+                .unwrap_or_default(),
+            kernel_events,
             platform: platform::probe(host),
         }
     }

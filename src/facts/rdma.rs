@@ -66,6 +66,68 @@ impl RdmaDevice {
     }
 }
 
+/// A port's `rate` file as sysfs writes it: `400 Gb/sec (4X NDR)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PortRate {
+    /// The rate in Gb/s (`Mb/sec` and `Tb/sec` converted).
+    pub gbps: f64,
+    /// The lanes in the parenthesis (`4X` -> 4), when there is one.
+    pub width: Option<u32>,
+    /// The speed name in the parenthesis (`NDR`), when there is one.
+    pub speed: Option<String>,
+}
+
+impl PortRate {
+    /// Per-lane data rate in Gb/s of the speed name, as the kernel writes it.
+    pub fn lane_gbps(&self) -> Option<f64> {
+        Some(match self.speed.as_deref()? {
+            "SDR" => 2.5,
+            "DDR" => 5.0,
+            "QDR" | "FDR10" => 10.0,
+            "FDR" => 14.0625,
+            "EDR" => 25.0,
+            "HDR" => 50.0,
+            "NDR" => 100.0,
+            "XDR" => 200.0,
+            _ => return None,
+        })
+    }
+}
+
+/// The one parser of a port's sysfs `rate` (`/sys/class/infiniband/DEV/ports/N/rate`):
+/// `"100 Gb/sec (4X EDR)"` -> 100 Gb/s, 4 lanes, EDR. None without a number and a unit, or for a
+/// rate that is not a finite positive number.
+pub fn parse_rate(rate: &str) -> Option<PortRate> {
+    let mut words = rate.split_whitespace();
+    let number: f64 = words.next()?.parse().ok()?;
+    let gbps = match words.next()? {
+        "Gb/sec" | "Gb/s" => number,
+        "Mb/sec" | "Mb/s" => number / 1000.0,
+        "Tb/sec" | "Tb/s" => number * 1000.0,
+        _ => return None,
+    };
+    if !(gbps.is_finite() && gbps > 0.0) {
+        return None;
+    }
+    let inner = rate
+        .split_once('(')
+        .map(|(_, r)| r.trim().trim_end_matches(')'));
+    let (width, speed) = match inner.and_then(|i| i.split_once(' ')) {
+        Some((w, s)) => (
+            w.trim_end_matches('X').parse().ok(),
+            Some(s.trim().to_string()).filter(|s| !s.is_empty()),
+        ),
+        None => (None, None),
+    };
+    Some(PortRate { gbps, width, speed })
+}
+
+/// A port's line rate in Gb/s from its sysfs `rate` file, if present and readable.
+pub fn read_port_rate(host: &Host, device: &str, port: u8) -> Option<f64> {
+    let s = host.read_fact(&format!("/sys/class/infiniband/{device}/ports/{port}/rate"))?;
+    parse_rate(s.trim()).map(|r| r.gbps)
+}
+
 fn after_colon(s: Option<String>) -> Option<String> {
     s.map(|v| match v.split_once(':') {
         Some((_, r)) => r.trim().to_string(),
@@ -107,10 +169,7 @@ pub fn probe(host: &Host) -> Vec<RdmaDevice> {
             let Ok(num) = p.parse::<u32>() else { continue };
             let pd = format!("{dir}/ports/{p}");
             let rate = read_trim(host, &format!("{pd}/rate"));
-            let rate_gbps = rate
-                .as_deref()
-                .and_then(|r| r.split_whitespace().next())
-                .and_then(|n| n.parse::<f64>().ok());
+            let rate_gbps = rate.as_deref().and_then(parse_rate).map(|r| r.gbps);
             let netdev = read_trim(host, &format!("{pd}/gid_attrs/ndevs/0"))
                 .or_else(|| pci_netdevs.get((num as usize).saturating_sub(1)).cloned())
                 .or_else(|| pci_netdevs.first().cloned());
@@ -140,4 +199,37 @@ pub fn probe(host: &Host) -> Vec<RdmaDevice> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_in_sysfs_format() {
+        let gbps = |s: &str| parse_rate(s).map(|r| r.gbps);
+        assert_eq!(gbps("100 Gb/sec (4X EDR)"), Some(100.0));
+        assert_eq!(gbps("400 Gb/sec (4X NDR)"), Some(400.0));
+        assert_eq!(gbps("25 Gb/sec (1X EDR)"), Some(25.0));
+        assert_eq!(gbps("2.5 Gb/sec (1X SDR)"), Some(2.5));
+        assert_eq!(gbps("200 Gb/sec (2X NDR)\n".trim()), Some(200.0));
+        assert_eq!(gbps("garbage"), None);
+        assert_eq!(gbps("0 Gb/sec (1X SDR)"), None);
+        assert_eq!(gbps(""), None);
+    }
+
+    #[test]
+    fn width_and_speed() {
+        let r = parse_rate("400 Gb/sec (4X NDR)").unwrap();
+        assert_eq!((r.width, r.speed.as_deref()), (Some(4), Some("NDR")));
+        let r = parse_rate("200 Gb/sec (2X NDR)").unwrap();
+        assert_eq!((r.width, r.speed.as_deref()), (Some(2), Some("NDR")));
+        let r = parse_rate("10 Gb/sec").unwrap();
+        assert_eq!((r.gbps, r.width, r.speed), (10.0, None, None));
+        assert_eq!(
+            parse_rate("50 Gb/sec (1X HDR)").unwrap().lane_gbps(),
+            Some(50.0)
+        );
+        assert_eq!(parse_rate("10 Gb/sec").unwrap().lane_gbps(), None);
+    }
 }

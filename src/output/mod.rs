@@ -1,10 +1,16 @@
 //! Output: text for people, JSON for machines, from the same data.
 
-use crate::apply::Outcome;
+pub mod copy;
+pub mod exposition;
+pub mod inventory;
+pub mod metrics;
+pub mod report;
+
+pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
+
 use crate::host::{CommandSpec, Host};
-use crate::plan::{Action, Plan};
 use serde::Serialize;
-use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 /// The envelope of every JSON document gdrprov prints (docs/commands.md):
@@ -112,25 +118,6 @@ impl CommandOut {
     }
 }
 
-/// What an apply or rollback did; an apply that found nothing to do has
-/// one too, with no generation.
-#[derive(Debug, Clone, Serialize)]
-pub struct OutcomeOut {
-    /// The journal generation recorded; `null` when nothing was written.
-    pub generation: Option<u64>,
-    /// Files written or removed.
-    pub changed: usize,
-    pub commands_run: Vec<CommandOut>,
-    /// Commands still owed (`--no-exec`): run them, or apply without --no-exec.
-    pub pending_commands: Vec<CommandOut>,
-    /// Messages from recovering an interrupted earlier run.
-    pub recovered: Vec<String>,
-    /// The filesystems holding boot-loader files this run wrote, and how
-    /// each was made durable where the boot loader reads it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub durable: Vec<crate::host::Durable>,
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
     Text,
@@ -154,17 +141,17 @@ pub struct Style {
 }
 
 /// The one output sink of the commands: the options that shape output
-/// (root, format, colour), and every way a command prints.
+/// (format, colour), and every way gdrprov prints. The root a document
+/// names, and that suggested commands keep, is passed in by the command
+/// that opened it: the sink does not carry it.
 #[derive(Debug, Clone)]
 pub struct Output {
-    pub root: std::path::PathBuf,
     pub format: Format,
     pub color: Color,
 }
 
 impl Output {
     pub fn style(&self) -> Style {
-        use std::io::IsTerminal;
         Style {
             color: match self.color {
                 Color::Always => true,
@@ -183,341 +170,114 @@ impl Output {
     /// A plan/apply/rollback report, as text or JSON.
     pub fn report(&self, r: &Report) {
         match self.format {
-            Format::Json => println!("{}", json(r)),
-            Format::Text | Format::Prometheus => print!("{}", text(r, self.style())),
+            Format::Json => println!("{}", report::json(r)),
+            Format::Text | Format::Prometheus => print!("{}", report::text(r, self.style())),
         }
     }
 
-    /// A JSON document in the envelope (`--format json`).
-    pub fn document(&self, command: &str, body: impl Serialize) {
-        print_json(command, &self.root, body);
+    /// A plan shown as text before a question (whatever the format).
+    pub fn report_text(&self, r: &Report) {
+        print!("{}", report::text(r, self.style()));
     }
 
-    /// Text for people, its suggested commands keeping the user's options.
-    pub fn text(&self, text: &str) {
-        print!("{}", keep_options(text, &self.root, self.format));
+    /// A JSON document in the envelope (`--format json`), naming ROOT.
+    pub fn document(&self, command: &str, root: &Path, body: impl Serialize) {
+        print_json(command, root, body);
     }
 
-    /// An error: one line on stderr and, under JSON, the error object on stdout.
-    pub fn error(&self, command: &str, e: &crate::error::Error) {
-        let message = keep_options(&e.to_string(), &self.root, self.format);
-        eprintln!("gdrprov: error: {message}");
+    /// Text for people, its suggested commands keeping the user's options
+    /// (ROOT: the user's `--root`).
+    pub fn text(&self, root: &Path, text: &str) {
+        print!("{}", keep_options(text, root, self.format));
+    }
+
+    /// Text exactly as given (a schema, YAML, metrics, completions).
+    pub fn raw(&self, text: &str) {
+        print!("{text}");
+    }
+
+    /// Bytes exactly as given on standard output (the manual page).
+    pub fn bytes(&self, bytes: &[u8]) -> crate::error::Result<()> {
+        std::io::stdout()
+            .write_all(bytes)
+            .and_then(|()| std::io::stdout().flush())
+            .map_err(|e| crate::error::Error::io("write", "standard output", e))
+    }
+
+    /// A line on standard error beside the output: `gdrprov: NOTE`.
+    pub fn note(&self, note: &str) {
+        note_line(note);
+    }
+
+    /// A question on the terminal (standard error), answered on the same line.
+    pub fn prompt(&self, question: &str) {
+        eprint!("{question} [y/N] ");
+        let _ = std::io::stderr().flush();
+    }
+
+    /// The JSON error object on stdout (`--format json`), naming ROOT.
+    pub fn error_document(&self, command: &str, root: &Path, kind: &str, message: &str) {
+        println!("{}", error_json(command, root, kind, message));
+    }
+
+    /// An error: one line on stderr and, under JSON, the error object on
+    /// stdout naming ROOT (the user's `--root`).
+    pub fn error(&self, command: &str, root: &Path, e: &crate::error::Error) {
+        let _ = std::io::stdout().flush();
+        let message = keep_options(&e.to_string(), root, self.format);
+        error_line(&message);
         if self.json() {
-            println!("{}", error_json(command, &self.root, e.kind(), &message));
+            self.error_document(command, root, e.kind(), &message);
         }
     }
 }
 
+/// clap's own message (usage errors on stderr; `--help`, `--version` on stdout).
+pub fn clap_message(e: &clap::Error) {
+    let _ = e.print();
+}
+
+/// `gdrprov: NOTE` on standard error (progress notes, recovered runs).
+pub fn note_line(note: &str) {
+    eprintln!("gdrprov: {note}");
+}
+
+/// A line on standard error as it is (a bench's notes).
+pub fn stderr_line(line: &str) {
+    eprintln!("{line}");
+}
+
+/// `gdrprov: error: MESSAGE` on standard error, always one whole line.
+pub fn error_line(message: &str) {
+    eprintln!("gdrprov: error: {}", message.trim_end_matches('\n'));
+}
+
+/// Where progress bars draw (the bench engine's): standard error.
+pub fn progress_target() -> indicatif::ProgressDrawTarget {
+    indicatif::ProgressDrawTarget::stderr()
+}
+
+/// Whether standard error is a terminal (progress bars only draw there).
+pub fn stderr_is_terminal() -> bool {
+    std::io::stderr().is_terminal()
+}
+
+/// One JSON value on one line of standard output (the Ansible module's answer).
+pub fn json_line(v: &serde_json::Value) {
+    println!(
+        "{}",
+        serde_json::to_string(v).unwrap_or_else(|_| {
+            r#"{"failed": true, "msg": "gdrprov could not serialise its result"}"#.into()
+        })
+    );
+}
+
 impl Style {
-    fn paint(&self, code: &str, s: &str) -> String {
+    pub fn paint(&self, code: &str, s: &str) -> String {
         if self.color {
             format!("\x1b[{code}m{s}\x1b[0m")
         } else {
             s.to_string()
         }
     }
-}
-
-/// The JSON document `plan`, `apply` and `rollback` print (docs/commands.md).
-#[derive(Debug, Serialize)]
-pub struct Report<'a> {
-    pub gdrprov: &'static str,
-    pub command: &'a str,
-    pub root: String,
-    pub live: bool,
-    pub profiles: Vec<String>,
-    pub changed: bool,
-    pub changes: Vec<ChangeOut>,
-    /// Commands owed and not run (`--no-exec`, now or by an earlier apply).
-    pub pending_commands: Vec<CommandOut>,
-    pub reboot_required: bool,
-    pub reboot_reasons: Vec<String>,
-    pub warnings: &'a [String],
-    /// The boot part when this host's kernel command line is set outside it
-    /// (`manageable: false`): what is wanted, and where to set it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub boot: Option<&'a crate::plan::modules::bootcfg_elsewhere::BootElsewhere>,
-    /// Profile parts whose `when:` does not hold on this host.
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    pub skipped: &'a [String],
-    /// Present for every apply and rollback (not for a plan).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub outcome: Option<OutcomeOut>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct ChangeOut {
-    pub module: String,
-    pub description: String,
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diff: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub command: Option<CommandOut>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reboot: Option<String>,
-}
-
-/// What a report says about the apply itself.
-#[derive(Debug, Clone, Copy)]
-pub enum Done<'a> {
-    /// A plan: nothing was done.
-    Planned,
-    /// An apply or rollback that found nothing to write.
-    Nothing,
-    Ran(&'a Outcome),
-}
-
-pub fn report<'a>(
-    command: &'a str,
-    host: &Host,
-    profiles: Vec<String>,
-    plan: &'a Plan,
-    done: Done<'a>,
-) -> Report<'a> {
-    let reasons = reboot_reasons(plan);
-    let cmds = |v: &[CommandSpec]| v.iter().map(|c| CommandOut::of(host, c)).collect();
-    let outcome = match done {
-        Done::Planned => None,
-        Done::Nothing => Some(OutcomeOut {
-            generation: None,
-            changed: 0,
-            commands_run: Vec::new(),
-            pending_commands: cmds(&plan.pending_commands),
-            recovered: Vec::new(),
-            durable: Vec::new(),
-        }),
-        Done::Ran(o) => Some(OutcomeOut {
-            generation: Some(o.generation),
-            changed: o.changed,
-            commands_run: cmds(&o.commands_run),
-            pending_commands: cmds(&o.pending_commands),
-            recovered: o.recovered.clone(),
-            durable: o.durable.clone(),
-        }),
-    };
-    Report {
-        gdrprov: env!("CARGO_PKG_VERSION"),
-        command,
-        root: host.root().display().to_string(),
-        live: host.is_live(),
-        profiles,
-        changed: !plan.is_empty(),
-        changes: plan
-            .changes
-            .iter()
-            .map(|c| ChangeOut {
-                module: c.module.clone(),
-                description: c.description.clone(),
-                kind: match c.action {
-                    Action::WriteFile { .. } => "write-file",
-                    Action::RemoveFile { .. } => "remove-file",
-                    Action::Run { .. } => "run",
-                },
-                path: c.path().map(str::to_string),
-                diff: c.diff(),
-                command: match &c.action {
-                    Action::Run { command } => Some(CommandOut::of(host, command)),
-                    _ => None,
-                },
-                reboot: c.reboot.clone(),
-            })
-            .collect(),
-        pending_commands: cmds(&plan.pending_commands),
-        reboot_required: !reasons.is_empty(),
-        reboot_reasons: reasons,
-        warnings: &plan.warnings,
-        boot: plan.boot_elsewhere.as_ref(),
-        skipped: &plan.skipped,
-        outcome,
-    }
-}
-
-/// Each reason once: a pending reason ("the running kernel's command line
-/// differs: iommu=pt is not on ...") whose kernel arguments a change's
-/// reason already names ("kernel command line: add iommu=pt") is the same
-/// reason in other words.
-fn reboot_reasons(plan: &Plan) -> Vec<String> {
-    let args = |s: &str| -> Vec<String> {
-        s.split(|c: char| c.is_whitespace() || matches!(c, ';' | ',' | '`' | '(' | ')'))
-            .filter(|w| w.contains('=') && !w.starts_with('=') && !w.ends_with(':'))
-            .map(str::to_string)
-            .collect()
-    };
-    let from_changes: Vec<String> = plan
-        .changes
-        .iter()
-        .filter_map(|c| c.reboot.clone())
-        .collect();
-    let named: Vec<String> = from_changes.iter().flat_map(|r| args(r)).collect();
-    let mut out: Vec<String> = Vec::new();
-    for r in plan.reboot_reasons() {
-        let mine = args(&r);
-        let said = !from_changes.contains(&r)
-            && !mine.is_empty()
-            && mine.iter().all(|a| named.contains(a));
-        if !said && !out.contains(&r) {
-            out.push(r);
-        }
-    }
-    out
-}
-
-pub fn json(r: &Report) -> String {
-    serde_json::to_string_pretty(&envelope(r.command, Path::new(&r.root), r)).unwrap_or_default()
-}
-
-pub fn text(r: &Report, style: Style) -> String {
-    let mut out = String::new();
-    let target = if r.live {
-        "the running system (/)".to_string()
-    } else {
-        format!("root {} (persistent state only)", r.root)
-    };
-    let _ = writeln!(
-        out,
-        "gdrprov {}: {} on {}",
-        r.command,
-        r.profiles.join(" + "),
-        target
-    );
-    for w in r.warnings {
-        let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
-    }
-    for s in r.skipped {
-        let _ = writeln!(out, "when: {s}");
-    }
-    if let Some(b) = r.boot {
-        let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());
-        let _ = writeln!(out, "     wanted: {}", b.wanted.join(" "));
-        let _ = writeln!(out, "     why: {}", b.evidence.join("; "));
-    }
-    let boot_owed = r.boot.is_some_and(|b| b.satisfied != Some(true));
-    if r.changes.is_empty() && r.pending_commands.is_empty() && boot_owed {
-        let _ = writeln!(
-            out,
-            "\nNothing to change on this host (the boot part is set elsewhere, above)."
-        );
-    } else if r.changes.is_empty() && r.pending_commands.is_empty() {
-        let _ = writeln!(out, "\nNothing to change: the host already matches.");
-    } else if r.changes.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nNothing to write, but {} command(s) are still owed: the host does not match until they run.",
-            r.pending_commands.len()
-        );
-    } else {
-        let _ = writeln!(out);
-    }
-    for (i, c) in r.changes.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "{:>3}. [{}] {}",
-            i + 1,
-            c.module,
-            style.paint("1", &c.description)
-        );
-        if let Some(cmd) = &c.command {
-            let _ = writeln!(out, "     $ {}", cmd.shell_line());
-        }
-        if let Some(reason) = &c.reboot {
-            let _ = writeln!(out, "     needs a reboot: {reason}");
-        }
-        if let Some(diff) = &c.diff {
-            for line in diff.lines() {
-                let painted = if line.starts_with("+++") || line.starts_with("---") {
-                    style.paint("1", line)
-                } else if line.starts_with('+') {
-                    style.paint("32", line)
-                } else if line.starts_with('-') {
-                    style.paint("31", line)
-                } else if line.starts_with("@@") {
-                    style.paint("36", line)
-                } else {
-                    line.to_string()
-                };
-                let _ = writeln!(out, "     {painted}");
-            }
-        }
-    }
-    if !r.pending_commands.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nPending commands (--no-exec: not run; run them, or apply again without --no-exec):"
-        );
-        for c in &r.pending_commands {
-            let _ = writeln!(out, "     $ {}    # {}", c.shell_line(), c.why);
-        }
-    }
-    if r.reboot_required {
-        let _ = writeln!(out, "\nReboot required:");
-        for reason in &r.reboot_reasons {
-            let _ = writeln!(out, "     - {reason}");
-        }
-    }
-    let files = r.changes.iter().filter(|c| c.path.is_some()).count();
-    let cmds = r.changes.len() - files;
-    let pending = if r.pending_commands.is_empty() {
-        String::new()
-    } else {
-        format!(", {} command(s) pending", r.pending_commands.len())
-    };
-    let reboot = if r.reboot_required {
-        "; reboot required"
-    } else {
-        ""
-    };
-    match &r.outcome {
-        None => {
-            let _ = writeln!(
-                out,
-                "\nPlan: {} change(s): {files} file(s), {cmds} command(s){pending}{reboot}.",
-                r.changes.len(),
-            );
-        }
-        Some(o) => {
-            for note in &o.recovered {
-                let _ = writeln!(out, "recovered: {note}");
-            }
-            let pending = if o.pending_commands.is_empty() {
-                String::new()
-            } else {
-                format!(", {} command(s) pending", o.pending_commands.len())
-            };
-            let reboot = if r.reboot_required {
-                "; reboot required"
-            } else {
-                "; no reboot needed"
-            };
-            match o.generation {
-                Some(g) => {
-                    let _ = writeln!(
-                        out,
-                        "\nDone: generation {g}: {} file(s) changed, {} command(s) run{pending}{reboot}.",
-                        o.changed,
-                        o.commands_run.len(),
-                    );
-                }
-                // "Nothing to change" above already said it all.
-                None if o.pending_commands.is_empty() => {}
-                None => {
-                    let _ = writeln!(
-                        out,
-                        "\nDone: nothing written, no generation recorded{pending}{reboot}."
-                    );
-                }
-            }
-            if !o.durable.is_empty() {
-                let shown: Vec<String> = o.durable.iter().map(|d| d.to_string()).collect();
-                let _ = writeln!(
-                    out,
-                    "Boot files on disk for the boot loader: {}.",
-                    shown.join(", ")
-                );
-            }
-        }
-    }
-    out
 }

@@ -197,10 +197,7 @@ impl PlanFacts {
         let mut pf = PlanFacts {
             root: (!host.is_live()).then(|| host.display("")),
             grub: grub(host, facts.os.family),
-            kernels: target_kernels(host)
-                .into_iter()
-                .map(|k| kernel_modules(host, k))
-                .collect(),
+            kernels: target_kernel_modules(host),
             ..PlanFacts::default()
         };
         if live_changes {
@@ -357,6 +354,15 @@ fn grub(host: &Host, family: OsFamily) -> GrubFacts {
             .iter()
             .any(|p| host.exists(p)),
     }
+}
+
+/// The module indexes of the kernels a module must work with (see
+/// [`PlanFacts::kernels`]); the requirements gate reads them too.
+pub fn target_kernel_modules(host: &Host) -> Vec<KernelModules> {
+    target_kernels(host)
+        .into_iter()
+        .map(|k| kernel_modules(host, k))
+        .collect()
 }
 
 /// The running kernel on the live system, every installed one (with modules)

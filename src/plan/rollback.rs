@@ -178,25 +178,47 @@ pub fn plan_rollback(
 /// Restoring these files only changes the host at the next boot: the kernel
 /// command line, boot entries, module blocks and loads, link settings.
 fn boot_time_effect(path: &str) -> Option<String> {
-    const BOOT_TIME: &[(&str, &str)] = &[
-        ("/etc/default/grub", "the kernel command line"),
-        ("/etc/grub.d/", "the boot entries"),
-        ("/boot/loader/entries/", "the boot entries"),
-        ("/boot/efi/loader/", "the boot entries"),
-        ("/efi/loader/", "the boot entries"),
+    // What the file holds, and its verb (one command line takes effect,
+    // entries take effect).
+    const BOOT_TIME: &[(&str, &str, &str)] = &[
+        ("/etc/default/grub", "the kernel command line", "takes"),
+        ("/etc/grub.d/", "the boot entries", "take"),
+        ("/boot/loader/entries/", "the boot entries", "take"),
+        ("/boot/efi/loader/", "the boot entries", "take"),
+        ("/efi/loader/", "the boot entries", "take"),
         (
             "/etc/kernel/cmdline",
             "the kernel command line of future kernels",
+            "takes",
         ),
         // Not /etc/modprobe.d: modprobe reads it at every run, so a module
         // the rollback unblocks loads again at once, with no reboot.
-        ("/etc/modules-load.d/", "modules loaded at boot"),
-        ("/etc/systemd/network/", "network link settings"),
+        ("/etc/modules-load.d/", "modules loaded at boot", "take"),
+        ("/etc/systemd/network/", "network link settings", "take"),
     ];
     BOOT_TIME
         .iter()
-        .find(|(prefix, _)| path.starts_with(prefix))
-        .map(|(_, what)| {
-            format!("{what} restored by the rollback take effect at the next boot ({path})")
+        .find(|(prefix, _, _)| path.starts_with(prefix))
+        .map(|(_, what, verb)| {
+            format!("{what} restored by the rollback {verb} effect at the next boot ({path})")
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::boot_time_effect;
+
+    #[test]
+    fn one_command_line_takes_effect_entries_take_effect() {
+        assert_eq!(
+            boot_time_effect("/etc/default/grub").as_deref(),
+            Some("the kernel command line restored by the rollback takes effect at the next boot (/etc/default/grub)")
+        );
+        let entries = boot_time_effect("/boot/loader/entries/x.conf").unwrap();
+        assert!(
+            entries.contains("the boot entries restored by the rollback take effect"),
+            "{entries}"
+        );
+        assert_eq!(boot_time_effect("/etc/modprobe.d/x.conf"), None);
+    }
 }

@@ -434,15 +434,29 @@ vm_shared() {
     vm_kill shared
     VM_FLAVOR=grub VM_OWNER=run vm_start shared >&2   # always the GRUB flavor
     vm_ssh shared 'mkdir -p /root/gdrprov-bin' >/dev/null
-    [ -n "${GDRPROV_BIN:-}" ] && vm_copy_in shared "$GDRPROV_BIN" /usr/local/bin/gdrprov
+    vm_install_gdrprov shared
   fi
   echo shared
 }
 
-# vm_fresh NAME: a fresh guest owned by the calling scenario, with gdrprov copied in.
+# vm_fresh NAME: a fresh guest owned by the calling scenario, with gdrprov installed.
 vm_fresh() {
   vm_start "$1"
-  [ -n "${GDRPROV_BIN:-}" ] && vm_copy_in "$1" "$GDRPROV_BIN" /usr/local/bin/gdrprov
+  vm_install_gdrprov "$1"
+  return 0
+}
+
+# vm_install_gdrprov NAME: the package (GDRPROV_DEB, built by run.sh) installed with dpkg, as an operator
+# would; /usr/local/bin/gdrprov links to /usr/bin/gdrprov, the path the scenarios and the first-boot unit's
+# default (vars.gdrprov-bin) use. Without a package: the bare binary copied to /usr/local/bin.
+vm_install_gdrprov() {
+  if [ -n "${GDRPROV_DEB:-}" ]; then
+    vm_copy_in "$1" "$GDRPROV_DEB" /root/gdrprov.deb
+    vm_ssh "$1" 'dpkg -i /root/gdrprov.deb >/root/gdrprov-install.log 2>&1 && ln -sf /usr/bin/gdrprov /usr/local/bin/gdrprov' ||
+      vm_die "dpkg -i gdrprov.deb in $1 failed: $(vm_ssh "$1" 'tail -5 /root/gdrprov-install.log' 2>&1)"
+  elif [ -n "${GDRPROV_BIN:-}" ]; then
+    vm_copy_in "$1" "$GDRPROV_BIN" /usr/local/bin/gdrprov
+  fi
   return 0
 }
 

@@ -8,6 +8,7 @@
 #
 # Environment:
 #   GDRPROV_BIN=PATH        use this gdrprov binary instead of building one
+#   GDRPROV_DEB=PATH        install this .deb in the guests (default: one made from the binary)
 #   GDRPROV_VM_CARGO_PROFILE=release|dev   the cargo profile to build (default release)
 #   GDRPROV_VM_LOGS=DIR     where logs go (default: target/vm-logs/<date-time>)
 #   GDRPROV_VM_CACHE=DIR    image cache (default: ~/.cache/gdrprov-vm)
@@ -75,6 +76,18 @@ if command -v strip >/dev/null && strip -o "$VM_RUN_DIR/gdrprov" "$GDRPROV_BIN" 
 fi
 export GDRPROV_BIN
 note "gdrprov: $GDRPROV_BIN ($(vm_since "$t") s)"
+# The guests install gdrprov as a package (issue 25): a .deb of that binary (scripts/package.sh --deb-only),
+# unless GDRPROV_DEB names one; GDRPROV_VM_PACKAGE=0 copies the bare binary instead, as before.
+if [ "${GDRPROV_VM_PACKAGE:-1}" = 1 ] && [ -z "${GDRPROV_DEB:-}" ]; then
+  t=$(date +%s)
+  if out=$(cd "$REPO" && bash scripts/package.sh --binary "$GDRPROV_BIN" --deb-only --fast --deb-dir "$VM_RUN_DIR" 2>&1); then
+    GDRPROV_DEB=$(printf '%s\n' "$out" | sed -n 's/^package.sh: //p' | tail -n 1)
+    note "gdrprov package: $GDRPROV_DEB ($(vm_since "$t") s)"
+  else
+    printf '%s\n' "$out"; echo "scripts/package.sh failed"; echo "0 passed, 1 failed"; exit 1
+  fi
+fi
+export GDRPROV_DEB
 
 # 2b. The UEFI + systemd-boot image, only when a selected scenario needs it: it names the flavor (a
 # `# Flavor: sdboot` line, or VM_FLAVOR=sdboot), and it is not a baseline whose guard (its

@@ -14,7 +14,6 @@ pub mod error;
 pub mod metrics;
 pub mod net;
 pub mod protocol;
-pub mod qp;
 pub mod rdma;
 pub mod report;
 pub mod session;
@@ -29,10 +28,15 @@ pub use error::PairError;
 use protocol::{Conn, Op, Params, Setup, WireLength};
 use report::{Direction, End, PairCheck, PairReport, PairSize};
 
-use crate::bench::cuda::Gpu;
 use crate::bench::loopback::{choose_memory, default_fraction, evaluate_threshold};
 use crate::bench::memory::MemoryKind;
-use crate::bench::verbs::{select_port, Side};
+use crate::bench::sysfs::LiveHost;
+use crate::bench::verbs::select_port;
+use gdrprov_rdma::cuda::Gpu;
+use gdrprov_rdma::qp::Side;
+
+/// Where a run's progress lines go (standard error, through the output layer).
+pub type Notes<'a> = &'a dyn Fn(&str);
 
 /// Everything a pair run needs.
 #[derive(Debug, Clone)]
@@ -67,7 +71,7 @@ pub struct PairOutcome {
     pub report: PairReport,
 }
 
-fn open_gpu(memory: MemoryKind, index: u32) -> Result<Option<Gpu>, PairError> {
+fn open_gpu(memory: MemoryKind, index: u32, notes: Notes<'_>) -> Result<Option<Gpu>, PairError> {
     if !memory.is_gpu() {
         return Ok(None);
     }
@@ -93,14 +97,14 @@ fn open_gpu(memory: MemoryKind, index: u32) -> Result<Option<Gpu>, PairError> {
         String::new()
     };
     drop(probe);
-    eprintln!(
+    notes(&format!(
         "GPU {} {} ({}, dma-buf supported: {}): {} memory; allocated 2 MiB{exported}",
         gpu.index,
         gpu.name,
         gpu.pci_bus_id,
         gpu.dmabuf_supported,
         memory.label()
-    );
+    ));
     Ok(Some(gpu))
 }
 
@@ -112,14 +116,19 @@ struct Local {
     gpu: Option<Gpu>,
 }
 
-fn open_local(opts: &PairOptions) -> Result<Local, PairError> {
+fn open_local(opts: &PairOptions, notes: Notes<'_>) -> Result<Local, PairError> {
     // The GPU first: it needs no RDMA device (as the loopback does it).
     let (memory, note) = choose_memory(opts.memory);
     if let Some(n) = note {
-        eprintln!("memory: {} ({n})", memory.label());
+        notes(&format!("memory: {} ({n})", memory.label()));
     }
-    let gpu = open_gpu(memory, opts.gpu)?;
-    let (ctx, info) = select_port(opts.device.as_deref(), opts.dev_port, opts.gid_index)?;
+    let gpu = open_gpu(memory, opts.gpu, notes)?;
+    let (ctx, info) = select_port(
+        &LiveHost,
+        opts.device.as_deref(),
+        opts.dev_port,
+        opts.gid_index,
+    )?;
     let desc = net::port_desc(&info);
     let side = Side::new(ctx, info)?;
     Ok(Local {
@@ -136,18 +145,19 @@ fn new_engine<'g>(
     memory: MemoryKind,
     gpu: Option<&'g Gpu>,
     params: &Params,
+    notes: Notes<'_>,
 ) -> Result<Box<dyn engine::Engine + 'g>, PairError> {
     let e = rdma::VerbsEngine::new(side, desc, memory, gpu, params)?;
-    eprintln!(
+    notes(&format!(
         "registered the test buffer ({} bytes of {} memory, remote write/read) and a local buffer (local write only)",
         params.sizes.iter().max().unwrap_or(&0),
         memory.label()
-    );
+    ));
     Ok(Box::new(e))
 }
 
 /// `gdrprov bench pair --listen`: serve one session, then exit.
-pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
     let start = Instant::now();
     let deadline = start + opts.timeout;
     let (secret, generated) = match auth::load_secret(opts.token_file.as_deref())? {
@@ -157,33 +167,33 @@ pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
             (s, Some(p))
         }
     };
-    let local = open_local(opts)?;
+    let local = open_local(opts, notes)?;
     let addr = net::bind_addr(opts.listen.as_deref().unwrap_or(""), opts.port, &local.desc)?;
     let listener = TcpListener::bind(addr).map_err(|e| {
         PairError::Usage(format!(
             "cannot listen on {addr}: {e} (the address must be one of this host's; another listener on the port?)"
         ))
     })?;
-    eprintln!(
+    notes(&format!(
         "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
         opts.timeout.as_secs(),
         local.desc.device,
         local.desc.port,
         local.desc.gid.as_deref().unwrap_or(""),
         local.desc.mtu
-    );
+    ));
     if let Some(p) = &generated {
-        eprintln!(
+        notes(&format!(
             "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
             p.display(),
             p.display()
-        );
+        ));
     }
     let (stream, peer) = net::accept_until(&listener, deadline, opts.timeout)?;
     drop(listener);
     let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
     auth::listener_handshake(&mut conn, &secret)?;
-    eprintln!("{peer}: authenticated");
+    notes(&format!("{peer}: authenticated"));
     let Local {
         side,
         desc,
@@ -193,7 +203,7 @@ pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
     let gpu_ref = gpu.as_ref();
     let served = session::serve(
         &mut conn,
-        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p)),
+        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
     )?;
     let report = served.report.ok_or_else(|| PairError::Protocol {
         peer: conn.peer.clone(),
@@ -206,7 +216,7 @@ pub fn run_listener(opts: &PairOptions) -> Result<PairOutcome, PairError> {
 }
 
 /// `gdrprov bench pair PEER`: connect, run every size, report.
-pub fn run_client(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+pub fn run_client(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
     let deadline = Instant::now() + opts.timeout;
     let (secret, _) = auth::load_secret(opts.token_file.as_deref())?.ok_or(PairError::NoSecret)?;
     let peer = opts.peer.clone().unwrap_or_default();
@@ -217,8 +227,8 @@ pub fn run_client(opts: &PairOptions) -> Result<PairOutcome, PairError> {
         .unwrap_or_else(|_| peer.clone());
     let mut conn = Conn::new(stream, peer_addr.clone(), deadline, opts.timeout);
     auth::client_handshake(&mut conn, &secret)?;
-    eprintln!("{peer_addr}: authenticated");
-    let local = match open_local(opts) {
+    notes(&format!("{peer_addr}: authenticated"));
+    let local = match open_local(opts, notes) {
         Ok(l) => l,
         Err(e) => {
             conn.fail(&format!("the client's end cannot run: {e}"));
@@ -244,7 +254,7 @@ pub fn run_client(opts: &PairOptions) -> Result<PairOutcome, PairError> {
     let driven = session::drive(
         &mut conn,
         &params,
-        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p)),
+        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
     )?;
     let report = build_report(opts, &params, &driven, my_addr, peer_addr);
     session::finish(&mut conn, &report)?;
@@ -377,11 +387,13 @@ pub fn build_report(
 }
 
 /// Run whichever end the options say.
-pub fn run(opts: &PairOptions) -> Result<PairOutcome, PairError> {
+/// `notes` gets each progress line (the caller shows them through the output layer), the
+/// listener's "run this on the client" line among them.
+pub fn run(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
     if opts.listen.is_some() {
-        run_listener(opts)
+        run_listener(opts, notes)
     } else {
-        run_client(opts)
+        run_client(opts, notes)
     }
 }
 

@@ -54,36 +54,6 @@ pub fn port_desc(p: &PortInfo) -> PortDesc {
     }
 }
 
-/// IPv4 addresses of a netdev (getifaddrs).
-fn ipv4_of(netdev: &str) -> Vec<Ipv4Addr> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills head with a list freed below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return out;
-    }
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: cur is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        if !ifa.ifa_addr.is_null() && !ifa.ifa_name.is_null() {
-            // SAFETY: ifa_name is a NUL-terminated string of the node.
-            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
-            // SAFETY: ifa_addr is non-null; its family says which struct it is.
-            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-            if name == netdev && family == libc::AF_INET {
-                // SAFETY: AF_INET addresses are sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                out.push(Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: head came from getifaddrs.
-    unsafe { libc::freeifaddrs(head) };
-    out
-}
-
 /// The RDMA port's own IPv4 address: its RoCE GID's, else its netdev's (IPoIB on InfiniBand).
 pub fn port_ipv4(desc: &PortDesc) -> Option<Ipv4Addr> {
     if let Some(raw) = desc.gid_raw.filter(is_ipv4_mapped) {
@@ -96,7 +66,7 @@ pub fn port_ipv4(desc: &PortDesc) -> Option<Ipv4Addr> {
             .next()
             .map(|e| e.file_name().to_string_lossy().into_owned())
     })?;
-    ipv4_of(&netdev).into_iter().next()
+    gdrprov_rdma::verbs::ipv4_of(&netdev).into_iter().next()
 }
 
 /// Parse "IP", "IP:PORT", "[IPv6]:PORT"; None for "".

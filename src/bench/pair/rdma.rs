@@ -1,38 +1,31 @@
 //! The verbs engine: one end's buffers (the test buffer, the only one registered for remote
-//! access, and a local one), its RC QPs connected to the peer's, and the timed loop.
+//! access, and a local one), its RC QPs connected to the peer's, and the timed loop. Every verbs
+//! call goes through the gdrprov-rdma crate (its `qp` and `memory` modules).
 
-use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sideway::ibverbs::completion::{BasicCompletionQueue, WorkCompletionStatus};
-use sideway::ibverbs::memory_region::{MemoryRegion, RegisterMemoryRegionErrorKind};
-use sideway::ibverbs::queue_pair::{
-    BasicQueuePair, PostSendGuard, QueuePair, SetScatterGatherEntry, WorkRequestFlags,
-};
-use sideway::ibverbs::AccessFlags;
+use gdrprov_rdma::cuda::Gpu;
+use gdrprov_rdma::memory::{check_memlock, Buffer, HostBuf, MemoryKind};
+use gdrprov_rdma::qp::{self, Cq, Endpoint, Op, Qp, Region, RemoteRange, Side, WC_SUCCESS};
 
 use super::engine::{compare_pattern, Engine, Xfer};
 use super::error::PairError;
 use super::protocol::{Buf, Compared, Params, PortDesc, Setup};
-use super::qp;
 use super::report::Measured;
-use crate::bench::cuda::Gpu;
 use crate::bench::error::BenchError;
 use crate::bench::loopback::{effective_depth, fill_pattern, gbps, RunLength};
-use crate::bench::memory::{
-    check_memlock, memlock_limit, registration_error, Buffer, HostBuf, MemoryKind,
-};
-use crate::bench::verbs::{io_of, Side};
+use crate::bench::sysfs::LiveHost;
 
 /// One end's RDMA resources. Field order is drop order: QPs before the CQ, MRs before buffers.
 pub struct VerbsEngine<'g> {
-    qps: Vec<BasicQueuePair>,
-    cq: Arc<BasicCompletionQueue>,
-    scratch_mr: Arc<MemoryRegion>,
-    exposed_mr: Arc<MemoryRegion>,
-    local_mr: Arc<MemoryRegion>,
-    scratch: HostBuf,
+    qps: Vec<Qp>,
+    cq: Arc<Cq>,
+    scratch_mr: Region,
+    exposed_mr: Region,
+    local_mr: Region,
+    /// Backs `scratch_mr` (the flushing READ's target); only the NIC touches it.
+    _scratch: HostBuf,
     exposed: Buffer<'g>,
     local: Buffer<'g>,
     side: Side,
@@ -42,7 +35,7 @@ pub struct VerbsEngine<'g> {
     psns: Vec<u32>,
     depth: u32,
     rd_atom: u8,
-    remote: Option<(u64, u32)>,
+    remote: Option<RemoteRange>,
 }
 
 fn gpu_buffer<'g>(gpu: &'g Gpu, size: usize, kind: MemoryKind) -> Result<Buffer<'g>, BenchError> {
@@ -56,45 +49,15 @@ fn gpu_buffer<'g>(gpu: &'g Gpu, size: usize, kind: MemoryKind) -> Result<Buffer<
     Ok(Buffer::Gpu { mem, dmabuf })
 }
 
-/// Register `buf` with `access` (dma-buf, or ibv_reg_mr of a host or peer-memory address).
-fn register(
-    buf: &Buffer<'_>,
-    side: &Side,
-    kind: MemoryKind,
-    access: AccessFlags,
-) -> Result<Arc<MemoryRegion>, BenchError> {
-    let len = buf.len();
-    let res = match (buf, kind) {
-        (
-            Buffer::Gpu {
-                mem,
-                dmabuf: Some(fd),
-            },
-            MemoryKind::CudaDmabuf,
-        ) => {
-            // SAFETY: fd is a live dma-buf covering [0, len) of this allocation; iova = its GPU VA.
-            unsafe {
-                side.pd
-                    .reg_dmabuf_mr(0, len, mem.ptr, fd.as_raw_fd(), access)
-            }
-        }
-        // SAFETY: addr is valid for len bytes (host memory, or GPU memory nvidia_peermem pins).
-        _ => unsafe { side.pd.reg_mr(buf.addr() as usize, len, access) },
-    };
-    res.map_err(|e| {
-        let errno = match &e.0 {
-            RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
-            _ => 0,
-        };
-        registration_error(
-            kind,
-            &side.port.device,
-            errno,
-            len as u64,
-            memlock_limit(),
-            std::path::Path::new("/"),
-        )
-    })
+fn op(x: Xfer) -> Op {
+    match x {
+        Xfer::Write => Op::Write,
+        Xfer::Read => Op::Read,
+    }
+}
+
+fn len32(len: u64) -> Result<u32, PairError> {
+    u32::try_from(len).map_err(|_| PairError::Usage(format!("message size {len} exceeds 4 GiB")))
 }
 
 impl<'g> VerbsEngine<'g> {
@@ -129,27 +92,18 @@ impl<'g> VerbsEngine<'g> {
             check_memlock(pinned + 4096)?;
         }
         // The test buffer is the only memory the peer may touch; the local one is local-write only.
-        let remote = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
-        let exposed_mr = register(&exposed, &side, memory, remote)?;
-        let local_mr = register(&local, &side, memory, AccessFlags::LocalWrite)?;
+        let exposed_mr = exposed.register_access(&side, memory, &LiveHost, true)?;
+        let local_mr = local.register_access(&side, memory, &LiveHost, false)?;
         let scratch = HostBuf::new(4096)?;
-        // SAFETY: scratch lives in self after every QP using it is destroyed (field order).
-        let scratch_mr = unsafe {
-            side.pd.reg_mr(
-                scratch.addr() as usize,
-                scratch.len(),
-                AccessFlags::LocalWrite,
-            )
-        }
-        .map_err(|e| BenchError::verbs("ibv_reg_mr(scratch)", &side.port.device, io_of(e)))?;
-        let rd_atom = qp::rd_atom(&side)?;
+        let scratch_mr = side.register_local(&scratch, "ibv_reg_mr(scratch)")?;
+        let rd_atom = side.rd_atom()?;
         let cq = side.create_cq(params.qps * (tx_depth + 2) + 1)?;
         let mut qps = Vec::new();
         let mut psns = Vec::new();
         let seed = super::auth::random_bytes(4)?;
         let base = u32::from_le_bytes([seed[0], seed[1], seed[2], 0]);
         for i in 0..params.qps {
-            qps.push(qp::make_qp(&side, &cq, tx_depth + 2)?);
+            qps.push(side.create_qp(&cq, tx_depth + 2)?);
             psns.push((base + i * 0x100) & 0xff_ffff);
         }
         Ok(VerbsEngine {
@@ -158,7 +112,7 @@ impl<'g> VerbsEngine<'g> {
             scratch_mr,
             exposed_mr,
             local_mr,
-            scratch,
+            _scratch: scratch,
             exposed,
             local,
             side,
@@ -179,7 +133,7 @@ impl<'g> VerbsEngine<'g> {
         }
     }
 
-    fn target(&self) -> Result<(u64, u32), PairError> {
+    fn target(&self) -> Result<RemoteRange, PairError> {
         self.remote.ok_or_else(|| {
             PairError::Usage("internal: transfer before the QPs are connected".into())
         })
@@ -187,40 +141,23 @@ impl<'g> VerbsEngine<'g> {
 
     /// Post `n` transfers of `len` on QP `i`, the last signaled with wr_id (i << 32) | n.
     fn post(&mut self, x: Xfer, i: usize, n: u32, len: u64) -> Result<(), PairError> {
-        let (raddr, rkey) = self.target()?;
-        let (lkey, laddr) = (self.local_mr.lkey(), self.local.addr());
-        let qp = &mut self.qps[i];
-        let mut guard = qp.start_post_send();
-        for k in 0..n {
-            let flags = if k + 1 == n {
-                WorkRequestFlags::Signaled
-            } else {
-                WorkRequestFlags::none()
-            };
-            let wr = guard.construct_wr(((i as u64) << 32) | u64::from(n), flags);
-            let h = match x {
-                Xfer::Write => wr.setup_write(rkey, raddr),
-                Xfer::Read => wr.setup_read(rkey, raddr),
-            };
-            // SAFETY: the local MR covers [laddr, laddr + len) and outlives the QP's use of it.
-            unsafe { h.setup_sge(lkey, laddr, len as u32) };
-        }
-        guard.post().map_err(|e| {
-            BenchError::verbs(
-                "ibv_post_send",
-                &self.desc.device,
-                std::io::Error::other(e.to_string()),
-            )
-            .into()
-        })
+        let remote = self.target()?;
+        let local = self.local_mr.first(len32(len)?)?;
+        let wr_id = ((i as u64) << 32) | u64::from(n);
+        self.qps[i]
+            .post_batch(op(x), wr_id, n, local, remote)
+            .map_err(|e| with_device(e, &self.desc.device))
     }
 
     fn wait_one(&self, deadline: Instant) -> Result<(), PairError> {
         loop {
-            if let Ok(poller) = self.cq.start_poll() {
-                if let Some(wc) = poller.into_iter().next() {
-                    return check_wc(wc.status(), wc.wr_id());
-                }
+            let mut got = None;
+            qp::poll(&self.cq, 1, |wr_id, status| {
+                got = Some((status, wr_id));
+                Ok(())
+            })?;
+            if let Some((status, wr_id)) = got {
+                return check_wc(status, wr_id);
             }
             if Instant::now() >= deadline {
                 return Err(BenchError::Stalled {
@@ -232,10 +169,18 @@ impl<'g> VerbsEngine<'g> {
     }
 }
 
+/// The crate's post errors carry no device name: add this end's.
+fn with_device(e: BenchError, device: &str) -> PairError {
+    match e {
+        BenchError::Verbs { op, source, .. } => BenchError::verbs(op, device, source).into(),
+        other => other.into(),
+    }
+}
+
 const STALL: Duration = Duration::from_secs(30);
 
 fn check_wc(status: u32, wr_id: u64) -> Result<(), PairError> {
-    if status == WorkCompletionStatus::Success as u32 {
+    if status == WC_SUCCESS {
         return Ok(());
     }
     let hint = match status {
@@ -248,11 +193,36 @@ fn check_wc(status: u32, wr_id: u64) -> Result<(), PairError> {
     };
     Err(BenchError::Completion {
         qp: (wr_id >> 32) as usize,
-        status: format!("{:?}", WorkCompletionStatus::from(status)),
+        status: qp::status_name(status),
         code: status,
         hint: hint.to_string(),
     }
     .into())
+}
+
+/// The crate's endpoint of the peer's QP `i`, from what it sent.
+fn endpoint(remote: &Setup, i: usize) -> Result<Endpoint, PairError> {
+    let (Some(&qpn), Some(&psn)) = (remote.qpns.get(i), remote.psns.get(i)) else {
+        return Err(PairError::Usage(format!("the peer sent no QP {i}")));
+    };
+    Ok(Endpoint {
+        lid: remote.port.lid,
+        qpn,
+        psn,
+        gid: remote.port.gid_raw,
+        mtu: mtu_raw(remote.port.mtu),
+    })
+}
+
+/// `ibv_mtu` of a byte count (1 = 256 ... 5 = 4096).
+pub fn mtu_raw(bytes: u32) -> u32 {
+    match bytes {
+        0..=256 => 1,
+        257..=512 => 2,
+        513..=1024 => 3,
+        1025..=2048 => 4,
+        _ => 5,
+    }
 }
 
 impl Engine for VerbsEngine<'_> {
@@ -261,10 +231,10 @@ impl Engine for VerbsEngine<'_> {
             port: self.desc.clone(),
             memory: self.memory.label().to_string(),
             gpu: self.gpu_name.clone(),
-            addr: self.exposed.addr(),
-            rkey: self.exposed_mr.rkey(),
-            len: self.exposed.len() as u64,
-            qpns: self.qps.iter().map(|q| q.qp_number()).collect(),
+            addr: self.exposed_mr.addr,
+            rkey: self.exposed_mr.remote().rkey,
+            len: self.exposed_mr.len,
+            qpns: self.qps.iter().map(|q| q.number()).collect(),
             psns: self.psns.clone(),
             rd_atom: self.rd_atom,
         }
@@ -273,9 +243,12 @@ impl Engine for VerbsEngine<'_> {
     fn connect(&mut self, remote: &Setup) -> Result<(), PairError> {
         let rd = self.rd_atom.min(remote.rd_atom).max(1);
         for (i, q) in self.qps.iter_mut().enumerate() {
-            qp::connect_remote(q, &self.side, &self.desc, remote, i, self.psns[i], rd)?;
+            q.connect_reads(&self.side, self.psns[i], &endpoint(remote, i)?, rd)?;
         }
-        self.remote = Some((remote.addr, remote.rkey));
+        self.remote = Some(RemoteRange {
+            addr: remote.addr,
+            rkey: remote.rkey,
+        });
         Ok(())
     }
 
@@ -302,21 +275,11 @@ impl Engine for VerbsEngine<'_> {
         self.wait_one(deadline)?;
         if x == Xfer::Write {
             // Flush: a READ on the same QP completes only after the WRITE has landed.
-            let (raddr, rkey) = self.target()?;
-            let (lkey, saddr) = (self.scratch_mr.lkey(), self.scratch.addr());
-            let mut guard = self.qps[i].start_post_send();
-            let h = guard
-                .construct_wr(((i as u64) << 32) | 1, WorkRequestFlags::Signaled)
-                .setup_read(rkey, raddr);
-            // SAFETY: the scratch MR covers 4096 bytes; 8 are read.
-            unsafe { h.setup_sge(lkey, saddr, 8) };
-            guard.post().map_err(|e| {
-                PairError::from(BenchError::verbs(
-                    "ibv_post_send(READ)",
-                    &self.desc.device,
-                    std::io::Error::other(e.to_string()),
-                ))
-            })?;
+            let remote = self.target()?;
+            let scratch = self.scratch_mr.first(8)?;
+            self.qps[i]
+                .post_batch(Op::Read, ((i as u64) << 32) | 1, 1, scratch, remote)
+                .map_err(|e| with_device(e, &self.desc.device))?;
             self.wait_one(deadline)?;
         }
         Ok(())
@@ -339,19 +302,16 @@ impl super::timed::Poster for VerbsEngine<'_> {
         self.qps.len()
     }
     fn depth(&self, len: u64) -> (u32, u32) {
-        let (d, b) = effective_depth(self.depth, len, self.desc.software);
-        // READs in flight beyond the negotiated read depth only wait in the send queue.
-        (d, b)
+        effective_depth(self.depth, len, self.desc.software)
     }
     fn post(&mut self, x: Xfer, i: usize, n: u32, len: u64) -> Result<(), PairError> {
         VerbsEngine::post(self, x, i, n, len)
     }
     fn poll(&mut self, out: &mut Vec<(u32, u64)>) {
-        if let Ok(poller) = self.cq.start_poll() {
-            for wc in poller {
-                out.push((wc.status(), wc.wr_id()));
-            }
-        }
+        let _ = qp::poll(&self.cq, usize::MAX, |wr_id, status| {
+            out.push((status, wr_id));
+            Ok(())
+        });
     }
 }
 
@@ -362,4 +322,14 @@ pub fn completion(status: u32, wr_id: u64) -> Result<(), PairError> {
 
 pub fn rate(bytes: u64, secs: f64) -> f64 {
     gbps(bytes, secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mtu_bytes_map_to_ibv_mtu() {
+        assert_eq!([256, 512, 1024, 2048, 4096].map(mtu_raw), [1, 2, 3, 4, 5]);
+    }
 }

@@ -10,12 +10,12 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
     health::from_facts(facts)
         .into_iter()
         .filter_map(|c| {
-            let sev = match c.outcome {
+            let sev = match c.status {
                 Outcome::Fail => Sev::Error,
                 Outcome::Warn => Sev::Warn,
                 Outcome::Pass | Outcome::Skip => return None,
             };
-            let title = match (c.name, sev) {
+            let title = match (c.name.as_ref(), sev) {
                 ("pcie-links", Sev::Error) => {
                     "a GPU, NIC or bridge runs below its PCIe link maximum"
                 }
@@ -25,14 +25,14 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
                 ("rdma-ports", Sev::Error) => "an RDMA port is not ready",
                 ("rdma-ports", _) => "an RDMA port is not active",
                 ("gpu-nic-affinity", _) => "a GPU's nearest RDMA NIC is on another CPU socket",
-                _ => c.name,
+                _ => c.name.as_ref(),
             };
             Some(Finding::new(
-                c.name,
+                &c.name,
                 sev,
                 title,
                 c.evidence.clone(),
-                cause(c.name),
+                cause(&c.name),
                 c.fix.clone().unwrap_or_default(),
             ))
         })

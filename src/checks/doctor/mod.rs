@@ -4,6 +4,9 @@
 pub mod health_rules;
 pub mod nccl_log;
 mod rules;
+mod text;
+
+pub use text::text;
 
 use crate::checks::requirements::{self, ReqResult, Status};
 use crate::error::{Error, Result};
@@ -11,10 +14,11 @@ use crate::facts::iommu::IommuState;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
-use crate::facts::{CpuVendor, Depth, Facts};
+use crate::facts::{Depth, Facts};
 use crate::host::Host;
 use crate::output::{Format, Output};
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
+use crate::profile::Composed;
 use crate::versions;
 use serde::Serialize;
 use std::path::Path;
@@ -141,6 +145,16 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
     } else {
         Sev::Warn
     };
+    if let Some(m) = r.what.strip_prefix("kernel module ") {
+        return Finding::new(
+            &format!("requirement-module-{m}"),
+            sev,
+            format!("kernel module {m} is missing: the profile loads it"),
+            r.message.clone(),
+            format!("the profile's `modules.present` loads `{m}`, and the module is not installed for the kernel it will boot ({}); `plan` and `apply` refuse", r.wanted.trim_start_matches("present for ")),
+            r.reason.clone().unwrap_or_default(),
+        );
+    }
     let (cause, fix): (String, String) = match r.what.as_str() {
         "kernel" => (
             "the kernel is older than the profile needs".into(),
@@ -242,6 +256,8 @@ pub struct ProfileFit {
     pub blockers: usize,
     pub warnings: usize,
     pub fits: bool,
+    /// The ids of the findings that block it.
+    pub blocked_by: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -258,12 +274,41 @@ pub struct Report {
     pub blocked: bool,
 }
 
+/// One profile against the host: its requirements, evaluated as `plan` and
+/// `verify` evaluate them (a requirement that makes `plan` refuse is an
+/// error finding here), and every finding, the host-wide health findings
+/// included.
+pub fn evaluate(host: &Host, facts: &Facts, desired: &Composed) -> (Vec<ReqResult>, Vec<Finding>) {
+    let reqs = requirements::for_profile(host, facts, desired);
+    let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs);
+    findings.extend(health_rules::findings(facts));
+    findings.sort_by_key(|f| f.severity);
+    (reqs, findings)
+}
+
+/// How a profile fits, from its findings.
+fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
+    let blocked_by: Vec<String> = findings
+        .iter()
+        .filter(|x| x.severity == Sev::Error)
+        .map(|x| x.id.clone())
+        .collect();
+    ProfileFit {
+        profile: profile.to_string(),
+        blockers: blocked_by.len(),
+        warnings: findings.iter().filter(|x| x.severity == Sev::Warn).count(),
+        fits: blocked_by.is_empty(),
+        blocked_by,
+    }
+}
+
 pub fn run(
     out: &Output,
+    target: &crate::ops::Target,
     profiles: &[String],
     nccl_log: Option<&Path>,
-    cpu: Option<CpuVendor>,
 ) -> Result<i32> {
+    let (root, cpu) = (target.root.as_path(), target.cpu_vendor);
     let log = match nccl_log {
         Some(p) => Some(
             std::fs::read_to_string(p)
@@ -276,48 +321,41 @@ pub fn run(
     } else {
         Some(crate::ops::load_profiles(profiles)?)
     };
-    let host = Host::open(&out.root, false)?;
+    let host = target.open()?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
-    let log_findings = match (&log, nccl_log) {
-        (Some(text), Some(p)) => nccl_log::findings(text, &p.display().to_string(), &facts),
-        _ => Vec::new(),
-    };
     let mut fits = Vec::new();
     let (requirements, mut findings) = match &composed {
-        Some(c) => {
-            let reqs = requirements::evaluate(&c.doc.requires, &facts);
-            let f = diagnose(&facts, Intent::of(&c.doc), &reqs);
-            (reqs, f)
-        }
+        Some(c) => evaluate(&host, &facts, c),
         None => {
             for name in crate::profile::builtin::names() {
-                let p = crate::profile::load(name)?;
-                let reqs = requirements::evaluate(&p.doc.requires, &facts);
-                let f = diagnose(&facts, Intent::of(&p.doc), &reqs);
-                let blockers = f.iter().filter(|x| x.severity == Sev::Error).count();
-                fits.push(ProfileFit {
-                    profile: name.to_string(),
-                    blockers,
-                    warnings: f.iter().filter(|x| x.severity == Sev::Warn).count(),
-                    fits: blockers == 0,
-                });
+                let p = crate::ops::load_profiles(&[name.to_string()])?;
+                fits.push(fit(name, &evaluate(&host, &facts, &p).1));
             }
-            (Vec::new(), diagnose(&facts, Intent::general(), &[]))
+            let mut f = diagnose(&facts, Intent::general(), &[]);
+            f.extend(health_rules::findings(&facts));
+            (Vec::new(), f)
         }
     };
-    findings.extend(log_findings);
-    findings.extend(health_rules::findings(&facts));
+    if let (Some(text), Some(p)) = (&log, nccl_log) {
+        findings.extend(nccl_log::findings(text, &p.display().to_string(), &facts));
+    }
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
         .iter()
         .filter(|f| f.fits)
         .min_by_key(|f| f.warnings)
         .map(|f| f.profile.clone());
-    let blocked = findings.iter().any(|f| f.severity == Sev::Error);
+    // With a profile: a finding of severity error stands in its way. Without:
+    // no built-in profile fits (each one's blockers are counted with the
+    // host-wide findings), so the verdict agrees with the fits shown.
+    let blocked = match &composed {
+        Some(_) => findings.iter().any(|f| f.severity == Sev::Error),
+        None => best_fit.is_none(),
+    };
     // Suggested commands keep the user's --root (and --format).
     for f in &mut findings {
-        f.fix = crate::output::keep_options(&f.fix, &out.root, out.format);
-        f.cause = crate::output::keep_options(&f.cause, &out.root, out.format);
+        f.fix = crate::output::keep_options(&f.fix, root, out.format);
+        f.cause = crate::output::keep_options(&f.cause, root, out.format);
     }
     let report = Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
@@ -331,136 +369,14 @@ pub fn run(
         blocked,
     };
     match out.format {
-        Format::Json => out.document("doctor", &report),
-        Format::Text | Format::Prometheus => out.text(&text(&facts, &report)),
+        Format::Json => out.document("doctor", root, &report),
+        Format::Text | Format::Prometheus => out.text(root, &text::text(&facts, &report)),
     }
     Ok(if blocked {
         crate::exit::NOT_READY
     } else {
         crate::exit::OK
     })
-}
-
-pub fn text(facts: &Facts, r: &Report) -> String {
-    use std::fmt::Write as _;
-    let mut o = String::new();
-    let gpu = facts
-        .gpus
-        .first()
-        .map(|g| {
-            format!(
-                "{} x {} ({})",
-                facts.gpus.len(),
-                g.name.as_deref().unwrap_or("GPU"),
-                g.arch.name()
-            )
-        })
-        .unwrap_or("no GPU".into());
-    let _ = writeln!(
-        o,
-        "Host: {}{}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)",
-        facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
-        match (&facts.arch.arch, &facts.arch.cpu) {
-            (crate::facts::arch::Arch::Unknown, _) => String::new(),
-            (a, Some(cpu)) => format!(
-                " ({}, {cpu})",
-                serde_json::to_value(a)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            ),
-            (a, None) => format!(
-                " ({})",
-                serde_json::to_value(a)
-                    .ok()
-                    .and_then(|v| v.as_str().map(String::from))
-                    .unwrap_or_default()
-            ),
-        },
-        facts.kernel.effective().unwrap_or("unknown"),
-        facts
-            .nvidia_driver
-            .version
-            .as_deref()
-            .unwrap_or("driver absent"),
-        match facts.nvidia_driver.flavor {
-            Flavor::Open => " (open)",
-            Flavor::Proprietary => " (proprietary)",
-            Flavor::Unknown => "",
-        },
-        facts.rdma_devices.len()
-    );
-    if let Some(p) = &r.profile {
-        let _ = writeln!(o, "Profile: {p}");
-        for q in &r.requirements {
-            let mark = match q.status {
-                Status::Ok => "ok  ",
-                Status::Failed => "FAIL",
-                Status::Unknown => "??  ",
-            };
-            let _ = writeln!(o, "  [{mark}] {}", q.message);
-        }
-    } else {
-        let _ = writeln!(o, "Profiles:");
-        for f in &r.fits {
-            let _ = writeln!(
-                o,
-                "  {:<16} {}",
-                f.profile,
-                if f.fits {
-                    format!("fits ({} warning(s))", f.warnings)
-                } else {
-                    format!(
-                        "blocked by {} finding(s); `gdrprov doctor {}` says which",
-                        f.blockers, f.profile
-                    )
-                }
-            );
-        }
-        match &r.best_fit {
-            Some(b) => {
-                let _ = writeln!(o, "Best fit: {b}");
-            }
-            None => {
-                let _ = writeln!(o, "Best fit: none; every profile is blocked");
-            }
-        }
-    }
-    if r.findings.is_empty() {
-        let _ = writeln!(o, "\nNo findings: nothing stands in the way.");
-    }
-    for f in &r.findings {
-        let sev = match f.severity {
-            Sev::Error => "ERROR",
-            Sev::Warn => "WARN",
-            Sev::Info => "info",
-        };
-        let _ = writeln!(o, "\n{sev} [{}] {}", f.id, f.title);
-        let _ = writeln!(o, "  evidence: {}", f.evidence);
-        if !f.cause.is_empty() {
-            let _ = writeln!(o, "  cause:    {}", f.cause);
-        }
-        if !f.fix.is_empty() {
-            let _ = writeln!(o, "  fix:      {}", f.fix);
-        }
-    }
-    let blockers: Vec<&Finding> = r
-        .findings
-        .iter()
-        .filter(|f| f.severity == Sev::Error)
-        .collect();
-    if !blockers.is_empty() {
-        let _ = writeln!(
-            o,
-            "\nBlocked by: {}",
-            blockers
-                .iter()
-                .map(|f| f.id.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    o
 }
 
 #[cfg(test)]

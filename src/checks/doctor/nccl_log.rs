@@ -25,24 +25,15 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
                 out.push(f);
             }
         };
-        if line.contains("GPU Direct RDMA Disabled for HCA") {
-            let fix = if open && kernel_ok {
-                "this host can use dma-buf: `gdrprov apply rdma-dmabuf` (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in `gdrprov inventory`".to_string()
-            } else if old_nccl {
-                "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem".to_string()
-            } else {
-                "load nvidia_peermem (`gdrprov apply legacy-peermem`), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)".to_string()
-            };
+        // The socket transport never does GPUDirect RDMA: NCCL says so of
+        // every socket interface (`NET/Socket : GPU Direct RDMA Disabled for
+        // HCA 0 'eth0'`). That follows from having no usable RDMA device and
+        // is no second cause: it is the socket fallback.
+        let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
+        if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
             push(
                 "nccl-gdr-disabled",
-                Finding::new(
-                    "nccl-gdr-disabled",
-                    Sev::Error,
-                    "NCCL disabled GPUDirect RDMA",
-                    ev,
-                    "NCCL found no way to let the NIC reach GPU memory: no peer-memory module it recognises (nvidia_peermem / nv_peer_mem) and no usable dma-buf (NCCL_DMABUF_ENABLE, open driver, kernel >= 5.12), or the GPU and NIC are farther apart than NCCL_NET_GDR_LEVEL",
-                    fix,
-                ),
+                gdr_disabled(ev, open && kernel_ok, old_nccl),
             );
         } else if line.contains("GPU Direct RDMA Enabled for HCA") {
             push(
@@ -88,36 +79,61 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
             );
         } else if line.contains("nvidia_peermem") && line.contains("Invalid argument") {
             push("peermem-invalid-argument", super::peermem_einval(ev));
-        } else if line.contains("Using network Socket") || line.contains("NET/Socket : Using") {
-            let efa = facts
-                .rdma_devices
-                .iter()
-                .any(|d| d.driver.as_deref() == Some("efa"));
-            push(
-                "nccl-socket",
-                if efa {
-                    Finding::new(
-                        "nccl-socket",
-                        Sev::Error,
-                        "NCCL fell back to TCP sockets on an EFA host",
-                        ev,
-                        "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
-                        "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
-                    )
-                } else {
-                    Finding::new(
-                        "nccl-socket",
-                        Sev::Warn,
-                        "NCCL uses TCP sockets between nodes",
-                        ev,
-                        "no RDMA transport was usable",
-                        "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
-                    )
-                },
-            );
+        } else if line.contains("Using network Socket")
+            || line.contains("NET/Socket : Using")
+            || socket_gdr
+        {
+            push("nccl-socket", socket(ev, facts));
         }
     }
     out
+}
+
+/// NCCL turned GPUDirect RDMA off for an RDMA NIC.
+fn gdr_disabled(ev: String, dmabuf_ready: bool, old_nccl: bool) -> Finding {
+    let fix = if dmabuf_ready {
+        "this host can use dma-buf: `gdrprov apply rdma-dmabuf` (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in `gdrprov inventory`"
+    } else if old_nccl {
+        "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem"
+    } else {
+        "load nvidia_peermem (`gdrprov apply legacy-peermem`), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)"
+    };
+    Finding::new(
+        "nccl-gdr-disabled",
+        Sev::Error,
+        "NCCL disabled GPUDirect RDMA",
+        ev,
+        "NCCL found no way to let the NIC reach GPU memory: no peer-memory module it recognises (nvidia_peermem / nv_peer_mem) and no usable dma-buf (NCCL_DMABUF_ENABLE, open driver, kernel >= 5.12), or the GPU and NIC are farther apart than NCCL_NET_GDR_LEVEL",
+        fix,
+    )
+}
+
+/// NCCL uses TCP sockets between nodes; on EFA that means the plugin is
+/// missing.
+fn socket(ev: String, facts: &Facts) -> Finding {
+    let efa = facts
+        .rdma_devices
+        .iter()
+        .any(|d| d.driver.as_deref() == Some("efa"));
+    if efa {
+        Finding::new(
+            "nccl-socket",
+            Sev::Error,
+            "NCCL fell back to TCP sockets on an EFA host",
+            ev,
+            "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
+            "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
+        )
+    } else {
+        Finding::new(
+            "nccl-socket",
+            Sev::Warn,
+            "NCCL uses TCP sockets between nodes",
+            ev,
+            "no RDMA transport was usable",
+            "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
+        )
+    }
 }
 
 #[cfg(test)]
@@ -149,5 +165,28 @@ mod efa_tests {
         assert!(f.title.contains("EFA") && f.fix.contains("aws-ofi-nccl"));
         assert!(f.evidence.starts_with("nccl.log:2: "), "{}", f.evidence);
         assert_eq!(efa.iter().filter(|f| f.id == "nccl-socket").count(), 1);
+    }
+
+    /// NCCL 2.28.9 under torch on one H100 without an RDMA device.
+    const SOCKET_LOG: &str = "h100:1234:1234 [0] NCCL INFO NCCL version 2.28.9+cuda12.9\nh100:1234:1300 [0] NCCL INFO NET/IB : No device found.\nh100:1234:1300 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.5<0>\nh100:1234:1300 [0] NCCL INFO Using network Socket\nh100:1234:1300 [0] NCCL INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'\n";
+
+    #[test]
+    fn the_socket_transports_gdr_line_is_no_second_cause() {
+        let facts = Facts::blank(OsFamily::Debian);
+        let f = findings(SOCKET_LOG, "nccl.log", &facts);
+        let ids: Vec<&str> = f.iter().map(|f| f.id.as_str()).collect();
+        assert!(!ids.contains(&"nccl-gdr-disabled"), "{ids:?}");
+        assert!(ids.contains(&"nccl-no-ib-device"), "{ids:?}");
+        assert_eq!(ids.iter().filter(|i| **i == "nccl-socket").count(), 1);
+        // The socket line alone reads as the socket fallback.
+        let only = "x:1:1 [0] NCCL INFO NET/Socket : GPU Direct RDMA Disabled for HCA 0 'eth0'\n";
+        let f = findings(only, "nccl.log", &facts);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].id, "nccl-socket");
+        assert!(!f[0].fix.contains("dma-buf"));
+        // An InfiniBand HCA's line still is a cause.
+        let ib = "x:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n";
+        let f = findings(ib, "nccl.log", &facts);
+        assert_eq!(f[0].id, "nccl-gdr-disabled");
     }
 }

@@ -198,7 +198,7 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
         let have = facts.iommu.state;
         let ev = format!(
             "IOMMU {}: {}",
-            crate::commands::inventory::iommu_words(have),
+            crate::output::inventory::iommu_words(have),
             facts.iommu.evidence
         );
         let arm = facts.arch.arch == crate::facts::arch::Arch::Aarch64;

@@ -25,25 +25,7 @@ pub fn verdict(result: Result<&CopyReport, &BenchError>) -> HealthCheck {
             )
         }
     };
-    let lines: Vec<String> = r
-        .gpus
-        .iter()
-        .map(|g| {
-            format!(
-                "GPU {} {} ({}) link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s{}",
-                g.index,
-                g.name,
-                g.pci,
-                g.link.under_load(),
-                g.link.maximum(),
-                g.h2d_gbs,
-                g.d2h_gbs,
-                g.floor_gbs
-                    .map(|f| format!(" (floor {f:.1}: {})", g.floor_source))
-                    .unwrap_or_else(|| format!(" ({})", g.floor_source))
-            )
-        })
-        .collect();
+    let lines: Vec<String> = r.gpus.iter().map(crate::output::copy::gpu_line).collect();
     if r.passed {
         HealthCheck::pass(NAME, lines.join("; "))
     } else {

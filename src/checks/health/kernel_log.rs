@@ -34,6 +34,30 @@ fn ours(facts: &Facts, dev: Option<&str>) -> bool {
         || facts.links.iter().any(|l| l.address == d)
 }
 
+/// Links that went down: still down now (the last event of the device), and
+/// those that came back.
+fn links(events: &[KernelEvent]) -> (Vec<&KernelEvent>, Vec<&KernelEvent>) {
+    let mut still_down: Vec<&KernelEvent> = Vec::new();
+    let mut flapped: Vec<&KernelEvent> = Vec::new();
+    for e in events.iter().filter(|e| e.kind == EventKind::LinkDown) {
+        let last = events
+            .iter()
+            .rev()
+            .find(|x| {
+                matches!(x.kind, EventKind::LinkDown | EventKind::LinkUp) && x.device == e.device
+            })
+            .map(|x| x.kind);
+        if last == Some(EventKind::LinkDown) {
+            if !still_down.iter().any(|x| x.device == e.device) {
+                still_down.push(e);
+            }
+        } else {
+            flapped.push(e);
+        }
+    }
+    (still_down, flapped)
+}
+
 pub fn check(facts: &Facts) -> HealthCheck {
     let Some(log) = &facts.kernel_events else {
         return HealthCheck::skip(
@@ -55,26 +79,7 @@ pub fn check(facts: &Facts) -> HealthCheck {
     let aer_corr: Vec<&KernelEvent> = aer.iter().copied().filter(|e| !e.serious).collect();
     let modules = of(EventKind::PortModule);
     let module_bad: Vec<&KernelEvent> = modules.iter().copied().filter(|e| e.serious).collect();
-    // Links: the last event per device says whether it is down now.
-    let mut still_down: Vec<&KernelEvent> = Vec::new();
-    let mut flapped: Vec<&KernelEvent> = Vec::new();
-    for e in log.events.iter().filter(|e| e.kind == EventKind::LinkDown) {
-        let last = log
-            .events
-            .iter()
-            .rev()
-            .find(|x| {
-                matches!(x.kind, EventKind::LinkDown | EventKind::LinkUp) && x.device == e.device
-            })
-            .map(|x| x.kind);
-        if last == Some(EventKind::LinkDown) {
-            if !still_down.iter().any(|x| x.device == e.device) {
-                still_down.push(e);
-            }
-        } else {
-            flapped.push(e);
-        }
-    }
+    let (still_down, flapped) = links(&log.events);
     let mut bad = Vec::new();
     let mut fixes = Vec::new();
     if !fatal_xid.is_empty() {

@@ -66,6 +66,20 @@ fn line(l: &PcieLink) -> String {
 const FIX_WIDTH: &str = "the card trained at fewer lanes than it has: reseat it, move it to a full-width (x16) slot, check the riser and its cable (a bent or dirty connector loses lanes), and check the BIOS's slot bifurcation setting (x16, not x8x8)";
 const FIX_SPEED: &str = "the link trained below its maximum speed: set the slot's link speed to Auto (or the card's generation) in the BIOS, check that the slot and any riser/retimer support that generation, and reseat the card; a bridge whose own maximum is lower caps the link";
 
+/// Trained at fewer lanes than it has. The width alone says so: a link whose
+/// speed cannot be read (`Unknown`, as some GPUs and emulated ports report)
+/// is still narrow at x8 of x16.
+fn narrow(l: &PcieLink) -> bool {
+    match l.state {
+        LinkState::NarrowWidth | LinkState::LowSpeedAndWidth => true,
+        LinkState::Unknown => matches!(
+            (l.current_width, l.max_width),
+            (Some(c), Some(m)) if c > 0 && c < m
+        ),
+        LinkState::Full | LinkState::LowSpeed => false,
+    }
+}
+
 /// The check; `under_load` are GPU link speeds read during `bench copy`.
 pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
     if facts.links.is_empty() {
@@ -82,11 +96,8 @@ pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
     let mut bad = Vec::new();
     let mut idle = Vec::new();
     let mut fixes: Vec<&str> = Vec::new();
-    for l in facts.links.iter().filter(|l| l.degraded()) {
-        let narrow = matches!(
-            l.state,
-            LinkState::NarrowWidth | LinkState::LowSpeedAndWidth
-        );
+    for l in facts.links.iter().filter(|l| l.degraded() || narrow(l)) {
+        let narrow = narrow(l);
         if !narrow && may_be_idle(l, facts) {
             let gpu = if l.role == Role::Gpu {
                 Some(l.address.as_str())

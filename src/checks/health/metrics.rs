@@ -1,15 +1,10 @@
 //! The health measurements in Prometheus text format, appended to verify's
-//! metrics (src/commands/fleet.rs): copy bandwidth per GPU and direction, the state of
+//! metrics (src/output/metrics.rs): copy bandwidth per GPU and direction, the state of
 //! every PCIe link, and a warning flag per check.
 
 use super::{HealthReport, Outcome};
+use crate::output::exposition::escape_label as esc;
 use std::fmt::Write as _;
-
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
 
 pub fn prometheus(h: &HealthReport) -> String {
     let mut s = String::new();
@@ -19,12 +14,12 @@ pub fn prometheus(h: &HealthReport) -> String {
     );
     let _ = writeln!(s, "# TYPE gdrprov_check_warning gauge");
     for c in &h.checks {
-        if c.outcome != Outcome::Skip {
+        if c.status != Outcome::Skip {
             let _ = writeln!(
                 s,
                 "gdrprov_check_warning{{check=\"{}\"}} {}",
-                esc(c.name),
-                u8::from(c.outcome == Outcome::Warn)
+                esc(&c.name),
+                u8::from(c.status == Outcome::Warn)
             );
         }
     }

@@ -18,58 +18,10 @@ pub mod ports;
 
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    Pass,
-    /// Passed, with something worth a look (shown, never fails the host).
-    Warn,
-    Fail,
-    Skip,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct HealthCheck {
-    pub name: &'static str,
-    pub outcome: Outcome,
-    /// What was seen: device, values, log lines; for a skip, the reason.
-    pub evidence: String,
-    /// What to do, when it did not pass cleanly.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fix: Option<String>,
-}
-
-impl HealthCheck {
-    pub fn pass(name: &'static str, evidence: impl Into<String>) -> Self {
-        Self::new(name, Outcome::Pass, evidence.into(), None)
-    }
-    pub fn skip(name: &'static str, reason: impl Into<String>) -> Self {
-        Self::new(name, Outcome::Skip, reason.into(), None)
-    }
-    pub fn fail(name: &'static str, evidence: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self::new(name, Outcome::Fail, evidence.into(), Some(fix.into()))
-    }
-    pub fn warn(name: &'static str, evidence: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self::new(name, Outcome::Warn, evidence.into(), Some(fix.into()))
-    }
-    fn new(name: &'static str, outcome: Outcome, evidence: String, fix: Option<String>) -> Self {
-        HealthCheck {
-            name,
-            outcome,
-            evidence,
-            fix,
-        }
-    }
-
-    /// One line: the evidence, then the fix.
-    pub fn detail(&self) -> String {
-        match (&self.fix, self.outcome) {
-            (Some(f), Outcome::Fail) => format!("{}; fix: {f}", self.evidence),
-            (Some(f), Outcome::Warn) => format!("warning: {}; {f}", self.evidence),
-            _ => self.evidence.clone(),
-        }
-    }
-}
+/// A health check's result: the one result type of every check.
+pub type HealthCheck = crate::checks::Check;
+/// Passed / warned / failed / skipped: the one status of every check.
+pub type Outcome = crate::checks::Status;
 
 /// The checks that read only facts (any root, snapshot or running host).
 pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {

@@ -3,7 +3,7 @@
 //! NCCL can use (RoCE v2 with an IPv4 or global IPv6 address).
 
 use super::HealthCheck;
-use crate::facts::rdma::{RdmaDevice, RdmaPort};
+use crate::facts::rdma::{parse_rate, PortRate, RdmaDevice, RdmaPort};
 use crate::facts::Facts;
 
 pub const NAME: &str = "rdma-ports";
@@ -11,28 +11,10 @@ pub const NAME: &str = "rdma-ports";
 /// An InfiniBand HCA port has 4 lanes (a split port, 2).
 pub const IB_MAX_WIDTH: u32 = 4;
 
-/// Per-lane data rate in Gb/s of an IB speed name, as the kernel writes it.
-pub fn lane_gbps(speed: &str) -> Option<f64> {
-    Some(match speed {
-        "SDR" => 2.5,
-        "DDR" => 5.0,
-        "QDR" | "FDR10" => 10.0,
-        "FDR" => 14.0625,
-        "EDR" => 25.0,
-        "HDR" => 50.0,
-        "NDR" => 100.0,
-        "XDR" => 200.0,
-        _ => return None,
-    })
-}
-
-/// `400 Gb/sec (4X NDR)` -> (400, 4, "NDR").
-pub fn parse_rate(rate: &str) -> Option<(f64, u32, String)> {
-    let gbps: f64 = rate.split_whitespace().next()?.parse().ok()?;
-    let inner = rate.split_once('(')?.1.trim_end_matches(')');
-    let (w, s) = inner.split_once(' ')?;
-    let width: u32 = w.trim_end_matches('X').parse().ok()?;
-    Some((gbps, width, s.trim().to_string()))
+/// `400 Gb/sec (4X NDR)` -> (400, 4, lane rate of NDR, "NDR"): what the width check needs.
+fn width_and_lane(rate: &str) -> Option<(f64, u32, f64, String)> {
+    let r: PortRate = parse_rate(rate)?;
+    Some((r.gbps, r.width?, r.lane_gbps()?, r.speed?))
 }
 
 fn port_name(d: &RdmaDevice, p: &RdmaPort) -> String {
@@ -66,16 +48,14 @@ pub fn check(facts: &Facts) -> HealthCheck {
         }
         let mut problems = Vec::new();
         if ll == "InfiniBand" {
-            if let Some((gbps, width, speed)) = p.rate.as_deref().and_then(parse_rate) {
-                if let Some(lane) = lane_gbps(&speed) {
-                    let max = lane * f64::from(IB_MAX_WIDTH);
-                    if width < IB_MAX_WIDTH && gbps + 0.5 < max {
-                        problems.push(format!(
-                            "rate {rate} is {:.0}% of {IB_MAX_WIDTH}X {speed} ({max:.0} Gb/s)",
-                            100.0 * gbps / max
-                        ));
-                        fixes.push("the port trained at fewer lanes: reseat or replace the cable (a damaged lane drops the width), check the switch port; a port split on purpose (2X) is the only expected exception");
-                    }
+            if let Some((gbps, width, lane, speed)) = p.rate.as_deref().and_then(width_and_lane) {
+                let max = lane * f64::from(IB_MAX_WIDTH);
+                if width < IB_MAX_WIDTH && gbps + 0.5 < max {
+                    problems.push(format!(
+                        "rate {rate} is {:.0}% of {IB_MAX_WIDTH}X {speed} ({max:.0} Gb/s)",
+                        100.0 * gbps / max
+                    ));
+                    fixes.push("the port trained at fewer lanes: reseat or replace the cable (a damaged lane drops the width), check the switch port; a port split on purpose (2X) is the only expected exception");
                 }
             }
         }
@@ -141,14 +121,17 @@ mod tests {
     #[test]
     fn rates() {
         assert_eq!(
-            parse_rate("400 Gb/sec (4X NDR)"),
-            Some((400.0, 4, "NDR".into()))
+            width_and_lane("400 Gb/sec (4X NDR)"),
+            Some((400.0, 4, 100.0, "NDR".into()))
         );
         assert_eq!(
-            parse_rate("200 Gb/sec (2X NDR)"),
-            Some((200.0, 2, "NDR".into()))
+            width_and_lane("200 Gb/sec (2X NDR)"),
+            Some((200.0, 2, 100.0, "NDR".into()))
         );
-        assert_eq!(parse_rate("10 Gb/sec"), None);
-        assert_eq!(lane_gbps("HDR"), Some(50.0));
+        assert_eq!(width_and_lane("10 Gb/sec"), None);
+        assert_eq!(
+            width_and_lane("200 Gb/sec (4X HDR)").map(|r| r.2),
+            Some(50.0)
+        );
     }
 }

@@ -56,21 +56,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     let loaded = |m: &str| ctx.facts.modules.is_loaded(m);
     let header = super::files::header(ctx);
 
-    // Present modules must exist for every kernel they will boot with.
-    for m in &present {
-        for k in kernels {
-            match module_status(k, m) {
-                ModStatus::Missing => {
-                    return Err(Error::Refused(format!(
-                        "kernel module `{m}` does not exist for kernel {} in {}: {} (nothing was changed)",
-                        k.release,
-                        ctx.seen.display("/lib/modules"),
-                        provider_hint(m)
-                    )))
-                }
-                ModStatus::Builtin | ModStatus::Module | ModStatus::Unknown => {}
-            }
-        }
+    // Present modules must exist for every kernel they will boot with (the
+    // requirements gate says so first; this holds past --force too).
+    if let Some(m) = missing(kernels, ctx.facts.nvidia_driver.major(), &doc.present).first() {
+        return Err(Error::Refused(format!(
+            "{} (nothing was changed)",
+            m.message(&ctx.seen.display("/lib/modules"))
+        )));
     }
 
     // With openibd, nvidia_peermem is loaded after it (as Azure's HPC images
@@ -306,6 +298,48 @@ fn effective_present(driver_major: Option<u32>, present: &[String]) -> Vec<Strin
             }
         })
         .collect()
+}
+
+/// A module the profile wants present that a target kernel does not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingModule {
+    pub module: String,
+    pub release: String,
+    /// Which package usually provides it.
+    pub hint: String,
+}
+
+impl MissingModule {
+    /// One line; `modules_dir` is `/lib/modules` as shown for this root.
+    pub fn message(&self, modules_dir: &str) -> String {
+        format!(
+            "kernel module `{}` does not exist for kernel {} in {modules_dir}: {}",
+            self.module, self.release, self.hint
+        )
+    }
+}
+
+/// The modules of `present` (as this driver branch loads them) missing for
+/// a kernel they will boot with; the plan refuses them, the requirements
+/// gate (plan, doctor, verify) reports them.
+pub fn missing(
+    kernels: &[KernelModules],
+    driver_major: Option<u32>,
+    present: &[String],
+) -> Vec<MissingModule> {
+    let mut out = Vec::new();
+    for m in effective_present(driver_major, present) {
+        for k in kernels {
+            if module_status(k, &m) == ModStatus::Missing {
+                out.push(MissingModule {
+                    hint: provider_hint(&m),
+                    module: m.clone(),
+                    release: k.release.clone(),
+                });
+            }
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

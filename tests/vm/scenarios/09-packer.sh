@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Scenario: a real Packer build (examples/packer/gdrprov.json, null builder over SSH) bakes a profile with the
-# first-boot unit into the guest; after the reboot the unit has run and left /run/gdrprov/ready.
+# first-boot unit into the guest, installing gdrprov from its package (GDRPROV_DEB); after the reboot the
+# unit has run and left /run/gdrprov/ready.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
 vm_trap
 require_gdrprov verify -- --marker-dir
 command -v packer >/dev/null || skip "packer is not installed on the host (apt-get install packer)"
+[ -n "${GDRPROV_DEB:-}" ] || skip "no gdrprov package (GDRPROV_DEB; run.sh builds one unless GDRPROV_VM_PACKAGE=0)"
 
 g=packer
 vm_fresh $g
-vm_ssh $g "rm -f /usr/local/bin/gdrprov"   # packer installs it
+vm_ssh $g "dpkg -P gdrprov >/dev/null; rm -f /usr/local/bin/gdrprov; ! test -e /usr/bin/gdrprov"   # packer installs it
 work=$(mktemp -d); trap 'rm -rf "$work"; vm_cleanup mine' EXIT
 # rdma-dmabuf's boot and modules without its requirements (the testbed has no GPU, driver or RDMA
 # device) and without the loopback; the rest is checked for real.
@@ -24,12 +26,13 @@ verify:
   loopback: false
 vars:
   first-boot-profiles: /etc/gdrprov/site.yaml
+  gdrprov-bin: /usr/bin/gdrprov
   gdrprov-textfile: /run/gdrprov/gdrprov.prom
 YAML
 d=$(vm_gdir $g)
 ( cd "$(dirname "$0")/../../../examples/packer" &&
   CHECKPOINT_DISABLE=1 PACKER_CACHE_DIR="$work/cache" timeout 1200 packer build -color=false \
-    -var "gdrprov_binary=$GDRPROV_BIN" -var "profile_file=$work/site.yaml" \
+    -var "gdrprov_package=$GDRPROV_DEB" -var "profile_file=$work/site.yaml" \
     -var ssh_host=127.0.0.1 -var "ssh_port=$(cat "$d/port")" -var ssh_username=root \
     -var "ssh_private_key_file=$(vm_image_dir)/id_ed25519" -var ssh_file_transfer_method=sftp \
     -var sudo= -var cpu_vendor=intel gdrprov.json ) > "$work/packer.log" 2>&1 ||
@@ -37,7 +40,9 @@ d=$(vm_gdir $g)
 grep -E 'Done: generation|Build .* finished' "$work/packer.log" | sed 's/^/    packer| /'
 ok "packer build ran gdrprov apply --no-reboot in the guest"
 unit=$(vm_ssh $g "cat /etc/systemd/system/gdrprov-verify.service")
-assert_contains "$unit" "ExecStart=/usr/local/bin/gdrprov verify --marker-dir /run/gdrprov" "the unit is installed"
+assert_contains "$unit" "ExecStart=/usr/bin/gdrprov verify --marker-dir /run/gdrprov" "the unit is installed"
+[ "$(vm_ssh $g "dpkg-query -W -f '\${Status}' gdrprov")" = "install ok installed" ] || fail "packer did not install the package"
+ok "packer installed the gdrprov package"
 lsmod_before=$(vm_ssh $g "lsmod | wc -l")
 info "modules loaded after the build: $lsmod_before lines of lsmod (the build loads or unloads none)"
 

@@ -1,20 +1,16 @@
-//! RDMA devices, ports and queue pairs, over sideway (which loads libibverbs at run time through
+//! RDMA devices and ports, over sideway (which loads libibverbs on the first verbs call through
 //! rdma-mummy-sys: a missing library shows as an empty device list, so it is checked here first).
 
-use std::path::Path;
 use std::sync::Arc;
 
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
-use sideway::ibverbs::completion::BasicCompletionQueue;
 use sideway::ibverbs::device::{DeviceInfo, DeviceList};
 use sideway::ibverbs::device_context::{DeviceContext, Mtu};
-use sideway::ibverbs::protection_domain::ProtectionDomain;
-use sideway::ibverbs::queue_pair::{BasicQueuePair, QueuePair, QueuePairAttribute, QueuePairState};
+use sideway::ibverbs::memory_region::RegisterMemoryRegionErrorKind;
 use sideway::ibverbs::AccessFlags;
 
-use super::error::BenchError;
-use super::gid::{gid_to_string, select_gid, GidCandidate, GidKind};
-use super::sysfs;
+use crate::error::{errno_name, Error};
+use crate::gid::{gid_to_string, select_gid, GidCandidate, GidKind};
+use crate::HostView;
 
 const IBV_PORT_ACTIVE: u32 = 4;
 const IBV_LINK_LAYER_ETHERNET: u8 = 2;
@@ -23,7 +19,7 @@ const IBV_LINK_LAYER_ETHERNET: u8 = 2;
 pub const LIBIBVERBS: &str = "libibverbs.so.1";
 
 /// Check that libibverbs can be loaded, without keeping it open.
-pub fn ensure_libibverbs() -> Result<(), BenchError> {
+pub fn ensure_libibverbs() -> Result<(), Error> {
     // SAFETY: loading libibverbs runs only its (side-effect-free) ELF constructors.
     match unsafe { libloading::Library::new(LIBIBVERBS) } {
         Ok(_) => Ok(()),
@@ -31,7 +27,7 @@ pub fn ensure_libibverbs() -> Result<(), BenchError> {
             let why = std::error::Error::source(&e)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| e.to_string());
-            Err(BenchError::LibibverbsMissing {
+            Err(Error::LibibverbsMissing {
                 detail: format!("cannot load {LIBIBVERBS} ({why})"),
             })
         }
@@ -51,45 +47,47 @@ pub fn libibverbs_has(symbol: &str) -> bool {
     }
 }
 
-/// Names of the RDMA devices libibverbs sees; an error naming the cause when there is none.
-pub fn device_names() -> Result<Vec<String>, BenchError> {
+/// Names of the RDMA devices libibverbs sees; an error naming the cause (`host` explains it) when
+/// there is none.
+pub fn device_names(host: &dyn HostView) -> Result<Vec<String>, Error> {
     ensure_libibverbs()?;
-    let list = DeviceList::new().map_err(|e| BenchError::NoRdmaDevice {
+    let list = DeviceList::new().map_err(|e| Error::NoRdmaDevice {
         why: match to_io(e).raw_os_error() {
             Some(code) => format!(
                 "{} (ibv_get_device_list: {})",
-                sysfs::diagnose_running_system(),
-                super::error::errno_name(code)
+                host.explain_no_device(),
+                errno_name(code)
             ),
-            None => sysfs::diagnose_running_system(),
+            None => host.explain_no_device(),
         },
     })?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
     if names.is_empty() {
-        return Err(BenchError::NoRdmaDevice {
-            why: sysfs::diagnose_running_system(),
+        return Err(Error::NoRdmaDevice {
+            why: host.explain_no_device(),
         });
     }
     Ok(names)
 }
 
 /// Open a device by name.
-pub fn open_device(name: &str) -> Result<Arc<DeviceContext>, BenchError> {
-    let names = device_names()?;
+pub fn open_device(host: &dyn HostView, name: &str) -> Result<Arc<DeviceContext>, Error> {
+    let names = device_names(host)?;
     let list =
-        DeviceList::new().map_err(|e| BenchError::verbs("ibv_get_device_list", name, to_io(e)))?;
+        DeviceList::new().map_err(|e| Error::verbs("ibv_get_device_list", name, to_io(e)))?;
     let dev = list
         .iter()
         .find(|d| d.name() == name)
-        .ok_or_else(|| BenchError::DeviceNotFound {
+        .ok_or_else(|| Error::DeviceNotFound {
             name: name.to_string(),
             available: names.join(", "),
         })?;
     dev.open()
-        .map_err(|e| BenchError::verbs("ibv_open_device", name, to_io(e)))
+        .map_err(|e| Error::verbs("ibv_open_device", name, to_io(e)))
 }
 
-fn to_io<E: std::error::Error>(e: E) -> std::io::Error {
+/// sideway's error as an io::Error with the OS error code when there is one.
+pub(crate) fn to_io<E: std::error::Error>(e: E) -> std::io::Error {
     // sideway wraps io::Error in its own error types; keep the OS error when there is one.
     let mut source: Option<&(dyn std::error::Error + 'static)> = e.source();
     while let Some(s) = source {
@@ -101,10 +99,6 @@ fn to_io<E: std::error::Error>(e: E) -> std::io::Error {
         source = s.source();
     }
     std::io::Error::other(e.to_string())
-}
-
-pub(crate) fn io_of<E: std::error::Error>(e: E) -> std::io::Error {
-    to_io(e)
 }
 
 /// What the benchmark needs to know of one port.
@@ -163,7 +157,7 @@ fn mtu_bytes(raw: u32) -> u32 {
     }
 }
 
-fn mtu_enum(raw: u32) -> Mtu {
+pub(crate) fn mtu_enum(raw: u32) -> Mtu {
     match raw {
         1 => Mtu::Mtu256,
         2 => Mtu::Mtu512,
@@ -174,26 +168,27 @@ fn mtu_enum(raw: u32) -> Mtu {
 }
 
 /// Number of physical ports and the vendor id of an opened device.
-pub fn device_ports(ctx: &DeviceContext, name: &str) -> Result<(u8, u32), BenchError> {
+pub fn device_ports(ctx: &DeviceContext, name: &str) -> Result<(u8, u32), Error> {
     let attr = ctx
         .query_device()
-        .map_err(|e| BenchError::verbs("ibv_query_device", name, to_io(e)))?;
+        .map_err(|e| Error::verbs("ibv_query_device", name, to_io(e)))?;
     Ok((
         attr.attr.orig_attr.phys_port_cnt,
         attr.attr.orig_attr.vendor_id,
     ))
 }
 
-/// Query a port; `gid_index` overrides the GID choice on RoCE.
+/// Query a port; `gid_index` overrides the GID choice on RoCE; `host` gives the line rate.
 pub fn query_port(
+    host: &dyn HostView,
     ctx: &DeviceContext,
     name: &str,
     port: u8,
     gid_index: Option<u32>,
-) -> Result<PortInfo, BenchError> {
+) -> Result<PortInfo, Error> {
     let (count, vendor) = device_ports(ctx, name)?;
     if port == 0 || port > count {
-        return Err(BenchError::PortNotFound {
+        return Err(Error::PortNotFound {
             device: name.to_string(),
             port,
             count,
@@ -201,7 +196,7 @@ pub fn query_port(
     }
     let attr = ctx
         .query_port(port)
-        .map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
+        .map_err(|e| Error::verbs("ibv_query_port", name, to_io(e)))?;
     let a = attr.attr;
     let ethernet = a.link_layer == IBV_LINK_LAYER_ETHERNET;
     let speed = if a.active_speed_ex != 0 {
@@ -209,10 +204,9 @@ pub fn query_port(
     } else {
         u32::from(a.active_speed)
     };
-    let line_rate = crate::host::Host::open(Path::new("/"), true)
-        .ok()
-        .and_then(|host| sysfs::read_port_rate(&host, name, port))
-        .or_else(|| sysfs::line_rate_from_speed_width(speed, a.active_width));
+    let line_rate = host
+        .port_rate_gbps(name, port)
+        .or_else(|| line_rate_from_speed_width(speed, a.active_width));
     let mut info = PortInfo {
         device: name.to_string(),
         port,
@@ -222,7 +216,7 @@ pub fn query_port(
         active_mtu_raw: a.active_mtu,
         active_mtu: mtu_bytes(a.active_mtu),
         line_rate_gbps: line_rate,
-        software: sysfs::is_software_device(name, vendor),
+        software: is_software_device(name, vendor),
         gid_index: None,
         gid: None,
         gid_raw: None,
@@ -251,7 +245,7 @@ pub fn query_port(
             let g = gids
                 .iter()
                 .find(|g| g.index == i && g.raw.iter().any(|&b| b != 0))
-                .ok_or_else(|| BenchError::NoGid {
+                .ok_or_else(|| Error::NoGid {
                     device: name.to_string(),
                     port,
                     detail: format!(" at index {i} (entry empty or absent)"),
@@ -268,7 +262,7 @@ pub fn query_port(
         }
     }
     if ethernet && info.gid_index.is_none() {
-        return Err(BenchError::NoGid {
+        return Err(Error::NoGid {
             device: name.to_string(),
             port,
             detail: ": a RoCE port needs an IP address on its netdev (`ip addr add ... dev <nic>`)"
@@ -281,15 +275,16 @@ pub fn query_port(
 /// Pick and check the port: the named one (must be ACTIVE), or the first ACTIVE port of the named
 /// device, or the first ACTIVE port of any device.
 pub fn select_port(
+    host: &dyn HostView,
     device: Option<&str>,
     port: Option<u8>,
     gid_index: Option<u32>,
-) -> Result<(Arc<DeviceContext>, PortInfo), BenchError> {
-    let names = device_names()?;
+) -> Result<(Arc<DeviceContext>, PortInfo), Error> {
+    let names = device_names(host)?;
     let candidates: Vec<String> = match device {
         Some(d) => {
             if !names.iter().any(|n| n == d) {
-                return Err(BenchError::DeviceNotFound {
+                return Err(Error::DeviceNotFound {
                     name: d.to_string(),
                     available: names.join(", "),
                 });
@@ -300,23 +295,23 @@ pub fn select_port(
     };
     let mut seen = Vec::new();
     for name in &candidates {
-        let ctx = open_device(name)?;
+        let ctx = open_device(host, name)?;
         let (count, _) = device_ports(&ctx, name)?;
         let ports: Vec<u8> = match port {
             Some(p) => vec![p],
             None => (1..=count).collect(),
         };
         for p in ports {
-            let info = query_port(&ctx, name, p, gid_index)?;
+            let info = query_port(host, &ctx, name, p, gid_index)?;
             if info.state == "ACTIVE" {
                 return Ok((ctx, info));
             }
             if port.is_some() {
                 let attr = ctx
                     .query_port(p)
-                    .map_err(|e| BenchError::verbs("ibv_query_port", name, to_io(e)))?;
+                    .map_err(|e| Error::verbs("ibv_query_port", name, to_io(e)))?;
                 let phys = phys_state_name(attr.attr.phys_state);
-                return Err(BenchError::PortNotActive {
+                return Err(Error::PortNotActive {
                     device: name.clone(),
                     port: p,
                     state: info.state,
@@ -330,133 +325,122 @@ pub fn select_port(
             seen.push(format!("{name}:{p} {}", info.state));
         }
     }
-    Err(BenchError::NoActivePort {
+    Err(Error::NoActivePort {
         summary: seen.join(", "),
     })
 }
 
-/// One end of the loopback: an opened device, its port and a protection domain.
-pub struct Side {
-    pub ctx: Arc<DeviceContext>,
-    pub pd: Arc<ProtectionDomain>,
-    pub port: PortInfo,
+/// Nominal per-lane data rate in Gb/s for `ibv_port_attr.active_speed` (or `active_speed_ex`).
+pub fn lane_gbps(active_speed: u32) -> Option<f64> {
+    Some(match active_speed {
+        1 => 2.5,     // SDR
+        2 => 5.0,     // DDR
+        4 => 10.0,    // QDR
+        8 => 10.0,    // FDR10
+        16 => 14.0,   // FDR
+        32 => 25.0,   // EDR
+        64 => 50.0,   // HDR
+        128 => 100.0, // NDR
+        256 => 200.0, // XDR
+        _ => return None,
+    })
 }
 
-impl Side {
-    pub fn new(ctx: Arc<DeviceContext>, port: PortInfo) -> Result<Side, BenchError> {
-        let pd = ctx
-            .alloc_pd()
-            .map_err(|e| BenchError::verbs("ibv_alloc_pd", &port.device, to_io(e)))?;
-        Ok(Side { ctx, pd, port })
+/// Number of lanes for `ibv_port_attr.active_width`.
+pub fn width_lanes(active_width: u8) -> Option<u32> {
+    Some(match active_width {
+        1 => 1,
+        2 => 4,
+        4 => 8,
+        8 => 12,
+        16 => 2,
+        _ => return None,
+    })
+}
+
+/// Line rate in Gb/s from active speed × width, the way `ibv_devinfo`/sysfs compute it.
+pub fn line_rate_from_speed_width(active_speed: u32, active_width: u8) -> Option<f64> {
+    Some(lane_gbps(active_speed)? * f64::from(width_lanes(active_width)?))
+}
+
+/// Software RDMA devices (soft-RoCE `rxe`, soft-iWARP `siw`) have no meaningful line rate.
+pub fn is_software_device(name: &str, vendor_id: u32) -> bool {
+    // rxe reports vendor 0xffffff, siw 0x626d74 ("bmt").
+    name.starts_with("rxe")
+        || name.starts_with("siw")
+        || vendor_id == 0x00ff_ffff
+        || vendor_id == 0x0062_6d74
+}
+
+/// NCCL's dma-buf probe on an opened device: `ibv_reg_dmabuf_mr(pd, 0, 0, 0, fd = -1, 0)` can only
+/// fail, and its errno tells whether the driver looked at the fd (EBADF: dma-buf MRs supported).
+/// `Ok(None)`: the call accepted fd -1 (unexpected).
+pub fn reg_dmabuf_mr_errno(ctx: &Arc<DeviceContext>, name: &str) -> Result<Option<i32>, Error> {
+    let pd = ctx
+        .alloc_pd()
+        .map_err(|e| Error::verbs("ibv_alloc_pd", name, to_io(e)))?;
+    // SAFETY: fd -1 is never a valid dma-buf: the call can only fail; a zero-length MR is never used.
+    let res = unsafe { pd.reg_dmabuf_mr(0, 0, 0, -1, AccessFlags::LocalWrite) };
+    Ok(match res {
+        Ok(_mr) => None,
+        Err(e) => Some(match e.0 {
+            RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
+            _ => 0,
+        }),
+    })
+}
+
+/// IPv4 addresses of a netdev (getifaddrs).
+pub fn ipv4_of(netdev: &str) -> Vec<std::net::Ipv4Addr> {
+    let mut out = Vec::new();
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills head with a list freed below with freeifaddrs.
+    if unsafe { libc::getifaddrs(&mut head) } != 0 {
+        return out;
+    }
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: cur is a node of the list getifaddrs returned.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() && !ifa.ifa_name.is_null() {
+            // SAFETY: ifa_name is a NUL-terminated string of the node.
+            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
+            // SAFETY: ifa_addr is non-null; its family says which struct it is.
+            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
+            if name == netdev && family == libc::AF_INET {
+                // SAFETY: AF_INET addresses are sockaddr_in.
+                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: head came from getifaddrs.
+    unsafe { libc::freeifaddrs(head) };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_times_width() {
+        assert_eq!(line_rate_from_speed_width(32, 2), Some(100.0)); // 4X EDR
+        assert_eq!(line_rate_from_speed_width(128, 2), Some(400.0)); // 4X NDR
+        assert_eq!(line_rate_from_speed_width(32, 1), Some(25.0)); // 1X EDR
+        assert_eq!(line_rate_from_speed_width(64, 2), Some(200.0)); // 4X HDR
+        assert_eq!(line_rate_from_speed_width(128, 16), Some(200.0)); // 2X NDR
+        assert_eq!(line_rate_from_speed_width(1, 8), Some(30.0)); // 12X SDR
+        assert_eq!(line_rate_from_speed_width(3, 2), None);
+        assert_eq!(line_rate_from_speed_width(32, 3), None);
     }
 
-    pub fn create_cq(&self, cqe: u32) -> Result<Arc<BasicCompletionQueue>, BenchError> {
-        let mut b = self.ctx.create_cq_builder();
-        b.setup_cqe(cqe);
-        b.build()
-            .map_err(|e| BenchError::verbs("ibv_create_cq", &self.port.device, to_io(e)))
+    #[test]
+    fn software_devices() {
+        assert!(is_software_device("rxe0", 0xffffff));
+        assert!(is_software_device("siw_eth0", 0));
+        assert!(is_software_device("roce_soft", 0xffffff));
+        assert!(!is_software_device("mlx5_0", 0x02c9));
     }
-}
-
-/// A connected pair of RC QPs: `send` on the first side writes into memory of the second side.
-pub struct QpPair {
-    pub send: BasicQueuePair,
-    pub recv: BasicQueuePair,
-}
-
-fn make_qp(
-    side: &Side,
-    cq: &Arc<BasicCompletionQueue>,
-    depth: u32,
-) -> Result<BasicQueuePair, BenchError> {
-    let mut b = side.pd.create_qp_builder();
-    b.setup_send_cq(Arc::clone(cq))
-        .setup_recv_cq(Arc::clone(cq))
-        .setup_max_send_wr(depth)
-        .setup_max_recv_wr(1)
-        .setup_max_send_sge(1)
-        .setup_max_recv_sge(1)
-        .setup_max_inline_data(0);
-    let mut qp = b
-        .build()
-        .map_err(|e| BenchError::verbs("ibv_create_qp", &side.port.device, to_io(e)))?;
-    let mut attr = QueuePairAttribute::new();
-    attr.setup_state(QueuePairState::Init)
-        .setup_pkey_index(0)
-        .setup_port(side.port.port)
-        .setup_access_flags(
-            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead,
-        );
-    qp.modify(&attr)
-        .map_err(|e| BenchError::verbs("ibv_modify_qp(INIT)", &side.port.device, to_io(e)))?;
-    Ok(qp)
-}
-
-fn connect(
-    qp: &mut BasicQueuePair,
-    local: &Side,
-    remote: &PortInfo,
-    remote_qpn: u32,
-    psn: u32,
-) -> Result<(), BenchError> {
-    let dev = &local.port.device;
-    let mtu = local.port.active_mtu_raw.min(remote.active_mtu_raw).max(1);
-    let mut attr = QueuePairAttribute::new();
-    attr.setup_state(QueuePairState::ReadyToReceive)
-        .setup_path_mtu(mtu_enum(mtu))
-        .setup_dest_qp_num(remote_qpn)
-        .setup_rq_psn(psn)
-        .setup_max_dest_read_atomic(1)
-        .setup_min_rnr_timer(12);
-    let mut ah = AddressHandleAttribute::new();
-    ah.setup_port(local.port.port)
-        .setup_service_level(0)
-        .setup_dest_lid(remote.lid);
-    if local.port.link_layer == "Ethernet" {
-        let (Some(gid), Some(src)) = (remote.gid_raw, local.port.gid_index) else {
-            return Err(BenchError::NoGid {
-                device: dev.clone(),
-                port: local.port.port,
-                detail: String::new(),
-            });
-        };
-        let src = u8::try_from(src)
-            .map_err(|_| BenchError::InvalidArgument(format!("GID index {src} > 255")))?;
-        ah.setup_grh(&Gid { raw: gid }, 0, src, 64, 0);
-    }
-    attr.setup_address_vector(&ah);
-    qp.modify(&attr)
-        .map_err(|e| BenchError::verbs("ibv_modify_qp(RTR)", dev, to_io(e)))?;
-    let mut attr = QueuePairAttribute::new();
-    attr.setup_state(QueuePairState::ReadyToSend)
-        .setup_sq_psn(psn)
-        .setup_timeout(14)
-        .setup_retry_cnt(7)
-        .setup_rnr_retry(7)
-        .setup_max_read_atomic(1);
-    qp.modify(&attr)
-        .map_err(|e| BenchError::verbs("ibv_modify_qp(RTS)", dev, to_io(e)))?;
-    Ok(())
-}
-
-/// Create `n` QP pairs between two sides (which may be the same device and port) and connect
-/// each pair to itself in-process: no out-of-band exchange is needed.
-pub fn connect_pairs(
-    a: &Side,
-    b: &Side,
-    a_cq: &Arc<BasicCompletionQueue>,
-    b_cq: &Arc<BasicCompletionQueue>,
-    n: u32,
-    depth: u32,
-) -> Result<Vec<QpPair>, BenchError> {
-    let mut pairs = Vec::new();
-    for i in 0..n {
-        let mut send = make_qp(a, a_cq, depth)?;
-        let mut recv = make_qp(b, b_cq, 1)?;
-        let psn = 0x1000 + i * 0x100;
-        connect(&mut send, a, &b.port, recv.qp_number(), psn)?;
-        connect(&mut recv, b, &a.port, send.qp_number(), psn)?;
-        pairs.push(QpPair { send, recv });
-    }
-    Ok(pairs)
 }

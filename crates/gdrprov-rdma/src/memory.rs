@@ -1,21 +1,22 @@
-//! The two buffers of the loopback (source and destination), in host or GPU memory, and their
-//! registration with the RDMA device; every registration failure is mapped to its cause.
+//! Buffers in host or GPU memory and their registration with an RDMA device the way their kind
+//! requires (dma-buf, legacy peer memory, plain host memory); every registration failure is
+//! mapped to its cause.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::Path;
-use std::sync::Arc;
 
 use serde::Serialize;
-use sideway::ibverbs::memory_region::{MemoryRegion, RegisterMemoryRegionErrorKind};
+use sideway::ibverbs::memory_region::RegisterMemoryRegionErrorKind;
 use sideway::ibverbs::AccessFlags;
 
-use super::cuda::{page_size, GpuBuffer};
-use super::error::{errno_name, BenchError};
-use super::verbs::Side;
+use crate::cuda::{page_size, GpuBuffer};
+use crate::error::{errno_name, Error};
+use crate::qp::{Region, Side};
+use crate::HostView;
 
 /// Where the benchmark's buffers live.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum MemoryKind {
     /// Host memory (ibv_reg_mr).
@@ -46,15 +47,15 @@ pub struct HostBuf {
 }
 
 impl HostBuf {
-    pub fn new(size: usize) -> Result<HostBuf, BenchError> {
+    pub fn new(size: usize) -> Result<HostBuf, Error> {
         let page = page_size();
         let size = size.div_ceil(page).max(1) * page;
         let layout = Layout::from_size_align(size, page)
-            .map_err(|e| BenchError::InvalidArgument(format!("buffer of {size} bytes: {e}")))?;
+            .map_err(|e| Error::InvalidArgument(format!("buffer of {size} bytes: {e}")))?;
         // SAFETY: layout has non-zero size.
         let ptr = unsafe { alloc_zeroed(layout) };
         if ptr.is_null() {
-            return Err(BenchError::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "cannot allocate {size} bytes of host memory"
             )));
         }
@@ -114,7 +115,7 @@ impl Buffer<'_> {
     }
 
     /// Copy `data` into the start of the buffer.
-    pub fn write(&mut self, data: &[u8]) -> Result<(), BenchError> {
+    pub fn write(&mut self, data: &[u8]) -> Result<(), Error> {
         match self {
             Buffer::Host(h) => {
                 let n = data.len().min(h.len());
@@ -126,7 +127,7 @@ impl Buffer<'_> {
     }
 
     /// Set the first `len` bytes to `byte`.
-    pub fn fill(&mut self, byte: u8, len: usize) -> Result<(), BenchError> {
+    pub fn fill(&mut self, byte: u8, len: usize) -> Result<(), Error> {
         match self {
             Buffer::Host(h) => {
                 let n = len.min(h.len());
@@ -138,7 +139,7 @@ impl Buffer<'_> {
     }
 
     /// Read the start of the buffer back into `out` (cuMemcpyDtoH for GPU memory).
-    pub fn read(&self, out: &mut [u8]) -> Result<(), BenchError> {
+    pub fn read(&self, out: &mut [u8]) -> Result<(), Error> {
         match self {
             Buffer::Host(h) => {
                 let n = out.len().min(h.len());
@@ -150,9 +151,32 @@ impl Buffer<'_> {
         }
     }
 
-    /// Register the buffer with the side's protection domain, the way its memory kind requires.
-    pub fn register(&self, side: &Side, kind: MemoryKind) -> Result<Arc<MemoryRegion>, BenchError> {
-        let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
+    /// Register the buffer with the side's protection domain, the way its memory kind requires;
+    /// `host` tells whether nvidia_peermem is loaded when a peer-memory registration fails.
+    /// The buffer must outlive the QPs that use the region.
+    pub fn register(
+        &self,
+        side: &Side,
+        kind: MemoryKind,
+        host: &dyn HostView,
+    ) -> Result<Region, Error> {
+        self.register_access(side, kind, host, true)
+    }
+
+    /// [`Buffer::register`], open to remote WRITE and READ only when `remote` is true (else the
+    /// local NIC may only write into it: the target of a READ, or a WRITE's source).
+    pub fn register_access(
+        &self,
+        side: &Side,
+        kind: MemoryKind,
+        host: &dyn HostView,
+        remote: bool,
+    ) -> Result<Region, Error> {
+        let access = if remote {
+            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
+        } else {
+            AccessFlags::LocalWrite
+        };
         let device = side.port.device.clone();
         let len = self.len();
         let res = match (self, kind) {
@@ -172,19 +196,19 @@ impl Buffer<'_> {
             // SAFETY: addr is valid for len bytes (host memory, or GPU memory nvidia_peermem can pin).
             _ => unsafe { side.pd.reg_mr(self.addr() as usize, len, access) },
         };
-        res.map_err(|e| {
+        let mr = res.map_err(|e| {
             let errno = match &e.0 {
                 RegisterMemoryRegionErrorKind::Ibverbs(io) => io.raw_os_error().unwrap_or(0),
                 _ => 0,
             };
-            registration_error(
-                kind,
-                &device,
-                errno,
-                len as u64,
-                memlock_limit(),
-                Path::new("/"),
-            )
+            registration_error(kind, &device, errno, len as u64, memlock_limit(), || {
+                host.nvidia_peermem_loaded()
+            })
+        })?;
+        Ok(Region {
+            mr,
+            addr: self.addr(),
+            len: len as u64,
         })
     }
 }
@@ -208,48 +232,49 @@ pub fn memlock_limit() -> (Option<u64>, bool) {
 }
 
 /// Fail early when pinning `needed` bytes of host memory cannot work under the memlock limit.
-pub fn check_memlock(needed: u64) -> Result<(), BenchError> {
+pub fn check_memlock(needed: u64) -> Result<(), Error> {
     match memlock_limit() {
-        (Some(limit), false) if limit < needed => Err(BenchError::MemlockTooLow { limit, needed }),
+        (Some(limit), false) if limit < needed => Err(Error::MemlockTooLow { limit, needed }),
         _ => Ok(()),
     }
 }
 
-/// Map a failed registration's errno to the error that names its cause.
+/// Map a failed registration's errno to the error that names its cause; `peermem_loaded` is
+/// asked only for a failed peer-memory registration.
 pub fn registration_error(
     kind: MemoryKind,
     device: &str,
     errno: i32,
     needed: u64,
     memlock: (Option<u64>, bool),
-    root: &Path,
-) -> BenchError {
+    peermem_loaded: impl FnOnce() -> bool,
+) -> Error {
     let device = device.to_string();
     match (kind, errno) {
         (MemoryKind::CudaDmabuf, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT | libc::ENOSYS) => {
-            BenchError::DmabufMrUnsupported {
+            Error::DmabufMrUnsupported {
                 device,
                 errno: errno_name(errno),
             }
         }
         (MemoryKind::CudaPeermem, libc::EFAULT | libc::EINVAL) => {
-            let loaded = if root.join("sys/module/nvidia_peermem").exists() {
+            let loaded = if peermem_loaded() {
                 " although /sys/module/nvidia_peermem exists: the NIC driver may lack peer-memory support (MLNX_OFED/DOCA-OFED needed)"
                     .to_string()
             } else {
                 " (/sys/module/nvidia_peermem is absent)".to_string()
             };
-            BenchError::PeermemNotLoaded { device, loaded }
+            Error::PeermemNotLoaded { device, loaded }
         }
         (MemoryKind::Host | MemoryKind::CudaPeermem, libc::ENOMEM | libc::EPERM | libc::EAGAIN)
             if matches!(memlock, (Some(l), false) if l < needed.saturating_mul(2)) =>
         {
-            BenchError::MemlockTooLow {
+            Error::MemlockTooLow {
                 limit: memlock.0.unwrap_or(0),
                 needed: needed.saturating_mul(2),
             }
         }
-        _ => BenchError::RegisterMr {
+        _ => Error::RegisterMr {
             what: kind.label(),
             device,
             source: std::io::Error::from_raw_os_error(errno),
@@ -264,14 +289,13 @@ mod tests {
 
     #[test]
     fn registration_errors_name_the_cause() {
-        let root = tempfile::tempdir().unwrap();
         let e = registration_error(
             MemoryKind::CudaDmabuf,
             "rxe0",
             libc::EOPNOTSUPP,
             1 << 23,
             (None, true),
-            root.path(),
+            || false,
         );
         assert!(
             e.to_string().contains("does not support dma-buf MRs"),
@@ -283,17 +307,30 @@ mod tests {
             libc::EFAULT,
             1 << 23,
             (None, true),
-            root.path(),
+            || false,
         );
         assert!(e.to_string().contains("nvidia_peermem not loaded"), "{e}");
         assert!(e.to_string().contains("absent"), "{e}");
+        let e = registration_error(
+            MemoryKind::CudaPeermem,
+            "mlx5_0",
+            libc::EFAULT,
+            1 << 23,
+            (None, true),
+            || true,
+        );
+        assert!(
+            e.to_string()
+                .contains("although /sys/module/nvidia_peermem exists"),
+            "{e}"
+        );
         let e = registration_error(
             MemoryKind::Host,
             "mlx5_0",
             libc::ENOMEM,
             1 << 23,
             (Some(65536), false),
-            root.path(),
+            || false,
         );
         assert!(e.to_string().contains("memlock limit too low"), "{e}");
         let e = registration_error(
@@ -302,7 +339,7 @@ mod tests {
             libc::ENOMEM,
             1 << 23,
             (None, true),
-            root.path(),
+            || false,
         );
         assert!(e.to_string().contains("Cannot allocate memory"), "{e}");
     }

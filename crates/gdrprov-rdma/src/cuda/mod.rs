@@ -1,15 +1,21 @@
 //! GPU memory through the CUDA driver API, loaded at run time by cudarc. cudarc panics when
-//! libcuda or one of its symbols is missing, so both are checked here before any call.
+//! libcuda or one of its symbols is missing, so both are checked here before any call: every
+//! public entry point starts with [`ensure_symbols`] for the symbols it (and what it returns)
+//! calls; the sets are [`SYMBOLS`] (GPUs, device memory, dma-buf), [`copy::SYMBOLS`] (timed
+//! copies) and [`inventory::SYMBOLS`] (the device list of `inventory` and `doctor`).
+
+pub mod copy;
+pub mod inventory;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
 
 use cudarc::driver::sys;
 
-use super::error::BenchError;
+use crate::error::Error;
 
 /// Every libcuda symbol this module calls (the `_v2` names are what the CUDA headers map to).
-const SYMBOLS: &[&str] = &[
+pub const SYMBOLS: &[&str] = &[
     "cuInit",
     "cuDriverGetVersion",
     "cuDeviceGetCount",
@@ -36,21 +42,32 @@ const SYMBOLS: &[&str] = &[
 pub const GPU_PAGE: usize = 2 << 20;
 
 /// Load libcuda and check every symbol used here; the first missing one is the error.
-pub fn ensure_libcuda() -> Result<(), BenchError> {
+pub fn ensure_libcuda() -> Result<(), Error> {
+    ensure_symbols(SYMBOLS)
+}
+
+/// True when libcuda can be loaded.
+pub fn libcuda_present() -> bool {
     // SAFETY: is_culib_present only tries to dlopen the candidate names.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(BenchError::LibcudaMissing {
+    unsafe { sys::is_culib_present() }
+}
+
+/// The one guard before cudarc: load libcuda and check `symbols`; the first missing one is the
+/// error. After it succeeded, calling those symbols through `sys` does not panic.
+pub fn ensure_symbols(symbols: &[&str]) -> Result<(), Error> {
+    if !libcuda_present() {
+        return Err(Error::LibcudaMissing {
             detail: "no libcuda.so / libcuda.so.1 on the library path (ldconfig -p | grep libcuda)"
                 .to_string(),
         });
     }
     // SAFETY: present, checked just above, so culib() does not panic.
     let lib = unsafe { sys::culib() };
-    for s in SYMBOLS {
+    for s in symbols {
         let name = format!("{s}\0");
         // SAFETY: only the address is looked up.
         if unsafe { lib.get::<*const ()>(name.as_bytes()) }.is_err() {
-            return Err(BenchError::CudaSymbolMissing {
+            return Err(Error::CudaSymbolMissing {
                 symbol: (*s).to_string(),
             });
         }
@@ -81,7 +98,7 @@ fn error_text(res: sys::CUresult) -> (String, String) {
     }
 }
 
-fn check(op: &'static str, res: sys::CUresult) -> Result<(), BenchError> {
+pub(crate) fn check(op: &'static str, res: sys::CUresult) -> Result<(), Error> {
     if res == sys::CUresult::CUDA_SUCCESS {
         return Ok(());
     }
@@ -96,7 +113,7 @@ fn check(op: &'static str, res: sys::CUresult) -> Result<(), BenchError> {
         }
         _ => "",
     };
-    Err(BenchError::Cuda {
+    Err(Error::Cuda {
         op,
         code: res as u32,
         name,
@@ -117,7 +134,7 @@ pub struct Gpu {
 }
 
 /// How many GPUs are visible; Err if libcuda is missing or cuInit fails.
-pub fn gpu_count() -> Result<i32, BenchError> {
+pub fn gpu_count() -> Result<i32, Error> {
     ensure_libcuda()?;
     // SAFETY: symbols checked.
     unsafe {
@@ -130,11 +147,11 @@ pub fn gpu_count() -> Result<i32, BenchError> {
 
 impl Gpu {
     /// Open GPU `index` and make its primary context current.
-    pub fn open(index: u32) -> Result<Gpu, BenchError> {
+    pub fn open(index: u32) -> Result<Gpu, Error> {
         let count = gpu_count()?;
         let ordinal = c_int::try_from(index).unwrap_or(c_int::MAX);
         if ordinal >= count {
-            return Err(BenchError::GpuNotFound { index, count });
+            return Err(Error::GpuNotFound { index, count });
         }
         // SAFETY: symbols checked by gpu_count; out-pointers are valid locals.
         unsafe {
@@ -195,7 +212,7 @@ impl Gpu {
     }
 
     /// Allocate `size` bytes (rounded up to a GPU page) of device memory.
-    pub fn alloc(&self, size: usize) -> Result<GpuBuffer<'_>, BenchError> {
+    pub fn alloc(&self, size: usize) -> Result<GpuBuffer<'_>, Error> {
         let size = size.div_ceil(GPU_PAGE).max(1) * GPU_PAGE;
         let mut ptr: sys::CUdeviceptr = 0;
         // SAFETY: symbols checked; context current.
@@ -227,10 +244,10 @@ pub struct GpuBuffer<'g> {
 
 impl GpuBuffer<'_> {
     /// Export the whole buffer as a dma-buf (cuMemGetHandleForAddressRange).
-    pub fn export_dmabuf(&self) -> Result<OwnedFd, BenchError> {
+    pub fn export_dmabuf(&self) -> Result<OwnedFd, Error> {
         let page = page_size();
         if self.ptr % page as u64 != 0 || self.size % page != 0 {
-            return Err(BenchError::InvalidArgument(format!(
+            return Err(Error::InvalidArgument(format!(
                 "GPU range {:#x}+{} is not host-page ({page}) aligned",
                 self.ptr, self.size
             )));
@@ -249,7 +266,7 @@ impl GpuBuffer<'_> {
                 ),
             )?;
             if fd < 0 {
-                return Err(BenchError::InvalidArgument(
+                return Err(Error::InvalidArgument(
                     "cuMemGetHandleForAddressRange returned no fd".into(),
                 ));
             }
@@ -258,7 +275,7 @@ impl GpuBuffer<'_> {
     }
 
     /// Ask for synchronous memory operations on this range (needed for peer-memory RDMA).
-    pub fn set_sync_memops(&self) -> Result<(), BenchError> {
+    pub fn set_sync_memops(&self) -> Result<(), Error> {
         let one: u32 = 1;
         // SAFETY: value points to an unsigned int as the attribute requires.
         unsafe {
@@ -273,7 +290,7 @@ impl GpuBuffer<'_> {
         }
     }
 
-    pub fn fill(&self, byte: u8, len: usize) -> Result<(), BenchError> {
+    pub fn fill(&self, byte: u8, len: usize) -> Result<(), Error> {
         // SAFETY: len <= size is checked by the caller's use; the driver checks bounds too.
         unsafe {
             check(
@@ -283,7 +300,7 @@ impl GpuBuffer<'_> {
         }
     }
 
-    pub fn write(&self, data: &[u8]) -> Result<(), BenchError> {
+    pub fn write(&self, data: &[u8]) -> Result<(), Error> {
         let n = data.len().min(self.size);
         // SAFETY: data is valid for n bytes.
         unsafe {
@@ -294,7 +311,7 @@ impl GpuBuffer<'_> {
         }
     }
 
-    pub fn read(&self, out: &mut [u8]) -> Result<(), BenchError> {
+    pub fn read(&self, out: &mut [u8]) -> Result<(), Error> {
         let n = out.len().min(self.size);
         // SAFETY: out is valid for n bytes.
         unsafe {

@@ -14,7 +14,7 @@ link=$(cat "$(vm_gdir hostA)/port2")
 vm_launch hostB -netdev "socket,id=p0,connect=127.0.0.1:$link" -device "virtio-net-pci,netdev=p0,mac=52:54:00:00:98:02,romfile="
 vm_wait_up hostA
 vm_wait_up hostB
-for h in hostA hostB; do vm_copy_in $h "$GDRPROV_BIN" /usr/local/bin/gdrprov; done
+for h in hostA hostB; do vm_install_gdrprov $h; done
 
 declare -A addr=([hostA]=10.98.0.1 [hostB]=10.98.0.2) mac=([hostA]=52:54:00:00:98:01 [hostB]=52:54:00:00:98:02)
 declare -A nic
@@ -86,7 +86,7 @@ run_pair() {
   local l=$1 c=$2 op=$3 rc=0 out
   listen $l
   out=$(vm_ssh $c "gdrprov --format json bench pair ${addr[$l]} --device rxe0 --memory host --token-file /root/pair.token --op $op --size 64K,1M --iters 40 --min-gbps 0.0001 --timeout 240") || rc=$?
-  printf '%s\n' "$out" > "$VM_RUN_DIR/16-pair-$l-$op.json"
+  printf '%s\n' "$out" > "$VM_RUN_DIR/17-pair-$l-$op.json"
   [ "$rc" = 0 ] || { vm_ssh $l "cat /tmp/pl.err" >&2 || true; printf '%s\n' "$out" | tail -30; fail "pair $op ($c -> listener $l): client exit $rc"; }
   [ "$(listener_done $l 60)" = 0 ] || { vm_ssh $l "cat /tmp/pl.err"; fail "pair $op: listener in $l failed"; }
   local lj; lj=$(vm_ssh $l "cat /tmp/pl.json")
@@ -172,9 +172,9 @@ if [ "${GDRPROV_VM_PAIR_SPEED:-1}" = 1 ]; then
   RUN_A="ssh $(vm_ssh_opts hostA) root@127.0.0.1" RUN_B="ssh $(vm_ssh_opts hostB) root@127.0.0.1" \
     ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" \
     bash "$VM_DIR/../../bench/compare-pair.sh" /usr/local/bin/gdrprov rxe0 "${addr[hostA]}" "${GDRPROV_VM_BENCH_SECS:-3}" \
-    > "$VM_RUN_DIR/16-compare-pair.txt" 2>&1 || rc=$?
-  sed 's/^/    bench| /' "$VM_RUN_DIR/16-compare-pair.txt"
-  cp "$VM_RUN_DIR"/pair-vs-ib_write_bw-*.txt "$VM_RUN_DIR/16-compare-pair.table" 2>/dev/null || true
+    > "$VM_RUN_DIR/17-compare-pair.txt" 2>&1 || rc=$?
+  sed 's/^/    bench| /' "$VM_RUN_DIR/17-compare-pair.txt"
+  cp "$VM_RUN_DIR"/pair-vs-ib_write_bw-*.txt "$VM_RUN_DIR/17-compare-pair.table" 2>/dev/null || true
   [ "$rc" -le 1 ] || fail "bench/compare-pair.sh: exit $rc"
   ok "bench/compare-pair.sh ran (exit $rc)"
 fi

@@ -1,0 +1,147 @@
+//! `doctor`'s report for people: the host in one line, the profile's
+//! requirements (or how each built-in profile fits), the findings.
+
+use super::{Finding, Report, Sev};
+use crate::checks::requirements::Status;
+use crate::facts::nvidia::Flavor;
+use crate::facts::Facts;
+use std::fmt::Write as _;
+
+pub fn text(facts: &Facts, r: &Report) -> String {
+    let mut o = host_line(facts);
+    match &r.profile {
+        Some(p) => requirements(&mut o, p, r),
+        None => fits(&mut o, r),
+    }
+    if r.findings.is_empty() {
+        let blocked = r.fits.iter().filter(|f| !f.fits).count();
+        if blocked == 0 {
+            let _ = writeln!(o, "\nNo findings: nothing stands in the way.");
+        } else {
+            let _ = writeln!(
+                o,
+                "\nNo findings about the host in general; the findings that block {blocked} profile(s) are named above."
+            );
+        }
+    }
+    for f in &r.findings {
+        finding(&mut o, f);
+    }
+    let blockers: Vec<&str> = r
+        .findings
+        .iter()
+        .filter(|f| f.severity == Sev::Error)
+        .map(|f| f.id.as_str())
+        .collect();
+    match (&r.best_fit, blockers.is_empty()) {
+        (_, true) => {}
+        // Without a profile, one fits: these stand in the way of the others.
+        (Some(best), false) if r.profile.is_none() => {
+            let _ = writeln!(
+                o,
+                "\nIn the way of GPUDirect RDMA in general: {}; {best} fits all the same",
+                blockers.join(", ")
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "\nBlocked by: {}", blockers.join(", "));
+        }
+    }
+    o
+}
+
+fn arch_name(a: &crate::facts::arch::Arch) -> String {
+    serde_json::to_value(a)
+        .ok()
+        .and_then(|v| v.as_str().map(String::from))
+        .unwrap_or_default()
+}
+
+fn host_line(facts: &Facts) -> String {
+    let gpu = facts
+        .gpus
+        .first()
+        .map(|g| {
+            format!(
+                "{} x {} ({})",
+                facts.gpus.len(),
+                g.name.as_deref().unwrap_or("GPU"),
+                g.arch.name()
+            )
+        })
+        .unwrap_or("no GPU".into());
+    let arch = match (&facts.arch.arch, &facts.arch.cpu) {
+        (crate::facts::arch::Arch::Unknown, _) => String::new(),
+        (a, Some(cpu)) => format!(" ({}, {cpu})", arch_name(a)),
+        (a, None) => format!(" ({})", arch_name(a)),
+    };
+    format!(
+        "Host: {}{arch}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)\n",
+        facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
+        facts.kernel.effective().unwrap_or("unknown"),
+        facts
+            .nvidia_driver
+            .version
+            .as_deref()
+            .unwrap_or("driver absent"),
+        match facts.nvidia_driver.flavor {
+            Flavor::Open => " (open)",
+            Flavor::Proprietary => " (proprietary)",
+            Flavor::Unknown => "",
+        },
+        facts.rdma_devices.len()
+    )
+}
+
+fn requirements(o: &mut String, profile: &str, r: &Report) {
+    let _ = writeln!(o, "Profile: {profile}");
+    for q in &r.requirements {
+        let mark = match q.status {
+            Status::Ok => "ok  ",
+            Status::Failed => "FAIL",
+            Status::Unknown => "??  ",
+        };
+        let _ = writeln!(o, "  [{mark}] {}", q.message);
+    }
+}
+
+fn fits(o: &mut String, r: &Report) {
+    let _ = writeln!(o, "Profiles:");
+    for f in &r.fits {
+        let _ = writeln!(
+            o,
+            "  {:<16} {}",
+            f.profile,
+            if f.fits {
+                format!("fits ({} warning(s))", f.warnings)
+            } else {
+                format!(
+                    "blocked by {} finding(s) ({}); `gdrprov doctor {}` says more",
+                    f.blockers,
+                    f.blocked_by.join(", "),
+                    f.profile
+                )
+            }
+        );
+    }
+    let _ = match &r.best_fit {
+        Some(b) => writeln!(o, "Best fit: {b}"),
+        None => writeln!(o, "Best fit: none; every profile is blocked"),
+    };
+}
+
+fn finding(o: &mut String, f: &Finding) {
+    let sev = match f.severity {
+        Sev::Error => "ERROR",
+        Sev::Warn => "WARN",
+        Sev::Info => "info",
+    };
+    let _ = writeln!(o, "\n{sev} [{}] {}", f.id, f.title);
+    let _ = writeln!(o, "  evidence: {}", f.evidence);
+    if !f.cause.is_empty() {
+        let _ = writeln!(o, "  cause:    {}", f.cause);
+    }
+    if !f.fix.is_empty() {
+        let _ = writeln!(o, "  fix:      {}", f.fix);
+    }
+}

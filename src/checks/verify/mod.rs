@@ -1,0 +1,172 @@
+//! `gdrprov verify`: after the apply and the reboot, is the host what the
+//! profile says, and does GPUDirect RDMA actually move data? A loop over the
+//! checks of [`TABLE`]: each passes, warns (passes, with something worth a
+//! look), fails (with the cause) or is skipped (with the reason); the host is
+//! ready when none fails.
+
+mod efa;
+mod table;
+
+pub use crate::checks::{Check, Status};
+pub use table::{Cx, Entry, Run, TABLE};
+
+use crate::apply::journal::StateStore;
+use crate::bench::LoopbackReport;
+use crate::checks::requirements::ReqResult;
+use crate::error::Result;
+use crate::host::Host;
+use crate::plan::Plan;
+use crate::profile::Composed;
+use serde::Serialize;
+use std::cell::RefCell;
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub profiles: Vec<String>,
+    pub root: String,
+    pub live: bool,
+    pub ready: bool,
+    pub checks: Vec<Check>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub loopback: Option<LoopbackReport>,
+    /// The readiness checks of src/checks/health with evidence and fix, and their measurements.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<crate::checks::health::HealthReport>,
+}
+
+/// What the loopback part of verify may do.
+#[derive(Debug, Clone, Default)]
+pub struct LoopbackChoice {
+    pub skip: bool,
+    pub device: Option<String>,
+    pub seconds: Option<f64>,
+    pub min_gbps: Option<f64>,
+}
+
+/// Runs every check of [`TABLE`]. `plan` is the plan of the same profiles
+/// against this host with nothing allowed to run (`--no-exec`).
+pub fn run(
+    host: &Host,
+    facts: &crate::facts::Facts,
+    seen: &crate::plan::inputs::PlanFacts,
+    desired: &Composed,
+    plan: std::result::Result<&Plan, &str>,
+    reqs: &[ReqResult],
+    loopback: &LoopbackChoice,
+) -> Result<Report> {
+    let state = StateStore::new(host).load_state()?;
+    // PCIe links, copy bandwidth, kernel log, NVML, RDMA ports, affinity:
+    // measured once, reported by their entries.
+    let health = crate::checks::health::for_verify(host.is_live(), facts);
+    let mut cx = Cx {
+        host,
+        facts,
+        seen,
+        desired,
+        plan,
+        reqs,
+        state: &state,
+        health: &health,
+        loopback,
+        device: (None, None),
+        measured: RefCell::new(None),
+    };
+    // A bad --device is a usage error, where the loopback would run.
+    let runs_loopback = host.is_live()
+        && !cx.efa_only()
+        && !loopback.skip
+        && desired.doc.verify.loopback != Some(false);
+    if let Some(d) = loopback.device.as_deref().filter(|_| runs_loopback) {
+        let (dev, port) = crate::commands::bench::parse_dev_port(d)
+            .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
+        cx.device = (Some(dev), port);
+    }
+    let checks: Vec<Check> = TABLE.iter().filter_map(|e| e.check(&cx)).collect();
+    let measured = cx.measured.into_inner();
+    Ok(Report {
+        profiles: desired.names.clone(),
+        root: host.root().display().to_string(),
+        live: host.is_live(),
+        ready: checks.iter().all(|c| c.status != Status::Fail),
+        checks,
+        loopback: measured,
+        health: Some(health),
+    })
+}
+
+pub(crate) fn loopback_summary(r: &LoopbackReport, notes: &[String]) -> String {
+    let best = r.results.iter().max_by_key(|s| s.bytes);
+    let mut s = match best {
+        Some(b) => format!(
+            "{:.2} Gb/s average at {} bytes over {} ({:?} memory)",
+            b.average_gbps, b.bytes, r.from.device, r.memory
+        ),
+        None => "no result".into(),
+    };
+    if let (Some(line), Some(b)) = (r.line_rate_gbps, best) {
+        if line > 0.0 {
+            s.push_str(&format!(
+                " = {:.0}% of the {line:.0} Gb/s line rate",
+                100.0 * b.average_gbps / line
+            ));
+        }
+    }
+    s.push_str(&format!(
+        "; data check {}",
+        if r.data_check.passed {
+            "passed"
+        } else {
+            "FAILED"
+        }
+    ));
+    if let Some(note) = &r.memory_note {
+        s.push_str(&format!("; {note}"));
+    }
+    if let Some(reason) = r
+        .threshold
+        .reason
+        .as_ref()
+        .filter(|_| !r.threshold.applicable)
+    {
+        s.push_str(&format!("; threshold not applicable: {reason}"));
+    }
+    for n in notes {
+        s.push_str(&format!("; {n}"));
+    }
+    s
+}
+
+pub fn text(r: &Report) -> String {
+    let mut out = format!(
+        "gdrprov verify: {} on {}\n",
+        r.profiles.join(" + "),
+        if r.live {
+            "the running system".to_string()
+        } else {
+            r.root.clone()
+        }
+    );
+    for c in &r.checks {
+        out.push_str(&format!(
+            "  {}  {:<14} {}\n",
+            c.status.tag(),
+            c.name,
+            c.detail()
+        ));
+    }
+    let count = |s: Status| r.checks.iter().filter(|c| c.status == s).count();
+    if r.ready {
+        out.push_str(&match count(Status::Warn) {
+            0 => "Result: READY — every check passed or does not apply.\n".to_string(),
+            n => format!(
+                "Result: READY — every check passed ({n} with a warning) or does not apply.\n"
+            ),
+        });
+    } else {
+        out.push_str(&format!(
+            "Result: NOT READY — {} check(s) failed.\n",
+            count(Status::Fail)
+        ));
+    }
+    out
+}

@@ -1,0 +1,253 @@
+//! `gdrprov recheck`: the quick re-check that the packages' triggers run when
+//! the kernel-module world changes (a driver, OFED, DKMS build or kernel):
+//! `verify` of the profiles last applied, without the loopback, bounded in
+//! time, its finding written where operators look (the readiness marker, the
+//! metrics textfile, the node-feature file) and one short summary on stdout
+//! (the unit's journal). It changes nothing else and never writes the journal.
+
+use crate::apply::journal::StateStore;
+use crate::checks::verify::{Check, Report, Status};
+use crate::error::{Error, Result};
+use crate::exit;
+use crate::host::Host;
+use crate::ops;
+use crate::output::{Format, Output};
+use clap::Args;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Where a profile that is not built in is looked for (relative to the root).
+const PROFILE_DIR: &str = "etc/gdrprov";
+
+#[derive(Debug, Args)]
+pub struct RecheckArgs {
+    /// Profiles to check (default: those of the last apply in effect, from /var/lib/gdrprov;
+    /// one that is not built in is read from /etc/gdrprov/NAME.yaml).
+    #[arg(value_name = "PROFILE")]
+    pub profiles: Vec<String>,
+    /// Readiness marker directory: `ready` or `failed` (as `verify --marker-dir`).
+    #[arg(long, value_name = "DIR", default_value = "/run/gdrprov")]
+    pub marker_dir: PathBuf,
+    /// Prometheus textfile to refresh (default: the profile's `vars.gdrprov-textfile`, the file
+    /// the first-boot unit writes; none when unset).
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
+    /// node-feature-discovery feature file to refresh, e.g.
+    /// /etc/kubernetes/node-feature-discovery/features.d/gdrprov (default: the profile's
+    /// `vars.gdrprov-nfd-file`; none when unset).
+    #[arg(long, value_name = "FILE")]
+    pub nfd_file: Option<PathBuf>,
+    /// Give up after SECS: the marker then says `failed` (the re-check did not finish).
+    #[arg(long, value_name = "SECS", default_value_t = 60)]
+    pub timeout: u64,
+    /// What caused the re-check, for the summary line (e.g. `dpkg trigger /lib/modules`).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
+    if a.timeout == 0 || a.timeout > 3600 {
+        return Err(Error::Usage(format!(
+            "--timeout {}: give seconds between 1 and 3600",
+            a.timeout
+        )));
+    }
+    let reason = a.reason.as_deref().unwrap_or("asked");
+    let Some(specs) = profiles(root, &a.profiles)? else {
+        out.raw(&format!(
+            "gdrprov recheck ({reason}): no profile applied on this host; nothing to re-check\n"
+        ));
+        return Ok(exit::OK);
+    };
+    let vars = ops::load_profiles(&specs)?.doc.vars;
+    let var = |k: &str| vars.get(k).and_then(|v| v.as_str()).map(PathBuf::from);
+    let textfile = a.textfile.clone().or_else(|| var("gdrprov-textfile"));
+    let nfd_file = a.nfd_file.clone().or_else(|| var("gdrprov-nfd-file"));
+    let req = ops::VerifyRequest {
+        root: root.to_path_buf(),
+        profiles: specs.clone(),
+        no_loopback: true,
+        ..ops::VerifyRequest::default()
+    };
+    let report = match bounded(req, Duration::from_secs(a.timeout)) {
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            let _ = crate::commands::fleet::write_marker(&a.marker_dir, false, &e.to_string());
+            return Err(e);
+        }
+        None => timed_out(root, &specs, a.timeout),
+    };
+    crate::commands::fleet::write_marker(
+        &a.marker_dir,
+        report.ready,
+        &crate::output::metrics::marker_text(&report),
+    )?;
+    if let Some(path) = &textfile {
+        crate::commands::fleet::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
+    }
+    if let Some(path) = &nfd_file {
+        crate::commands::fleet::write_textfile(path, &nfd_text(&report))?;
+    }
+    match out.format {
+        Format::Json => out.document("recheck", root, &report),
+        Format::Text | Format::Prometheus => out.raw(&summary(&report, reason)),
+    }
+    Ok(if report.ready {
+        exit::OK
+    } else {
+        exit::NOT_READY
+    })
+}
+
+/// The profile specs to check: those given, else the last apply's (built-in
+/// names as they are, others as /etc/gdrprov/NAME.yaml). `None`: nothing applied.
+fn profiles(root: &Path, given: &[String]) -> Result<Option<Vec<String>>> {
+    if !given.is_empty() {
+        return Ok(Some(given.to_vec()));
+    }
+    let host = Host::open(root, true)?;
+    let state = StateStore::new(&host).load_state()?;
+    if state.generation == 0 || state.profiles.is_empty() {
+        return Ok(None);
+    }
+    state
+        .profiles
+        .iter()
+        .map(|name| {
+            if crate::profile::builtin::profile(name).is_some() {
+                return Ok(name.clone());
+            }
+            let file = root.join(PROFILE_DIR).join(format!("{name}.yaml"));
+            if file.is_file() {
+                return Ok(file.display().to_string());
+            }
+            Err(Error::Refused(format!(
+                "the last apply used profile `{name}`, which is not built in and not at {}; copy the profile there or name the profiles in the re-check's configuration (/etc/default/gdrprov)",
+                file.display()
+            )))
+        })
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+/// `ops::verify` on a thread, given up after `limit` (a probe that hangs on
+/// a wedged GPU must not hold the re-check, or the package transaction).
+fn bounded(req: ops::VerifyRequest, limit: Duration) -> Option<Result<Report>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(ops::verify(&req));
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+/// The report of a re-check that did not finish: one failed check.
+fn timed_out(root: &Path, specs: &[String], secs: u64) -> Report {
+    Report {
+        profiles: specs.to_vec(),
+        root: root.display().to_string(),
+        live: root == Path::new("/"),
+        ready: false,
+        checks: vec![Check::fail(
+            "recheck",
+            format!("the re-check did not finish within {secs} s (a probe hung?)"),
+            "run `gdrprov verify` by hand",
+        )],
+        loopback: None,
+        health: None,
+    }
+}
+
+/// One line for the journal, then the failed checks, one a line.
+fn summary(r: &Report, reason: &str) -> String {
+    let mut s = format!(
+        "gdrprov recheck ({reason}): {} for {}\n",
+        if r.ready { "ready" } else { "NOT READY" },
+        r.profiles.join(" ")
+    );
+    for c in r.checks.iter().filter(|c| c.status == Status::Fail) {
+        let _ = writeln!(s, "  FAIL {}: {}", c.name, c.detail());
+    }
+    s
+}
+
+/// node-feature-discovery's local feature file: one `name=value` a line
+/// (labels `feature.node.kubernetes.io/gdrprov-ready` and `-profile`).
+fn nfd_text(r: &Report) -> String {
+    let profile: String = r
+        .profiles
+        .iter()
+        .map(|p| {
+            Path::new(p)
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(63)
+        .collect();
+    format!(
+        "# Written by gdrprov recheck; `gdrprov verify` says why.\ngdrprov-ready={}\ngdrprov-profile={profile}\n",
+        r.ready
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(ready: bool) -> Report {
+        Report {
+            profiles: vec!["rdma-dmabuf".into(), "/etc/gdrprov/site a.yaml".into()],
+            root: "/".into(),
+            live: true,
+            ready,
+            checks: vec![if ready {
+                Check::pass("modules", "nvidia_peermem loaded")
+            } else {
+                Check::fail_with_cause("modules", "nvidia_peermem loaded")
+            }],
+            loopback: None,
+            health: None,
+        }
+    }
+
+    #[test]
+    fn nfd_file_has_valid_label_values() {
+        let t = nfd_text(&report(false));
+        assert!(t.contains("\ngdrprov-ready=false\n"), "{t}");
+        assert!(t.contains("\ngdrprov-profile=rdma-dmabuf.site_a\n"), "{t}");
+    }
+
+    #[test]
+    fn summary_names_the_failed_checks() {
+        let s = summary(&report(false), "dpkg trigger");
+        assert!(s.starts_with("gdrprov recheck (dpkg trigger): NOT READY for rdma-dmabuf"));
+        assert!(s.contains("  FAIL modules: nvidia_peermem loaded\n"), "{s}");
+        assert_eq!(summary(&report(true), "x").lines().count(), 1);
+    }
+
+    #[test]
+    fn nothing_applied_means_nothing_to_check() {
+        let t = tempfile::tempdir().unwrap();
+        assert_eq!(profiles(t.path(), &[]).unwrap(), None);
+        let given = vec!["rdma-dmabuf".to_string()];
+        assert_eq!(profiles(t.path(), &given).unwrap(), Some(given));
+    }
+
+    #[test]
+    fn a_hung_verify_is_given_up() {
+        let r = timed_out(Path::new("/"), &["rdma-dmabuf".into()], 5);
+        assert!(!r.ready);
+        assert!(r.checks[0].detail().contains("within 5 s"));
+    }
+}

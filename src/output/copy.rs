@@ -1,0 +1,107 @@
+//! The GPU <-> host copy report (`bench copy`, and verify's copy-bandwidth
+//! check): one line per GPU, the same words in both.
+
+use crate::bench::copy::{CopyReport, GpuCopy};
+
+/// One GPU's copy: `GPU 0 NAME (PCI), link L (max M): H2D x GB/s, D2H y
+/// GB/s, floor F GB/s (where the floor comes from)`.
+pub fn gpu_line(g: &GpuCopy) -> String {
+    format!(
+        "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}",
+        g.index,
+        g.name,
+        g.pci,
+        g.link.under_load(),
+        g.link.maximum(),
+        g.h2d_gbs,
+        g.d2h_gbs,
+        match g.floor_gbs {
+            Some(f) => format!("floor {f:.1} GB/s ({})", g.floor_source),
+            None => format!("no floor ({})", g.floor_source),
+        }
+    )
+}
+
+/// `bench copy` as text: the method, a line per GPU with its verdict, the result.
+pub fn text(r: &CopyReport) -> String {
+    let mut s = format!(
+        "GPU <-> host copy, {} MiB x {} runs, best run ({})\n",
+        r.bytes >> 20,
+        r.runs,
+        r.method
+    );
+    for g in &r.gpus {
+        s.push_str(&format!(
+            "  {}: {}\n",
+            gpu_line(g),
+            if g.passed { "PASS" } else { "FAIL" }
+        ));
+    }
+    s.push_str(if r.passed {
+        "Result: PASS\n"
+    } else {
+        "Result: FAIL\n"
+    });
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::copy::LinkReading;
+
+    fn gpu(passed: bool, floor: Option<f64>) -> GpuCopy {
+        GpuCopy {
+            index: 0,
+            name: "NVIDIA H100 80GB HBM3".into(),
+            pci_bus_id: "00000000:1B:00.0".into(),
+            pci: "0000:1b:00.0".into(),
+            link: LinkReading {
+                current_speed: Some("32.0 GT/s PCIe".into()),
+                speed_under_load: None,
+                current_width: Some(16),
+                max_speed: Some("32.0 GT/s PCIe".into()),
+                max_width: Some(16),
+            },
+            bytes: 256 << 20,
+            h2d_gbs: 55.3,
+            d2h_gbs: 55.2,
+            h2d_runs: vec![55.3],
+            d2h_runs: vec![55.2],
+            floor_gbs: floor,
+            floor_source: "Azure's floor for H100/H200 at Gen5 x16".into(),
+            passed,
+        }
+    }
+
+    #[test]
+    fn bench_and_verify_say_a_gpu_in_the_same_words() {
+        let g = gpu(true, Some(48.0));
+        let line = gpu_line(&g);
+        assert!(
+            line.starts_with("GPU 0 NVIDIA H100 80GB HBM3 (0000:1b:00.0), link "),
+            "{line}"
+        );
+        assert!(
+            line.ends_with(
+                ": H2D 55.3 GB/s, D2H 55.2 GB/s, floor 48.0 GB/s (Azure's floor for H100/H200 at Gen5 x16)"
+            ),
+            "{line}"
+        );
+        let r = CopyReport {
+            bytes: 256 << 20,
+            runs: 10,
+            method: "m",
+            gpus: vec![g, gpu(false, None)],
+            passed: false,
+        };
+        let t = text(&r);
+        assert!(t.contains(&format!("  {line}: PASS\n")), "{t}");
+        assert!(t.contains("no floor (Azure's floor"), "{t}");
+        assert!(t.ends_with("Result: FAIL\n"), "{t}");
+        // verify's check says the same line.
+        let check = crate::checks::health::copy::verdict(Ok(&r));
+        let shown = serde_json::to_string(&check).unwrap();
+        assert!(shown.contains(&line), "{shown}");
+    }
+}

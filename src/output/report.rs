@@ -1,0 +1,353 @@
+//! The report of `plan`, `apply` and `rollback` (and of `boot set-default`
+//! and `commit`): one data structure, as JSON or as text for people.
+
+use super::{envelope, CommandOut, Style};
+use crate::apply::Outcome;
+use crate::host::{CommandSpec, Host};
+use crate::plan::{Action, Plan};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// The JSON document `plan`, `apply` and `rollback` print (docs/commands.md).
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub gdrprov: &'static str,
+    pub command: &'a str,
+    pub root: String,
+    pub live: bool,
+    pub profiles: Vec<String>,
+    pub changed: bool,
+    pub changes: Vec<ChangeOut>,
+    /// Commands owed and not run (`--no-exec`, now or by an earlier apply).
+    pub pending_commands: Vec<CommandOut>,
+    pub reboot_required: bool,
+    pub reboot_reasons: Vec<String>,
+    pub warnings: &'a [String],
+    /// The boot part when this host's kernel command line is set outside it
+    /// (`manageable: false`): what is wanted, and where to set it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub boot: Option<&'a crate::plan::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// Profile parts whose `when:` does not hold on this host.
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub skipped: &'a [String],
+    /// Present for every apply and rollback (not for a plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<OutcomeOut>,
+}
+
+/// What an apply or rollback did; an apply that found nothing to do has
+/// one too, with no generation.
+#[derive(Debug, Clone, Serialize)]
+pub struct OutcomeOut {
+    /// The journal generation recorded; `null` when nothing was written.
+    pub generation: Option<u64>,
+    /// Files written or removed.
+    pub changed: usize,
+    pub commands_run: Vec<CommandOut>,
+    /// Commands still owed (`--no-exec`): run them, or apply without --no-exec.
+    pub pending_commands: Vec<CommandOut>,
+    /// Messages from recovering an interrupted earlier run.
+    pub recovered: Vec<String>,
+    /// The filesystems holding boot-loader files this run wrote, and how
+    /// each was made durable where the boot loader reads it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub durable: Vec<crate::host::Durable>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChangeOut {
+    pub module: String,
+    pub description: String,
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reboot: Option<String>,
+}
+
+/// What a report says about the apply itself.
+#[derive(Debug, Clone, Copy)]
+pub enum Done<'a> {
+    /// A plan: nothing was done.
+    Planned,
+    /// An apply or rollback that found nothing to write.
+    Nothing,
+    Ran(&'a Outcome),
+}
+
+pub fn report<'a>(
+    command: &'a str,
+    host: &Host,
+    profiles: Vec<String>,
+    plan: &'a Plan,
+    done: Done<'a>,
+) -> Report<'a> {
+    let reasons = reboot_reasons(plan);
+    let cmds = |v: &[CommandSpec]| v.iter().map(|c| CommandOut::of(host, c)).collect();
+    let outcome = match done {
+        Done::Planned => None,
+        Done::Nothing => Some(OutcomeOut {
+            generation: None,
+            changed: 0,
+            commands_run: Vec::new(),
+            pending_commands: cmds(&plan.pending_commands),
+            recovered: Vec::new(),
+            durable: Vec::new(),
+        }),
+        Done::Ran(o) => Some(OutcomeOut {
+            generation: Some(o.generation),
+            changed: o.changed,
+            commands_run: cmds(&o.commands_run),
+            pending_commands: cmds(&o.pending_commands),
+            recovered: o.recovered.clone(),
+            durable: o.durable.clone(),
+        }),
+    };
+    Report {
+        gdrprov: env!("CARGO_PKG_VERSION"),
+        command,
+        root: host.root().display().to_string(),
+        live: host.is_live(),
+        profiles,
+        changed: !plan.is_empty(),
+        changes: plan
+            .changes
+            .iter()
+            .map(|c| ChangeOut {
+                module: c.module.clone(),
+                description: c.description.clone(),
+                kind: match c.action {
+                    Action::WriteFile { .. } => "write-file",
+                    Action::RemoveFile { .. } => "remove-file",
+                    Action::Run { .. } => "run",
+                },
+                path: c.path().map(str::to_string),
+                diff: c.diff(),
+                command: match &c.action {
+                    Action::Run { command } => Some(CommandOut::of(host, command)),
+                    _ => None,
+                },
+                reboot: c.reboot.clone(),
+            })
+            .collect(),
+        pending_commands: cmds(&plan.pending_commands),
+        reboot_required: !reasons.is_empty(),
+        reboot_reasons: reasons,
+        warnings: &plan.warnings,
+        boot: plan.boot_elsewhere.as_ref(),
+        skipped: &plan.skipped,
+        outcome,
+    }
+}
+
+/// Each reason once: a pending reason ("the running kernel's command line
+/// differs: iommu=pt is not on ...") whose kernel arguments a change's
+/// reason already names ("kernel command line: add iommu=pt") is the same
+/// reason in other words.
+fn reboot_reasons(plan: &Plan) -> Vec<String> {
+    let args = |s: &str| -> Vec<String> {
+        s.split(|c: char| c.is_whitespace() || matches!(c, ';' | ',' | '`' | '(' | ')'))
+            .filter(|w| w.contains('=') && !w.starts_with('=') && !w.ends_with(':'))
+            .map(str::to_string)
+            .collect()
+    };
+    let from_changes: Vec<String> = plan
+        .changes
+        .iter()
+        .filter_map(|c| c.reboot.clone())
+        .collect();
+    let named: Vec<String> = from_changes.iter().flat_map(|r| args(r)).collect();
+    let mut out: Vec<String> = Vec::new();
+    for r in plan.reboot_reasons() {
+        let mine = args(&r);
+        let said = !from_changes.contains(&r)
+            && !mine.is_empty()
+            && mine.iter().all(|a| named.contains(a));
+        if !said && !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    out
+}
+
+pub fn json(r: &Report) -> String {
+    serde_json::to_string_pretty(&envelope(r.command, Path::new(&r.root), r)).unwrap_or_default()
+}
+
+pub fn text(r: &Report, style: Style) -> String {
+    let mut out = String::new();
+    header(&mut out, r, style);
+    for (i, c) in r.changes.iter().enumerate() {
+        change(&mut out, i + 1, c, style);
+    }
+    owed(&mut out, r);
+    match &r.outcome {
+        None => plan_summary(&mut out, r),
+        Some(o) => outcome_summary(&mut out, r, o),
+    }
+    out
+}
+
+/// What runs where, the warnings, the `when:` skips, the boot part set
+/// elsewhere, and whether there is anything to change.
+fn header(out: &mut String, r: &Report, style: Style) {
+    let target = if r.live {
+        "the running system (/)".to_string()
+    } else {
+        format!("root {} (persistent state only)", r.root)
+    };
+    let _ = writeln!(
+        out,
+        "gdrprov {}: {} on {}",
+        r.command,
+        r.profiles.join(" + "),
+        target
+    );
+    for w in r.warnings {
+        let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
+    }
+    for s in r.skipped {
+        let _ = writeln!(out, "when: {s}");
+    }
+    if let Some(b) = r.boot {
+        let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());
+        let _ = writeln!(out, "     wanted: {}", b.wanted.join(" "));
+        let _ = writeln!(out, "     why: {}", b.evidence.join("; "));
+    }
+    let boot_owed = r.boot.is_some_and(|b| b.satisfied != Some(true));
+    if r.changes.is_empty() && r.pending_commands.is_empty() && boot_owed {
+        let _ = writeln!(
+            out,
+            "\nNothing to change on this host (the boot part is set elsewhere, above)."
+        );
+    } else if r.changes.is_empty() && r.pending_commands.is_empty() {
+        let _ = writeln!(out, "\nNothing to change: the host already matches.");
+    } else if r.changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nNothing to write, but {} command(s) are still owed: the host does not match until they run.",
+            r.pending_commands.len()
+        );
+    } else {
+        let _ = writeln!(out);
+    }
+}
+
+/// One numbered change: its command, its reboot, its diff (coloured).
+fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
+    let _ = writeln!(
+        out,
+        "{:>3}. [{}] {}",
+        n,
+        c.module,
+        style.paint("1", &c.description)
+    );
+    if let Some(cmd) = &c.command {
+        let _ = writeln!(out, "     $ {}", cmd.shell_line());
+    }
+    if let Some(reason) = &c.reboot {
+        let _ = writeln!(out, "     needs a reboot: {reason}");
+    }
+    for line in c.diff.as_deref().unwrap_or("").lines() {
+        let painted = if line.starts_with("+++") || line.starts_with("---") {
+            style.paint("1", line)
+        } else if line.starts_with('+') {
+            style.paint("32", line)
+        } else if line.starts_with('-') {
+            style.paint("31", line)
+        } else if line.starts_with("@@") {
+            style.paint("36", line)
+        } else {
+            line.to_string()
+        };
+        let _ = writeln!(out, "     {painted}");
+    }
+}
+
+/// The commands still owed and the reasons to reboot.
+fn owed(out: &mut String, r: &Report) {
+    if !r.pending_commands.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPending commands (--no-exec: not run; run them, or apply again without --no-exec):"
+        );
+        for c in &r.pending_commands {
+            let _ = writeln!(out, "     $ {}    # {}", c.shell_line(), c.why);
+        }
+    }
+    if r.reboot_required {
+        let _ = writeln!(out, "\nReboot required:");
+        for reason in &r.reboot_reasons {
+            let _ = writeln!(out, "     - {reason}");
+        }
+    }
+}
+
+/// `Plan: N change(s): ...`.
+fn plan_summary(out: &mut String, r: &Report) {
+    let files = r.changes.iter().filter(|c| c.path.is_some()).count();
+    let cmds = r.changes.len() - files;
+    let pending = if r.pending_commands.is_empty() {
+        String::new()
+    } else {
+        format!(", {} command(s) pending", r.pending_commands.len())
+    };
+    let reboot = if r.reboot_required {
+        "; reboot required"
+    } else {
+        ""
+    };
+    let _ = writeln!(
+        out,
+        "\nPlan: {} change(s): {files} file(s), {cmds} command(s){pending}{reboot}.",
+        r.changes.len(),
+    );
+}
+
+/// `Done: generation N: ...`, what was recovered, where the boot files are durable.
+fn outcome_summary(out: &mut String, r: &Report, o: &OutcomeOut) {
+    for note in &o.recovered {
+        let _ = writeln!(out, "recovered: {note}");
+    }
+    let pending = if o.pending_commands.is_empty() {
+        String::new()
+    } else {
+        format!(", {} command(s) pending", o.pending_commands.len())
+    };
+    let reboot = if r.reboot_required {
+        "; reboot required"
+    } else {
+        "; no reboot needed"
+    };
+    match o.generation {
+        Some(g) => {
+            let _ = writeln!(
+                out,
+                "\nDone: generation {g}: {} file(s) changed, {} command(s) run{pending}{reboot}.",
+                o.changed,
+                o.commands_run.len(),
+            );
+        }
+        // "Nothing to change" above already said it all.
+        None if o.pending_commands.is_empty() => {}
+        None => {
+            let _ = writeln!(
+                out,
+                "\nDone: nothing written, no generation recorded{pending}{reboot}."
+            );
+        }
+    }
+    if !o.durable.is_empty() {
+        let shown: Vec<String> = o.durable.iter().map(|d| d.to_string()).collect();
+        let _ = writeln!(
+            out,
+            "Boot files on disk for the boot loader: {}.",
+            shown.join(", ")
+        );
+    }
+}
