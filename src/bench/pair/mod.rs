@@ -14,6 +14,7 @@ pub mod error;
 pub mod metrics;
 pub mod net;
 pub mod protocol;
+pub mod rails;
 pub mod rdma;
 pub mod report;
 pub mod session;
