@@ -347,6 +347,16 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
 pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32, BenchError> {
     let opts = args.to_options()?;
     let notes = |s: &str| crate::output::stderr_line(s);
+    if opts.all_nics {
+        let done = crate::bench::pair::allnics::run_live(&opts, &notes)?;
+        show(
+            out,
+            "bench pair",
+            || crate::bench::pair::allnics::render_rails(&done),
+            &done,
+        )?;
+        return Ok(if done.passed { 0 } else { 1 });
+    }
     let done = crate::bench::pair::run(&opts, &notes)?;
     if let Some(path) = &args.textfile {
         let now = std::time::SystemTime::now()

@@ -76,6 +76,10 @@ pub struct PairArgs {
     /// Also write Prometheus metrics to FILE atomically (node-exporter's textfile collector).
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,
+    /// One run per rail: each RDMA NIC with an ACTIVE port (name order) with its nearest GPU, against
+    /// the peer's NIC of the same rail (both ends pass it; the listener needs --listen ADDR).
+    #[arg(long, conflicts_with_all = ["device", "gpu", "textfile"])]
+    pub all_nics: bool,
 }
 
 fn bad(s: String) -> PairError {
@@ -124,6 +128,11 @@ impl PairArgs {
                 "--check-iters must be > 0 (every run checks its data)".into()
             ));
         }
+        if self.all_nics && self.listen.as_deref() == Some("") {
+            return Err(bad(
+                "--all-nics --listen needs ADDR: the address the client reaches for every rail's set-up (each rail's RDMA goes over its own NIC)".into(),
+            ));
+        }
         if self.timeout == 0 || self.timeout > 86_400 {
             return Err(bad("--timeout must be 1..86400 seconds".into()));
         }
@@ -156,6 +165,10 @@ impl PairArgs {
             gid_index: self.gid_index,
             min_fraction: self.min_fraction,
             min_gbps: self.min_gbps,
+            all_nics: self.all_nics,
+            rail: None,
+            gpu_pci: None,
+            rail_note: None,
         })
     }
 }

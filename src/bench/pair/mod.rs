@@ -7,6 +7,7 @@
 //! secret, MTU or GID type mismatch, port down, peer gone) in one message; the listener binds
 //! exactly where it is told; and no second library is loaded at run time.
 
+pub mod allnics;
 pub mod args;
 pub mod auth;
 pub mod engine;
@@ -61,6 +62,14 @@ pub struct PairOptions {
     pub gid_index: Option<u32>,
     pub min_fraction: Option<f64>,
     pub min_gbps: Option<f64>,
+    /// `--all-nics`: one session per rail (allnics.rs runs them).
+    pub all_nics: bool,
+    /// The rail of this session (set by allnics.rs for each rail).
+    pub rail: Option<rails::RailTag>,
+    /// The rail's GPU (PCI address), used instead of `gpu` when the memory is GPU memory.
+    pub gpu_pci: Option<String>,
+    /// Why the rail has no GPU: a GPU run of it fails with this.
+    pub rail_note: Option<String>,
 }
 
 /// What a run printed from which end.
@@ -123,7 +132,18 @@ fn open_local(opts: &PairOptions, notes: Notes<'_>) -> Result<Local, PairError> 
     if let Some(n) = note {
         notes(&format!("memory: {} ({n})", memory.label()));
     }
-    let gpu = open_gpu(memory, opts.gpu, notes)?;
+    let gpu = if memory.is_gpu() && (opts.rail_note.is_some() || opts.gpu_pci.is_some()) {
+        if let Some(n) = &opts.rail_note {
+            return Err(PairError::Usage(format!(
+                "{memory} memory on this rail: {n}",
+                memory = memory.label()
+            )));
+        }
+        let index = allnics::cuda_index(opts.gpu_pci.as_deref().unwrap_or(""))?;
+        open_gpu(memory, index, notes)?
+    } else {
+        open_gpu(memory, opts.gpu, notes)?
+    };
     let (ctx, info) = select_port(
         &LiveHost,
         opts.device.as_deref(),
@@ -168,21 +188,33 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             (s, Some(p))
         }
     };
-    let local = open_local(opts, notes)?;
-    let addr = net::bind_addr(opts.listen.as_deref().unwrap_or(""), opts.port, &local.desc)?;
+    // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
+    // the client (so both ends move on to the next rail together).
+    let local = match open_local(opts, notes) {
+        Err(e) if opts.rail.is_none() => return Err(e),
+        r => r,
+    };
+    let listen = opts.listen.as_deref().unwrap_or("");
+    let addr = match &local {
+        Ok(l) => net::bind_addr(listen, opts.port, &l.desc)?,
+        Err(_) => net::parse_bind(listen, opts.port)?
+            .ok_or_else(|| PairError::Usage("--all-nics --listen needs ADDR".into()))?,
+    };
     let listener = TcpListener::bind(addr).map_err(|e| {
         PairError::Usage(format!(
             "cannot listen on {addr}: {e} (the address must be one of this host's; another listener on the port?)"
         ))
     })?;
-    notes(&format!(
-        "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
-        opts.timeout.as_secs(),
-        local.desc.device,
-        local.desc.port,
-        local.desc.gid.as_deref().unwrap_or(""),
-        local.desc.mtu
-    ));
+    if let Ok(l) = &local {
+        notes(&format!(
+            "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
+            opts.timeout.as_secs(),
+            l.desc.device,
+            l.desc.port,
+            l.desc.gid.as_deref().unwrap_or(""),
+            l.desc.mtu
+        ));
+    }
     if let Some(p) = &generated {
         notes(&format!(
             "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
@@ -195,6 +227,14 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
     let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
     auth::listener_handshake(&mut conn, &secret)?;
     notes(&format!("{peer}: authenticated"));
+    let local = match local {
+        Ok(l) => l,
+        Err(e) => {
+            conn.fail(&format!("the listener's end cannot run: {e}"));
+            return Err(e);
+        }
+    };
+    let expect = opts.rail.clone();
     let Local {
         side,
         desc,
@@ -204,7 +244,10 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
     let gpu_ref = gpu.as_ref();
     let served = session::serve(
         &mut conn,
-        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
+        Box::new(move |p: &Params| {
+            rails::check_tag(p.rail.as_ref(), expect.as_ref()).map_err(PairError::Usage)?;
+            new_engine(side, desc, memory, gpu_ref, p, notes)
+        }),
     )?;
     let report = served.report.ok_or_else(|| PairError::Protocol {
         peer: conn.peer.clone(),
@@ -244,6 +287,7 @@ pub fn run_client(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, P
         qps: opts.qps,
         tx_depth: opts.tx_depth,
         check_iters: opts.check_iters,
+        rail: opts.rail.clone(),
     };
     let Local {
         side,

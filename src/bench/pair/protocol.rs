@@ -57,6 +57,9 @@ pub struct Params {
     pub qps: u32,
     pub tx_depth: u32,
     pub check_iters: u32,
+    /// `--all-nics`: the rail of this session (absent in older clients: one NIC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<super::rails::RailTag>,
 }
 
 /// One end's port, as the other end needs it (and names it in errors).

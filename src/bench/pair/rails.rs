@@ -119,22 +119,28 @@ pub fn pci_key(id: &str) -> String {
     }
 }
 
-/// Whether the listener may serve the client's rail `tag` as its rail `mine` of `count`.
-pub fn check_tag(tag: Option<&RailTag>, mine: &Rail, count: usize) -> Result<(), String> {
-    match tag {
-        None => Err(format!(
-            "this listener serves --all-nics (rail {} of {count}, {}) but the client ran without --all-nics: run the client with --all-nics too",
-            mine.index, mine.nic
+/// Whether the listener, serving rail `mine` (None: one NIC, no --all-nics), may serve the
+/// session the client tagged `client`; the error names both sides.
+pub fn check_tag(client: Option<&RailTag>, mine: Option<&RailTag>) -> Result<(), String> {
+    match (client, mine) {
+        (None, None) => Ok(()),
+        (Some(t), None) => Err(format!(
+            "the client runs --all-nics (rail {} of {}, {}) but this listener serves one NIC: start the listener with --all-nics too",
+            t.index, t.count, t.nic
         )),
-        Some(t) if t.count != count => Err(format!(
-            "the client has {} rail(s), this listener {count} (its NICs with an ACTIVE port): the two hosts must have the same number of RDMA NICs up for --all-nics",
-            t.count
+        (None, Some(m)) => Err(format!(
+            "this listener serves --all-nics (rail {} of {}, {}) but the client ran without --all-nics: run the client with --all-nics too",
+            m.index, m.count, m.nic
         )),
-        Some(t) if t.index != mine.index => Err(format!(
+        (Some(t), Some(m)) if t.count != m.count => Err(format!(
+            "the client has {} rail(s), this listener {} (NICs with an ACTIVE port): both hosts need the same number of RDMA NICs up for --all-nics",
+            t.count, m.count
+        )),
+        (Some(t), Some(m)) if t.index != m.index => Err(format!(
             "the client is at rail {} ({}) but this listener serves rail {} ({}): start both ends again",
-            t.index, t.nic, mine.index, mine.nic
+            t.index, t.nic, m.index, m.nic
         )),
-        Some(_) => Ok(()),
+        _ => Ok(()),
     }
 }
 

@@ -85,26 +85,24 @@ fn pci_keys_match_cuda_and_sysfs() {
 
 #[test]
 fn the_listener_refuses_a_rail_that_is_not_its_own() {
-    let mine = Rail {
-        index: 1,
-        nic: "mlx5_1".into(),
-        gpu_pci: None,
-        distance: None,
-        note: None,
-    };
-    let tag = |index, count| RailTag {
+    let tag = |index, count, nic: &str| RailTag {
         index,
         count,
-        nic: "mlx5_3".into(),
+        nic: nic.into(),
     };
-    assert!(check_tag(Some(&tag(1, 2)), &mine, 2).is_ok());
-    assert!(check_tag(None, &mine, 2)
+    let mine = tag(1, 2, "mlx5_1");
+    assert!(check_tag(Some(&tag(1, 2, "mlx5_3")), Some(&mine)).is_ok());
+    assert!(check_tag(None, None).is_ok());
+    assert!(check_tag(None, Some(&mine))
         .unwrap_err()
         .contains("without --all-nics"));
-    assert!(check_tag(Some(&tag(1, 4)), &mine, 2)
+    assert!(check_tag(Some(&mine), None)
+        .unwrap_err()
+        .contains("this listener serves one NIC"));
+    assert!(check_tag(Some(&tag(1, 4, "mlx5_3")), Some(&mine))
         .unwrap_err()
         .contains("the client has 4 rail(s), this listener 2"));
-    assert!(check_tag(Some(&tag(0, 2)), &mine, 2)
+    assert!(check_tag(Some(&tag(0, 2, "mlx5_3")), Some(&mine))
         .unwrap_err()
         .contains("rail 0 (mlx5_3) but this listener serves rail 1 (mlx5_1)"));
 }
@@ -115,4 +113,60 @@ fn discover_on_an_empty_root_has_no_rail() {
     let dir = tempfile::tempdir().unwrap();
     let host = Host::open(dir.path(), true).unwrap();
     assert!(discover(&host).is_empty());
+}
+
+#[test]
+fn all_nics_arguments() {
+    use crate::bench::pair::PairArgs;
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct T {
+        #[command(flatten)]
+        a: PairArgs,
+    }
+    let t = T::try_parse_from(["t", "--listen", "--all-nics"]).unwrap();
+    let e = t.a.to_options().unwrap_err().to_string();
+    assert!(e.contains("--all-nics --listen needs ADDR"), "{e}");
+    let t = T::try_parse_from(["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
+    assert!(t.a.to_options().unwrap().all_nics);
+    assert!(T::try_parse_from(["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
+    assert!(T::try_parse_from(["t", "h", "--all-nics", "--gpu", "1"]).is_err());
+    assert!(T::try_parse_from(["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
+}
+
+#[test]
+fn each_rail_session_gets_its_nic_gpu_and_tag() {
+    use crate::bench::pair::allnics::{describe, run_rails};
+    use crate::bench::pair::PairArgs;
+    use clap::Parser;
+    #[derive(clap::Parser)]
+    struct T {
+        #[command(flatten)]
+        a: PairArgs,
+    }
+    let opts = T::try_parse_from(["t", "h", "--all-nics"])
+        .unwrap()
+        .a
+        .to_options()
+        .unwrap();
+    let rail = Rail {
+        index: 1,
+        nic: "mlx5_1".into(),
+        gpu_pci: Some("0000:9b:00.0".into()),
+        distance: Some(Distance::PIX),
+        note: None,
+    };
+    let o = super::super::allnics::rail_options_for_test(&opts, &rail, 2);
+    assert_eq!(o.device.as_deref(), Some("mlx5_1"));
+    assert_eq!(o.gpu_pci.as_deref(), Some("0000:9b:00.0"));
+    assert_eq!(o.rail.as_ref().map(|t| (t.index, t.count)), Some((1, 2)));
+    assert!(!o.all_nics);
+    assert_eq!(
+        describe(&rail, 2),
+        "rail 1 of 2: mlx5_1 <-> GPU 0000:9b:00.0 (PIX)"
+    );
+    let e = run_rails(&opts, Vec::new(), &|_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no RDMA NIC with an ACTIVE port"), "{e}");
 }

@@ -190,6 +190,7 @@ fn params(op: Op) -> Params {
         qps: 2,
         tx_depth: 4,
         check_iters: 3,
+        rail: None,
     }
 }
 
@@ -265,6 +266,10 @@ fn test_opts(op: Op) -> PairOptions {
         gid_index: None,
         min_fraction: None,
         min_gbps: Some(0.0001),
+        all_nics: false,
+        rail: None,
+        gpu_pci: None,
+        rail_note: None,
     }
 }
 
