@@ -72,6 +72,37 @@ pub struct PairOptions {
     pub rail_note: Option<String>,
 }
 
+impl PairOptions {
+    /// A client's options with `bench pair`'s defaults (8 MiB WRITEs for 3 s, one QP, depth 128,
+    /// 4 checked transfers, a 120-s limit), for `verify --peer`.
+    pub fn client(peer: &str) -> PairOptions {
+        PairOptions {
+            listen: None,
+            peer: Some(peer.to_string()),
+            port: args::DEFAULT_PORT,
+            token_file: None,
+            timeout: Duration::from_secs(120),
+            device: None,
+            dev_port: None,
+            memory: None,
+            gpu: 0,
+            op: Op::Write,
+            sizes: vec![8 << 20],
+            length: WireLength::Seconds(3.0),
+            qps: 1,
+            tx_depth: 128,
+            check_iters: 4,
+            gid_index: None,
+            min_fraction: None,
+            min_gbps: None,
+            all_nics: false,
+            rail: None,
+            gpu_pci: None,
+            rail_note: None,
+        }
+    }
+}
+
 /// What a run printed from which end.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PairOutcome {

@@ -556,3 +556,39 @@ fn mismatch_messages_say_which_end_is_which() {
         "{m}"
     );
 }
+
+/// `verify --peer`'s entry over a fake session on loopback TCP: a good run passes, a corrupted
+/// byte fails it, a failed run names the peer and the cause.
+#[test]
+fn the_verify_pair_entry_judges_a_session() {
+    use crate::checks::verify::pair::verdict;
+    use crate::checks::Status;
+    let rep = run(Op::Write, S, S, 1024, None)
+        .listener
+        .unwrap()
+        .report
+        .unwrap();
+    let c = verdict("l", Ok(rep));
+    assert_eq!((c.name.as_ref(), c.status), ("pair", Status::Pass), "{c:?}");
+    assert!(
+        c.evidence.starts_with("RDMA WRITE to l") || c.evidence.contains(" to l ("),
+        "{}",
+        c.evidence
+    );
+    assert!(c.evidence.contains("data check passed"), "{}", c.evidence);
+    let bad = run(Op::Write, S, S, 1024, Some(4000))
+        .listener
+        .unwrap()
+        .report
+        .unwrap();
+    let c = verdict("l", Ok(bad));
+    assert_eq!(c.status, Status::Fail);
+    assert!(
+        c.evidence.contains("data check FAILED: 6 bytes differ"),
+        "{}",
+        c.evidence
+    );
+    let c = verdict("10.0.0.2", Err("the peer refused the secret".into()));
+    assert_eq!(c.status, Status::Fail);
+    assert_eq!(c.evidence, "to 10.0.0.2: the peer refused the secret");
+}

@@ -5,6 +5,7 @@
 //! ready when none fails.
 
 mod efa;
+pub(crate) mod pair;
 mod table;
 
 pub use crate::checks::{Check, Status};
@@ -41,6 +42,9 @@ pub struct LoopbackChoice {
     pub device: Option<String>,
     pub seconds: Option<f64>,
     pub min_gbps: Option<f64>,
+    /// `--peer HOST`: the pair check against a listener there.
+    pub peer: Option<String>,
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Runs every check of [`TABLE`]. `plan` is the plan of the same profiles
