@@ -80,7 +80,13 @@ pub fn run(
         && !cx.efa_only()
         && !loopback.skip
         && desired.doc.verify.loopback != Some(false);
-    if let Some(d) = loopback.device.as_deref().filter(|_| runs_loopback) {
+    // The pair check (--peer) uses the same --device, loopback or not.
+    let runs_pair = host.is_live() && loopback.peer.is_some();
+    if let Some(d) = loopback
+        .device
+        .as_deref()
+        .filter(|_| runs_loopback || runs_pair)
+    {
         let (dev, port) = crate::commands::bench::parse_dev_port(d)
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
