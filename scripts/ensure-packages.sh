@@ -4,6 +4,7 @@
 #   bash scripts/ensure-packages.sh build        # what `cargo build` needs
 #   bash scripts/ensure-packages.sh build test   # plus the tools the tests drive
 #   bash scripts/ensure-packages.sh package      # the package linters and test roots
+#   bash scripts/ensure-packages.sh slurm        # slurm-wlm's daemons and munge (tests/slurm)
 # build: cmake and libclang (sideway's rdma-mummy-sys builds a small C shim
 # with cmake and generates its bindings with bindgen; libibverbs itself is
 # loaded at run time, not linked).
@@ -64,7 +65,16 @@ main() {
         command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
         command -v strip >/dev/null || need+=(binutils)
         ;;
-      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package)" >&2; return 1 ;;
+      slurm)
+        why="tests/slurm/healthcheck.sh runs real Slurm daemons"
+        command -v slurmctld >/dev/null || need+=(slurmctld)
+        command -v slurmd >/dev/null || need+=(slurmd)
+        command -v srun >/dev/null || need+=(slurm-client)
+        command -v munged >/dev/null || need+=(munge)
+        command -v jq >/dev/null || need+=(jq)
+        command -v bc >/dev/null || need+=(bc)
+        ;;
+      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package, slurm)" >&2; return 1 ;;
     esac
     if ((${#need[@]})); then
       lines+=("${need[*]} ($why)")

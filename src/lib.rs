@@ -9,6 +9,7 @@ pub mod commands;
 pub mod error;
 pub mod exit;
 pub mod facts;
+pub mod fleet;
 pub mod host;
 pub mod ops;
 pub mod output;

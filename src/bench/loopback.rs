@@ -16,13 +16,9 @@ use super::report::{ExportReport, GpuInfo, LoopbackReport, SizeResult, Threshold
 use super::sysfs::LiveHost;
 
 pub use super::measure::{effective_depth, MAX_IN_FLIGHT};
-
-/// How long each size runs.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RunLength {
-    Duration(Duration),
-    Iterations(u64),
-}
+pub use super::pattern::{compare, fill_pattern};
+use super::units::usize_of;
+pub use super::units::{gbps, RunLength};
 
 /// Everything a loopback run needs; `verify` builds this from a profile.
 #[derive(Debug, Clone)]
@@ -123,45 +119,6 @@ pub fn evaluate_threshold(
     }
 }
 
-/// The check pattern: a splitmix64 stream seeded per QP, so a stale or misplaced buffer never matches.
-pub fn fill_pattern(buf: &mut [u8], seed: u64) {
-    let mut state = seed;
-    for chunk in buf.chunks_mut(8) {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        let bytes = z.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
-}
-
-/// Compare: (number of differing bytes, first differing offset).
-pub fn compare(expected: &[u8], actual: &[u8]) -> (u64, Option<u64>) {
-    let mut count = 0u64;
-    let mut first = None;
-    for (i, (a, b)) in expected.iter().zip(actual.iter()).enumerate() {
-        if a != b {
-            count += 1;
-            first.get_or_insert(i as u64);
-        }
-    }
-    let extra = expected.len().abs_diff(actual.len()) as u64;
-    if extra > 0 && first.is_none() {
-        first = Some(expected.len().min(actual.len()) as u64);
-    }
-    (count + extra, first)
-}
-
-/// Gb/s from bytes and seconds (1 Gb = 10^9 bits, as perftest's --report_gbits).
-pub fn gbps(bytes: u64, secs: f64) -> f64 {
-    if secs <= 0.0 {
-        return 0.0;
-    }
-    bytes as f64 * 8.0 / secs / 1e9
-}
-
 fn gpu_info(gpu: &Gpu) -> GpuInfo {
     GpuInfo {
         index: gpu.index,
@@ -254,10 +211,6 @@ pub fn export_only(gpu_index: u32, size: u64) -> Result<ExportReport, BenchError
         dmabuf_fd_valid: valid,
         passed: ok,
     })
-}
-
-pub(crate) fn usize_of(n: u64) -> Result<usize, BenchError> {
-    usize::try_from(n).map_err(|_| BenchError::InvalidArgument(format!("size {n} too large")))
 }
 
 /// Check the options before anything is opened; the largest message size.

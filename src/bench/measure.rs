@@ -8,8 +8,9 @@ use gdrprov_rdma::memory::Buffer;
 use gdrprov_rdma::qp::{self, Cq, QpPair, Region};
 
 use super::error::BenchError;
-use super::loopback::{compare, fill_pattern, gbps, usize_of, RunLength};
+use super::pattern::{compare, fill_pattern};
 use super::report::{DataCheck, SizeResult};
+use super::units::{gbps, usize_of, RunLength};
 
 /// The source and destination of the WRITEs.
 pub(crate) struct Target<'a> {

@@ -11,9 +11,11 @@ pub mod error;
 pub mod loopback;
 mod measure;
 pub mod pair;
+pub mod pattern;
 pub mod probe;
 pub mod report;
 pub mod sysfs;
+pub mod units;
 
 pub use error::BenchError;
 pub use gdrprov_rdma::{cuda, gid, memory, verbs};

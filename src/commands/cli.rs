@@ -50,6 +50,7 @@ impl Command {
                 BenchCommand::Copy(_) => "bench copy",
                 BenchCommand::Pair(_) => "bench pair",
             },
+            Command::Fleet(f) => crate::commands::sweep::name(&f.command),
             Command::Inventory(_) => "inventory",
             Command::Doctor(_) => "doctor",
             Command::Boot(BootCommand::List) => "boot list",
@@ -83,6 +84,9 @@ pub enum Command {
     Profile(ProfileCommand),
     /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
     Bench(crate::commands::bench::BenchArgs),
+    /// Across a fleet: the pair sweep (plan, report, simulate) that finds the bad node, rail
+    /// and fabric path, and what Slurm is told.
+    Fleet(crate::commands::sweep::FleetArgs),
     /// Every fact about the host (GPUs, driver, CUDA, RDMA, IOMMU, PCIe); --snapshot copies them.
     Inventory(InventoryArgs),
     /// Which profile fits this host and what stands in the way: findings with cause and fix.
@@ -242,6 +246,13 @@ pub struct VerifyArgs {
     /// The pair's shared secret [default: $GDRPROV_PAIR_TOKEN].
     #[arg(long, value_name = "FILE", requires = "peer")]
     pub token_file: Option<PathBuf>,
+    /// Also write node-feature-discovery labels to FILE (gdrprov.ready, gdrprov.profile,
+    /// gdrprov.rdma-path), e.g. /etc/kubernetes/node-feature-discovery/features.d/gdrprov.
+    #[arg(long, value_name = "FILE")]
+    pub nfd_file: Option<PathBuf>,
+    /// How long NFD keeps those labels unless verify writes them again.
+    #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
+    pub nfd_expiry: std::time::Duration,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,36 +1,11 @@
-//! Fleet and image-build glue: shell completions, the manual page, and the
-//! files verify leaves for machines (the readiness marker for the first-boot
-//! unit, metrics for node-exporter's textfile collector; their text is
-//! rendered in src/output/metrics.rs).
+//! Fleet and image-build glue: the files verify and recheck leave for
+//! machines (the readiness marker for the first-boot unit, metrics for
+//! node-exporter's textfile collector; their text is rendered in
+//! src/output/metrics.rs).
 
-use crate::commands::cli::{Cli, Shell};
 use crate::error::{Error, Result};
 use crate::host::{Host, WriteOptions};
-use crate::output::Output;
-use clap::CommandFactory;
 use std::path::Path;
-
-pub fn completions(out: &Output, shell: Shell) -> Result<i32> {
-    let mut cmd = Cli::command();
-    let shell = match shell {
-        Shell::Bash => clap_complete::Shell::Bash,
-        Shell::Zsh => clap_complete::Shell::Zsh,
-        Shell::Fish => clap_complete::Shell::Fish,
-    };
-    let mut buf = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "gdrprov", &mut buf);
-    out.bytes(&buf)?;
-    Ok(crate::exit::OK)
-}
-
-pub fn man(out: &Output) -> Result<i32> {
-    let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command())
-        .render(&mut buf)
-        .map_err(|e| Error::io("render", "the manual page", e))?;
-    out.bytes(&buf)?;
-    Ok(crate::exit::OK)
-}
 
 /// Writes `DIR/ready` or `DIR/failed` (atomically) and removes the other, so
 /// exactly one says how the last verify went.

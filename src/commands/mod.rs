@@ -13,10 +13,12 @@ pub mod cli;
 pub mod fleet;
 mod history;
 pub mod inventory;
+pub mod manual;
 mod plan;
 mod profile;
 pub mod recheck;
 mod rollback;
+pub mod sweep;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
@@ -126,7 +128,7 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench")) {
+        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench" | "fleet")) {
             break;
         }
     }
@@ -136,7 +138,9 @@ fn command_in(args: &[String]) -> String {
 /// Runs the command: each handler gets the output sink and what it acts
 /// on (a target, or a request, made here from the command line).
 pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
-    if cli.format == Format::Prometheus && !matches!(cli.command, Command::Verify(_)) {
+    if cli.format == Format::Prometheus
+        && !matches!(cli.command, Command::Verify(_) | Command::Fleet(_))
+    {
         return Err(Error::Usage(
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
         ));
@@ -170,6 +174,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             )?;
             Ok(bench::run_bench(b, out)?)
         }
+        Command::Fleet(f) => sweep::run(out, f),
         Command::Inventory(a) => inventory::run(
             out,
             &Target::probing(root.clone(), a.cpu_vendor),
@@ -184,8 +189,8 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::Boot(b) => boot::boot(out, &b.target(root), b),
         Command::Commit(a) => boot::commit(out, &a.target.to_target(root)),
         Command::AnsibleModule { args_file } => Ok(ansible::main(args_file)),
-        Command::Completions { shell } => fleet::completions(out, *shell),
-        Command::Man => fleet::man(out),
+        Command::Completions { shell } => manual::completions(out, *shell),
+        Command::Man => manual::man(out),
         Command::Recheck(a) => recheck::run(out, root, a),
     }
 }

@@ -16,11 +16,17 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
             if let Some(dir) = &a.marker_dir {
                 let _ = write_marker(dir, false, &e.to_string());
             }
+            if let Some(path) = &a.nfd_file {
+                let _ = crate::fleet::nfd::write(path, None, &a.profiles, a.nfd_expiry);
+            }
             return Err(e);
         }
     };
     if let Some(dir) = &a.marker_dir {
         write_marker(dir, report.ready, &marker_text(&report))?;
+    }
+    if let Some(path) = &a.nfd_file {
+        crate::fleet::nfd::write(path, Some(&report), &a.profiles, a.nfd_expiry)?;
     }
     if let Some(path) = &a.textfile {
         write_textfile(path, &prometheus(&report))?;

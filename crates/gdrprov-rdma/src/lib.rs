@@ -20,6 +20,7 @@
 pub mod cuda;
 pub mod error;
 pub mod gid;
+pub mod host_buf;
 pub mod memory;
 pub mod nvml;
 pub mod qp;

@@ -21,7 +21,7 @@ use sideway::ibverbs::queue_pair::{
 use sideway::ibverbs::AccessFlags;
 
 use crate::error::Error;
-use crate::memory::HostBuf;
+use crate::host_buf::HostBuf;
 use crate::verbs::{mtu_enum, to_io, PortInfo};
 
 /// A completion queue.

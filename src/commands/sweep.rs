@@ -1,0 +1,451 @@
+//! `gdrprov fleet sweep plan|report|simulate`: the pair sweep's command
+//! line over the pure core in src/fleet (docs/fleets.md).
+
+use crate::error::{Error, Result};
+use crate::exit;
+use crate::fleet::classify::{classify, Thresholds};
+use crate::fleet::plan::{self, Round};
+use crate::fleet::render::{self, Context};
+use crate::fleet::results::Record;
+use crate::fleet::{remedy, simulate, slurm, Obs, Sweep};
+use crate::output::{Format, Output};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+/// `gdrprov fleet ...`
+#[derive(Debug, clap::Args)]
+pub struct FleetArgs {
+    #[command(subcommand)]
+    pub command: FleetCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FleetCommand {
+    /// The pair sweep: find the bad node, rail and fabric path across a fleet.
+    #[command(subcommand)]
+    Sweep(SweepCommand),
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum SweepCommand {
+    /// Rounds of disjoint pairs to run (`bench pair`), from a host list; or, with --retest, the
+    /// next retest round from the results so far.
+    Plan(PlanArgs),
+    /// Classify the results: every pair per rail, bad nodes, rails and paths with their
+    /// evidence, suspects, and the Slurm drains and resumes (under a cap).
+    Report(ReportArgs),
+    /// Run the planner and classifier on a seeded model of a rail-optimized fleet.
+    Simulate(SimulateArgs),
+}
+
+/// Where the nodes come from.
+#[derive(Debug, clap::Args)]
+pub struct HostsArgs {
+    /// A file of host names, one a line (`#` starts a comment).
+    #[arg(long, value_name = "FILE")]
+    pub hosts: Option<PathBuf>,
+    /// A Slurm host list, e.g. "$SLURM_JOB_NODELIST" or gpu[001-064].
+    #[arg(long, value_name = "LIST")]
+    pub nodelist: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// A few rounds in which every node meets --partners different partners; then retests.
+    Quick,
+    /// Every pair once: N-1 rounds (round robin).
+    AllPairs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub hosts: HostsArgs,
+    /// The rails (RDMA devices) each pair runs, comma-separated; none: the runner's choice (all).
+    #[arg(long, value_name = "DEV,...", value_delimiter = ',')]
+    pub rails: Vec<String>,
+    #[arg(long, value_enum, default_value_t = Mode::Quick)]
+    pub mode: Mode,
+    /// Different partners each node meets in the quick rounds.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub partners: usize,
+    /// The results so far (directories of pair JSON): plan the next retest round.
+    #[arg(long, value_name = "DIR")]
+    pub retest: Vec<PathBuf>,
+    /// No retest round past this many rounds.
+    #[arg(long, default_value_t = 6, value_name = "N")]
+    pub max_rounds: u32,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Directories of pair results: DIR/round-R/A+B.json (or A+B+RAIL.json).
+    #[arg(required = true, value_name = "DIR")]
+    pub results: Vec<PathBuf>,
+    /// The sweep's hosts, so that a node with no result is named (optional).
+    #[command(flatten)]
+    pub hosts: HostsArgs,
+    /// Each node's `gdrprov verify --format json` as DIR/NODE.json: configuration causes
+    /// make a bad node fixable by `gdrprov apply` instead of drained.
+    #[arg(long, value_name = "DIR")]
+    pub verify_dir: Option<PathBuf>,
+    /// Nodes drained now, `NODE|REASON` a line (`sinfo -h -N -t drain -o '%N|%E'`): the
+    /// sweep's own drains that this sweep clears are resumed.
+    #[arg(long, value_name = "FILE")]
+    pub drained: Option<PathBuf>,
+    /// Drain at most N nodes (default: --drain-percent of the nodes, at least one).
+    #[arg(long, value_name = "N")]
+    pub max_drain: Option<usize>,
+    #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
+    pub drain_percent: f64,
+    /// Write the scontrol command lines (drain, resume) to FILE, for `sh FILE`.
+    #[arg(long, value_name = "FILE")]
+    pub slurm_script: Option<PathBuf>,
+    /// List every measurement in the JSON.
+    #[arg(long)]
+    pub pairs: bool,
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ThresholdArgs {
+    /// A pair is low below this fraction of its rail's median (ClusterKit's 0.93).
+    #[arg(long, default_value_t = 0.93, value_name = "FRACTION")]
+    pub relative: f64,
+    /// A rail whose median is below this fraction of line rate is a fleet-wide problem.
+    #[arg(long, default_value_t = 0.90, value_name = "FRACTION")]
+    pub floor: f64,
+    /// Different partners, fine elsewhere, that a bad verdict needs.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub min_partners: usize,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    #[arg(long, default_value_t = 4096)]
+    pub nodes: usize,
+    #[arg(long, default_value_t = 8)]
+    pub rails: usize,
+    /// Nodes slow on every rail.
+    #[arg(long, default_value_t = 41)]
+    pub bad_nodes: usize,
+    /// Node rails slow (a cable, a transceiver, a NIC).
+    #[arg(long, default_value_t = 164)]
+    pub bad_rails: usize,
+    /// Pairs slow on one rail (among the pairs the first rounds measure).
+    #[arg(long, default_value_t = 0)]
+    pub bad_paths: usize,
+    /// Relative standard deviation of every measurement.
+    #[arg(long, default_value_t = 0.05)]
+    pub noise: f64,
+    /// A slow rail's speed as a fraction of a good one's.
+    #[arg(long, default_value_t = 0.6)]
+    pub slow: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(long, default_value_t = 6)]
+    pub max_rounds: u32,
+    /// Seconds one `bench pair` run takes on one rail (measure it), for the wall time.
+    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
+    pub pair_seconds: f64,
+}
+
+pub fn name(c: &FleetCommand) -> &'static str {
+    match c {
+        FleetCommand::Sweep(SweepCommand::Plan(_)) => "fleet sweep plan",
+        FleetCommand::Sweep(SweepCommand::Report(_)) => "fleet sweep report",
+        FleetCommand::Sweep(SweepCommand::Simulate(_)) => "fleet sweep simulate",
+    }
+}
+
+pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
+    let FleetCommand::Sweep(c) = &a.command;
+    if out.format == Format::Prometheus && !matches!(c, SweepCommand::Report(_)) {
+        return Err(Error::Usage(
+            "--format prometheus is for `fleet sweep report` (and verify); use text or json here"
+                .into(),
+        ));
+    }
+    match c {
+        SweepCommand::Plan(p) => plan_cmd(out, p),
+        SweepCommand::Report(r) => report_cmd(out, r),
+        SweepCommand::Simulate(s) => simulate_cmd(out, s),
+    }
+}
+
+#[path = "sweep_io.rs"]
+mod io;
+use io::{load_results, read_hosts};
+
+/// A round as the plan prints it.
+#[derive(Debug, Serialize)]
+struct RoundOut {
+    round: u32,
+    kind: &'static str,
+    pairs: Vec<PairOut>,
+    bye: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PairOut {
+    listener: String,
+    client: String,
+    /// Empty: every rail.
+    rails: Vec<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct PlanOut {
+    mode: Mode,
+    nodes: Vec<String>,
+    rails: Vec<String>,
+    rounds: Vec<RoundOut>,
+    /// Why no round is planned, when none is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
+}
+
+fn round_out(sweep: &Sweep, round: &Round, number: u32, kind: &'static str) -> RoundOut {
+    RoundOut {
+        round: number,
+        kind,
+        pairs: round
+            .pairs
+            .iter()
+            .map(|p| PairOut {
+                listener: sweep.nodes[p.a].clone(),
+                client: sweep.nodes[p.b].clone(),
+                rails: p.rails.iter().map(|r| sweep.rails[*r].clone()).collect(),
+            })
+            .collect(),
+        bye: round.bye.iter().map(|n| sweep.nodes[*n].clone()).collect(),
+    }
+}
+
+fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
+    let mut nodes = read_hosts(&a.hosts)?;
+    let mut plan = PlanOut {
+        mode: a.mode,
+        nodes: Vec::new(),
+        rails: a.rails.clone(),
+        rounds: Vec::new(),
+        note: None,
+    };
+    if a.retest.is_empty() {
+        if nodes.len() < 2 {
+            return Err(Error::Usage(format!(
+                "a sweep needs at least two hosts, {} given; list them with --hosts FILE or --nodelist",
+                nodes.len()
+            )));
+        }
+        let sweep = Sweep::new(nodes, a.rails.clone());
+        let rounds = match a.mode {
+            Mode::Quick => plan::quick(sweep.nodes.len(), a.partners),
+            Mode::AllPairs => plan::all_pairs(sweep.nodes.len()),
+        };
+        for (i, r) in rounds.iter().enumerate() {
+            plan.rounds
+                .push(round_out(&sweep, r, i as u32 + 1, "initial"));
+        }
+        plan.nodes = sweep.nodes;
+    } else {
+        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails)?;
+        if sweep.obs.is_empty() {
+            return Err(Error::Usage(format!(
+                "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
+                a.retest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+        let c = classify(&sweep, &Thresholds::default());
+        let done = sweep.rounds();
+        let next = simulate::next_round(&sweep, &c, done as usize);
+        if done >= a.max_rounds {
+            plan.note = Some(format!(
+                "{done} rounds measured, the most --max-rounds allows ({}); what is left is reported as undecided",
+                a.max_rounds
+            ));
+        } else if next.pairs.is_empty() {
+            plan.note = Some("nothing to retest: every node is decided".into());
+        } else {
+            plan.rounds
+                .push(round_out(&sweep, &next, done + 1, "retest"));
+        }
+        plan.rails = sweep.rails.clone();
+        plan.nodes = sweep.nodes;
+    }
+    if out.json() {
+        out.document("fleet sweep plan", std::path::Path::new("/"), &plan);
+    } else {
+        // One line a pair, for shell runners: ROUND LISTENER CLIENT RAILS (`all` for every rail).
+        let mut s = String::new();
+        for r in &plan.rounds {
+            for p in &r.pairs {
+                let rails = match (p.rails.is_empty(), plan.rails.is_empty()) {
+                    (false, _) => p.rails.join(","),
+                    (true, false) => plan.rails.join(","),
+                    (true, true) => "all".to_string(),
+                };
+                s.push_str(&format!(
+                    "{} {} {} {rails}\n",
+                    r.round, p.listener, p.client
+                ));
+            }
+        }
+        if let Some(n) = &plan.note {
+            out.note(n);
+        }
+        out.raw(&s);
+    }
+    Ok(exit::OK)
+}
+
+fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
+    let t = &a.thresholds;
+    for (name, v) in [("--relative", t.relative), ("--floor", t.floor)] {
+        if !(0.0..=1.0).contains(&v) {
+            return Err(Error::Usage(format!(
+                "{name} {v}: give a fraction between 0 and 1"
+            )));
+        }
+    }
+    let nodes = if a.hosts.hosts.is_some() || a.hosts.nodelist.is_some() {
+        read_hosts(&a.hosts)?
+    } else {
+        Vec::new()
+    };
+    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[])?;
+    if sweep.obs.is_empty() {
+        return Err(Error::Usage(format!(
+            "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`)",
+            a.results.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let thresholds = Thresholds {
+        relative: t.relative,
+        floor: t.floor,
+        min_partners: t.min_partners.max(1),
+        ..Thresholds::default()
+    };
+    let c = classify(&sweep, &thresholds);
+    let findings = match &a.verify_dir {
+        Some(d) => io::read_verify_dir(d)?,
+        None => HashMap::new(),
+    };
+    let drained = match &a.drained {
+        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        None => Vec::new(),
+    };
+    let ctx = Context {
+        findings,
+        odd_mtus: remedy::odd_mtus(&mtus),
+        drained,
+        cap: slurm::cap(sweep.nodes.len(), a.drain_percent, a.max_drain),
+        with_pairs: a.pairs,
+    };
+    let report = render::report(&sweep, &c, &ctx);
+    if let Some(path) = &a.slurm_script {
+        crate::commands::fleet::write_textfile(
+            path,
+            &format!(
+                "#!/bin/sh\n# gdrprov fleet sweep report: the scheduler's actions\nset -e\n{}",
+                report.slurm.script()
+            ),
+        )?;
+    }
+    match out.format {
+        Format::Json => out.document("fleet sweep report", std::path::Path::new("/"), &report),
+        Format::Text => out.text(std::path::Path::new("/"), &render::text(&report)),
+        Format::Prometheus => out.raw(&render::prometheus(&report)),
+    }
+    Ok(exit::OK)
+}
+
+fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
+    if a.nodes < 2 || a.rails < 1 {
+        return Err(Error::Usage(
+            "--nodes must be at least 2 and --rails at least 1".into(),
+        ));
+    }
+    if a.bad_nodes > a.nodes / 2 {
+        return Err(Error::Usage(format!(
+            "--bad-nodes {} is more than half of {} nodes: the fleet median would be the bad nodes'; give fewer",
+            a.bad_nodes, a.nodes
+        )));
+    }
+    if !(0.0..1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.slow) {
+        return Err(Error::Usage(
+            "--noise must be in [0, 1) and --slow in [0, 1]".into(),
+        ));
+    }
+    let o = simulate::run(&simulate::Model {
+        nodes: a.nodes,
+        rails: a.rails,
+        bad_nodes: a.bad_nodes,
+        bad_rails: a.bad_rails,
+        bad_paths: a.bad_paths,
+        noise: a.noise,
+        slow: a.slow,
+        seed: a.seed,
+        max_rounds: a.max_rounds.max(1),
+        pair_seconds: a.pair_seconds,
+        ..simulate::Model::default()
+    });
+    if out.json() {
+        out.document("fleet sweep simulate", std::path::Path::new("/"), &o);
+    } else {
+        out.text(std::path::Path::new("/"), &format!(
+            "{} nodes x {} rails, {} bad nodes, {} bad rails, {} bad paths, noise {}, slow rails at {} (seed {})\n\
+             rounds {} ({} retests), measurements {}\n\
+             injected {}, found {}, missed {}, wrongly drained {}, false verdicts {}, undecided {}\n\
+             planner + classifier {:.3} s; a real sweep: {:.0} s with rails one after another, {:.0} s with every rail at once ({} s a pair run)\n",
+            a.nodes, a.rails, a.bad_nodes, a.bad_rails, a.bad_paths, a.noise, a.slow, a.seed,
+            o.rounds, o.retest_rounds, o.measurements,
+            o.injected, o.found, o.missed, o.wrongly_drained, o.false_verdicts, o.undecided,
+            o.planner_classifier_seconds, o.wall_seconds, o.wall_seconds_rails_parallel, a.pair_seconds
+        ));
+    }
+    Ok(exit::OK)
+}
+
+/// Records into a sweep: rails named in the records first, a record without
+/// a rail (a run that failed before naming one) on every rail.
+fn add_records(sweep: &mut Sweep, records: &[Record], mtus: &mut HashMap<(String, String), u64>) {
+    for r in records {
+        if let Some(rail) = &r.rail {
+            sweep.rail(rail);
+        }
+    }
+    if sweep.rails.is_empty() {
+        sweep.rail("all");
+    }
+    let all: Vec<String> = sweep.rails.clone();
+    for r in records {
+        let a = sweep.node(&r.a);
+        let b = sweep.node(&r.b);
+        let rails: Vec<String> = match &r.rail {
+            Some(x) => vec![x.clone()],
+            None => all.clone(),
+        };
+        for rail in rails {
+            let ri = sweep.rail(&rail);
+            sweep.obs.push(Obs {
+                round: r.round,
+                a,
+                b,
+                rail: ri,
+                gbps: r.gbps,
+                fraction: r.fraction,
+                data_ok: r.data_ok,
+            });
+            if let Some(m) = r.mtu_a {
+                mtus.insert((r.a.clone(), rail.clone()), m);
+            }
+            if let Some(m) = r.mtu_b {
+                mtus.insert((r.b.clone(), rail.clone()), m);
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+//! Remediation before drain: a bad node whose own `verify --format json`
+//! names a configuration cause (an MTU unlike its peers', the wrong
+//! peer-memory path, ACS on, a module that should not load, files that differ
+//! from the profile) is fixable by `gdrprov apply` with that profile; a bad
+//! node with no such finding is a hardware suspect, drained.
+
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// verify's checks whose failure is a configuration cause that apply fixes.
+pub const CONFIG_CHECKS: &[&str] = &["mtu", "acs", "modules", "configuration"];
+
+/// What a node's verify said that apply can fix.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct NodeFindings {
+    pub profiles: Vec<String>,
+    pub ready: Option<bool>,
+    /// `check: detail` of each configuration check that failed.
+    pub causes: Vec<String>,
+}
+
+/// The findings of one `gdrprov verify --format json` document.
+pub fn from_verify(doc: &Value) -> NodeFindings {
+    let profiles = doc
+        .get("profiles")
+        .and_then(Value::as_array)
+        .map(|p| {
+            p.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let causes = doc
+        .get("checks")
+        .and_then(Value::as_array)
+        .map(|checks| {
+            checks
+                .iter()
+                .filter(|c| c.get("status").and_then(Value::as_str) == Some("fail"))
+                .filter_map(|c| {
+                    let name = c.get("name").and_then(Value::as_str)?;
+                    CONFIG_CHECKS.contains(&name).then(|| {
+                        format!(
+                            "{name}: {}",
+                            c.get("detail").and_then(Value::as_str).unwrap_or("failed")
+                        )
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    NodeFindings {
+        profiles,
+        ready: doc.get("ready").and_then(Value::as_bool),
+        causes,
+    }
+}
+
+/// MTUs unlike the rail's most common one: (node, rail) -> cause.
+pub fn odd_mtus(mtus: &HashMap<(String, String), u64>) -> BTreeMap<(String, String), String> {
+    let mut per_rail: BTreeMap<&str, BTreeMap<u64, usize>> = BTreeMap::new();
+    for ((_, rail), mtu) in mtus {
+        *per_rail.entry(rail).or_default().entry(*mtu).or_default() += 1;
+    }
+    let common: BTreeMap<&str, u64> = per_rail
+        .iter()
+        .filter_map(|(rail, counts)| {
+            counts
+                .iter()
+                .max_by_key(|(mtu, n)| (**n, **mtu))
+                .map(|(mtu, _)| (*rail, *mtu))
+        })
+        .collect();
+    mtus.iter()
+        .filter_map(|((node, rail), mtu)| {
+            let usual = common.get(rail.as_str())?;
+            (mtu != usual).then(|| {
+                (
+                    (node.clone(), rail.clone()),
+                    format!("mtu: {rail} has MTU {mtu}, its peers {usual}"),
+                )
+            })
+        })
+        .collect()
+}
+
+/// A bad node that apply can fix, with the command.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Fixable {
+    pub node: String,
+    pub causes: Vec<String>,
+    /// `gdrprov apply PROFILE...`, the profiles its verify used (PROFILE when unknown).
+    pub command: String,
+}
+
+pub fn fixable(
+    node: &str,
+    findings: Option<&NodeFindings>,
+    mtu_causes: &[String],
+) -> Option<Fixable> {
+    let mut causes: Vec<String> = mtu_causes.to_vec();
+    if let Some(f) = findings {
+        for c in &f.causes {
+            if !causes.contains(c) {
+                causes.push(c.clone());
+            }
+        }
+    }
+    if causes.is_empty() {
+        return None;
+    }
+    let profiles = findings
+        .map(|f| f.profiles.join(" "))
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "PROFILE".into());
+    Some(Fixable {
+        node: node.to_string(),
+        causes,
+        command: format!("gdrprov apply {profiles}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn configuration_failures_are_causes_others_are_not() {
+        let doc = json!({"command": "verify", "profiles": ["rdma-dmabuf"], "ready": false, "checks": [
+            {"name": "modules", "status": "fail", "detail": "loaded but must be absent: nvidia_peermem"},
+            {"name": "acs", "status": "pass", "detail": "off"},
+            {"name": "pcie-links", "status": "fail", "detail": "x8 of x16"}
+        ]});
+        let f = from_verify(&doc);
+        assert_eq!(f.profiles, vec!["rdma-dmabuf"]);
+        assert_eq!(
+            f.causes,
+            vec!["modules: loaded but must be absent: nvidia_peermem"]
+        );
+        let x = fixable("n1", Some(&f), &[]).unwrap();
+        assert_eq!(x.command, "gdrprov apply rdma-dmabuf");
+        // A link trained narrow is hardware: nothing to apply.
+        let hw = from_verify(&json!({"profiles": ["rdma-dmabuf"], "checks": [
+            {"name": "pcie-links", "status": "fail", "detail": "x8"}]}));
+        assert_eq!(fixable("n2", Some(&hw), &[]), None);
+        assert_eq!(fixable("n3", None, &[]), None);
+    }
+
+    #[test]
+    fn an_mtu_unlike_its_peers_is_a_cause() {
+        let mut m = HashMap::new();
+        for n in ["a", "b", "c"] {
+            m.insert((n.to_string(), "mlx5_0".to_string()), 4096);
+        }
+        m.insert(("d".to_string(), "mlx5_0".to_string()), 1024);
+        let odd = odd_mtus(&m);
+        assert_eq!(odd.len(), 1);
+        let cause = &odd[&("d".to_string(), "mlx5_0".to_string())];
+        assert_eq!(cause, "mtu: mlx5_0 has MTU 1024, its peers 4096");
+        assert_eq!(
+            fixable("d", None, std::slice::from_ref(cause))
+                .unwrap()
+                .command,
+            "gdrprov apply PROFILE"
+        );
+    }
+}

@@ -1,0 +1,519 @@
+//! The sweep's report: verdicts with names and evidence, the scheduler's
+//! decisions, and the same data as text and Prometheus metrics.
+
+use super::classify::{typical_low, Classified, RailStats, State, Thresholds};
+use super::remedy::{Fixable, NodeFindings};
+use super::slurm::{self, Decisions};
+use super::Sweep;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    BadNode,
+    BadRail,
+    BadPath,
+    FleetWide,
+}
+
+/// One low measurement behind a verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    pub round: u32,
+    pub partner: String,
+    pub rail: String,
+    pub gbps: f64,
+    pub fraction: Option<f64>,
+    /// gbps / the rail's median.
+    pub of_median: f64,
+    pub data_ok: bool,
+    /// Different partners the partner measured well with on this rail.
+    pub partner_fine_with: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub kind: Kind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The other end, for a bad path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
+    pub rails: Vec<String>,
+    pub value: f64,
+    /// "of line rate" or "of the fleet median".
+    pub of: &'static str,
+    pub partners: Vec<String>,
+    pub summary: String,
+    /// drain, fix (gdrprov apply), check the path, none (fleet-wide).
+    pub action: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fixable>,
+    pub evidence: Vec<Evidence>,
+}
+
+/// One measurement as the report lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairOut {
+    pub round: u32,
+    pub a: String,
+    pub b: String,
+    pub rail: String,
+    pub gbps: f64,
+    pub fraction: Option<f64>,
+    pub data_ok: bool,
+    pub low: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SuspectOut {
+    pub node: String,
+    pub rails: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PathRetest {
+    pub a: String,
+    pub b: String,
+    pub rail: String,
+}
+
+/// The whole report (`fleet sweep report`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub nodes: usize,
+    pub rounds: u32,
+    pub measurements: usize,
+    pub thresholds: Thresholds,
+    pub rails: Vec<RailStats>,
+    pub verdicts: Vec<Verdict>,
+    /// Node rails to retest with fresh partners (`fleet sweep plan --retest`).
+    pub suspects: Vec<SuspectOut>,
+    /// Pairs low once, both ends fine with others: measured again.
+    pub path_retests: Vec<PathRetest>,
+    pub slurm: Decisions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pairs: Vec<PairOut>,
+}
+
+/// What the report needs besides the measurements.
+#[derive(Debug, Clone, Default)]
+pub struct Context {
+    pub findings: HashMap<String, NodeFindings>,
+    /// (node, rail) -> the MTU cause, for MTUs unlike the rail's usual one.
+    pub odd_mtus: BTreeMap<(String, String), String>,
+    /// Nodes drained now, with their reasons (`sinfo`).
+    pub drained: Vec<(String, String)>,
+    pub cap: usize,
+    pub with_pairs: bool,
+}
+
+fn evidence(
+    sweep: &Sweep,
+    c: &Classified,
+    node: usize,
+    rails: &[usize],
+) -> (Vec<Evidence>, Vec<usize>) {
+    let mut ev = Vec::new();
+    let mut obs = Vec::new();
+    for &r in rails {
+        for &(p, i) in c.lows(node, r) {
+            let o = &sweep.obs[i];
+            obs.push(i);
+            ev.push(Evidence {
+                round: o.round,
+                partner: sweep.nodes[p].clone(),
+                rail: sweep.rails[r].clone(),
+                gbps: o.gbps,
+                fraction: o.fraction,
+                of_median: o.gbps / c.rails[r].median_gbps.max(f64::MIN_POSITIVE),
+                data_ok: o.data_ok,
+                partner_fine_with: c.highs(p, r),
+            });
+        }
+    }
+    (ev, obs)
+}
+
+fn distinct(names: impl Iterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = names.collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// The verdicts on nodes and their rails, with the reason a drain would give.
+pub fn node_verdicts(sweep: &Sweep, c: &Classified) -> Vec<Verdict> {
+    let mut out = Vec::new();
+    for n in 0..sweep.nodes.len() {
+        let bad: Vec<usize> = (0..sweep.rails.len())
+            .filter(|r| c.at(n, *r) == State::Bad)
+            .collect();
+        if bad.is_empty() {
+            continue;
+        }
+        let groups: Vec<Vec<usize>> = if c.bad_node(n) {
+            vec![bad]
+        } else {
+            bad.into_iter().map(|r| vec![r]).collect()
+        };
+        let whole = c.bad_node(n);
+        for rails in groups {
+            let (ev, obs) = evidence(sweep, c, n, &rails);
+            let (value, of) = typical_low(sweep, c, &obs);
+            let partners = distinct(ev.iter().map(|e| e.partner.clone()));
+            let names: Vec<String> = rails.iter().map(|r| sweep.rails[*r].clone()).collect();
+            let summary = if whole && sweep.rails.len() > 1 {
+                format!(
+                    "every rail low, {value:.2} {of} with {} partners",
+                    partners.len()
+                )
+            } else {
+                format!(
+                    "rail {} {value:.2} {of} with {} partners",
+                    names.join(","),
+                    partners.len()
+                )
+            };
+            out.push(Verdict {
+                kind: if whole { Kind::BadNode } else { Kind::BadRail },
+                node: Some(sweep.nodes[n].clone()),
+                peer: None,
+                rails: names,
+                value,
+                of,
+                partners,
+                summary,
+                action: "drain",
+                fix: None,
+                evidence: ev,
+            });
+        }
+    }
+    out
+}
+
+fn path_verdicts(sweep: &Sweep, c: &Classified) -> Vec<Verdict> {
+    c.paths
+        .iter()
+        .map(|(a, b, r, lows)| {
+            let (value, of) = typical_low(sweep, c, lows);
+            let ev = lows
+                .iter()
+                .map(|i| {
+                    let o = &sweep.obs[*i];
+                    Evidence {
+                        round: o.round,
+                        partner: sweep.nodes[*b].clone(),
+                        rail: sweep.rails[*r].clone(),
+                        gbps: o.gbps,
+                        fraction: o.fraction,
+                        of_median: o.gbps / c.rails[*r].median_gbps.max(f64::MIN_POSITIVE),
+                        data_ok: o.data_ok,
+                        partner_fine_with: c.highs(*b, *r),
+                    }
+                })
+                .collect();
+            Verdict {
+                kind: Kind::BadPath,
+                node: Some(sweep.nodes[*a].clone()),
+                peer: Some(sweep.nodes[*b].clone()),
+                rails: vec![sweep.rails[*r].clone()],
+                value,
+                of,
+                partners: vec![sweep.nodes[*b].clone()],
+                summary: format!(
+                    "path {} <-> {} on rail {}: {value:.2} {of} {} times, both fine with others ({} and {} partners); check the cables and switch ports between them",
+                    sweep.nodes[*a], sweep.nodes[*b], sweep.rails[*r], lows.len(), c.highs(*a, *r), c.highs(*b, *r)
+                ),
+                action: "check the path",
+                fix: None,
+                evidence: ev,
+            }
+        })
+        .collect()
+}
+
+fn fleet_verdict(c: &Classified) -> Option<Verdict> {
+    let below: Vec<&RailStats> = c.rails.iter().filter(|r| r.below_floor).collect();
+    let worst = below
+        .iter()
+        .filter_map(|r| r.median_fraction)
+        .fold(f64::INFINITY, f64::min);
+    (!below.is_empty()).then(|| Verdict {
+        kind: Kind::FleetWide,
+        node: None,
+        peer: None,
+        rails: below.iter().map(|r| r.rail.clone()).collect(),
+        value: worst,
+        of: "of line rate",
+        partners: Vec::new(),
+        summary: format!(
+            "{}: the median pair is below the floor of {:.2} of line rate (lowest {worst:.2}): a cause shared by the fleet (switch, fabric setting, firmware); no drain fixes it",
+            if below.len() == c.rails.len() { "every rail".to_string() } else { format!("rails {}", below.iter().map(|r| r.rail.as_str()).collect::<Vec<_>>().join(",")) },
+            c.thresholds.floor
+        ),
+        action: "none",
+        fix: None,
+        evidence: Vec::new(),
+    })
+}
+
+/// Every verdict, the suspects, and what the scheduler is told.
+pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
+    let mut verdicts = node_verdicts(sweep, c);
+    // Remediation before drain.
+    for v in &mut verdicts {
+        let Some(node) = v.node.clone() else { continue };
+        let mtu: Vec<String> = v
+            .rails
+            .iter()
+            .filter_map(|r| ctx.odd_mtus.get(&(node.clone(), r.clone())).cloned())
+            .collect();
+        if let Some(f) = super::remedy::fixable(&node, ctx.findings.get(&node), &mtu) {
+            v.action = "fix";
+            v.fix = Some(f);
+        }
+    }
+    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in verdicts.iter().filter(|v| v.action == "drain") {
+        if let Some(n) = &v.node {
+            reasons
+                .entry(n.clone())
+                .or_default()
+                .push(v.summary.clone());
+        }
+    }
+    let suspects: Vec<(String, String)> = reasons
+        .into_iter()
+        .map(|(n, r)| (n, r.join("; ")))
+        .collect();
+    let index: HashMap<&str, usize> = sweep
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    let cleared = |n: &str| index.get(n).is_some_and(|i| c.cleared(*i));
+    let slurm = slurm::decide(&suspects, &ctx.drained, &cleared, ctx.cap);
+    verdicts.extend(path_verdicts(sweep, c));
+    verdicts.extend(fleet_verdict(c));
+    let pairs = if ctx.with_pairs {
+        sweep
+            .obs
+            .iter()
+            .zip(&c.low)
+            .map(|(o, low)| PairOut {
+                round: o.round,
+                a: sweep.nodes[o.a].clone(),
+                b: sweep.nodes[o.b].clone(),
+                rail: sweep.rails[o.rail].clone(),
+                gbps: o.gbps,
+                fraction: o.fraction,
+                data_ok: o.data_ok,
+                low: *low,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Report {
+        nodes: sweep.nodes.len(),
+        rounds: sweep.rounds(),
+        measurements: sweep.obs.len(),
+        thresholds: c.thresholds,
+        rails: c.rails.clone(),
+        verdicts,
+        suspects: c
+            .suspects()
+            .into_iter()
+            .map(|(n, rails)| SuspectOut {
+                node: sweep.nodes[n].clone(),
+                rails: rails.iter().map(|r| sweep.rails[*r].clone()).collect(),
+            })
+            .collect(),
+        path_retests: c
+            .path_suspects
+            .iter()
+            .map(|(a, b, r)| PathRetest {
+                a: sweep.nodes[*a].clone(),
+                b: sweep.nodes[*b].clone(),
+                rail: sweep.rails[*r].clone(),
+            })
+            .collect(),
+        slurm,
+        pairs,
+    }
+}
+
+fn frac(f: Option<f64>) -> String {
+    f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "n/a".into())
+}
+
+/// The report for people.
+pub fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sweep: {} nodes, {} rails, {} rounds, {} measurements",
+        r.nodes,
+        r.rails.len(),
+        r.rounds,
+        r.measurements
+    );
+    let _ = writeln!(
+        s,
+        "{:<12} {:>12} {:>13} {:>8} {:>6}",
+        "rail", "median Gb/s", "of line rate", "spread", "cut"
+    );
+    for x in &r.rails {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>12.2} {:>13} {:>8.3} {:>6.2}{}",
+            x.rail,
+            x.median_gbps,
+            frac(x.median_fraction),
+            x.spread,
+            x.cut,
+            if x.below_floor {
+                "  BELOW THE FLOOR"
+            } else {
+                ""
+            }
+        );
+    }
+    if r.verdicts.is_empty() {
+        let _ = writeln!(s, "no bad node, rail or path found");
+    }
+    for v in &r.verdicts {
+        let what = match v.kind {
+            Kind::BadNode => "bad node",
+            Kind::BadRail => "bad rail",
+            Kind::BadPath => "bad path",
+            Kind::FleetWide => "fleet-wide",
+        };
+        let _ = writeln!(
+            s,
+            "{what} {}: {} -> {}",
+            v.node.as_deref().unwrap_or("*"),
+            v.summary,
+            v.action
+        );
+        if let Some(f) = &v.fix {
+            let _ = writeln!(
+                s,
+                "  fixable: {}; run `{}` on it",
+                f.causes.join("; "),
+                f.command
+            );
+        }
+        for e in &v.evidence {
+            let _ = writeln!(
+                s,
+                "  round {} with {} on {}: {:.2} Gb/s ({} of line rate, {:.2} of the median){}; {} fine with {} others",
+                e.round,
+                e.partner,
+                e.rail,
+                e.gbps,
+                frac(e.fraction),
+                e.of_median,
+                if e.data_ok { "" } else { ", data check FAILED or no result" },
+                e.partner,
+                e.partner_fine_with
+            );
+        }
+    }
+    if !r.suspects.is_empty() || !r.path_retests.is_empty() {
+        let _ = writeln!(
+            s,
+            "to retest ({} nodes, {} paths): `gdrprov fleet sweep plan --retest RESULTS`",
+            r.suspects.len(),
+            r.path_retests.len()
+        );
+        for x in &r.suspects {
+            let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
+        }
+    }
+    let d = &r.slurm;
+    let _ = writeln!(
+        s,
+        "slurm: drain {}, resume {} (cap {})",
+        d.drain.len(),
+        d.resume.len(),
+        d.cap
+    );
+    if let Some(why) = &d.held_because {
+        let _ = writeln!(s, "  held: {why}");
+    }
+    for line in d.script().lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    s
+}
+
+fn header(s: &mut String, name: &str, help: &str) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+}
+
+/// The report as Prometheus text exposition (node-exporter's textfile collector).
+pub fn prometheus(r: &Report) -> String {
+    use crate::output::exposition::escape_label as esc;
+    let mut s = String::new();
+    let m = "gdrprov_sweep_rail_median_gbps";
+    header(
+        &mut s,
+        m,
+        "Median pair bandwidth of the rail over the sweep, Gb/s.",
+    );
+    for x in &r.rails {
+        let _ = writeln!(s, "{m}{{rail=\"{}\"}} {}", esc(&x.rail), x.median_gbps);
+    }
+    let m = "gdrprov_sweep_bad";
+    header(
+        &mut s,
+        m,
+        "1 for each bad node, rail or path the sweep found (kind, node, rail).",
+    );
+    for v in &r.verdicts {
+        let kind = serde_json::to_value(v.kind)
+            .ok()
+            .and_then(|k| k.as_str().map(str::to_string))
+            .unwrap_or_default();
+        for rail in &v.rails {
+            let _ = writeln!(
+                s,
+                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
+                esc(v.node.as_deref().unwrap_or("")),
+                esc(rail)
+            );
+        }
+    }
+    for (name, help, value) in [
+        (
+            "gdrprov_sweep_suspects",
+            "Nodes left to retest.",
+            r.suspects.len(),
+        ),
+        (
+            "gdrprov_sweep_drain",
+            "Nodes the sweep drains.",
+            r.slurm.drain.len(),
+        ),
+        (
+            "gdrprov_sweep_held",
+            "Nodes not drained because of the cap.",
+            r.slurm.held.len(),
+        ),
+        (
+            "gdrprov_sweep_rounds",
+            "Rounds measured.",
+            r.rounds as usize,
+        ),
+    ] {
+        header(&mut s, name, help);
+        let _ = writeln!(s, "{name} {value}");
+    }
+    s
+}

@@ -1,0 +1,347 @@
+//! What the scheduler is told: which nodes to drain (with a reason that says
+//! what and why), which to resume, under a cap; the `scontrol` command lines;
+//! and Slurm's host lists (`gpu[001-064,070]`).
+//!
+//! The cap: a sweep never drains more than `max_drain` nodes (default 10% of
+//! the nodes, at least one) without being told to. When more would be
+//! drained, none is: many nodes bad at once is likelier a shared cause (a
+//! switch, a fabric setting) than that many broken nodes, and draining them
+//! would take the cluster down for it. `--max-drain N` raises the cap.
+
+use crate::error::{Error, Result};
+use crate::host::CommandSpec;
+use serde::Serialize;
+
+/// Reasons gdrprov writes start with this; only those are ever resumed.
+pub const REASON_PREFIX: &str = "gdrprov: ";
+/// The health check's reasons (resumed by the health check only, never by a sweep).
+pub const HEALTHCHECK_PREFIX: &str = "gdrprov: verify";
+
+/// The cap: EXPLICIT, else PERCENT of NODES rounded down, at least one.
+pub fn cap(nodes: usize, percent: f64, explicit: Option<usize>) -> usize {
+    explicit.unwrap_or_else(|| ((nodes as f64 * percent / 100.0).floor() as usize).max(1))
+}
+
+/// One node to drain or resume, and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Action {
+    pub node: String,
+    pub reason: String,
+    /// The `scontrol` command that does it.
+    pub argv: Vec<String>,
+}
+
+/// Everything the scheduler is told.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Decisions {
+    pub cap: usize,
+    pub drain: Vec<Action>,
+    pub resume: Vec<Action>,
+    /// Hardware suspects not drained because they are more than the cap.
+    pub held: Vec<String>,
+    /// Why nothing was drained, when the cap held it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_because: Option<String>,
+}
+
+impl Decisions {
+    /// The command lines, one a line, for a runner to run (`sh FILE`).
+    pub fn script(&self) -> String {
+        let mut s = String::new();
+        for a in self.drain.iter().chain(&self.resume) {
+            s.push_str(
+                &CommandSpec::new(&a.argv.iter().map(String::as_str).collect::<Vec<_>>(), "")
+                    .shell_line(),
+            );
+            s.push('\n');
+        }
+        s
+    }
+}
+
+pub fn drain_argv(node: &str, reason: &str) -> Vec<String> {
+    vec![
+        "scontrol".into(),
+        "update".into(),
+        format!("NodeName={node}"),
+        "State=DRAIN".into(),
+        format!("Reason={reason}"),
+    ]
+}
+
+pub fn resume_argv(node: &str) -> Vec<String> {
+    vec![
+        "scontrol".into(),
+        "update".into(),
+        format!("NodeName={node}"),
+        "State=RESUME".into(),
+    ]
+}
+
+/// A reason as Slurm keeps it: one line, no double quotes, short.
+pub fn clean_reason(reason: &str) -> String {
+    let one: String = reason
+        .chars()
+        .map(|c| if c == '"' || c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.trim();
+    let text = if one.starts_with(REASON_PREFIX) {
+        one.to_string()
+    } else {
+        format!("{REASON_PREFIX}{one}")
+    };
+    text.chars().take(200).collect()
+}
+
+/// Drains SUSPECTS (node, reason) unless they are more than CAP; resumes
+/// each node of DRAINED (drained earlier by a sweep, with its reason) that
+/// CLEARED says this sweep found fine. A node drained for another reason, or
+/// by the health check, is left alone.
+pub fn decide(
+    suspects: &[(String, String)],
+    drained: &[(String, String)],
+    cleared: &dyn Fn(&str) -> bool,
+    cap: usize,
+) -> Decisions {
+    let mut d = Decisions {
+        cap,
+        ..Decisions::default()
+    };
+    let already = |n: &str| drained.iter().any(|(x, _)| x == n);
+    let new: Vec<&(String, String)> = suspects.iter().filter(|(n, _)| !already(n)).collect();
+    // The cap counts every node a sweep keeps drained, old and new.
+    let kept_old = drained
+        .iter()
+        .filter(|(n, r)| is_sweep_reason(r) && suspects.iter().any(|(s, _)| s == n))
+        .count();
+    if new.len() + kept_old > cap {
+        d.held = new.iter().map(|(n, _)| n.clone()).collect();
+        d.held_because = Some(format!(
+            "{} nodes would be drained, more than the cap of {cap}: a shared cause (a switch, a fabric setting) is likelier than that many broken nodes; check it, or pass --max-drain {}",
+            new.len() + kept_old,
+            new.len() + kept_old
+        ));
+    } else {
+        d.drain = new
+            .iter()
+            .map(|(n, r)| {
+                let reason = clean_reason(r);
+                Action {
+                    argv: drain_argv(n, &reason),
+                    node: n.clone(),
+                    reason,
+                }
+            })
+            .collect();
+    }
+    d.resume = drained
+        .iter()
+        .filter(|(n, r)| is_sweep_reason(r) && cleared(n))
+        .map(|(n, _)| Action {
+            node: n.clone(),
+            reason: "gdrprov: the sweep found it fine on every rail".into(),
+            argv: resume_argv(n),
+        })
+        .collect();
+    d
+}
+
+/// A reason a sweep wrote (not the health check's, not a person's).
+pub fn is_sweep_reason(reason: &str) -> bool {
+    reason.starts_with(REASON_PREFIX) && !reason.starts_with(HEALTHCHECK_PREFIX)
+}
+
+/// Drained nodes as `sinfo -h -N -t drain,draining -o '%N|%E'` prints them
+/// (one `NODE|REASON` a line).
+pub fn parse_drained(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (node, reason) = line.split_once('|').unwrap_or((line, ""));
+        let node = node.trim().to_string();
+        if !out.iter().any(|(n, _)| *n == node) {
+            out.push((node, reason.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Expands a Slurm host list: `gpu[001-003,7],login1` is gpu001 gpu002
+/// gpu003 gpu7 login1 (zero padding kept from the range's start).
+pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
+    let bad = |why: &str| {
+        Error::Usage(format!(
+            "host list `{list}`: {why}; write it as Slurm does, e.g. gpu[001-064,070],login1"
+        ))
+    };
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    let mut items = Vec::new();
+    for (i, c) in list.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth == 0 => return Err(bad("a `]` without its `[`")),
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(bad("a `[` without its `]`"));
+    }
+    items.push(&list[start..]);
+    for item in items.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
+        expand_item(item, &mut out).map_err(|w| bad(&w))?;
+    }
+    Ok(out)
+}
+
+fn expand_item(item: &str, out: &mut Vec<String>) -> std::result::Result<(), String> {
+    let Some(open) = item.find('[') else {
+        out.push(item.to_string());
+        return Ok(());
+    };
+    let close = item[open..]
+        .find(']')
+        .map(|c| c + open)
+        .ok_or("a `[` without its `]`")?;
+    let (prefix, ranges, rest) = (&item[..open], &item[open + 1..close], &item[close + 1..]);
+    let mut tails = Vec::new();
+    expand_item(rest, &mut tails)?;
+    if rest.is_empty() {
+        tails = vec![String::new()];
+    }
+    for range in ranges.split(',') {
+        let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+        let width = lo.len();
+        let a: u64 = lo
+            .parse()
+            .map_err(|_| format!("`{range}` is not a number range"))?;
+        let b: u64 = hi
+            .parse()
+            .map_err(|_| format!("`{range}` is not a number range"))?;
+        if b < a || b - a > 100_000 {
+            return Err(format!("`{range}` is not a range from low to high"));
+        }
+        for v in a..=b {
+            for t in &tails {
+                out.push(format!("{prefix}{v:0width$}{t}"));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_is_ten_percent_at_least_one_or_as_told() {
+        assert_eq!(cap(4096, 10.0, None), 409);
+        assert_eq!(cap(8, 10.0, None), 1);
+        assert_eq!(cap(3, 10.0, None), 1);
+        assert_eq!(cap(100, 10.0, Some(30)), 30);
+    }
+
+    #[test]
+    fn drains_with_reason_resumes_only_its_own() {
+        let suspects = vec![(
+            "n1".to_string(),
+            "rail mlx5_2 0.41 of line rate with 3 partners".to_string(),
+        )];
+        let drained = vec![
+            (
+                "n5".to_string(),
+                "gdrprov: rail mlx5_0 0.5 of line rate with 2 partners".to_string(),
+            ),
+            ("n6".to_string(), "bad DIMM".to_string()),
+            (
+                "n7".to_string(),
+                "gdrprov: verify failed: modules".to_string(),
+            ),
+        ];
+        let d = decide(&suspects, &drained, &|_| true, 2);
+        assert_eq!(d.drain.len(), 1);
+        assert_eq!(
+            d.drain[0].argv,
+            vec![
+                "scontrol",
+                "update",
+                "NodeName=n1",
+                "State=DRAIN",
+                "Reason=gdrprov: rail mlx5_2 0.41 of line rate with 3 partners"
+            ]
+        );
+        let resumed: Vec<&str> = d.resume.iter().map(|a| a.node.as_str()).collect();
+        assert_eq!(
+            resumed,
+            vec!["n5"],
+            "a person's drain and the health check's stay"
+        );
+        assert!(d.script().contains(
+            "scontrol update NodeName=n1 State=DRAIN 'Reason=gdrprov: rail mlx5_2 0.41 of line rate with 3 partners'\n"
+        ), "{}", d.script());
+        assert!(d
+            .script()
+            .contains("scontrol update NodeName=n5 State=RESUME\n"));
+    }
+
+    #[test]
+    fn over_the_cap_nothing_is_drained_and_it_says_why() {
+        let suspects: Vec<(String, String)> = (0..3)
+            .map(|i| (format!("n{i}"), "every rail low".to_string()))
+            .collect();
+        let d = decide(&suspects, &[], &|_| false, 2);
+        assert!(d.drain.is_empty());
+        assert_eq!(d.held.len(), 3);
+        assert!(d.held_because.unwrap().contains("--max-drain 3"));
+        let d = decide(&suspects, &[], &|_| false, 3);
+        assert_eq!(d.drain.len(), 3);
+    }
+
+    #[test]
+    fn a_node_still_bad_is_not_drained_twice_nor_resumed() {
+        let suspects = vec![("n1".to_string(), "x".to_string())];
+        let drained = vec![("n1".to_string(), "gdrprov: x".to_string())];
+        let d = decide(&suspects, &drained, &|_| false, 1);
+        assert!(d.drain.is_empty() && d.resume.is_empty() && d.held.is_empty());
+    }
+
+    #[test]
+    fn reasons_are_one_clean_line_with_the_prefix() {
+        assert_eq!(clean_reason("a \"b\"\nc"), "gdrprov: a  b  c");
+        assert_eq!(clean_reason("gdrprov: x"), "gdrprov: x");
+    }
+
+    #[test]
+    fn sinfo_lines_parse() {
+        let d = parse_drained("n1|gdrprov: rail x\nn2|\n\nn1|dup\n");
+        assert_eq!(
+            d,
+            vec![
+                ("n1".into(), "gdrprov: rail x".into()),
+                ("n2".into(), "".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn host_lists_expand_as_slurm_does() {
+        assert_eq!(
+            expand_hostlist("gpu[001-003,7],login1").unwrap(),
+            vec!["gpu001", "gpu002", "gpu003", "gpu7", "login1"]
+        );
+        assert_eq!(
+            expand_hostlist("r[1-2]n[1-2]").unwrap(),
+            vec!["r1n1", "r1n2", "r2n1", "r2n2"]
+        );
+        for bad in ["gpu[1-", "gpu]1", "gpu[a-b]", "gpu[5-1]"] {
+            let e = expand_hostlist(bad).unwrap_err().to_string();
+            assert!(e.contains("host list"), "{e}");
+        }
+    }
+}
