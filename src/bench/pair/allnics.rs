@@ -15,9 +15,14 @@ use crate::host::Host;
 /// One rail's outcome at this end.
 #[derive(Debug, Clone, Serialize)]
 pub struct RailResult {
+    /// The rail's name: this end's NIC (what the fleet sweep reads, src/fleet/results.rs).
+    #[serde(rename = "rail")]
+    pub name: String,
     #[serde(flatten)]
     pub rail: Rail,
-    /// The session's report (the client builds it and sends it to the listener).
+    /// The session's report (the client builds it and sends it to the listener), its fields
+    /// inline, so that each entry of `rails[]` reads as a one-NIC pair document.
+    #[serde(flatten)]
     pub report: Option<PairReport>,
     /// Why the rail did not run to its end.
     pub error: Option<String>,
@@ -112,6 +117,7 @@ pub fn run_rails(
             }
         };
         out.push(RailResult {
+            name: rail.nic.clone(),
             rail,
             report,
             error,

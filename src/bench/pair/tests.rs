@@ -592,3 +592,54 @@ fn the_verify_pair_entry_judges_a_session() {
     assert_eq!(c.status, Status::Fail);
     assert_eq!(c.evidence, "to 10.0.0.2: the peer refused the secret");
 }
+
+/// An `--all-nics` document reads, rail by rail, as the fleet sweep reads pair results.
+#[test]
+fn all_nics_json_reads_as_the_sweep_reads_it() {
+    use crate::bench::pair::allnics::{render_rails, RailResult, RailsOutcome};
+    use crate::bench::pair::rails::Rail;
+    let rep = run(Op::Write, S, S, 1024, None)
+        .listener
+        .unwrap()
+        .report
+        .unwrap();
+    let rail = |index: usize, nic: &str| Rail {
+        index,
+        nic: nic.into(),
+        gpu_pci: None,
+        distance: None,
+        note: None,
+    };
+    let out = RailsOutcome {
+        role: "client",
+        rails: vec![
+            RailResult {
+                name: "mlx5_0".into(),
+                rail: rail(0, "mlx5_0"),
+                report: Some(rep),
+                error: None,
+            },
+            RailResult {
+                name: "mlx5_1".into(),
+                rail: rail(1, "mlx5_1"),
+                report: None,
+                error: Some("port mlx5_1:1 is not ACTIVE".into()),
+            },
+        ],
+        passed: false,
+    };
+    let v = serde_json::to_value(&out).unwrap();
+    let recs = crate::fleet::results::read(&v, "a", "b", None, 1);
+    assert_eq!(recs.len(), 2);
+    assert_eq!(recs[0].rail.as_deref(), Some("mlx5_0"));
+    assert!(recs[0].gbps > 0.0 && recs[0].data_ok);
+    assert_eq!(recs[1].rail.as_deref(), Some("mlx5_1"));
+    assert!(!recs[1].data_ok);
+    let text = render_rails(&out);
+    assert!(text.contains("rail 1 of 2: mlx5_1 <-> no GPU"), "{text}");
+    assert!(
+        text.contains("  FAIL: port mlx5_1:1 is not ACTIVE"),
+        "{text}"
+    );
+    assert!(text.ends_with("all rails: FAIL\n"), "{text}");
+}
