@@ -92,6 +92,10 @@ pub struct VerifyRequest {
     pub min_gbps: Option<f64>,
     pub cpu_vendor: Option<CpuVendor>,
     pub arch: Option<crate::facts::arch::Arch>,
+    /// `--peer HOST`: the two-host check against a `bench pair` listener there.
+    pub peer: Option<String>,
+    /// The pair's shared secret (else $GDRPROV_PAIR_TOKEN).
+    pub token_file: Option<PathBuf>,
 }
 
 /// What an operation is about to do, for its caller to show and confirm.
@@ -469,6 +473,8 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         device: req.device.clone(),
         seconds: req.duration,
         min_gbps: req.min_gbps,
+        peer: req.peer.clone(),
+        token_file: req.token_file.clone(),
     };
     crate::checks::verify::run(
         &host,

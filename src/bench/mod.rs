@@ -10,6 +10,7 @@ pub mod copy;
 pub mod error;
 pub mod loopback;
 mod measure;
+pub mod pair;
 pub mod pattern;
 pub mod probe;
 pub mod report;

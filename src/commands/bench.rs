@@ -32,6 +32,8 @@ pub enum BenchCommand {
     Probe(ProbeArgs),
     /// GPU <-> host copy bandwidth (pinned memory, 256 MiB, best of several runs) per GPU.
     Copy(CopyArgs),
+    /// RDMA between two hosts: `--listen` on one, `pair PEER` on the other; with a data check.
+    Pair(crate::bench::pair::PairArgs),
 }
 
 /// `gdrprov bench copy`
@@ -340,12 +342,47 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
     Ok(if r.passed { 0 } else { 1 })
 }
 
+/// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
+/// threshold failed; every other failure is an error naming it.
+pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32, BenchError> {
+    let opts = args.to_options()?;
+    let notes = |s: &str| crate::output::stderr_line(s);
+    if opts.all_nics {
+        let done = crate::bench::pair::allnics::run_live(&opts, &notes)?;
+        show(
+            out,
+            "bench pair",
+            || crate::bench::pair::allnics::render_rails(&done),
+            &done,
+        )?;
+        return Ok(if done.passed { 0 } else { 1 });
+    }
+    let done = crate::bench::pair::run(&opts, &notes)?;
+    if let Some(path) = &args.textfile {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let text = crate::bench::pair::metrics::prometheus(&done.report, done.role, now);
+        crate::commands::fleet::write_textfile(path, &text)
+            .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
+    }
+    show(
+        out,
+        "bench pair",
+        || crate::bench::pair::report::render_text(&done.report, done.role),
+        &done,
+    )?;
+    Ok(if done.report.passed { 0 } else { 1 })
+}
+
 /// Dispatch `gdrprov bench <command>`.
 pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, out),
         BenchCommand::Probe(a) => run_probe(a, out),
         BenchCommand::Copy(a) => run_copy(a, out),
+        BenchCommand::Pair(a) => run_pair(a, out),
     }
 }
 

@@ -48,6 +48,7 @@ impl Command {
                 BenchCommand::Loopback(_) => "bench loopback",
                 BenchCommand::Probe(_) => "bench probe",
                 BenchCommand::Copy(_) => "bench copy",
+                BenchCommand::Pair(_) => "bench pair",
             },
             Command::Fleet(f) => crate::commands::sweep::name(&f.command),
             Command::Inventory(_) => "inventory",
@@ -238,6 +239,13 @@ pub struct VerifyArgs {
     /// e.g. /var/lib/node_exporter/textfile_collector/gdrprov.prom).
     #[arg(long, value_name = "FILE")]
     pub textfile: Option<PathBuf>,
+    /// Add the two-host check: `bench pair` from this host (client) to a listener on HOST
+    /// (`gdrprov bench pair --listen` there), WRITE into its memory, data check and line rate.
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub peer: Option<String>,
+    /// The pair's shared secret [default: $GDRPROV_PAIR_TOKEN].
+    #[arg(long, value_name = "FILE", requires = "peer")]
+    pub token_file: Option<PathBuf>,
     /// Also write node-feature-discovery labels to FILE (gdrprov.ready, gdrprov.profile,
     /// gdrprov.rdma-path), e.g. /etc/kubernetes/node-feature-discovery/features.d/gdrprov.
     #[arg(long, value_name = "FILE")]
@@ -364,6 +372,8 @@ impl VerifyArgs {
             min_gbps: self.min_gbps,
             cpu_vendor: self.cpu_vendor,
             arch: self.arch,
+            peer: self.peer.clone(),
+            token_file: self.token_file.clone(),
         }
     }
 }

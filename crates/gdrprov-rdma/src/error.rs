@@ -130,6 +130,10 @@ pub enum Error {
 
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+
+    /// `gdrprov bench pair` (gdrprov's src/bench/pair): its own error, already worded.
+    #[error("{0}")]
+    Pair(String),
 }
 
 impl Error {

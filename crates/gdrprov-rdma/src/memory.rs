@@ -113,7 +113,23 @@ impl Buffer<'_> {
         kind: MemoryKind,
         host: &dyn HostView,
     ) -> Result<Region, Error> {
-        let access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead;
+        self.register_access(side, kind, host, true)
+    }
+
+    /// [`Buffer::register`], open to remote WRITE and READ only when `remote` is true (else the
+    /// local NIC may only write into it: the target of a READ, or a WRITE's source).
+    pub fn register_access(
+        &self,
+        side: &Side,
+        kind: MemoryKind,
+        host: &dyn HostView,
+        remote: bool,
+    ) -> Result<Region, Error> {
+        let access = if remote {
+            AccessFlags::LocalWrite | AccessFlags::RemoteWrite | AccessFlags::RemoteRead
+        } else {
+            AccessFlags::LocalWrite
+        };
         let device = side.port.device.clone();
         let len = self.len();
         let res = match (self, kind) {

@@ -80,6 +80,17 @@ impl Side {
         Ok(Qp { inner: qp })
     }
 
+    /// RDMA READs in flight per QP this device allows (`max_qp_rd_atom`, capped at 16 as
+    /// perftest's default).
+    pub fn rd_atom(&self) -> Result<u8, Error> {
+        let attr = self
+            .ctx
+            .query_device()
+            .map_err(|e| Error::verbs("ibv_query_device", &self.port.device, to_io(e)))?;
+        let n = attr.attr.orig_attr.max_qp_rd_atom.clamp(1, 16);
+        Ok(u8::try_from(n).unwrap_or(16))
+    }
+
     /// Register host memory for local writes only (the target of a flushing READ).
     pub fn register_local(&self, buf: &HostBuf, what: &'static str) -> Result<Region, Error> {
         // SAFETY: buf is valid for len() bytes; the caller keeps it alive as long as the MR is used
@@ -170,6 +181,13 @@ pub struct LocalRange<'a> {
     len: u32,
 }
 
+/// What a work request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Write,
+    Read,
+}
+
 /// An RC queue pair.
 pub struct Qp {
     inner: BasicQueuePair,
@@ -184,14 +202,27 @@ impl Qp {
     /// from `send_psn` on (the PSN its own [`Endpoint`] gave the far end); `local` is the side it
     /// was created on.
     pub fn connect(&mut self, local: &Side, send_psn: u32, remote: &Endpoint) -> Result<(), Error> {
+        self.connect_reads(local, send_psn, remote, 1)
+    }
+
+    /// [`Qp::connect`] with `rd_atom` RDMA READs in flight each way (both ends' smaller
+    /// `Side::rd_atom`).
+    pub fn connect_reads(
+        &mut self,
+        local: &Side,
+        send_psn: u32,
+        remote: &Endpoint,
+        rd_atom: u8,
+    ) -> Result<(), Error> {
         let dev = &local.port.device;
+        let rd_atom = rd_atom.max(1);
         let mtu = local.port.active_mtu_raw.min(remote.mtu).max(1);
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::ReadyToReceive)
             .setup_path_mtu(mtu_enum(mtu))
             .setup_dest_qp_num(remote.qpn)
             .setup_rq_psn(remote.psn)
-            .setup_max_dest_read_atomic(1)
+            .setup_max_dest_read_atomic(rd_atom)
             .setup_min_rnr_timer(12);
         let mut ah = AddressHandleAttribute::new();
         ah.setup_port(local.port.port)
@@ -202,7 +233,7 @@ impl Qp {
                 return Err(Error::NoGid {
                     device: dev.clone(),
                     port: local.port.port,
-                    detail: String::new(),
+                    detail: " (the peer sent no GID, or this port has none)".into(),
                 });
             };
             let src = u8::try_from(src)
@@ -219,7 +250,7 @@ impl Qp {
             .setup_timeout(14)
             .setup_retry_cnt(7)
             .setup_rnr_retry(7)
-            .setup_max_read_atomic(1);
+            .setup_max_read_atomic(rd_atom);
         self.inner
             .modify(&attr)
             .map_err(|e| Error::verbs("ibv_modify_qp(RTS)", dev, to_io(e)))
@@ -233,6 +264,20 @@ impl Qp {
         src: LocalRange<'_>,
         dst: RemoteRange,
     ) -> Result<(), Error> {
+        self.post_batch(Op::Write, wr_id, n, src, dst)
+    }
+
+    /// Post `n` work requests of `op` between `local` and `remote` in one call (a WRITE sends
+    /// `local` to `remote`, a READ fetches `remote` into `local`), the last one signaled, all
+    /// with `wr_id`.
+    pub fn post_batch(
+        &mut self,
+        op: Op,
+        wr_id: u64,
+        n: u32,
+        local: LocalRange<'_>,
+        remote: RemoteRange,
+    ) -> Result<(), Error> {
         let mut guard = self.inner.start_post_send();
         for k in 0..n {
             let flags = if k + 1 == n {
@@ -240,16 +285,22 @@ impl Qp {
             } else {
                 WorkRequestFlags::none()
             };
-            let h = guard
-                .construct_wr(wr_id, flags)
-                .setup_write(dst.rkey, dst.addr);
+            let wr = guard.construct_wr(wr_id, flags);
+            let h = match op {
+                Op::Write => wr.setup_write(remote.rkey, remote.addr),
+                Op::Read => wr.setup_read(remote.rkey, remote.addr),
+            };
             // SAFETY: the range lies in the MR (Region::first checked it), which outlives the QP's
             // use of it (the module's rule).
-            unsafe { h.setup_sge(src.mr.lkey(), src.addr, src.len) };
+            unsafe { h.setup_sge(local.mr.lkey(), local.addr, local.len) };
         }
+        let what = match op {
+            Op::Write => "ibv_post_send",
+            Op::Read => "ibv_post_send(READ)",
+        };
         guard
             .post()
-            .map_err(|e| Error::verbs("ibv_post_send", "", std::io::Error::other(e.to_string())))
+            .map_err(|e| Error::verbs(what, "", std::io::Error::other(e.to_string())))
     }
 
     /// Post one signaled RDMA READ of `src` (remote) into `dst` (local).

@@ -5,6 +5,7 @@
 //! ready when none fails.
 
 mod efa;
+pub(crate) mod pair;
 mod table;
 
 pub use crate::checks::{Check, Status};
@@ -41,6 +42,9 @@ pub struct LoopbackChoice {
     pub device: Option<String>,
     pub seconds: Option<f64>,
     pub min_gbps: Option<f64>,
+    /// `--peer HOST`: the pair check against a listener there.
+    pub peer: Option<String>,
+    pub token_file: Option<std::path::PathBuf>,
 }
 
 /// Runs every check of [`TABLE`]. `plan` is the plan of the same profiles
@@ -76,7 +80,13 @@ pub fn run(
         && !cx.efa_only()
         && !loopback.skip
         && desired.doc.verify.loopback != Some(false);
-    if let Some(d) = loopback.device.as_deref().filter(|_| runs_loopback) {
+    // The pair check (--peer) uses the same --device, loopback or not.
+    let runs_pair = host.is_live() && loopback.peer.is_some();
+    if let Some(d) = loopback
+        .device
+        .as_deref()
+        .filter(|_| runs_loopback || runs_pair)
+    {
         let (dev, port) = crate::commands::bench::parse_dev_port(d)
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);

@@ -177,6 +177,11 @@ pub static TABLE: &[Entry] = &[
         run: Run::Own(loopback),
     },
     Entry {
+        name: "pair",
+        description: "with --peer: RDMA WRITE to a bench pair listener on another host, its data check and line rate",
+        run: Run::Own(super::pair::check),
+    },
+    Entry {
         name: "dmabuf-export",
         description: "on EFA: GPU memory exported as dma-buf",
         run: Run::Own(dmabuf_export),

@@ -1,0 +1,171 @@
+//! `gdrprov bench pair --all-nics`: one session per rail (rails.rs), one after the other on the
+//! same TCP address, each with this end's NIC and GPU of the rail; a rail that fails is reported
+//! and the next one runs. Result per rail.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::rails::{self, Rail, RailTag};
+use super::report::{render_text, PairReport};
+use super::{auth, run_client, run_listener, Notes, PairError, PairOptions};
+use crate::host::Host;
+
+/// One rail's outcome at this end.
+#[derive(Debug, Clone, Serialize)]
+pub struct RailResult {
+    /// The rail's name: this end's NIC (what the fleet sweep reads, src/fleet/results.rs).
+    #[serde(rename = "rail")]
+    pub name: String,
+    #[serde(flatten)]
+    pub rail: Rail,
+    /// The session's report (the client builds it and sends it to the listener), its fields
+    /// inline, so that each entry of `rails[]` reads as a one-NIC pair document.
+    #[serde(flatten)]
+    pub report: Option<PairReport>,
+    /// Why the rail did not run to its end.
+    pub error: Option<String>,
+}
+
+/// Every rail of a `--all-nics` run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RailsOutcome {
+    /// "client" or "listener".
+    pub role: &'static str,
+    pub rails: Vec<RailResult>,
+    /// Every rail ran and passed.
+    pub passed: bool,
+}
+
+/// The CUDA index of the GPU at PCI address `pci` (CUDA numbers GPUs its own way).
+pub fn cuda_index(pci: &str) -> Result<u32, PairError> {
+    let want = rails::pci_key(pci);
+    let count = gdrprov_rdma::cuda::gpu_count()?;
+    for i in 0..u32::try_from(count).unwrap_or(0) {
+        let gpu = gdrprov_rdma::cuda::Gpu::open(i)?;
+        if rails::pci_key(&gpu.pci_bus_id) == want {
+            return Ok(i);
+        }
+    }
+    Err(PairError::Usage(format!(
+        "the rail's GPU {pci} is not among the {count} CUDA device(s) visible (check CUDA_VISIBLE_DEVICES)"
+    )))
+}
+
+/// The options of one rail's session.
+fn rail_options(opts: &PairOptions, rail: &Rail, count: usize) -> PairOptions {
+    let mut o = opts.clone();
+    o.all_nics = false;
+    o.device = Some(rail.nic.clone());
+    o.dev_port = None;
+    o.gpu_pci = rail.gpu_pci.clone();
+    o.rail_note = rail.note.clone();
+    o.rail = Some(RailTag {
+        index: rail.index,
+        count,
+        nic: rail.nic.clone(),
+    });
+    o
+}
+
+#[cfg(test)]
+pub(crate) fn rail_options_for_test(opts: &PairOptions, rail: &Rail, count: usize) -> PairOptions {
+    rail_options(opts, rail, count)
+}
+
+/// Run every rail of this host against the peer's; `rails` is this host's plan (rails::discover).
+pub fn run_rails(
+    opts: &PairOptions,
+    rails: Vec<Rail>,
+    notes: Notes<'_>,
+) -> Result<RailsOutcome, PairError> {
+    if rails.is_empty() {
+        return Err(PairError::Usage(
+            "--all-nics: no RDMA NIC with an ACTIVE port on this host (`rdma link`, `ibstat`)"
+                .into(),
+        ));
+    }
+    let listener = opts.listen.is_some();
+    let mut opts = opts.clone();
+    if listener && opts.token_file.is_none() && auth::load_secret(None)?.is_none() {
+        // One secret for every rail's session.
+        let (_, path) = auth::generate_secret(&std::env::temp_dir())?;
+        notes(&format!(
+            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {} --all-nics --token-file {}",
+            path.display(),
+            opts.listen.as_deref().unwrap_or(""),
+            path.display()
+        ));
+        opts.token_file = Some(path);
+    }
+    let count = rails.len();
+    let mut out = Vec::new();
+    for rail in rails {
+        notes(&describe(&rail, count));
+        let o = rail_options(&opts, &rail, count);
+        let run = if listener {
+            run_listener(&o, notes)
+        } else {
+            run_client(&o, notes)
+        };
+        let (report, error) = match run {
+            Ok(r) => (Some(r.report), None),
+            Err(e) => {
+                notes(&format!("rail {}: {e}", rail.index));
+                (None, Some(e.to_string()))
+            }
+        };
+        out.push(RailResult {
+            name: rail.nic.clone(),
+            rail,
+            report,
+            error,
+        });
+    }
+    let passed = out
+        .iter()
+        .all(|r| r.error.is_none() && r.report.as_ref().is_some_and(|p| p.passed));
+    Ok(RailsOutcome {
+        role: if listener { "listener" } else { "client" },
+        rails: out,
+        passed,
+    })
+}
+
+/// `rail 0 of 4: mlx5_0 <-> GPU 0000:1b:00.0 (PIX)`, or the rail's note.
+pub fn describe(rail: &Rail, count: usize) -> String {
+    let gpu = match (&rail.gpu_pci, &rail.note) {
+        (Some(g), _) => format!(
+            "GPU {g} ({})",
+            rail.distance.map(|d| format!("{d:?}")).unwrap_or_default()
+        ),
+        (None, Some(n)) => format!("no GPU: {n}"),
+        (None, None) => "no GPU".into(),
+    };
+    format!("rail {} of {count}: {} <-> {gpu}", rail.index, rail.nic)
+}
+
+/// The text report: each rail's line, then its session's report or error.
+pub fn render_rails(r: &RailsOutcome) -> String {
+    let mut s = String::new();
+    for x in &r.rails {
+        let _ = writeln!(s, "{}", describe(&x.rail, r.rails.len()));
+        match (&x.report, &x.error) {
+            (Some(p), _) => s.push_str(&render_text(p, r.role)),
+            (None, Some(e)) => {
+                let _ = writeln!(s, "  FAIL: {e}");
+            }
+            (None, None) => {}
+        }
+    }
+    let _ = writeln!(s, "all rails: {}", if r.passed { "PASS" } else { "FAIL" });
+    s
+}
+
+/// `--all-nics` on the running system.
+pub fn run_live(opts: &PairOptions, notes: Notes<'_>) -> Result<RailsOutcome, PairError> {
+    let host = Host::open(Path::new("/"), true)
+        .map_err(|e| PairError::Usage(format!("reading this host's NICs and GPUs: {e}")))?;
+    run_rails(opts, rails::discover(&host), notes)
+}

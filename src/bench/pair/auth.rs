@@ -1,0 +1,265 @@
+//! The shared secret and the mutual challenge-response: each end sends a fresh random nonce and
+//! proves the secret with HMAC-SHA256 over both nonces (its role first); the secret never travels.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use super::error::PairError;
+use super::protocol::{Conn, Msg, PROTOCOL_VERSION};
+
+/// The environment variable that may hold the secret.
+pub const TOKEN_ENV: &str = "GDRPROV_PAIR_TOKEN";
+
+/// A secret shorter than this is refused (a typo, not a secret).
+const MIN_SECRET: usize = 16;
+
+/// The shared secret (never printed, never sent).
+#[derive(Clone)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    pub fn from_text(text: &str, origin: &str) -> Result<Secret, PairError> {
+        let t = text.trim();
+        if t.len() < MIN_SECRET {
+            return Err(PairError::BadSecret {
+                path: origin.to_string(),
+                why: format!(
+                    "{} characters; a secret needs at least {MIN_SECRET}",
+                    t.len()
+                ),
+            });
+        }
+        Ok(Secret(t.as_bytes().to_vec()))
+    }
+}
+
+/// `count` random bytes from the kernel.
+pub fn random_bytes(count: usize) -> Result<Vec<u8>, PairError> {
+    let mut out = vec![0u8; count];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut out))
+        .map_err(|e| PairError::Usage(format!("cannot read /dev/urandom: {e}")))?;
+    Ok(out)
+}
+
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Where the secret comes from: a file, the environment, or (listener only) a new one.
+#[derive(Debug)]
+pub enum SecretSource {
+    File(PathBuf),
+    Env,
+    Generated(PathBuf),
+}
+
+/// Read the secret from `--token-file`, else GDRPROV_PAIR_TOKEN; None when neither is given.
+pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>, PairError> {
+    if let Some(p) = file {
+        let text = std::fs::read_to_string(p).map_err(|e| PairError::BadSecret {
+            path: p.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let s = Secret::from_text(&text, &p.display().to_string())?;
+        return Ok(Some((s, SecretSource::File(p.to_path_buf()))));
+    }
+    match std::env::var(TOKEN_ENV) {
+        Ok(v) if !v.trim().is_empty() => {
+            Ok(Some((Secret::from_text(&v, TOKEN_ENV)?, SecretSource::Env)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Make a new secret and write it to a new file readable by its owner only (mode 0600).
+pub fn generate_secret(dir: &Path) -> Result<(Secret, PathBuf), PairError> {
+    let tag = hex(&random_bytes(4)?);
+    let path = dir.join(format!("gdrprov-pair-{tag}.token"));
+    let text = hex(&random_bytes(32)?);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| PairError::BadSecret {
+            path: path.display().to_string(),
+            why: format!("cannot create it: {e}"),
+        })?;
+    writeln!(f, "{text}").map_err(|e| PairError::BadSecret {
+        path: path.display().to_string(),
+        why: e.to_string(),
+    })?;
+    Ok((Secret(text.into_bytes()), path))
+}
+
+fn proof(secret: &Secret, role: &str, first: &str, second: &str) -> Result<String, PairError> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)
+        .map_err(|e| PairError::Usage(format!("HMAC key: {e}")))?;
+    mac.update(b"gdrprov-pair v1 ");
+    mac.update(role.as_bytes());
+    mac.update(b" ");
+    mac.update(first.as_bytes());
+    mac.update(b" ");
+    mac.update(second.as_bytes());
+    Ok(hex(&mac.finalize().into_bytes()))
+}
+
+fn verify(secret: &Secret, role: &str, first: &str, second: &str, got: &str) -> bool {
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret.0) else {
+        return false;
+    };
+    mac.update(b"gdrprov-pair v1 ");
+    mac.update(role.as_bytes());
+    mac.update(b" ");
+    mac.update(first.as_bytes());
+    mac.update(b" ");
+    mac.update(second.as_bytes());
+    match unhex(got) {
+        Some(bytes) => mac.verify_slice(&bytes).is_ok(),
+        None => false,
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 || s.len() > 256 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn tool() -> String {
+    format!("gdrprov {}", env!("CARGO_PKG_VERSION"))
+}
+
+/// The listener's half: Hello, check the client's proof, prove its own. On a wrong proof the
+/// client is told so and the error says nothing was registered (nothing is before this returns).
+pub fn listener_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
+    conn.doing = "during the authentication".into();
+    let nonce = hex(&random_bytes(32)?);
+    conn.send(&Msg::Hello {
+        version: PROTOCOL_VERSION,
+        tool: tool(),
+        nonce: nonce.clone(),
+    })?;
+    let (version, peer_tool, cnonce, cproof) = match conn.recv()? {
+        Msg::Auth {
+            version,
+            tool,
+            nonce,
+            proof,
+        } => (version, tool, nonce, proof),
+        other => return Err(conn.unexpected("auth", &other)),
+    };
+    if version != PROTOCOL_VERSION {
+        let reason = format!(
+            "protocol version {version} ({peer_tool}); this listener speaks {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
+            tool()
+        );
+        let _ = conn.send(&Msg::Refused {
+            reason: reason.clone(),
+        });
+        return Err(PairError::Protocol {
+            peer: conn.peer.clone(),
+            what: reason,
+        });
+    }
+    if cnonce.len() < 32 || cnonce == nonce || !verify(secret, "client", &nonce, &cnonce, &cproof) {
+        let _ = conn.send(&Msg::Refused {
+            reason: "wrong secret (the proof does not match this listener's secret)".into(),
+        });
+        return Err(PairError::WrongSecret {
+            peer: conn.peer.clone(),
+        });
+    }
+    let mine = proof(secret, "listener", &cnonce, &nonce)?;
+    conn.send(&Msg::AuthOk { proof: mine })
+}
+
+/// The client's half: answer the Hello with its own nonce and proof, then check the listener's.
+pub fn client_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
+    conn.doing = "during the authentication".into();
+    let (version, peer_tool, lnonce) = match conn.recv()? {
+        Msg::Hello {
+            version,
+            tool,
+            nonce,
+        } => (version, tool, nonce),
+        other => return Err(conn.unexpected("hello", &other)),
+    };
+    if version != PROTOCOL_VERSION {
+        return Err(PairError::Protocol {
+            peer: conn.peer.clone(),
+            what: format!(
+                "the listener speaks protocol version {version} ({peer_tool}), this client {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
+                tool()
+            ),
+        });
+    }
+    let nonce = hex(&random_bytes(32)?);
+    let mine = proof(secret, "client", &lnonce, &nonce)?;
+    conn.send(&Msg::Auth {
+        version: PROTOCOL_VERSION,
+        tool: tool(),
+        nonce: nonce.clone(),
+        proof: mine,
+    })?;
+    match conn.recv()? {
+        Msg::AuthOk { proof } if verify(secret, "listener", &nonce, &lnonce, &proof) => Ok(()),
+        Msg::AuthOk { .. } => Err(PairError::ListenerUnproven {
+            peer: conn.peer.clone(),
+        }),
+        Msg::Refused { reason } => Err(PairError::RefusedByPeer {
+            peer: conn.peer.clone(),
+            reason,
+        }),
+        other => Err(conn.unexpected("auth_ok", &other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proofs_bind_the_secret_the_role_and_both_nonces() {
+        let s = Secret::from_text("0123456789abcdef0123", "t").unwrap();
+        let other = Secret::from_text("0123456789abcdef0124", "t").unwrap();
+        let p = proof(&s, "client", "aa", "bb").unwrap();
+        assert!(verify(&s, "client", "aa", "bb", &p));
+        assert!(!verify(&other, "client", "aa", "bb", &p));
+        assert!(!verify(&s, "listener", "aa", "bb", &p));
+        assert!(!verify(&s, "client", "bb", "aa", &p));
+        assert!(!verify(&s, "client", "aa", "bb", "zz"));
+        assert!(!verify(&s, "client", "aa", "bb", ""));
+    }
+
+    #[test]
+    fn secrets_are_checked_and_generated_private() {
+        assert!(Secret::from_text("short", "x").is_err());
+        let dir = tempfile::tempdir().unwrap();
+        let (s, path) = generate_secret(dir.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (back, _) = load_secret(Some(&path)).unwrap().unwrap();
+        assert_eq!(back.0, s.0);
+        assert_eq!(s.0.len(), 64);
+        assert!(format!("{s:?}").contains(".."));
+        let e = load_secret(Some(&dir.path().join("nope"))).unwrap_err();
+        assert!(e.to_string().contains("nope"), "{e}");
+    }
+}

@@ -1,0 +1,478 @@
+//! `gdrprov bench pair`: RDMA between two hosts. One host listens (`--listen`), the other connects;
+//! the set-up goes over one authenticated TCP connection (as perftest's), then RDMA WRITE, READ or
+//! both ways per message size, each size followed by a data check at the receiving end.
+//!
+//! Why TCP and not librdmacm: the same socket carries the authentication, the QP data, the run
+//! parameters, the data-check steps and the report, so both ends can name every failure (wrong
+//! secret, MTU or GID type mismatch, port down, peer gone) in one message; the listener binds
+//! exactly where it is told; and no second library is loaded at run time.
+
+pub mod allnics;
+pub mod args;
+pub mod auth;
+pub mod engine;
+pub mod error;
+pub mod metrics;
+pub mod net;
+pub mod protocol;
+pub mod rails;
+pub mod rdma;
+pub mod report;
+pub mod session;
+pub mod timed;
+
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use args::PairArgs;
+pub use error::PairError;
+use protocol::{Conn, Op, Params, Setup, WireLength};
+use report::{Direction, End, PairCheck, PairReport, PairSize};
+
+use crate::bench::loopback::{choose_memory, default_fraction, evaluate_threshold};
+use crate::bench::memory::MemoryKind;
+use crate::bench::sysfs::LiveHost;
+use crate::bench::verbs::select_port;
+use gdrprov_rdma::cuda::Gpu;
+use gdrprov_rdma::qp::Side;
+
+/// Where a run's progress lines go (standard error, through the output layer).
+pub type Notes<'a> = &'a dyn Fn(&str);
+
+/// Everything a pair run needs.
+#[derive(Debug, Clone)]
+pub struct PairOptions {
+    /// Some: listen (the address, "" for the default).
+    pub listen: Option<String>,
+    pub peer: Option<String>,
+    pub port: u16,
+    pub token_file: Option<PathBuf>,
+    pub timeout: Duration,
+    pub device: Option<String>,
+    pub dev_port: Option<u8>,
+    pub memory: Option<MemoryKind>,
+    pub gpu: u32,
+    pub op: Op,
+    pub sizes: Vec<u64>,
+    pub length: WireLength,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub check_iters: u32,
+    pub gid_index: Option<u32>,
+    pub min_fraction: Option<f64>,
+    pub min_gbps: Option<f64>,
+    /// `--all-nics`: one session per rail (allnics.rs runs them).
+    pub all_nics: bool,
+    /// The rail of this session (set by allnics.rs for each rail).
+    pub rail: Option<rails::RailTag>,
+    /// The rail's GPU (PCI address), used instead of `gpu` when the memory is GPU memory.
+    pub gpu_pci: Option<String>,
+    /// Why the rail has no GPU: a GPU run of it fails with this.
+    pub rail_note: Option<String>,
+}
+
+impl PairOptions {
+    /// A client's options with `bench pair`'s defaults (8 MiB WRITEs for 3 s, one QP, depth 128,
+    /// 4 checked transfers, a 120-s limit), for `verify --peer`.
+    pub fn client(peer: &str) -> PairOptions {
+        PairOptions {
+            listen: None,
+            peer: Some(peer.to_string()),
+            port: args::DEFAULT_PORT,
+            token_file: None,
+            timeout: Duration::from_secs(120),
+            device: None,
+            dev_port: None,
+            memory: None,
+            gpu: 0,
+            op: Op::Write,
+            sizes: vec![8 << 20],
+            length: WireLength::Seconds(3.0),
+            qps: 1,
+            tx_depth: 128,
+            check_iters: 4,
+            gid_index: None,
+            min_fraction: None,
+            min_gbps: None,
+            all_nics: false,
+            rail: None,
+            gpu_pci: None,
+            rail_note: None,
+        }
+    }
+}
+
+/// What a run printed from which end.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PairOutcome {
+    /// "client" or "listener".
+    pub role: &'static str,
+    #[serde(flatten)]
+    pub report: PairReport,
+}
+
+fn open_gpu(memory: MemoryKind, index: u32, notes: Notes<'_>) -> Result<Option<Gpu>, PairError> {
+    if !memory.is_gpu() {
+        return Ok(None);
+    }
+    let gpu = Gpu::open(index)?;
+    if memory == MemoryKind::CudaDmabuf && !gpu.dmabuf_supported {
+        return Err(crate::bench::BenchError::GpuNoDmabuf {
+            index,
+            name: gpu.name.clone(),
+        }
+        .into());
+    }
+    // Pre-flight, before any RDMA device is opened: allocate and (for dma-buf) export a little GPU
+    // memory, so a host without a NIC still learns how far its GPU half goes.
+    let probe = gpu.alloc(2 << 20)?;
+    let exported = if memory == MemoryKind::CudaDmabuf {
+        let fd = probe.export_dmabuf()?;
+        format!(
+            ", exported as a dma-buf of {} bytes (exporter {})",
+            crate::bench::cuda::dmabuf_size(&fd).unwrap_or(0),
+            crate::bench::cuda::dmabuf_exporter(&fd).unwrap_or_else(|| "?".into())
+        )
+    } else {
+        String::new()
+    };
+    drop(probe);
+    notes(&format!(
+        "GPU {} {} ({}, dma-buf supported: {}): {} memory; allocated 2 MiB{exported}",
+        gpu.index,
+        gpu.name,
+        gpu.pci_bus_id,
+        gpu.dmabuf_supported,
+        memory.label()
+    ));
+    Ok(Some(gpu))
+}
+
+/// This end's port and GPU: what it needs before any memory is registered.
+struct Local {
+    side: Side,
+    desc: protocol::PortDesc,
+    memory: MemoryKind,
+    gpu: Option<Gpu>,
+}
+
+fn open_local(opts: &PairOptions, notes: Notes<'_>) -> Result<Local, PairError> {
+    // The GPU first: it needs no RDMA device (as the loopback does it).
+    let (memory, note) = choose_memory(opts.memory);
+    if let Some(n) = note {
+        notes(&format!("memory: {} ({n})", memory.label()));
+    }
+    let gpu = if memory.is_gpu() && (opts.rail_note.is_some() || opts.gpu_pci.is_some()) {
+        if let Some(n) = &opts.rail_note {
+            return Err(PairError::Usage(format!(
+                "{memory} memory on this rail: {n}",
+                memory = memory.label()
+            )));
+        }
+        let index = allnics::cuda_index(opts.gpu_pci.as_deref().unwrap_or(""))?;
+        open_gpu(memory, index, notes)?
+    } else {
+        open_gpu(memory, opts.gpu, notes)?
+    };
+    let (ctx, info) = select_port(
+        &LiveHost,
+        opts.device.as_deref(),
+        opts.dev_port,
+        opts.gid_index,
+    )?;
+    let desc = net::port_desc(&info);
+    let side = Side::new(ctx, info)?;
+    Ok(Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    })
+}
+
+fn new_engine<'g>(
+    side: Side,
+    desc: protocol::PortDesc,
+    memory: MemoryKind,
+    gpu: Option<&'g Gpu>,
+    params: &Params,
+    notes: Notes<'_>,
+) -> Result<Box<dyn engine::Engine + 'g>, PairError> {
+    let e = rdma::VerbsEngine::new(side, desc, memory, gpu, params)?;
+    notes(&format!(
+        "registered the test buffer ({} bytes of {} memory, remote write/read) and a local buffer (local write only)",
+        params.sizes.iter().max().unwrap_or(&0),
+        memory.label()
+    ));
+    Ok(Box::new(e))
+}
+
+/// `gdrprov bench pair --listen`: serve one session, then exit.
+pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    let (secret, generated) = match auth::load_secret(opts.token_file.as_deref())? {
+        Some((s, _)) => (s, None),
+        None => {
+            let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
+            (s, Some(p))
+        }
+    };
+    // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
+    // the client (so both ends move on to the next rail together).
+    let local = match open_local(opts, notes) {
+        Err(e) if opts.rail.is_none() => return Err(e),
+        r => r,
+    };
+    let listen = opts.listen.as_deref().unwrap_or("");
+    let addr = match &local {
+        Ok(l) => net::bind_addr(listen, opts.port, &l.desc)?,
+        Err(_) => net::parse_bind(listen, opts.port)?
+            .ok_or_else(|| PairError::Usage("--all-nics --listen needs ADDR".into()))?,
+    };
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        PairError::Usage(format!(
+            "cannot listen on {addr}: {e} (the address must be one of this host's; another listener on the port?)"
+        ))
+    })?;
+    if let Ok(l) = &local {
+        notes(&format!(
+            "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
+            opts.timeout.as_secs(),
+            l.desc.device,
+            l.desc.port,
+            l.desc.gid.as_deref().unwrap_or(""),
+            l.desc.mtu
+        ));
+    }
+    if let Some(p) = &generated {
+        notes(&format!(
+            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
+            p.display(),
+            p.display()
+        ));
+    }
+    let (stream, peer) = net::accept_until(&listener, deadline, opts.timeout)?;
+    drop(listener);
+    let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
+    auth::listener_handshake(&mut conn, &secret)?;
+    notes(&format!("{peer}: authenticated"));
+    let local = match local {
+        Ok(l) => l,
+        Err(e) => {
+            conn.fail(&format!("the listener's end cannot run: {e}"));
+            return Err(e);
+        }
+    };
+    let expect = opts.rail.clone();
+    let Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    } = local;
+    let gpu_ref = gpu.as_ref();
+    let served = session::serve(
+        &mut conn,
+        Box::new(move |p: &Params| {
+            rails::check_tag(p.rail.as_ref(), expect.as_ref()).map_err(PairError::Usage)?;
+            new_engine(side, desc, memory, gpu_ref, p, notes)
+        }),
+    )?;
+    let report = served.report.ok_or_else(|| PairError::Protocol {
+        peer: conn.peer.clone(),
+        what: "no report".into(),
+    })?;
+    Ok(PairOutcome {
+        role: "listener",
+        report,
+    })
+}
+
+/// `gdrprov bench pair PEER`: connect, run every size, report.
+pub fn run_client(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
+    let deadline = Instant::now() + opts.timeout;
+    let (secret, _) = auth::load_secret(opts.token_file.as_deref())?.ok_or(PairError::NoSecret)?;
+    let peer = opts.peer.clone().unwrap_or_default();
+    let stream = net::connect(&peer, opts.port, deadline)?;
+    let peer_addr = stream
+        .peer_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| peer.clone());
+    let mut conn = Conn::new(stream, peer_addr.clone(), deadline, opts.timeout);
+    auth::client_handshake(&mut conn, &secret)?;
+    notes(&format!("{peer_addr}: authenticated"));
+    let local = match open_local(opts, notes) {
+        Ok(l) => l,
+        Err(e) => {
+            conn.fail(&format!("the client's end cannot run: {e}"));
+            return Err(e);
+        }
+    };
+    let my_addr = conn_local_addr(&conn);
+    let params = Params {
+        op: opts.op,
+        sizes: opts.sizes.clone(),
+        length: opts.length,
+        qps: opts.qps,
+        tx_depth: opts.tx_depth,
+        check_iters: opts.check_iters,
+        rail: opts.rail.clone(),
+    };
+    let Local {
+        side,
+        desc,
+        memory,
+        gpu,
+    } = local;
+    let gpu_ref = gpu.as_ref();
+    let driven = session::drive(
+        &mut conn,
+        &params,
+        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
+    )?;
+    let report = build_report(opts, &params, &driven, my_addr, peer_addr);
+    session::finish(&mut conn, &report)?;
+    Ok(PairOutcome {
+        role: "client",
+        report,
+    })
+}
+
+fn conn_local_addr(conn: &Conn) -> String {
+    conn.local_addr().unwrap_or_else(|| "this host".into())
+}
+
+fn end(address: String, s: &Setup) -> End {
+    End {
+        address,
+        port: s.port.clone(),
+        memory: s.memory.clone(),
+        gpu: s.gpu.clone(),
+    }
+}
+
+/// The client's report from what it measured.
+pub fn build_report(
+    opts: &PairOptions,
+    params: &Params,
+    d: &session::Driven,
+    my_addr: String,
+    peer_addr: String,
+) -> PairReport {
+    let (a, b) = (&d.mine.port, &d.theirs.port);
+    let software = a.software || b.software;
+    let line = match (a.line_rate_gbps, b.line_rate_gbps) {
+        (Some(x), Some(y)) if !software => Some(x.min(y)),
+        _ => None,
+    };
+    let mut results = Vec::new();
+    let mut check = PairCheck::default();
+    for (m, peer, c) in &d.sizes {
+        let mut directions = vec![Direction {
+            flow: if params.op == Op::Read {
+                "listener -> client"
+            } else {
+                "client -> listener"
+            }
+            .into(),
+            average_gbps: m.average_gbps,
+            peak_gbps: m.peak_gbps,
+        }];
+        let (mut avg, mut peak, mut iters, mut rate) =
+            (m.average_gbps, m.peak_gbps, m.iterations, m.msg_rate_mpps);
+        if let Some(p) = peer {
+            directions.push(Direction {
+                flow: "listener -> client".into(),
+                average_gbps: p.average_gbps,
+                peak_gbps: p.peak_gbps,
+            });
+            avg += p.average_gbps;
+            peak += p.peak_gbps;
+            iters += p.iterations;
+            rate += p.msg_rate_mpps;
+        }
+        check.add(c);
+        results.push(PairSize {
+            bytes: m.bytes,
+            iterations: iters,
+            peak_gbps: peak,
+            average_gbps: avg,
+            msg_rate_mpps: rate,
+            line_rate_fraction: line.map(|l| avg / l),
+            seconds: m.seconds,
+            writes_in_flight: m.writes_in_flight,
+            writes_per_completion: m.writes_per_completion,
+            directions,
+            data_check: c.clone(),
+        });
+    }
+    let as_sizes: Vec<_> = results
+        .iter()
+        .map(|r| crate::bench::report::SizeResult {
+            bytes: r.bytes,
+            iterations: r.iterations,
+            peak_gbps: r.peak_gbps,
+            average_gbps: r.average_gbps,
+            msg_rate_mpps: r.msg_rate_mpps,
+            line_rate_fraction: r.line_rate_fraction,
+            seconds: r.seconds,
+            writes_in_flight: r.writes_in_flight,
+            writes_per_completion: r.writes_per_completion,
+        })
+        .collect();
+    let gpu_used = [&d.mine.memory, &d.theirs.memory]
+        .iter()
+        .any(|m| m.as_str() != "host");
+    let fraction = opts.min_fraction.unwrap_or_else(|| {
+        default_fraction(if gpu_used {
+            MemoryKind::CudaDmabuf
+        } else {
+            MemoryKind::Host
+        })
+    });
+    let sw = if a.software {
+        Some(a.device.as_str())
+    } else if b.software {
+        Some(b.device.as_str())
+    } else {
+        None
+    };
+    let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps).into();
+    let passed = check.passed && results.iter().all(|r| r.data_check.passed);
+    let threshold_ok = !matches!(
+        threshold,
+        report::PairThreshold {
+            passed: Some(false),
+            ..
+        }
+    );
+    PairReport {
+        op: params.op,
+        client: end(my_addr, &d.mine),
+        listener: end(peer_addr, &d.theirs),
+        qps: params.qps,
+        tx_depth: params.tx_depth,
+        line_rate_gbps: line,
+        results,
+        data_check: check,
+        threshold,
+        passed: passed && threshold_ok,
+    }
+}
+
+/// Run whichever end the options say.
+/// `notes` gets each progress line (the caller shows them through the output layer), the
+/// listener's "run this on the client" line among them.
+pub fn run(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
+    if opts.listen.is_some() {
+        run_listener(opts, notes)
+    } else {
+        run_client(opts, notes)
+    }
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

@@ -1,0 +1,367 @@
+//! The out-of-band channel: one TCP connection carries the authentication, the QP data, the run
+//! parameters, the data-check steps and the final report. Each message is a 4-byte big-endian length
+//! and a JSON object; every read and write is bounded by the session's deadline.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use super::error::PairError;
+use super::report::Measured;
+use super::report::PairReport;
+
+/// Bumped whenever a message changes shape; both ends must agree.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The largest message accepted (the final report of a long sweep is well below).
+const MAX_MESSAGE: u32 = 4 << 20;
+
+/// What the data moves with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Op {
+    /// The client writes into the listener's buffer (RDMA WRITE).
+    Write,
+    /// The client reads the listener's buffer (RDMA READ).
+    Read,
+    /// Both write into each other's buffer at once.
+    Bidir,
+}
+
+impl Op {
+    pub fn label(self) -> &'static str {
+        match self {
+            Op::Write => "RDMA WRITE",
+            Op::Read => "RDMA READ",
+            Op::Bidir => "RDMA WRITE, both directions",
+        }
+    }
+}
+
+/// How long each size runs, on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WireLength {
+    Seconds(f64),
+    Iterations(u64),
+}
+
+/// The run parameters, chosen by the client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Params {
+    pub op: Op,
+    pub sizes: Vec<u64>,
+    pub length: WireLength,
+    pub qps: u32,
+    pub tx_depth: u32,
+    pub check_iters: u32,
+    /// `--all-nics`: the rail of this session (absent in older clients: one NIC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<super::rails::RailTag>,
+}
+
+/// One end's port, as the other end needs it (and names it in errors).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PortDesc {
+    pub host: String,
+    pub device: String,
+    pub port: u8,
+    pub link_layer: String,
+    pub state: String,
+    pub lid: u16,
+    pub gid: Option<String>,
+    pub gid_raw: Option<[u8; 16]>,
+    pub gid_index: Option<u32>,
+    /// "RoCE v2", "IB/RoCE v1" (sysfs gid_attrs/types), when known.
+    pub gid_type: Option<String>,
+    /// Active MTU in bytes (256..4096).
+    pub mtu: u32,
+    pub netdev: Option<String>,
+    pub netdev_mtu: Option<u32>,
+    pub line_rate_gbps: Option<f64>,
+    pub software: bool,
+}
+
+/// One end after its memory is registered and its QPs exist.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setup {
+    pub port: PortDesc,
+    pub memory: String,
+    pub gpu: Option<String>,
+    /// The test buffer: the only memory registered for remote access.
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u64,
+    pub qpns: Vec<u32>,
+    pub psns: Vec<u32>,
+    /// RDMA READs this end can have in flight / serve per QP.
+    pub rd_atom: u8,
+}
+
+/// Which buffer of an end: its test buffer (remote access) or its local one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Buf {
+    Exposed,
+    Local,
+}
+
+/// A step the client asks the listener to take.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "do", rename_all = "snake_case")]
+pub enum Cmd {
+    Fill {
+        buf: Buf,
+        seed: u64,
+        len: u64,
+    },
+    Clear {
+        buf: Buf,
+        len: u64,
+    },
+    Compare {
+        buf: Buf,
+        seed: u64,
+        len: u64,
+    },
+    /// One RDMA WRITE of `len` bytes into the client's test buffer on QP `qp`, flushed.
+    WriteOnce {
+        len: u64,
+        qp: u32,
+    },
+    /// Run the timed loop too (bidirectional): reply Go, then Done when finished.
+    Timed {
+        op: Op,
+        len: u64,
+    },
+    /// Wait for the client's timed run of `len` bytes (the listener only watches the socket).
+    Passive {
+        len: u64,
+    },
+}
+
+/// Result of a compare.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Compared {
+    pub mismatched_bytes: u64,
+    /// The first mismatching offsets (at most 16).
+    pub offsets: Vec<u64>,
+}
+
+/// Every message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Msg {
+    Hello {
+        version: u32,
+        tool: String,
+        nonce: String,
+    },
+    Auth {
+        version: u32,
+        tool: String,
+        nonce: String,
+        proof: String,
+    },
+    AuthOk {
+        proof: String,
+    },
+    Refused {
+        reason: String,
+    },
+    Params(Params),
+    Setup(Box<Setup>),
+    Ready,
+    Cmd(Cmd),
+    CmdOk {
+        compared: Option<Compared>,
+    },
+    Go,
+    Done {
+        result: Option<Measured>,
+    },
+    Report(Box<PairReport>),
+    Fail {
+        message: String,
+    },
+}
+
+impl Msg {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Msg::Hello { .. } => "hello",
+            Msg::Auth { .. } => "auth",
+            Msg::AuthOk { .. } => "auth_ok",
+            Msg::Refused { .. } => "refused",
+            Msg::Params(_) => "params",
+            Msg::Setup(_) => "setup",
+            Msg::Ready => "ready",
+            Msg::Cmd(_) => "cmd",
+            Msg::CmdOk { .. } => "cmd_ok",
+            Msg::Go => "go",
+            Msg::Done { .. } => "done",
+            Msg::Report(_) => "report",
+            Msg::Fail { .. } => "fail",
+        }
+    }
+}
+
+/// The connection to the peer, with the session's deadline.
+pub struct Conn {
+    stream: TcpStream,
+    pub peer: String,
+    deadline: Instant,
+    limit: Duration,
+    /// What the session is doing (for a message when the peer goes or the time runs out).
+    pub doing: String,
+}
+
+impl Conn {
+    pub fn new(stream: TcpStream, peer: String, deadline: Instant, limit: Duration) -> Conn {
+        let _ = stream.set_nodelay(true);
+        Conn {
+            stream,
+            peer,
+            deadline,
+            limit,
+            doing: "during the set-up".into(),
+        }
+    }
+
+    pub fn local_addr(&self) -> Option<String> {
+        self.stream.local_addr().ok().map(|a| a.to_string())
+    }
+
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    fn remaining(&self) -> Result<Duration, PairError> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(self.timed_out());
+        }
+        Ok(left)
+    }
+
+    pub fn timed_out(&self) -> PairError {
+        PairError::TimedOut {
+            secs: self.limit.as_secs(),
+            during: self.doing.clone(),
+            peer: format!(" (peer {})", self.peer),
+        }
+    }
+
+    fn io_error(&self, e: std::io::Error) -> PairError {
+        match e.kind() {
+            ErrorKind::WouldBlock | ErrorKind::TimedOut => self.timed_out(),
+            ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset | ErrorKind::BrokenPipe => {
+                self.gone("")
+            }
+            _ => PairError::Io {
+                peer: self.peer.clone(),
+                source: e,
+            },
+        }
+    }
+
+    /// The peer went away; `rdma` adds what the RDMA side saw.
+    pub fn gone(&self, rdma: &str) -> PairError {
+        PairError::PeerGone {
+            peer: self.peer.clone(),
+            during: self.doing.clone(),
+            rdma: rdma.to_string(),
+        }
+    }
+
+    pub fn send(&mut self, msg: &Msg) -> Result<(), PairError> {
+        let body = serde_json::to_vec(msg).map_err(|e| PairError::Protocol {
+            peer: self.peer.clone(),
+            what: format!("cannot encode {}: {e}", msg.kind()),
+        })?;
+        let len = u32::try_from(body.len())
+            .ok()
+            .filter(|&l| l <= MAX_MESSAGE)
+            .ok_or_else(|| PairError::Protocol {
+                peer: self.peer.clone(),
+                what: format!("{} message too large", msg.kind()),
+            })?;
+        let left = self.remaining()?;
+        let _ = self.stream.set_write_timeout(Some(left));
+        let mut frame = Vec::with_capacity(body.len() + 4);
+        frame.extend_from_slice(&len.to_be_bytes());
+        frame.extend_from_slice(&body);
+        self.stream
+            .write_all(&frame)
+            .and_then(|_| self.stream.flush())
+            .map_err(|e| self.io_error(e))
+    }
+
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), PairError> {
+        let mut got = 0;
+        while got < buf.len() {
+            let left = self.remaining()?;
+            let _ = self.stream.set_read_timeout(Some(left));
+            match self.stream.read(&mut buf[got..]) {
+                Ok(0) => return Err(self.gone("")),
+                Ok(n) => got += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_error(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Read the next message. A `Fail` from the peer becomes the error naming what it said.
+    pub fn recv(&mut self) -> Result<Msg, PairError> {
+        let mut len = [0u8; 4];
+        self.read_exact(&mut len)?;
+        let len = u32::from_be_bytes(len);
+        if len > MAX_MESSAGE {
+            return Err(PairError::Protocol {
+                peer: self.peer.clone(),
+                what: format!("message of {len} bytes (not a gdrprov pair peer?)"),
+            });
+        }
+        let mut body = vec![0u8; len as usize];
+        self.read_exact(&mut body)?;
+        let msg: Msg = serde_json::from_slice(&body).map_err(|e| PairError::Protocol {
+            peer: self.peer.clone(),
+            what: format!("unreadable message ({e}; another gdrprov version?)"),
+        })?;
+        if let Msg::Fail { message } = msg {
+            return Err(PairError::PeerFailed {
+                peer: self.peer.clone(),
+                message,
+            });
+        }
+        Ok(msg)
+    }
+
+    /// Tell the peer why this end stops (best effort: it may be gone already).
+    pub fn fail(&mut self, message: &str) {
+        let _ = self.send(&Msg::Fail {
+            message: message.to_string(),
+        });
+    }
+
+    /// An unexpected message.
+    pub fn unexpected(&self, want: &str, got: &Msg) -> PairError {
+        PairError::Protocol {
+            peer: self.peer.clone(),
+            what: format!("expected {want}, got {}", got.kind()),
+        }
+    }
+
+    /// True when the peer has closed its end (checked without blocking; for error messages).
+    pub fn peer_closed(&self) -> bool {
+        let _ = self.stream.set_nonblocking(true);
+        let mut b = [0u8; 1];
+        let closed = matches!(self.stream.peek(&mut b), Ok(0))
+            || matches!(self.stream.peek(&mut b), Err(ref e) if e.kind() == ErrorKind::ConnectionReset);
+        let _ = self.stream.set_nonblocking(false);
+        closed
+    }
+}

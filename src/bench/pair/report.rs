@@ -1,0 +1,280 @@
+//! The pair report: per message size the loopback report's measurement fields, the data check at
+//! the receiving end, both ends' ports and memory, the threshold; text for people, JSON for machines.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use super::protocol::{Op, PortDesc};
+use crate::bench::report::{human_bytes, SizeResult, Threshold};
+
+/// One timed run (one direction), as `bench loopback` reports a size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub bytes: u64,
+    pub iterations: u64,
+    pub peak_gbps: f64,
+    pub average_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub seconds: f64,
+    pub writes_in_flight: u32,
+    pub writes_per_completion: u32,
+}
+
+impl Measured {
+    pub fn to_size_result(&self, line_rate: Option<f64>) -> SizeResult {
+        SizeResult {
+            bytes: self.bytes,
+            iterations: self.iterations,
+            peak_gbps: self.peak_gbps,
+            average_gbps: self.average_gbps,
+            msg_rate_mpps: self.msg_rate_mpps,
+            line_rate_fraction: line_rate.map(|l| self.average_gbps / l),
+            seconds: self.seconds,
+            writes_in_flight: self.writes_in_flight,
+            writes_per_completion: self.writes_per_completion,
+        }
+    }
+}
+
+/// The data check of one size (or of the whole run): fresh pattern per iteration, every byte compared.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairCheck {
+    pub passed: bool,
+    /// Checked transfers (each its own pattern; in both directions for bidir).
+    pub iterations: u32,
+    /// Bytes compared in all.
+    pub bytes_compared: u64,
+    pub mismatched_bytes: u64,
+    /// The first mismatching offsets within the message (at most 16).
+    pub mismatch_offsets: Vec<u64>,
+}
+
+impl PairCheck {
+    pub fn add(&mut self, other: &PairCheck) {
+        self.iterations += other.iterations;
+        self.bytes_compared += other.bytes_compared;
+        self.mismatched_bytes += other.mismatched_bytes;
+        for o in &other.mismatch_offsets {
+            if self.mismatch_offsets.len() < 16 {
+                self.mismatch_offsets.push(*o);
+            }
+        }
+        self.passed = self.mismatched_bytes == 0 && self.iterations > 0;
+    }
+}
+
+/// One direction of a size (bidir has two).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Direction {
+    /// "client -> listener" or "listener -> client".
+    pub flow: String,
+    pub average_gbps: f64,
+    pub peak_gbps: f64,
+}
+
+/// One message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairSize {
+    pub bytes: u64,
+    pub iterations: u64,
+    pub peak_gbps: f64,
+    /// Sum of both directions for bidir.
+    pub average_gbps: f64,
+    pub msg_rate_mpps: f64,
+    pub line_rate_fraction: Option<f64>,
+    pub seconds: f64,
+    pub writes_in_flight: u32,
+    pub writes_per_completion: u32,
+    pub directions: Vec<Direction>,
+    pub data_check: PairCheck,
+}
+
+/// The bandwidth threshold, as the loopback reports it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairThreshold {
+    pub applicable: bool,
+    pub reason: Option<String>,
+    pub min_line_rate_fraction: Option<f64>,
+    pub min_gbps: Option<f64>,
+    pub at_bytes: Option<u64>,
+    pub passed: Option<bool>,
+}
+
+impl From<Threshold> for PairThreshold {
+    fn from(t: Threshold) -> Self {
+        PairThreshold {
+            applicable: t.applicable,
+            reason: t.reason,
+            min_line_rate_fraction: t.min_line_rate_fraction,
+            min_gbps: t.min_gbps,
+            at_bytes: t.at_bytes,
+            passed: t.passed,
+        }
+    }
+}
+
+/// One end: its port, memory path and GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct End {
+    pub address: String,
+    pub port: PortDesc,
+    /// The memory path proven: host, cuda-dmabuf, cuda-peermem.
+    pub memory: String,
+    pub gpu: Option<String>,
+}
+
+/// Everything a pair run found (the client builds it and sends it to the listener).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PairReport {
+    pub op: Op,
+    pub client: End,
+    pub listener: End,
+    pub qps: u32,
+    pub tx_depth: u32,
+    /// The slower port of the two; none when either is a software device or reports none.
+    pub line_rate_gbps: Option<f64>,
+    pub results: Vec<PairSize>,
+    pub data_check: PairCheck,
+    pub threshold: PairThreshold,
+    pub passed: bool,
+}
+
+fn end_line(e: &End) -> String {
+    let p = &e.port;
+    let addr = match (&p.gid, p.gid_index) {
+        (Some(g), Some(i)) if p.link_layer == "Ethernet" => format!(
+            "{}, GID index {i} {g}",
+            p.gid_type.as_deref().unwrap_or("RoCE")
+        ),
+        _ => format!("InfiniBand, LID {:#06x}", p.lid),
+    };
+    format!(
+        "{} {}:{} ({addr}, MTU {}), {} memory{}",
+        e.address,
+        p.device,
+        p.port,
+        p.mtu,
+        e.memory,
+        e.gpu
+            .as_ref()
+            .map(|g| format!(" on {g}"))
+            .unwrap_or_default()
+    )
+}
+
+fn gbps_text(v: f64) -> String {
+    if v >= 10.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// The text report; `me` says which end prints it.
+pub fn render_text(r: &PairReport, me: &str) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} between two hosts (this host is the {me})",
+        r.op.label()
+    );
+    let _ = writeln!(s, "client:   {}", end_line(&r.client));
+    let _ = writeln!(s, "listener: {}", end_line(&r.listener));
+    let line = match r.line_rate_gbps {
+        Some(l) => format!("{l} Gb/s (the slower port)"),
+        None if r.client.port.software || r.listener.port.software => {
+            "n/a (software RDMA device)".to_string()
+        }
+        None => "unknown".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "{} QP(s), tx depth {}; line rate {line}",
+        r.qps, r.tx_depth
+    );
+    let _ = writeln!(
+        s,
+        " {:<12} {:<13} {:<17} {:<20} {:<14} {:<13} data check",
+        "#bytes",
+        "#iterations",
+        "BW peak[Gb/sec]",
+        "BW average[Gb/sec]",
+        "MsgRate[Mpps]",
+        "of line rate"
+    );
+    for x in &r.results {
+        let frac = x
+            .line_rate_fraction
+            .map(|f| format!("{:.1}%", f * 100.0))
+            .unwrap_or_else(|| "n/a".into());
+        let check = if x.data_check.passed {
+            format!(
+                "passed ({} x {})",
+                x.data_check.iterations,
+                human_bytes(x.bytes)
+            )
+        } else {
+            format!(
+                "FAILED ({} bytes differ, offsets {:?})",
+                x.data_check.mismatched_bytes, x.data_check.mismatch_offsets
+            )
+        };
+        let _ = writeln!(
+            s,
+            " {:<12} {:<13} {:<17} {:<20} {:<14.6} {:<13} {check}",
+            x.bytes,
+            x.iterations,
+            gbps_text(x.peak_gbps),
+            gbps_text(x.average_gbps),
+            x.msg_rate_mpps,
+            frac
+        );
+        if x.directions.len() > 1 {
+            for d in &x.directions {
+                let _ = writeln!(s, "   {}: {} Gb/s", d.flow, gbps_text(d.average_gbps));
+            }
+        }
+    }
+    let d = &r.data_check;
+    if d.passed {
+        let _ = writeln!(
+            s,
+            "data check: passed ({} transfers, each with its own pattern, {} compared byte for byte at the receiving end)",
+            d.iterations,
+            human_bytes(d.bytes_compared)
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "data check: FAILED ({} of {} bytes differ; first offsets {:?})",
+            d.mismatched_bytes, d.bytes_compared, d.mismatch_offsets
+        );
+    }
+    let t = &r.threshold;
+    if !t.applicable {
+        let _ = writeln!(
+            s,
+            "threshold: not applicable ({})",
+            t.reason.as_deref().unwrap_or("no line rate")
+        );
+    } else {
+        let what = match (t.min_gbps, t.min_line_rate_fraction) {
+            (Some(g), _) => format!("average >= {g} Gb/s"),
+            (None, Some(f)) => format!("average >= {:.0}% of line rate", f * 100.0),
+            (None, None) => "none".into(),
+        };
+        let at = t
+            .at_bytes
+            .map(|b| format!(" at {}", human_bytes(b)))
+            .unwrap_or_default();
+        let verdict = if t.passed == Some(true) {
+            "passed"
+        } else {
+            "FAILED"
+        };
+        let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
+    }
+    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
+    s
+}

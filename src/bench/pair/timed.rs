@@ -1,0 +1,146 @@
+//! The timed loop of one size: keep every QP's send queue full of transfers, count completions,
+//! and take the average over the steady part of the run (as `bench loopback` measures).
+
+use std::time::{Duration, Instant};
+
+use super::engine::Xfer;
+use super::error::PairError;
+use super::report::Measured;
+use crate::bench::error::BenchError;
+use crate::bench::loopback::{gbps, RunLength};
+
+/// What the loop needs of an engine.
+pub trait Poster {
+    fn qps(&self) -> usize;
+    /// (transfers in flight per QP, transfers per post and per signaled completion) at `len`.
+    fn depth(&self, len: u64) -> (u32, u32);
+    /// Post `n` transfers on QP `i`, the last signaled with wr_id (i << 32) | n.
+    fn post(&mut self, x: Xfer, i: usize, n: u32, len: u64) -> Result<(), PairError>;
+    /// Append (status, wr_id) of the completions there are.
+    fn poll(&mut self, out: &mut Vec<(u32, u64)>);
+}
+
+const STALL: Duration = Duration::from_secs(30);
+
+/// Run one size for `length`; stop with an error at `deadline` or after 30 s without a completion.
+pub fn run<P: Poster>(
+    p: &mut P,
+    x: Xfer,
+    len: u64,
+    length: RunLength,
+    deadline: Instant,
+    peer_gone: &dyn Fn() -> bool,
+) -> Result<Measured, PairError> {
+    let n_qps = p.qps();
+    let (depth, batch) = p.depth(len);
+    let mut outstanding = vec![0u32; n_qps];
+    let mut posted = vec![0u64; n_qps];
+    let mut done: u64 = 0;
+    let start = Instant::now();
+    let (end, margin, iters) = match length {
+        RunLength::Duration(d) => (
+            Some(start + d),
+            (d / 10).min(Duration::from_secs(1)),
+            u64::MAX,
+        ),
+        RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
+    };
+    let sample_from = start + margin;
+    let sample_to = end.map(|e| e - margin);
+    let mut base: Option<(Instant, u64)> = margin.is_zero().then_some((start, 0));
+    let mut last = (start, 0u64);
+    let mut win = (start, 0u64);
+    let mut peak = 0.0f64;
+    let window = Duration::from_millis(200);
+    let mut last_activity = start;
+    let mut wcs = Vec::new();
+    let mut watched = start;
+    loop {
+        let now = Instant::now();
+        if now.duration_since(watched) >= Duration::from_millis(250) {
+            watched = now;
+            if peer_gone() {
+                return Err(PairError::Aborted);
+            }
+        }
+        if now >= deadline {
+            return Err(PairError::Usage(
+                "the time limit (--timeout) ended the timed run; raise --timeout or shorten --duration".into(),
+            ));
+        }
+        let stopping = match end {
+            Some(e) => now >= e,
+            None => posted.iter().all(|&n| n >= iters),
+        };
+        if !stopping {
+            for i in 0..n_qps {
+                while outstanding[i] + batch <= depth || outstanding[i] == 0 {
+                    let remaining = iters.saturating_sub(posted[i]);
+                    if remaining == 0 {
+                        break;
+                    }
+                    let n = u64::from(batch).min(remaining) as u32;
+                    p.post(x, i, n, len)?;
+                    outstanding[i] += n;
+                    posted[i] += u64::from(n);
+                }
+            }
+        }
+        wcs.clear();
+        p.poll(&mut wcs);
+        let now = Instant::now();
+        for &(status, wr_id) in &wcs {
+            super::rdma::completion(status, wr_id)?;
+            let n = (wr_id & 0xffff_ffff) as u32;
+            if let Some(o) = outstanding.get_mut((wr_id >> 32) as usize) {
+                *o = o.saturating_sub(n);
+            }
+            done += u64::from(n);
+        }
+        if !wcs.is_empty() {
+            if base.is_none() && now >= sample_from {
+                base = Some((now, done));
+                win = (now, done);
+            }
+            if base.is_some() && sample_to.is_none_or(|s| now <= s) {
+                last = (now, done);
+                let dt = now.duration_since(win.0);
+                if dt >= window {
+                    peak = peak.max(gbps((done - win.1) * len, dt.as_secs_f64()));
+                    win = (now, done);
+                }
+            }
+            last_activity = now;
+        } else if now.duration_since(last_activity) > STALL && outstanding.iter().any(|&o| o > 0) {
+            return Err(BenchError::Stalled {
+                secs: STALL.as_secs(),
+            }
+            .into());
+        }
+        if stopping && outstanding.iter().all(|&o| o == 0) {
+            break;
+        }
+    }
+    let (t0, c0) = base.unwrap_or((start, 0));
+    let mut secs = last.0.duration_since(t0).as_secs_f64();
+    let mut count = last.1.saturating_sub(c0);
+    if secs <= 0.0 || count == 0 {
+        secs = start.elapsed().as_secs_f64();
+        count = done;
+    }
+    let average = gbps(count * len, secs);
+    Ok(Measured {
+        bytes: len,
+        iterations: done,
+        peak_gbps: peak.max(average),
+        average_gbps: average,
+        msg_rate_mpps: if secs > 0.0 {
+            count as f64 / secs / 1e6
+        } else {
+            0.0
+        },
+        seconds: secs,
+        writes_in_flight: depth,
+        writes_per_completion: batch,
+    })
+}
