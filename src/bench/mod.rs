@@ -11,6 +11,7 @@ pub mod error;
 pub mod loopback;
 mod measure;
 pub mod pair;
+pub mod parse;
 pub mod pattern;
 pub mod probe;
 pub mod report;

@@ -111,47 +111,7 @@ pub struct ProbeArgs {
     pub device: Option<String>,
 }
 
-/// Parse a size: "65536", "64K", "64KiB", "8M", "8MiB", "1G".
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (examples: 65536, 64K, 8MiB)"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return Err(format!("`{s}`: unknown unit `{unit}` (use K, M or G)")),
-    };
-    let v = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("`{s}` is too large"))?;
-    if v == 0 {
-        return Err("size must be > 0".into());
-    }
-    Ok(v)
-}
-
-/// Split "DEV[:PORT]".
-pub fn parse_dev_port(s: &str) -> Result<(String, Option<u8>), BenchError> {
-    match s.rsplit_once(':') {
-        Some((dev, port)) if !dev.is_empty() => {
-            let p: u8 = port.parse().ok().filter(|&p| p > 0).ok_or_else(|| {
-                BenchError::InvalidArgument(format!(
-                    "`{s}`: port must be a number from 1 (DEV:PORT)"
-                ))
-            })?;
-            Ok((dev.to_string(), Some(p)))
-        }
-        _ if s.is_empty() || s.contains(':') => Err(BenchError::InvalidArgument(format!(
-            "`{s}` is not DEV[:PORT]"
-        ))),
-        _ => Ok((s.to_string(), None)),
-    }
-}
+pub use crate::bench::parse::{parse_dev_port, parse_size};
 
 /// The sizes of --sweep: 4 KiB .. 8 MiB.
 pub fn sweep_sizes() -> Vec<u64> {
@@ -364,7 +324,7 @@ pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let text = crate::bench::pair::metrics::prometheus(&done.report, done.role, now);
-        crate::commands::fleet::write_textfile(path, &text)
+        crate::fleet::files::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
     show(

@@ -24,6 +24,7 @@ mod interface;
 mod kmod;
 mod nic;
 mod openibd;
+mod pair_rails;
 mod plan_snapshot;
 mod profile_checks;
 mod reliability;

@@ -7,7 +7,7 @@ use super::error::PairError;
 use super::protocol::{Op, WireLength};
 use super::PairOptions;
 use crate::bench::memory::MemoryKind;
-use crate::commands::bench::{parse_dev_port, parse_size};
+use crate::bench::parse::{parse_dev_port, parse_size};
 
 /// The TCP port a listener uses unless told otherwise (perftest's is 18515).
 pub const DEFAULT_PORT: u16 = 18516;

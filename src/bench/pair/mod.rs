@@ -12,6 +12,7 @@ pub mod args;
 pub mod auth;
 pub mod engine;
 pub mod error;
+pub mod kinds;
 pub mod metrics;
 pub mod net;
 pub mod protocol;

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::error::PairError;
+pub use super::kinds::{Op, PortDesc};
 use super::report::Measured;
 use super::report::PairReport;
 
@@ -17,28 +18,6 @@ pub const PROTOCOL_VERSION: u32 = 1;
 
 /// The largest message accepted (the final report of a long sweep is well below).
 const MAX_MESSAGE: u32 = 4 << 20;
-
-/// What the data moves with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Op {
-    /// The client writes into the listener's buffer (RDMA WRITE).
-    Write,
-    /// The client reads the listener's buffer (RDMA READ).
-    Read,
-    /// Both write into each other's buffer at once.
-    Bidir,
-}
-
-impl Op {
-    pub fn label(self) -> &'static str {
-        match self {
-            Op::Write => "RDMA WRITE",
-            Op::Read => "RDMA READ",
-            Op::Bidir => "RDMA WRITE, both directions",
-        }
-    }
-}
 
 /// How long each size runs, on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -60,28 +39,6 @@ pub struct Params {
     /// `--all-nics`: the rail of this session (absent in older clients: one NIC).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rail: Option<super::rails::RailTag>,
-}
-
-/// One end's port, as the other end needs it (and names it in errors).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PortDesc {
-    pub host: String,
-    pub device: String,
-    pub port: u8,
-    pub link_layer: String,
-    pub state: String,
-    pub lid: u16,
-    pub gid: Option<String>,
-    pub gid_raw: Option<[u8; 16]>,
-    pub gid_index: Option<u32>,
-    /// "RoCE v2", "IB/RoCE v1" (sysfs gid_attrs/types), when known.
-    pub gid_type: Option<String>,
-    /// Active MTU in bytes (256..4096).
-    pub mtu: u32,
-    pub netdev: Option<String>,
-    pub netdev_mtu: Option<u32>,
-    pub line_rate_gbps: Option<f64>,
-    pub software: bool,
 }
 
 /// One end after its memory is registered and its QPs exist.

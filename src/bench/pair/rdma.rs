@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use gdrprov_rdma::cuda::Gpu;
 use gdrprov_rdma::memory::{check_memlock, Buffer, HostBuf, MemoryKind};
-use gdrprov_rdma::qp::{self, Cq, Endpoint, Op, Qp, Region, RemoteRange, Side, WC_SUCCESS};
+use gdrprov_rdma::qp::{self, Cq, Endpoint, Op, Qp, Region, RemoteRange, Side};
 
 use super::engine::{compare_pattern, Engine, Xfer};
 use super::error::PairError;
@@ -157,7 +157,7 @@ impl<'g> VerbsEngine<'g> {
                 Ok(())
             })?;
             if let Some((status, wr_id)) = got {
-                return check_wc(status, wr_id);
+                return super::timed::completion(status, wr_id);
             }
             if Instant::now() >= deadline {
                 return Err(BenchError::Stalled {
@@ -178,27 +178,6 @@ fn with_device(e: BenchError, device: &str) -> PairError {
 }
 
 const STALL: Duration = Duration::from_secs(30);
-
-fn check_wc(status: u32, wr_id: u64) -> Result<(), PairError> {
-    if status == WC_SUCCESS {
-        return Ok(());
-    }
-    let hint = match status {
-        4 => ": local protection error (lkey/memory registration; for GPU memory, PCIe ACS or IOMMU blocking peer-to-peer)",
-        5 => ": work request flushed (the QP went to the error state)",
-        10 => ": remote access error (rkey or access flags)",
-        12 => ": transport retry exceeded (the peer does not answer: it stopped, or the GID/route/MTU is wrong)",
-        13 => ": RNR retry exceeded (the peer's QP is not ready)",
-        _ => "",
-    };
-    Err(BenchError::Completion {
-        qp: (wr_id >> 32) as usize,
-        status: qp::status_name(status),
-        code: status,
-        hint: hint.to_string(),
-    }
-    .into())
-}
 
 /// The crate's endpoint of the peer's QP `i`, from what it sent.
 fn endpoint(remote: &Setup, i: usize) -> Result<Endpoint, PairError> {
@@ -313,11 +292,6 @@ impl super::timed::Poster for VerbsEngine<'_> {
             Ok(())
         });
     }
-}
-
-/// Re-exported for the timed loop's messages.
-pub fn completion(status: u32, wr_id: u64) -> Result<(), PairError> {
-    check_wc(status, wr_id)
 }
 
 pub fn rate(bytes: u64, secs: f64) -> f64 {

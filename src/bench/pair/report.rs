@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::protocol::{Op, PortDesc};
+use super::kinds::{Op, PortDesc};
 use crate::bench::report::{human_bytes, SizeResult, Threshold};
 
 /// One timed run (one direction), as `bench loopback` reports a size.

@@ -164,7 +164,7 @@ impl Engine for Fake {
     }
     fn once(&mut self, x: Xfer, len: u64, _qp: u32) -> Result<(), PairError> {
         self.xfer(x, len as usize)
-            .map_err(|s| super::rdma::completion(s, 0).unwrap_err())
+            .map_err(|s| super::timed::completion(s, 0).unwrap_err())
     }
     fn timed(
         &mut self,

@@ -73,24 +73,19 @@ pub fn run<P: Poster>(
             None => posted.iter().all(|&n| n >= iters),
         };
         if !stopping {
-            for i in 0..n_qps {
-                while outstanding[i] + batch <= depth || outstanding[i] == 0 {
-                    let remaining = iters.saturating_sub(posted[i]);
-                    if remaining == 0 {
-                        break;
-                    }
-                    let n = u64::from(batch).min(remaining) as u32;
-                    p.post(x, i, n, len)?;
-                    outstanding[i] += n;
-                    posted[i] += u64::from(n);
-                }
-            }
+            fill(
+                p,
+                (x, len, iters),
+                (depth, batch),
+                &mut outstanding,
+                &mut posted,
+            )?;
         }
         wcs.clear();
         p.poll(&mut wcs);
         let now = Instant::now();
         for &(status, wr_id) in &wcs {
-            super::rdma::completion(status, wr_id)?;
+            completion(status, wr_id)?;
             let n = (wr_id & 0xffff_ffff) as u32;
             if let Some(o) = outstanding.get_mut((wr_id >> 32) as usize) {
                 *o = o.saturating_sub(n);
@@ -143,4 +138,50 @@ pub fn run<P: Poster>(
         writes_in_flight: depth,
         writes_per_completion: batch,
     })
+}
+
+/// Keep every QP's send queue full: up to `depth` in flight, posted `batch` at a time, at most
+/// `iters` per QP.
+fn fill<P: Poster>(
+    p: &mut P,
+    (x, len, iters): (Xfer, u64, u64),
+    (depth, batch): (u32, u32),
+    outstanding: &mut [u32],
+    posted: &mut [u64],
+) -> Result<(), PairError> {
+    for i in 0..outstanding.len() {
+        while outstanding[i] + batch <= depth || outstanding[i] == 0 {
+            let remaining = iters.saturating_sub(posted[i]);
+            if remaining == 0 {
+                break;
+            }
+            let n = u64::from(batch).min(remaining) as u32;
+            p.post(x, i, n, len)?;
+            outstanding[i] += n;
+            posted[i] += u64::from(n);
+        }
+    }
+    Ok(())
+}
+
+/// A work completion's status as a result, with what each failure usually means.
+pub fn completion(status: u32, wr_id: u64) -> Result<(), PairError> {
+    if status == gdrprov_rdma::qp::WC_SUCCESS {
+        return Ok(());
+    }
+    let hint = match status {
+        4 => ": local protection error (lkey/memory registration; for GPU memory, PCIe ACS or IOMMU blocking peer-to-peer)",
+        5 => ": work request flushed (the QP went to the error state)",
+        10 => ": remote access error (rkey or access flags)",
+        12 => ": transport retry exceeded (the peer does not answer: it stopped, or the GID/route/MTU is wrong)",
+        13 => ": RNR retry exceeded (the peer's QP is not ready)",
+        _ => "",
+    };
+    Err(BenchError::Completion {
+        qp: (wr_id >> 32) as usize,
+        status: gdrprov_rdma::qp::status_name(status),
+        code: status,
+        hint: hint.to_string(),
+    }
+    .into())
 }

@@ -3,37 +3,45 @@
 
 use std::time::Duration;
 
-use super::table::Cx;
+use super::LoopbackChoice;
 use crate::bench::pair::report::PairReport;
 use crate::bench::pair::{run_client, PairOptions};
 use crate::checks::Check;
 
 const NAME: &str = "pair";
 
+/// What verify passes to the pair check: its loopback choices (peer, secret, duration, floor),
+/// `--device DEV[:PORT]` parsed, and the profile's line-rate fraction.
+pub struct PairInput<'a> {
+    pub choice: &'a LoopbackChoice,
+    pub device: &'a (Option<String>, Option<u8>),
+    pub min_fraction: Option<f64>,
+}
+
 /// The options of the pair run: the peer, the secret, verify's device, duration and thresholds.
-pub fn options(cx: &Cx, peer: &str) -> PairOptions {
+pub fn options(input: &PairInput, peer: &str) -> PairOptions {
     let mut o = PairOptions::client(peer);
-    o.token_file = cx.loopback.token_file.clone();
-    o.device = cx.device.0.clone();
-    o.dev_port = cx.device.1;
-    let secs = cx.loopback.seconds.unwrap_or(3.0);
+    o.token_file = input.choice.token_file.clone();
+    o.device = input.device.0.clone();
+    o.dev_port = input.device.1;
+    let secs = input.choice.seconds.unwrap_or(3.0);
     o.length = crate::bench::pair::protocol::WireLength::Seconds(secs);
     o.timeout = Duration::from_secs_f64(secs + 60.0);
-    o.min_fraction = cx.desired.doc.verify.min_line_rate_fraction;
-    o.min_gbps = cx.loopback.min_gbps;
+    o.min_fraction = input.min_fraction;
+    o.min_gbps = input.choice.min_gbps;
     o
 }
 
 /// Absent without `--peer`; on a root that is not the running system, skipped.
-pub fn check(cx: &Cx) -> Option<Check> {
-    let peer = cx.loopback.peer.as_deref()?;
-    if !cx.host.is_live() {
+pub fn check(host: &crate::host::Host, input: &PairInput) -> Option<Check> {
+    let peer = input.choice.peer.as_deref()?;
+    if !host.is_live() {
         return Some(Check::skip(
             NAME,
-            format!("{} is not the running system", cx.host.root().display()),
+            format!("{} is not the running system", host.root().display()),
         ));
     }
-    let opts = options(cx, peer);
+    let opts = options(input, peer);
     Some(verdict(
         peer,
         run_client(&opts, &|_| {})

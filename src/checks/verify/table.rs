@@ -179,7 +179,7 @@ pub static TABLE: &[Entry] = &[
     Entry {
         name: "pair",
         description: "with --peer: RDMA WRITE to a bench pair listener on another host, its data check and line rate",
-        run: Run::Own(super::pair::check),
+        run: Run::Own(pair),
     },
     Entry {
         name: "dmabuf-export",
@@ -491,6 +491,16 @@ fn list<S: AsRef<str>>(v: &[S]) -> String {
 }
 
 /// The table's names are the names its checks report.
+/// The pair check (`--peer`) with what it reads of the context.
+fn pair(cx: &Cx) -> Option<Check> {
+    let input = super::pair::PairInput {
+        choice: cx.loopback,
+        device: &cx.device,
+        min_fraction: cx.desired.doc.verify.min_line_rate_fraction,
+    };
+    super::pair::check(cx.host, &input)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,7 +1,7 @@
 //! `bench pair --all-nics` rails from a fixture root: two switches, a GPU and a NIC behind each,
 //! a third NIC whose two nearest GPUs are equally near, and a NIC that is down (no rail).
 
-mod hostgen;
+use crate::hostgen;
 
 use gdrprov::bench::pair::rails::discover;
 use gdrprov::facts::pcie::Distance;
