@@ -6,7 +6,7 @@ use crate::bench::error::BenchError;
 use crate::bench::loopback::{export_only, run_loopback, LoopbackOptions, RunLength};
 use crate::bench::memory::MemoryKind;
 use crate::bench::probe::{probe_all, probe_dmabuf_support, DmabufSupport};
-use crate::bench::report::{render_export_text, render_text};
+use crate::output::bench::{render_export_text, render_text};
 use crate::output::{Format, Output};
 
 /// Output format.
@@ -312,7 +312,7 @@ pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32
         show(
             out,
             "bench pair",
-            || crate::bench::pair::allnics::render_rails(&done),
+            || crate::output::pair::render_rails(&done),
             &done,
         )?;
         return Ok(if done.passed { 0 } else { 1 });
@@ -323,14 +323,14 @@ pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        let text = crate::bench::pair::metrics::prometheus(&done.report, done.role, now);
+        let text = crate::output::pair_metrics::prometheus(&done.report, done.role, now);
         crate::fleet::files::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
     show(
         out,
         "bench pair",
-        || crate::bench::pair::report::render_text(&done.report, done.role),
+        || crate::output::pair::render_text(&done.report, done.role),
         &done,
     )?;
     Ok(if done.report.passed { 0 } else { 1 })

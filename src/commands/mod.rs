@@ -10,6 +10,7 @@ mod ask;
 pub mod bench;
 pub mod boot;
 pub mod cli;
+mod doctor;
 mod history;
 pub mod inventory;
 pub mod manual;
@@ -179,7 +180,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             &Target::probing(root.clone(), a.cpu_vendor),
             a.snapshot.as_deref(),
         ),
-        Command::Doctor(a) => crate::checks::doctor::run(
+        Command::Doctor(a) => doctor::run(
             out,
             &Target::probing(root.clone(), a.cpu_vendor),
             &a.profiles,

@@ -357,8 +357,11 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document("fleet sweep report", std::path::Path::new("/"), &report),
-        Format::Text => out.text(std::path::Path::new("/"), &render::text(&report)),
-        Format::Prometheus => out.raw(&render::prometheus(&report)),
+        Format::Text => out.text(
+            std::path::Path::new("/"),
+            &crate::output::sweep::text(&report),
+        ),
+        Format::Prometheus => out.raw(&crate::output::sweep::prometheus(&report)),
     }
     Ok(exit::OK)
 }

@@ -67,7 +67,7 @@ pub fn prometheus(r: &Report) -> String {
         );
     }
     if let Some(h) = &r.health {
-        s.push_str(&crate::checks::health::metrics::prometheus(h));
+        s.push_str(&super::health_metrics::prometheus(h));
     }
     if let Some(lb) = &r.loopback {
         let memory = serde_json::to_value(lb.memory)

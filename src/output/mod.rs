@@ -1,10 +1,17 @@
 //! Output: text for people, JSON for machines, from the same data.
 
+pub mod bench;
 pub mod copy;
+pub mod doctor;
 pub mod exposition;
+pub mod health_metrics;
 pub mod inventory;
 pub mod metrics;
+pub mod pair;
+pub mod pair_metrics;
 pub mod report;
+pub mod sweep;
+pub mod verify;
 
 pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
 

@@ -2,13 +2,12 @@
 //! same TCP address, each with this end's NIC and GPU of the rail; a rail that fails is reported
 //! and the next one runs. Result per rail.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::Serialize;
 
 use super::rails::{self, Rail, RailTag};
-use super::report::{render_text, PairReport};
+use super::report::PairReport;
 use super::{auth, run_client, run_listener, Notes, PairError, PairOptions};
 use crate::host::Host;
 
@@ -144,23 +143,6 @@ pub fn describe(rail: &Rail, count: usize) -> String {
         (None, None) => "no GPU".into(),
     };
     format!("rail {} of {count}: {} <-> {gpu}", rail.index, rail.nic)
-}
-
-/// The text report: each rail's line, then its session's report or error.
-pub fn render_rails(r: &RailsOutcome) -> String {
-    let mut s = String::new();
-    for x in &r.rails {
-        let _ = writeln!(s, "{}", describe(&x.rail, r.rails.len()));
-        match (&x.report, &x.error) {
-            (Some(p), _) => s.push_str(&render_text(p, r.role)),
-            (None, Some(e)) => {
-                let _ = writeln!(s, "  FAIL: {e}");
-            }
-            (None, None) => {}
-        }
-    }
-    let _ = writeln!(s, "all rails: {}", if r.passed { "PASS" } else { "FAIL" });
-    s
 }
 
 /// `--all-nics` on the running system.

@@ -13,7 +13,6 @@ pub mod auth;
 pub mod engine;
 pub mod error;
 pub mod kinds;
-pub mod metrics;
 pub mod net;
 pub mod protocol;
 pub mod rails;

@@ -1,12 +1,10 @@
 //! The pair report: per message size the loopback report's measurement fields, the data check at
 //! the receiving end, both ends' ports and memory, the threshold; text for people, JSON for machines.
 
-use std::fmt::Write as _;
-
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{Op, PortDesc};
-use crate::bench::report::{human_bytes, SizeResult, Threshold};
+use crate::bench::report::{SizeResult, Threshold};
 
 /// One timed run (one direction), as `bench loopback` reports a size.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -138,143 +136,4 @@ pub struct PairReport {
     pub data_check: PairCheck,
     pub threshold: PairThreshold,
     pub passed: bool,
-}
-
-fn end_line(e: &End) -> String {
-    let p = &e.port;
-    let addr = match (&p.gid, p.gid_index) {
-        (Some(g), Some(i)) if p.link_layer == "Ethernet" => format!(
-            "{}, GID index {i} {g}",
-            p.gid_type.as_deref().unwrap_or("RoCE")
-        ),
-        _ => format!("InfiniBand, LID {:#06x}", p.lid),
-    };
-    format!(
-        "{} {}:{} ({addr}, MTU {}), {} memory{}",
-        e.address,
-        p.device,
-        p.port,
-        p.mtu,
-        e.memory,
-        e.gpu
-            .as_ref()
-            .map(|g| format!(" on {g}"))
-            .unwrap_or_default()
-    )
-}
-
-fn gbps_text(v: f64) -> String {
-    if v >= 10.0 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.4}")
-    }
-}
-
-/// The text report; `me` says which end prints it.
-pub fn render_text(r: &PairReport, me: &str) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} between two hosts (this host is the {me})",
-        r.op.label()
-    );
-    let _ = writeln!(s, "client:   {}", end_line(&r.client));
-    let _ = writeln!(s, "listener: {}", end_line(&r.listener));
-    let line = match r.line_rate_gbps {
-        Some(l) => format!("{l} Gb/s (the slower port)"),
-        None if r.client.port.software || r.listener.port.software => {
-            "n/a (software RDMA device)".to_string()
-        }
-        None => "unknown".to_string(),
-    };
-    let _ = writeln!(
-        s,
-        "{} QP(s), tx depth {}; line rate {line}",
-        r.qps, r.tx_depth
-    );
-    let _ = writeln!(
-        s,
-        " {:<12} {:<13} {:<17} {:<20} {:<14} {:<13} data check",
-        "#bytes",
-        "#iterations",
-        "BW peak[Gb/sec]",
-        "BW average[Gb/sec]",
-        "MsgRate[Mpps]",
-        "of line rate"
-    );
-    for x in &r.results {
-        let frac = x
-            .line_rate_fraction
-            .map(|f| format!("{:.1}%", f * 100.0))
-            .unwrap_or_else(|| "n/a".into());
-        let check = if x.data_check.passed {
-            format!(
-                "passed ({} x {})",
-                x.data_check.iterations,
-                human_bytes(x.bytes)
-            )
-        } else {
-            format!(
-                "FAILED ({} bytes differ, offsets {:?})",
-                x.data_check.mismatched_bytes, x.data_check.mismatch_offsets
-            )
-        };
-        let _ = writeln!(
-            s,
-            " {:<12} {:<13} {:<17} {:<20} {:<14.6} {:<13} {check}",
-            x.bytes,
-            x.iterations,
-            gbps_text(x.peak_gbps),
-            gbps_text(x.average_gbps),
-            x.msg_rate_mpps,
-            frac
-        );
-        if x.directions.len() > 1 {
-            for d in &x.directions {
-                let _ = writeln!(s, "   {}: {} Gb/s", d.flow, gbps_text(d.average_gbps));
-            }
-        }
-    }
-    let d = &r.data_check;
-    if d.passed {
-        let _ = writeln!(
-            s,
-            "data check: passed ({} transfers, each with its own pattern, {} compared byte for byte at the receiving end)",
-            d.iterations,
-            human_bytes(d.bytes_compared)
-        );
-    } else {
-        let _ = writeln!(
-            s,
-            "data check: FAILED ({} of {} bytes differ; first offsets {:?})",
-            d.mismatched_bytes, d.bytes_compared, d.mismatch_offsets
-        );
-    }
-    let t = &r.threshold;
-    if !t.applicable {
-        let _ = writeln!(
-            s,
-            "threshold: not applicable ({})",
-            t.reason.as_deref().unwrap_or("no line rate")
-        );
-    } else {
-        let what = match (t.min_gbps, t.min_line_rate_fraction) {
-            (Some(g), _) => format!("average >= {g} Gb/s"),
-            (None, Some(f)) => format!("average >= {:.0}% of line rate", f * 100.0),
-            (None, None) => "none".into(),
-        };
-        let at = t
-            .at_bytes
-            .map(|b| format!(" at {}", human_bytes(b)))
-            .unwrap_or_default();
-        let verdict = if t.passed == Some(true) {
-            "passed"
-        } else {
-            "FAILED"
-        };
-        let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
-    }
-    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
-    s
 }

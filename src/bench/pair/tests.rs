@@ -295,7 +295,7 @@ fn write_read_and_bidir_pass_their_data_check() {
         }
         // Two QPs, 50 transfers each per size.
         assert_eq!(d.sizes[0].0.iterations, 100);
-        let text = report::render_text(&rep, "client");
+        let text = crate::output::pair::render_text(&rep, "client");
         assert!(text.contains("data check: passed"), "{text}");
         assert!(text.ends_with("result: PASS\n"), "{text}");
         let v = serde_json::to_value(&rep).unwrap();
@@ -313,7 +313,7 @@ fn a_corrupted_byte_fails_the_run_with_its_offset() {
     let s = &rep.results[0];
     assert_eq!(s.data_check.mismatched_bytes, 3);
     assert_eq!(s.data_check.mismatch_offsets, vec![4000, 4000, 4000]);
-    let text = report::render_text(&rep, "listener");
+    let text = crate::output::pair::render_text(&rep, "listener");
     assert!(
         text.contains("FAILED (3 bytes differ, offsets [4000, 4000, 4000])"),
         "{text}"
@@ -528,7 +528,7 @@ fn arguments() {
 fn metrics_name_both_ends_and_every_size() {
     let r = run(Op::Write, S, S, 1024, None);
     let rep = r.listener.unwrap().report.unwrap();
-    let m = metrics::prometheus(&rep, "listener", 1700000000);
+    let m = crate::output::pair_metrics::prometheus(&rep, "listener", 1700000000);
     assert!(m.contains("# TYPE gdrprov_pair_gbps gauge"), "{m}");
     assert!(
         m.contains("gdrprov_pair_gbps{role=\"listener\",device=\"fake0\",memory=\"host\",peer=\"c\",peer_host=\"h\",peer_device=\"fake0\",peer_memory=\"host\",op=\"write\",bytes=\"65536\"}"),
@@ -596,8 +596,9 @@ fn the_verify_pair_entry_judges_a_session() {
 /// An `--all-nics` document reads, rail by rail, as the fleet sweep reads pair results.
 #[test]
 fn all_nics_json_reads_as_the_sweep_reads_it() {
-    use crate::bench::pair::allnics::{render_rails, RailResult, RailsOutcome};
+    use crate::bench::pair::allnics::{RailResult, RailsOutcome};
     use crate::bench::pair::rails::Rail;
+    use crate::output::pair::render_rails;
     let rep = run(Op::Write, S, S, 1024, None)
         .listener
         .unwrap()

@@ -4,24 +4,19 @@
 pub mod health_rules;
 pub mod nccl_log;
 mod rules;
-mod text;
-
-pub use text::text;
 
 use crate::checks::requirements::{self, ReqResult, Status};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::facts::iommu::IommuState;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
-use crate::facts::{Depth, Facts};
+use crate::facts::Facts;
 use crate::host::Host;
-use crate::output::{Format, Output};
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::profile::Composed;
 use crate::versions;
 use serde::Serialize;
-use std::path::Path;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -302,42 +297,30 @@ fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
     }
 }
 
-pub fn run(
-    out: &Output,
-    target: &crate::ops::Target,
-    profiles: &[String],
-    nccl_log: Option<&Path>,
-) -> Result<i32> {
-    let (root, cpu) = (target.root.as_path(), target.cpu_vendor);
-    let log = match nccl_log {
-        Some(p) => Some(
-            std::fs::read_to_string(p)
-                .map_err(|e| Error::io("read", p.display().to_string(), e))?,
-        ),
-        None => None,
-    };
-    let composed = if profiles.is_empty() {
-        None
-    } else {
-        Some(crate::ops::load_profiles(profiles)?)
-    };
-    let host = target.open()?;
-    let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
+/// The doctor's report on HOST: one profile's requirements and findings
+/// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
+/// (its text and name) shows.
+pub fn report(
+    host: &Host,
+    facts: &Facts,
+    composed: Option<&Composed>,
+    nccl: Option<(&str, &str)>,
+) -> Result<Report> {
     let mut fits = Vec::new();
-    let (requirements, mut findings) = match &composed {
-        Some(c) => evaluate(&host, &facts, c),
+    let (requirements, mut findings) = match composed {
+        Some(c) => evaluate(host, facts, c),
         None => {
             for name in crate::profile::builtin::names() {
                 let p = crate::ops::load_profiles(&[name.to_string()])?;
-                fits.push(fit(name, &evaluate(&host, &facts, &p).1));
+                fits.push(fit(name, &evaluate(host, facts, &p).1));
             }
-            let mut f = diagnose(&facts, Intent::general(), &[]);
-            f.extend(health_rules::findings(&facts));
+            let mut f = diagnose(facts, Intent::general(), &[]);
+            f.extend(health_rules::findings(facts));
             (Vec::new(), f)
         }
     };
-    if let (Some(text), Some(p)) = (&log, nccl_log) {
-        findings.extend(nccl_log::findings(text, &p.display().to_string(), &facts));
+    if let Some((text, name)) = nccl {
+        findings.extend(nccl_log::findings(text, name, facts));
     }
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
@@ -348,34 +331,20 @@ pub fn run(
     // With a profile: a finding of severity error stands in its way. Without:
     // no built-in profile fits (each one's blockers are counted with the
     // host-wide findings), so the verdict agrees with the fits shown.
-    let blocked = match &composed {
+    let blocked = match composed {
         Some(_) => findings.iter().any(|f| f.severity == Sev::Error),
         None => best_fit.is_none(),
     };
-    // Suggested commands keep the user's --root (and --format).
-    for f in &mut findings {
-        f.fix = crate::output::keep_options(&f.fix, root, out.format);
-        f.cause = crate::output::keep_options(&f.cause, root, out.format);
-    }
-    let report = Report {
+    Ok(Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
         command: "doctor",
         root: host.root().display().to_string(),
-        profile: composed.as_ref().map(|c| c.names.join(" + ")),
+        profile: composed.map(|c| c.names.join(" + ")),
         requirements,
         findings,
         fits,
         best_fit,
         blocked,
-    };
-    match out.format {
-        Format::Json => out.document("doctor", root, &report),
-        Format::Text | Format::Prometheus => out.text(root, &text::text(&facts, &report)),
-    }
-    Ok(if blocked {
-        crate::exit::NOT_READY
-    } else {
-        crate::exit::OK
     })
 }
 

@@ -12,7 +12,6 @@ pub mod affinity;
 pub mod copy;
 pub mod kernel_log;
 pub mod links;
-pub mod metrics;
 pub mod nvml;
 pub mod ports;
 

@@ -1,7 +1,7 @@
 //! `doctor`'s report for people: the host in one line, the profile's
 //! requirements (or how each built-in profile fits), the findings.
 
-use super::{Finding, Report, Sev};
+use crate::checks::doctor::{Finding, Report, Sev};
 use crate::checks::requirements::Status;
 use crate::facts::nvidia::Flavor;
 use crate::facts::Facts;

@@ -3,13 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::report::PairReport;
-
-fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
+use crate::bench::pair::report::PairReport;
+use crate::output::exposition::escape_label as esc;
 
 /// The metrics of `r` as seen from `role` ("client" or "listener"), stamped `now` (Unix seconds).
 pub fn prometheus(r: &PairReport, role: &str, now: u64) -> String {

@@ -2,7 +2,7 @@
 //! metrics (src/output/metrics.rs): copy bandwidth per GPU and direction, the state of
 //! every PCIe link, and a warning flag per check.
 
-use super::{HealthReport, Outcome};
+use crate::checks::health::{HealthReport, Outcome};
 use crate::output::exposition::escape_label as esc;
 use std::fmt::Write as _;
 

@@ -1,0 +1,176 @@
+//! The fleet sweep's report for people (text) and for node-exporter
+//! (Prometheus exposition).
+
+use std::fmt::Write as _;
+
+use crate::fleet::render::*;
+
+fn frac(f: Option<f64>) -> String {
+    f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "n/a".into())
+}
+
+/// The report for people.
+pub fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "sweep: {} nodes, {} rails, {} rounds, {} measurements",
+        r.nodes,
+        r.rails.len(),
+        r.rounds,
+        r.measurements
+    );
+    let _ = writeln!(
+        s,
+        "{:<12} {:>12} {:>13} {:>8} {:>6}",
+        "rail", "median Gb/s", "of line rate", "spread", "cut"
+    );
+    for x in &r.rails {
+        let _ = writeln!(
+            s,
+            "{:<12} {:>12.2} {:>13} {:>8.3} {:>6.2}{}",
+            x.rail,
+            x.median_gbps,
+            frac(x.median_fraction),
+            x.spread,
+            x.cut,
+            if x.below_floor {
+                "  BELOW THE FLOOR"
+            } else {
+                ""
+            }
+        );
+    }
+    if r.verdicts.is_empty() {
+        let _ = writeln!(s, "no bad node, rail or path found");
+    }
+    for v in &r.verdicts {
+        let what = match v.kind {
+            Kind::BadNode => "bad node",
+            Kind::BadRail => "bad rail",
+            Kind::BadPath => "bad path",
+            Kind::FleetWide => "fleet-wide",
+        };
+        let _ = writeln!(
+            s,
+            "{what} {}: {} -> {}",
+            v.node.as_deref().unwrap_or("*"),
+            v.summary,
+            v.action
+        );
+        if let Some(f) = &v.fix {
+            let _ = writeln!(
+                s,
+                "  fixable: {}; run `{}` on it",
+                f.causes.join("; "),
+                f.command
+            );
+        }
+        for e in &v.evidence {
+            let _ = writeln!(
+                s,
+                "  round {} with {} on {}: {:.2} Gb/s ({} of line rate, {:.2} of the median){}; {} fine with {} others",
+                e.round,
+                e.partner,
+                e.rail,
+                e.gbps,
+                frac(e.fraction),
+                e.of_median,
+                if e.data_ok { "" } else { ", data check FAILED or no result" },
+                e.partner,
+                e.partner_fine_with
+            );
+        }
+    }
+    if !r.suspects.is_empty() || !r.path_retests.is_empty() {
+        let _ = writeln!(
+            s,
+            "to retest ({} nodes, {} paths): `gdrprov fleet sweep plan --retest RESULTS`",
+            r.suspects.len(),
+            r.path_retests.len()
+        );
+        for x in &r.suspects {
+            let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
+        }
+    }
+    let d = &r.slurm;
+    let _ = writeln!(
+        s,
+        "slurm: drain {}, resume {} (cap {})",
+        d.drain.len(),
+        d.resume.len(),
+        d.cap
+    );
+    if let Some(why) = &d.held_because {
+        let _ = writeln!(s, "  held: {why}");
+    }
+    for line in d.script().lines() {
+        let _ = writeln!(s, "  {line}");
+    }
+    s
+}
+
+fn header(s: &mut String, name: &str, help: &str) {
+    let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+}
+
+/// The report as Prometheus text exposition (node-exporter's textfile collector).
+pub fn prometheus(r: &Report) -> String {
+    use crate::output::exposition::escape_label as esc;
+    let mut s = String::new();
+    let m = "gdrprov_sweep_rail_median_gbps";
+    header(
+        &mut s,
+        m,
+        "Median pair bandwidth of the rail over the sweep, Gb/s.",
+    );
+    for x in &r.rails {
+        let _ = writeln!(s, "{m}{{rail=\"{}\"}} {}", esc(&x.rail), x.median_gbps);
+    }
+    let m = "gdrprov_sweep_bad";
+    header(
+        &mut s,
+        m,
+        "1 for each bad node, rail or path the sweep found (kind, node, rail).",
+    );
+    for v in &r.verdicts {
+        let kind = serde_json::to_value(v.kind)
+            .ok()
+            .and_then(|k| k.as_str().map(str::to_string))
+            .unwrap_or_default();
+        for rail in &v.rails {
+            let _ = writeln!(
+                s,
+                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
+                esc(v.node.as_deref().unwrap_or("")),
+                esc(rail)
+            );
+        }
+    }
+    for (name, help, value) in [
+        (
+            "gdrprov_sweep_suspects",
+            "Nodes left to retest.",
+            r.suspects.len(),
+        ),
+        (
+            "gdrprov_sweep_drain",
+            "Nodes the sweep drains.",
+            r.slurm.drain.len(),
+        ),
+        (
+            "gdrprov_sweep_held",
+            "Nodes not drained because of the cap.",
+            r.slurm.held.len(),
+        ),
+        (
+            "gdrprov_sweep_rounds",
+            "Rounds measured.",
+            r.rounds as usize,
+        ),
+    ] {
+        header(&mut s, name, help);
+        let _ = writeln!(s, "{name} {value}");
+    }
+    s
+}
