@@ -60,10 +60,11 @@ impl Host {
     fn read_regular(&self, mut file: std::fs::File, path: &str) -> Result<Vec<u8>> {
         use std::io::Read;
         let shown = || self.display(path);
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io("stat", shown(), e))?;
+        let meta = file.metadata().map_err(|e| Error::io("stat", shown(), e))?;
         if !meta.is_file() {
+            if let Ok(mut seen) = self.special.lock() {
+                seen.insert(path.to_string());
+            }
             return Err(not_regular(shown(), &meta));
         }
         let mut data = Vec::new();
@@ -94,6 +95,32 @@ impl Host {
             Err(_) => return None,
         };
         Some(self.read_regular(std::fs::File::from(fd), path).map(Some))
+    }
+
+    /// Fails, naming them, when a read met a FIFO, socket or device node where
+    /// a regular file should be: a probe answers "absent" for such a path,
+    /// but a command must not go on as if the root were sound.
+    pub fn refuse_special_files(&self) -> Result<()> {
+        let seen = match self.special.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let Some(first) = seen.iter().next() else {
+            return Ok(());
+        };
+        let shown: Vec<String> = seen.iter().map(|p| self.display(p)).collect();
+        let r = self.resolve(first)?;
+        let why = match std::fs::symlink_metadata(&r.real) {
+            Ok(m) => match not_regular(String::new(), &m) {
+                Error::BadPath { why, .. } => why,
+                other => other.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        Err(Error::BadPath {
+            path: shown.join(", "),
+            why,
+        })
     }
 
     /// Reads a text file that gdrprov may edit; it must be UTF-8.
@@ -538,13 +565,19 @@ mod tests {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
         let h = Host::open(t.path(), true).unwrap();
         let err = h.read("/proc/cmdline").unwrap_err().to_string();
-        assert!(err.contains("a FIFO") && err.contains("replace it"), "{err}");
+        assert!(
+            err.contains("a FIFO") && err.contains("replace it"),
+            "{err}"
+        );
         assert!(h.read_fact("/proc/cmdline").is_none());
         let err = h
             .write_atomic("/proc/cmdline", b"x\n", WriteOptions::default())
             .unwrap_err()
             .to_string();
         assert!(err.contains("a FIFO"), "{err}");
-        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
     }
 }

@@ -323,6 +323,7 @@ pub fn run(
     };
     let host = target.open()?;
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
+    host.refuse_special_files()?;
     let mut fits = Vec::new();
     let (requirements, mut findings) = match &composed {
         Some(c) => evaluate(&host, &facts, c),
