@@ -62,8 +62,12 @@ impl Host {
         let shown = || self.display(path);
         let meta = file.metadata().map_err(|e| Error::io("stat", shown(), e))?;
         if !meta.is_file() {
-            if let Ok(mut seen) = self.special.lock() {
-                seen.insert(path.to_string());
+            // A directory read as a file fails at once, as it always did; a
+            // FIFO, socket or device node is a hostile root, named later.
+            if !meta.is_dir() {
+                if let Ok(mut seen) = self.special.lock() {
+                    seen.insert(path.to_string());
+                }
             }
             return Err(not_regular(shown(), &meta));
         }
