@@ -178,8 +178,12 @@ pub fn make_plan(
     trial: Option<&[String]>,
 ) -> Result<Plan> {
     let mut facts = Facts::gather(host, target.cpu_vendor);
+    // A FIFO or device node where a file should be: refused, never planned around.
+    host.refuse_special_files()?;
     facts.arch.override_with(target.arch);
-    plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)
+    let plan = plan_with_facts(host, desired, target, trial, &facts).map(|(plan, _)| plan)?;
+    host.refuse_special_files()?;
+    Ok(plan)
 }
 
 /// `make_plan` for a caller that already gathered the facts (verify); gives
@@ -360,6 +364,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     let host = Host::open(&req.root, req.no_exec)?;
     let store = StateStore::new(&host);
     if req.generation.is_none() && !apply::interrupted(&store) && !apply::any_in_effect(&store) {
+        apply::check_nothing_owned(&host, &store)?;
         return Ok(RolledBack::Nothing { host });
     }
     require_root(&host, "rollback")?;
@@ -456,6 +461,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         .map(|t| t.profiles);
     // One gathering of the facts serves the plan and the requirements check.
     let mut facts = Facts::gather(&host, req.cpu_vendor);
+    host.refuse_special_files()?;
     facts.arch.override_with(req.arch);
     // A plan that cannot be made is one failed check, not the end of verify.
     let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {

@@ -97,9 +97,17 @@ pub struct Step {
     pub before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub before_meta: Option<FileMeta>,
+    /// Checksum and size of the `before` copy, checked before it is restored.
+    /// Absent in journals of older versions: their backups are restored
+    /// unchecked, as those versions did.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub before_sum: Option<Sum>,
     /// Copy of what this step wrote; `None` for a removal.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub after: Option<String>,
+    /// Checksum and size of the `after` copy (absent in older journals).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub after_sum: Option<Sum>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub command: Option<CommandSpec>,
     /// Directories this step's write creates (they did not exist when the
@@ -110,6 +118,31 @@ pub struct Step {
     pub done: bool,
     #[serde(default)]
     pub pending: bool,
+}
+
+/// What a backup held when gdrprov wrote it: its SHA-256 (hex) and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sum {
+    pub sha256: String,
+    pub size: u64,
+}
+
+impl Sum {
+    pub fn of(bytes: &[u8]) -> Sum {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(bytes);
+        Sum {
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+            size: bytes.len() as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for Sum {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "sha256 {} ({} bytes)", self.sha256, self.size)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -170,13 +203,55 @@ impl<'a> StateStore<'a> {
         self.write_private("state.json", &to_json(state)?)
     }
 
+    /// Reads a backup of a generation (`generations/N/I.before|after`),
+    /// checked against the checksum its journal recorded: a backup that
+    /// does not match is refused, never restored.
     pub fn read_backup(&self, rel: &str) -> Result<String> {
-        self.host.read_text(&Self::path(rel))?.ok_or_else(|| {
-            Error::Journal(format!(
-                "backup {} is missing",
-                self.host.display(&Self::path(rel))
-            ))
+        let shown = || self.host.display(&Self::path(rel));
+        let bytes = self
+            .host
+            .read(&Self::path(rel))?
+            .ok_or_else(|| Error::Journal(format!("backup {} is missing", shown())))?;
+        if let Some(expected) = self.recorded_sum(rel)? {
+            let found = Sum::of(&bytes);
+            if found != expected {
+                return Err(Error::Journal(format!(
+                    "backup {} is not what gdrprov wrote: its journal says {expected}, the file has {found}; \
+                     it was changed or damaged, so gdrprov will not restore from it (nothing was changed). \
+                     Put the original copy back from a backup of {}, or restore the file it stands for by hand",
+                    shown(),
+                    self.host.display(DIR)
+                )));
+            }
+        }
+        String::from_utf8(bytes).map_err(|_| Error::BadPath {
+            path: shown(),
+            why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
         })
+    }
+
+    /// The checksum the journal of the backup's generation recorded for it;
+    /// `None` for a generation written by an older version (no checksums:
+    /// its backups are restored unchecked, as that version would) or a path
+    /// that is not a generation's backup.
+    fn recorded_sum(&self, rel: &str) -> Result<Option<Sum>> {
+        let Some(n) = rel
+            .strip_prefix("generations/")
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(n, _)| n.parse::<u64>().ok())
+        else {
+            return Ok(None);
+        };
+        let g = self.load_generation(n)?;
+        Ok(g.steps.iter().find_map(|s| {
+            if s.before.as_deref() == Some(rel) {
+                s.before_sum.clone()
+            } else if s.after.as_deref() == Some(rel) {
+                s.after_sum.clone()
+            } else {
+                None
+            }
+        }))
     }
 
     /// Creates a directory of the state dir (0700), with `/var/lib` made

@@ -205,7 +205,9 @@ fn prepare_step(
         path: change.path().map(str::to_string),
         before: None,
         before_meta: None,
+        before_sum: None,
         after: None,
+        after_sum: None,
         command: None,
         created_dirs: Vec::new(),
         done: false,
@@ -231,12 +233,14 @@ fn prepare_step(
         let rel = format!("generations/{n}/{i}.before");
         store.write_private(&rel, &bytes)?;
         step.before = Some(rel);
+        step.before_sum = Some(journal::Sum::of(&bytes));
         step.before_meta = host.meta(path)?;
     }
     if let Action::WriteFile { after, .. } = &change.action {
         let rel = format!("generations/{n}/{i}.after");
         store.write_private(&rel, after.as_bytes())?;
         step.after = Some(rel);
+        step.after_sum = Some(journal::Sum::of(after.as_bytes()));
         step.created_dirs = missing_dirs(host, path);
     }
     Ok(step)
@@ -407,11 +411,20 @@ fn restore_files(
     steps: &[Step],
     select: impl Fn(&Step) -> bool,
 ) -> Result<()> {
+    // Every backup is read and checked against its checksum before the first
+    // file is written: a damaged one stops the restore with nothing changed.
+    let mut backups = Vec::new();
     for step in steps.iter().rev().filter(|s| select(s)) {
         let Some(path) = &step.path else { continue };
-        match &step.before {
-            Some(rel) => {
-                let bytes = store.read_backup(rel)?;
+        let bytes = match &step.before {
+            Some(rel) => Some(store.read_backup(rel)?),
+            None => None,
+        };
+        backups.push((step, path, bytes));
+    }
+    for (step, path, bytes) in backups {
+        match bytes {
+            Some(bytes) => {
                 let meta: Option<FileMeta> = step.before_meta;
                 host.write_atomic(
                     path,
@@ -424,6 +437,15 @@ fn restore_files(
             }
             None => host.remove(path)?,
         }
+    }
+    Ok(())
+}
+
+/// Reads every `before` copy of `steps` (each checked against the checksum
+/// its journal recorded); the first that fails stops everything.
+fn check_backups(store: &StateStore, steps: &[Step]) -> Result<()> {
+    for rel in steps.iter().filter_map(|s| s.before.as_deref()) {
+        store.read_backup(rel)?;
     }
     Ok(())
 }
@@ -447,6 +469,49 @@ pub fn any_in_effect(store: &StateStore) -> bool {
     })
 }
 
+/// With no apply in effect and none interrupted, the state file must own
+/// nothing: owned files or kernel arguments with no journal left to undo
+/// them mean the journal was deleted or damaged, and "nothing to roll back"
+/// would be a lie.
+pub fn check_nothing_owned(host: &Host, store: &StateStore) -> Result<()> {
+    let state = store.load_state()?;
+    let mut owned: Vec<String> = state.files.keys().map(|p| host.display(p)).collect();
+    if !state.kernel_args.is_empty() {
+        owned.push(format!("kernel arguments {}", state.kernel_args.join(" ")));
+    }
+    if !state.nccl_keys.is_empty() {
+        owned.push(format!(
+            "{} keys {}",
+            host.display("/etc/nccl.conf"),
+            state.nccl_keys.join(", ")
+        ));
+    }
+    if owned.is_empty() {
+        return Ok(());
+    }
+    let damaged: Vec<String> = store
+        .generation_numbers()
+        .into_iter()
+        .filter_map(|n| store.load_generation(n).err().map(|e| e.to_string()))
+        .collect();
+    let why = if damaged.is_empty() {
+        format!(
+            "no journal of the apply that made them is left under {} (deleted?)",
+            host.display(&format!("{}/generations", journal::DIR))
+        )
+    } else {
+        format!("the journal cannot be read ({})", damaged.join("; "))
+    };
+    Err(Error::Journal(format!(
+        "{} says gdrprov owns changes on this root ({}), but {why}, so gdrprov cannot undo them (nothing was changed). \
+         Restore {} from a backup of the host; or put those files back by hand, then remove {} to start over",
+        host.display(&format!("{}/state.json", journal::DIR)),
+        owned.join(", "),
+        host.display(journal::DIR),
+        host.display(journal::DIR),
+    )))
+}
+
 /// Finishes a run that was killed half-way: its files are put back and it is
 /// marked reverted. Called under the lock before any new apply or rollback.
 pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
@@ -454,6 +519,9 @@ pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
     for n in store.generation_numbers() {
         let mut g = store.load_generation(n)?;
         if g.status == Status::InProgress {
+            // Every backup checked against its checksum before the space set
+            // aside is freed or any file is put back.
+            check_backups(store, &g.steps)?;
             let _ = store.release_reserve(n);
             let r = revert(host, store, &mut g)?;
             let mut state = g.state_before.clone();

@@ -29,6 +29,7 @@ pub fn run(
     };
     let host = target.open()?;
     let facts = Facts::gather_with(&host, target.cpu_vendor, Depth::WithCuda);
+    host.refuse_special_files()?;
     let nccl = log
         .as_ref()
         .map(|(text, name)| (text.as_str(), name.as_str()));

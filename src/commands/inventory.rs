@@ -15,6 +15,7 @@ pub fn run(out: &Output, target: &Target, snapshot: Option<&Path>) -> Result<i32
         host = host.recording();
     }
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
+    host.refuse_special_files()?;
     if let Some(dir) = snapshot {
         return write_snapshot(out, target, &host, &facts, dir);
     }

@@ -41,11 +41,40 @@ impl Host {
             return read;
         }
         let r = self.resolve(path)?;
-        match std::fs::read(&r.real) {
-            Ok(data) => Ok(Some(data)),
-            Err(e) if is_absent(&e) => Ok(None),
-            Err(e) => Err(Error::io("read", self.display(&r.logical), e)),
+        // O_NONBLOCK: opening a FIFO without a writer must not wait for one.
+        let file = match std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+            .open(&r.real)
+        {
+            Ok(f) => f,
+            Err(e) if is_absent(&e) => return Ok(None),
+            Err(e) => return Err(Error::io("read", self.display(&r.logical), e)),
+        };
+        self.read_regular(file, &r.logical).map(Some)
+    }
+
+    /// Reads an open file after checking (fstat, on the file opened) that it
+    /// is a regular file: a FIFO, socket or device node in a root would block
+    /// the read or never end, so it is refused, naming the path and the fix.
+    fn read_regular(&self, mut file: std::fs::File, path: &str) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let shown = || self.display(path);
+        let meta = file.metadata().map_err(|e| Error::io("stat", shown(), e))?;
+        if !meta.is_file() {
+            // A directory read as a file fails at once, as it always did; a
+            // FIFO, socket or device node is a hostile root, named later.
+            if !meta.is_dir() {
+                if let Ok(mut seen) = self.special.lock() {
+                    seen.insert(path.to_string());
+                }
+            }
+            return Err(not_regular(shown(), &meta));
         }
+        let mut data = Vec::new();
+        file.read_to_end(&mut data)
+            .map_err(|e| Error::io("read", shown(), e))?;
+        Ok(data)
     }
 
     /// [`Host::read`] with the kernel resolving the path inside the root
@@ -55,11 +84,10 @@ impl Host {
     /// a magic link): the caller then resolves the path itself.
     fn read_in_root(&self, path: &str) -> Option<Result<Option<Vec<u8>>>> {
         use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-        use std::io::Read;
         let root = self.root_fd.as_ref()?;
         let relative = path.strip_prefix('/')?;
         let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC)
+            .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
             .resolve(ResolveFlag::RESOLVE_IN_ROOT);
         let fd = match openat2(
             root.as_ref(),
@@ -70,11 +98,32 @@ impl Host {
             Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => return Some(Ok(None)),
             Err(_) => return None,
         };
-        let mut data = Vec::new();
-        Some(match std::fs::File::from(fd).read_to_end(&mut data) {
-            Ok(_) => Ok(Some(data)),
-            Err(e) if is_absent(&e) => Ok(None),
-            Err(e) => Err(Error::io("read", self.display(path), e)),
+        Some(self.read_regular(std::fs::File::from(fd), path).map(Some))
+    }
+
+    /// Fails, naming them, when a read met a FIFO, socket or device node where
+    /// a regular file should be: a probe answers "absent" for such a path,
+    /// but a command must not go on as if the root were sound.
+    pub fn refuse_special_files(&self) -> Result<()> {
+        let seen = match self.special.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        };
+        let Some(first) = seen.iter().next() else {
+            return Ok(());
+        };
+        let shown: Vec<String> = seen.iter().map(|p| self.display(p)).collect();
+        let r = self.resolve(first)?;
+        let why = match std::fs::symlink_metadata(&r.real) {
+            Ok(m) => match not_regular(String::new(), &m) {
+                Error::BadPath { why, .. } => why,
+                other => other.to_string(),
+            },
+            Err(e) => e.to_string(),
+        };
+        Err(Error::BadPath {
+            path: shown.join(", "),
+            why,
         })
     }
 
@@ -241,12 +290,7 @@ impl Host {
                 uid: m.uid(),
                 gid: m.gid(),
             }),
-            Ok(_) => {
-                return Err(Error::BadPath {
-                    path: shown,
-                    why: "exists and is not a regular file".into(),
-                })
-            }
+            Ok(m) => return Err(not_regular(shown, &m)),
             Err(_) => None,
         };
         let meta = opts.meta.or(existing).unwrap_or(FileMeta {
@@ -368,6 +412,31 @@ pub(super) fn open_root(root: &Path) -> Option<std::os::fd::OwnedFd> {
     .ok()
 }
 
+/// The error for a path that is there but is not a regular file (a FIFO,
+/// socket, device node or directory where gdrprov reads or writes a file).
+fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device node"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    };
+    Error::BadPath {
+        path,
+        why: format!(
+            "it is {kind}, not a regular file, so gdrprov will not read or write it; \
+             replace it with a regular file (or remove it) and run again"
+        ),
+    }
+}
+
 fn is_absent(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
@@ -417,6 +486,7 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::FileTypeExt;
 
     #[test]
     fn write_keeps_mode_and_creates_parents() {
@@ -489,5 +559,29 @@ mod tests {
         assert!(h.read("/nope/x").unwrap().is_none());
         assert!(h.read_fact("/proc/cmdline").is_none());
         h.remove("/nope/x").unwrap();
+    }
+
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("proc")).unwrap();
+        let fifo = t.path().join("proc/cmdline");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).unwrap();
+        let h = Host::open(t.path(), true).unwrap();
+        let err = h.read("/proc/cmdline").unwrap_err().to_string();
+        assert!(
+            err.contains("a FIFO") && err.contains("replace it"),
+            "{err}"
+        );
+        assert!(h.read_fact("/proc/cmdline").is_none());
+        let err = h
+            .write_atomic("/proc/cmdline", b"x\n", WriteOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a FIFO"), "{err}");
+        assert!(std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo());
     }
 }

@@ -30,6 +30,9 @@ pub struct Host {
     replay: Option<Arc<Recording>>,
     /// The root, open, for reads resolved by the kernel (`openat2`).
     root_fd: Option<Arc<std::os::fd::OwnedFd>>,
+    /// Paths a read refused for not being regular files (a FIFO, socket or
+    /// device node where a file should be), for [`Host::refuse_special_files`].
+    special: Arc<Mutex<std::collections::BTreeSet<String>>>,
 }
 
 impl Host {
@@ -55,6 +58,7 @@ impl Host {
             recorder: None,
             replay,
             root_fd,
+            special: Arc::default(),
         })
     }
 
