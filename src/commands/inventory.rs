@@ -17,6 +17,10 @@ pub fn run(out: &Output, target: &Target, snapshot: Option<&Path>) -> Result<i32
     let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
     host.refuse_special_files()?;
     if let Some(dir) = snapshot {
+        // doctor's requirements also read the target kernels' module indexes
+        // (does each module a profile loads exist?): record them too, so a
+        // replay (`doctor --root SNAPSHOT`) answers as the host did.
+        let _ = crate::plan::inputs::target_kernel_modules(&host);
         return write_snapshot(out, target, &host, &facts, dir);
     }
     match out.format {
