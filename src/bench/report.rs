@@ -1,7 +1,7 @@
 //! The loopback report: one data structure, rendered as text (src/output/bench.rs, like
 //! ib_write_bw) or JSON.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::probe::DmabufProbe;
 use gdrprov_rdma::verbs::PortInfo;
@@ -35,8 +35,8 @@ pub struct DataCheck {
     pub first_mismatch: Option<u64>,
 }
 
-/// The bandwidth threshold and its outcome.
-#[derive(Debug, Clone, Serialize)]
+/// The bandwidth threshold and its outcome (the pair bench sends it across, hence Deserialize).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Threshold {
     pub applicable: bool,
     /// Why not, when not applicable.

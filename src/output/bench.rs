@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::report::{human_bytes, ExportReport, LoopbackReport};
+use crate::bench::report::{human_bytes, ExportReport, LoopbackReport, Threshold};
 use gdrprov_rdma::verbs::PortInfo;
 
 fn port_line(p: &PortInfo) -> String {
@@ -104,7 +104,13 @@ pub fn render_text(r: &LoopbackReport) -> String {
                 .unwrap_or_else(|| "?".into())
         );
     }
-    let t = &r.threshold;
+    threshold_line(&mut s, &r.threshold);
+    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
+    s
+}
+
+/// The threshold line of a bench report (the loopback's and the pair's).
+pub fn threshold_line(s: &mut String, t: &Threshold) {
     if !t.applicable {
         let _ = writeln!(
             s,
@@ -128,8 +134,6 @@ pub fn render_text(r: &LoopbackReport) -> String {
         };
         let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
     }
-    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
-    s
 }
 
 /// The text of an --export-only run.

@@ -118,30 +118,7 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
             d.mismatched_bytes, d.bytes_compared, d.mismatch_offsets
         );
     }
-    let t = &r.threshold;
-    if !t.applicable {
-        let _ = writeln!(
-            s,
-            "threshold: not applicable ({})",
-            t.reason.as_deref().unwrap_or("no line rate")
-        );
-    } else {
-        let what = match (t.min_gbps, t.min_line_rate_fraction) {
-            (Some(g), _) => format!("average >= {g} Gb/s"),
-            (None, Some(f)) => format!("average >= {:.0}% of line rate", f * 100.0),
-            (None, None) => "none".into(),
-        };
-        let at = t
-            .at_bytes
-            .map(|b| format!(" at {}", human_bytes(b)))
-            .unwrap_or_default();
-        let verdict = if t.passed == Some(true) {
-            "passed"
-        } else {
-            "FAILED"
-        };
-        let _ = writeln!(s, "threshold: {what}{at}: {verdict}");
-    }
+    crate::output::bench::threshold_line(&mut s, &r.threshold);
     let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
     s
 }

@@ -439,15 +439,9 @@ pub fn build_report(
     } else {
         None
     };
-    let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps).into();
+    let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps);
     let passed = check.passed && results.iter().all(|r| r.data_check.passed);
-    let threshold_ok = !matches!(
-        threshold,
-        report::PairThreshold {
-            passed: Some(false),
-            ..
-        }
-    );
+    let threshold_ok = threshold.passed != Some(false);
     PairReport {
         op: params.op,
         client: end(my_addr, &d.mine),

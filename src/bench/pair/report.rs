@@ -88,30 +88,6 @@ pub struct PairSize {
     pub data_check: PairCheck,
 }
 
-/// The bandwidth threshold, as the loopback reports it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PairThreshold {
-    pub applicable: bool,
-    pub reason: Option<String>,
-    pub min_line_rate_fraction: Option<f64>,
-    pub min_gbps: Option<f64>,
-    pub at_bytes: Option<u64>,
-    pub passed: Option<bool>,
-}
-
-impl From<Threshold> for PairThreshold {
-    fn from(t: Threshold) -> Self {
-        PairThreshold {
-            applicable: t.applicable,
-            reason: t.reason,
-            min_line_rate_fraction: t.min_line_rate_fraction,
-            min_gbps: t.min_gbps,
-            at_bytes: t.at_bytes,
-            passed: t.passed,
-        }
-    }
-}
-
 /// One end: its port, memory path and GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct End {
@@ -134,6 +110,6 @@ pub struct PairReport {
     pub line_rate_gbps: Option<f64>,
     pub results: Vec<PairSize>,
     pub data_check: PairCheck,
-    pub threshold: PairThreshold,
+    pub threshold: Threshold,
     pub passed: bool,
 }
