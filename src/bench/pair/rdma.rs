@@ -14,7 +14,7 @@ use super::error::PairError;
 use super::protocol::{Buf, Compared, Params, PortDesc, Setup};
 use super::report::Measured;
 use crate::bench::error::BenchError;
-use crate::bench::loopback::{effective_depth, fill_pattern, gbps, RunLength};
+use crate::bench::loopback::{effective_depth, fill_pattern, RunLength};
 use crate::bench::sysfs::LiveHost;
 
 /// One end's RDMA resources. Field order is drop order: QPs before the CQ, MRs before buffers.
@@ -294,9 +294,6 @@ impl super::timed::Poster for VerbsEngine<'_> {
     }
 }
 
-pub fn rate(bytes: u64, secs: f64) -> f64 {
-    gbps(bytes, secs)
-}
 
 #[cfg(test)]
 mod tests {
