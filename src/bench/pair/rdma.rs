@@ -294,7 +294,6 @@ impl super::timed::Poster for VerbsEngine<'_> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
