@@ -62,6 +62,7 @@ main() {
         command -v lintian >/dev/null || need+=(lintian)
         command -v rpm >/dev/null || need+=(rpm)
         command -v rpmlint >/dev/null || need+=(rpmlint)
+        command -v rpm2archive >/dev/null || need+=(rpm2cpio)
         command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
         command -v strip >/dev/null || need+=(binutils)
         ;;

@@ -7,7 +7,9 @@
 #   the man page and completions, the trigger firing for a package that drops
 #   a module under /lib/modules (a chroot: the re-check stands aside, the
 #   install succeeds), remove and purge as documented.
-# - the .rpm: rpm -qlp, rpm -qp --scripts, and rpm --root into a scratch root.
+# - the .rpm: rpm -qlp, rpm -qp --scripts, and rpm --root into a scratch root;
+#   then rpm --root into the Debian root, where its scriptlets and its file
+#   triggers run (a module package installed and removed).
 # Needs root, mmdebstrap and rpm (scripts/ensure-packages.sh package).
 #   bash scripts/package-test-root.sh target/debian/X.deb target/generate-rpm/X.rpm
 set -uo pipefail
@@ -123,5 +125,55 @@ if rpm --root "$work/rpmroot" --initdb && rpm --root "$work/rpmroot" -i --nodeps
 else
   bad "rpm --root install"; cat "$work/rpm.log"
 fi
+
+# 7. The .rpm's file triggers, fired for real: rpm --root into the Debian
+# root (it has /bin/sh, so the scriptlets run, chrooted), a change applied,
+# then a package dropping a module under /lib/modules and its removal: each
+# runs the re-check, which names the trigger (in a chroot it stands aside and
+# says so, where /proc/1/root can be read: not in every container), and both
+# transactions succeed.
+if rpm -qp --filetriggers "$rpm" 2>/dev/null | grep -q 'transfiletriggerin.*-- /lib/modules, /usr/lib/modules'; then
+  ok "rpm -qp --filetriggers: transfiletriggerin and -postun on /lib/modules, /usr/lib/modules"
+else
+  bad "rpm -qp --filetriggers"; rpm -qp --filetriggers "$rpm"
+fi
+if rpm --root "$root" --initdb && rpm --root "$root" -i --nodeps "$rpm" >"$work/rpm-deb.log" 2>&1 &&
+  in_root gdrprov --version >/dev/null 2>&1; then
+  ok "rpm --root DEBIAN-ROOT -i with its scriptlets (chrooted)"
+else
+  bad "rpm --root DEBIAN-ROOT -i"; cat "$work/rpm-deb.log"
+fi
+check "rpm: Ansible module link resolves to the binary" test "$(readlink -f "$root/usr/share/gdrprov/ansible/library/gdrprov")" = "$root/usr/bin/gdrprov"
+check "rpm: apply a profile to the root (journal generation 1)" in_root gdrprov apply /tmp/site.yaml --yes --no-exec --no-reboot
+# Where the re-check finds a profile that is not built in.
+mkdir -p "$root/etc/gdrprov" && cp "$root/tmp/site.yaml" "$root/etc/gdrprov/site.yaml"
+spec=$work/dummy-kmod.spec
+printf '%s\n' 'Name: gdrprov-dummy-kmod' 'Version: 1' 'Release: 1' 'Summary: dummy module' 'License: MIT' \
+  'BuildArch: noarch' '%description' 'dummy' '%install' \
+  'mkdir -p %{buildroot}/lib/modules/6.1.0-99-amd64/updates' \
+  'touch %{buildroot}/lib/modules/6.1.0-99-amd64/updates/gdrprov_dummy.ko' \
+  '%files' '/lib/modules/6.1.0-99-amd64/updates/gdrprov_dummy.ko' >"$spec"
+if rpmbuild -bb --quiet --define "_topdir $work/rpmtop" --define "_rpmdir $work/rpmtop" \
+  --define "_build_name_fmt dummy.rpm" "$spec" >"$work/dummy-build.log" 2>&1; then
+  rpm --root "$root" -i --nodeps "$work/rpmtop/dummy.rpm" >"$work/dummy-rpm.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q 'kernel modules installed (rpm file trigger)' "$work/dummy-rpm.log"; then
+    ok "an rpm under /lib/modules fires gdrprov's file trigger and installs"
+  else
+    bad "dummy module rpm with the file trigger (exit $rc)"; cat "$work/dummy-rpm.log"
+  fi
+  rpm --root "$root" -e gdrprov-dummy-kmod >"$work/dummy-rpm-e.log" 2>&1
+  rc=$?
+  if [ "$rc" = 0 ] && grep -q 'kernel modules removed (rpm file trigger)' "$work/dummy-rpm-e.log"; then
+    ok "its removal fires the -postun trigger and succeeds"
+  else
+    bad "dummy module rpm removal (exit $rc)"; cat "$work/dummy-rpm-e.log"
+  fi
+else
+  bad "rpmbuild of the dummy module package"; tail -20 "$work/dummy-build.log"
+fi
+check "rpm -e gdrprov" rpm --root "$root" -e gdrprov
+check "rpm -e: /var/lib/gdrprov kept" test -f "$root/var/lib/gdrprov/state.json"
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -16,7 +16,8 @@
 #                                        # compression, into DIR (the VM testbed)
 #
 # Needs cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
-# cargo-generate-rpm`; installed here when missing) and, for --lint, lintian,
+# cargo-generate-rpm`; installed here when missing), rpmbuild and rpm2archive
+# (the .rpm's file triggers: scripts/package-rpm-triggers.sh) and, for --lint, lintian,
 # rpm and rpmlint (scripts/ensure-packages.sh package).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -80,6 +81,8 @@ echo "package.sh: $deb"
 ((rpm_too)) || exit 0
 cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/
 rpm=$(ls -t target/generate-rpm/gdrprov-"$version"-*.rpm | head -n 1)
+# What cargo-generate-rpm has no key for: the file triggers, the module link.
+bash scripts/package-rpm-triggers.sh "$rpm"
 echo "package.sh: $rpm"
 
 status=0
