@@ -25,7 +25,7 @@ const PRIVATE: WriteOptions = WriteOptions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    /// The last generation applied and not rolled back (0: none).
+    /// The last generation that completed, apply or rollback (0: none).
     pub generation: u64,
     pub profiles: Vec<String>,
     /// Whole files gdrprov owns, with where the pre-gdrprov copy is kept.
@@ -277,6 +277,17 @@ impl<'a> StateStore<'a> {
             self.create_private_dir(dir)?;
         }
         self.host.write_atomic(&path, data, PRIVATE)
+    }
+
+    /// A backup's bytes as they are on disk (`None`: missing), unchecked:
+    /// for `journal check`, which compares them itself.
+    pub fn backup_bytes(&self, rel: &str) -> Result<Option<Vec<u8>>> {
+        self.host.read(&Self::path(rel))
+    }
+
+    /// Every generation directory, with a journal or not, ascending.
+    pub fn generation_dirs(&self) -> Vec<u64> {
+        self.all_dirs()
     }
 
     /// Generations with a journal, ascending.

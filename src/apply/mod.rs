@@ -487,7 +487,7 @@ fn already_back(host: &Host, path: &str, before: Option<&str>, meta: Option<File
 
 /// A step's path as a journal must hold it: absolute and plain (no `..`).
 /// One that climbs (an edited journal) is refused, never skipped.
-pub(crate) fn journal_path(path: &str) -> Result<()> {
+pub fn journal_path(path: &str) -> Result<()> {
     crate::host::check_profile_path(path).map_err(|e| {
         Error::Journal(format!(
             "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"

@@ -39,6 +39,7 @@ impl Command {
             Command::Apply(_) => "apply",
             Command::Rollback(_) => "rollback",
             Command::Recover(_) => "recover",
+            Command::Journal(JournalCommand::Check) => "journal check",
             Command::Verify(_) => "verify",
             Command::History => "history",
             Command::Profile(ProfileCommand::List) => "profile list",
@@ -83,6 +84,9 @@ pub enum Command {
     Verify(VerifyArgs),
     /// List the journal's generations.
     History,
+    /// The journal itself: `journal check` verifies it against the root.
+    #[command(subcommand)]
+    Journal(JournalCommand),
     /// Built-in profiles, validation and the JSON schema.
     #[command(subcommand)]
     Profile(ProfileCommand),
@@ -352,6 +356,14 @@ impl ApplyArgs {
             trial: self.trial,
         }
     }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum JournalCommand {
+    /// Verify the whole journal against the root: every generation finished, every backup as its
+    /// checksum says, every step's path inside the root, the files in effect as gdrprov wrote
+    /// them, the state file agreeing. Exit 0 when all is well, 3 when anything is wrong.
+    Check,
 }
 
 #[derive(Debug, Args)]

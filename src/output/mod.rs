@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod exposition;
 pub mod health_metrics;
 pub mod inventory;
+pub mod journal;
 pub mod metrics;
 pub mod pair;
 pub mod pair_metrics;

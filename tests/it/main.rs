@@ -22,6 +22,7 @@ mod grub_corpus;
 mod health;
 mod hostile;
 mod interface;
+mod journal_check;
 mod journal_sums;
 mod kmod;
 mod nic;

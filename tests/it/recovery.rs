@@ -294,6 +294,7 @@ fn every_command_names_an_interrupted_generation_and_recover() {
     let out = gd(&root, &["recover", "-y"]);
     ok(&out, "recover again");
     assert!(stdout_of(&out).contains("Nothing to recover"));
+    journal_ok(&root);
 }
 
 /// A rollback killed after its first step: recover puts its files back and
@@ -328,6 +329,14 @@ fn recover_completes_an_interrupted_rollback() {
     let out = gd(&root, &["rollback", "-y", "--no-exec"]);
     ok(&out, "rollback after recover");
     assert!(stdout_of(&out).contains("Nothing to roll back"));
+    journal_ok(&root);
+}
+
+/// `journal check` finds nothing wrong.
+#[track_caller]
+fn journal_ok(root: &Path) {
+    let out = gd(root, &["journal", "check"]);
+    ok(&out, "journal check");
 }
 
 fn trial_running(root: &Path) {
@@ -390,4 +399,6 @@ fn recover_completes_an_interrupted_commit() {
     assert_eq!(journal(&root, 2)["status"], "reverted");
     assert_eq!(journal(&root, 3)["status"], "complete");
     assert_eq!(journal(&root, 3)["command"], "commit");
+    journal_ok(&root);
+    journal_ok(&clean);
 }
