@@ -315,6 +315,34 @@ fn unfinished_run(host: &Host) -> Option<Finding> {
     ))
 }
 
+/// Other files asking to load a module the profile blocks: each load fails
+/// at every boot (modprobe.d's `install NAME /bin/false`).
+fn load_requests(host: &Host, c: &Composed) -> Vec<Finding> {
+    crate::facts::loadreq::scan(host, &c.doc.modules.absent)
+        .into_iter()
+        .map(|r| {
+            let fix = if r.editable {
+                "set `modules.remove-load-requests: true` in the profile and apply (the line is commented out, and rollback puts it back), or remove the line".to_string()
+            } else if r.kind == "unit" {
+                "disable the unit (`services.disabled`) or override it".to_string()
+            } else {
+                "hide the package's file with an empty file of the same name in /etc/modules-load.d, or remove the package".to_string()
+            };
+            Finding::new(
+                "load-request-blocked",
+                Sev::Warn,
+                format!("a file asks to load {}, which the profile blocks", r.module),
+                format!("{}:{}: {}", host.display(&r.file), r.line, r.text.trim()),
+                format!(
+                    "modules.absent blocks {} (modprobe.d `install {} /bin/false`), so this load fails at every boot",
+                    r.module, r.module
+                ),
+                fix,
+            )
+        })
+        .collect()
+}
+
 pub fn report(
     host: &Host,
     facts: &Facts,
@@ -338,6 +366,9 @@ pub fn report(
         findings.extend(nccl_log::findings(text, name, facts));
     }
     findings.extend(unfinished_run(host));
+    if let Some(c) = composed {
+        findings.extend(load_requests(host, c));
+    }
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
         .iter()
