@@ -19,6 +19,7 @@ mod fleet;
 mod foundation;
 mod front_door;
 mod grub_corpus;
+mod guard_rails;
 mod health;
 mod hostile;
 mod interface;
