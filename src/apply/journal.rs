@@ -453,6 +453,16 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     Ok(s)
 }
 
+/// A step's path as a journal must hold it: absolute and plain (no `..`).
+/// One that climbs (an edited journal) is refused, never skipped.
+pub fn journal_path(path: &str) -> Result<()> {
+    crate::host::check_profile_path(path).map_err(|e| {
+        Error::Journal(format!(
+            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
+        ))
+    })
+}
+
 /// Seconds since the Unix epoch as RFC 3339 UTC (`2026-11-22T20:15:03Z`).
 pub fn rfc3339(secs: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);

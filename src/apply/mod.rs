@@ -442,7 +442,7 @@ fn restore_files(
     let mut backups = Vec::new();
     for step in steps.iter().rev().filter(|s| select(s)) {
         let Some(path) = &step.path else { continue };
-        journal_path(path)?;
+        journal::journal_path(path)?;
         let bytes = match &step.before {
             Some(rel) => Some(store.read_backup(rel)?),
             None => None,
@@ -483,16 +483,6 @@ fn already_back(host: &Host, path: &str, before: Option<&str>, meta: Option<File
                 && meta.is_none_or(|m| host.meta(path).ok().flatten() == Some(m))
         }
     }
-}
-
-/// A step's path as a journal must hold it: absolute and plain (no `..`).
-/// One that climbs (an edited journal) is refused, never skipped.
-pub fn journal_path(path: &str) -> Result<()> {
-    crate::host::check_profile_path(path).map_err(|e| {
-        Error::Journal(format!(
-            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
-        ))
-    })
 }
 
 /// Reads every `before` copy of `steps` (each checked against the checksum

@@ -5,8 +5,9 @@
 //! `recover` operation, src/ops.rs, then completes an interrupted rollback or
 //! commit).
 
+use super::journal::journal_path;
 use super::journal::{self, Generation, Kind, StateStore, Status};
-use super::{check_backups, journal_path, regen_note, revert};
+use super::{check_backups, regen_note, revert};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
 use crate::plan::{Action, Change, Plan};

@@ -89,7 +89,15 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let undone = apply::undo_unfinished(&host, &store)?;
     let notes = undone.iter().flat_map(|u| u.notes.clone()).collect();
     let completed = match undone.as_slice() {
-        [one] => complete(&host, &store, &one.generation, req)?,
+        [one] => complete(&host, &store, &one.generation, req).map_err(|e| {
+            // The files are back: say so, and how to finish by hand.
+            Error::Refused(format!(
+                "generation {} ({}) was put back, but carrying it out again failed: {e}. The host is as it was before that generation; run `gdrprov {}` again once the cause is fixed",
+                one.generation.generation,
+                apply::what_generation(&one.generation),
+                if one.generation.kind == Kind::Rollback { "rollback" } else { "commit" }
+            ))
+        })?,
         _ => None,
     };
     drop(lock);
