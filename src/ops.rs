@@ -313,7 +313,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         question: "Apply these changes?".into(),
     })?;
     let lock = store.lock()?;
-    apply::refuse_unfinished(&host, &store)?;
+    apply::refuse_unfinished_locked(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
     let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
     if !same_changes(&host, &plan, &locked_plan) {
@@ -398,7 +398,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
         question: format!("Roll back generation(s) {undoes:?}?"),
     })?;
     let lock = store.lock()?;
-    apply::refuse_unfinished(&host, &store)?;
+    apply::refuse_unfinished_locked(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;

@@ -14,7 +14,7 @@ use crate::plan::{Action, Change, Plan};
 use journal::{Generation, Kind, State, StateStore, Status, Step};
 pub use recover::{
     any_in_effect, check_nothing_owned, notice, recover_command, recovery_plan, refuse_unfinished,
-    undo_unfinished, unfinished, what_generation, Undone,
+    refuse_unfinished_locked, undo_unfinished, unfinished, what_generation, Undone,
 };
 
 /// What an apply or rollback did.

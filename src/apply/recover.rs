@@ -77,12 +77,34 @@ fn describe(host: &Host, g: &Generation) -> String {
     )
 }
 
+/// The unfinished generations no gdrprov is writing now: `Err(holder)` while
+/// another run holds the lock. A run in progress holds the lock for as long
+/// as its generation is in progress, so one seen in progress both before and
+/// after the lock was found free was left so (it did not just finish).
+fn settled(store: &StateStore) -> std::result::Result<Vec<Generation>, String> {
+    let before = unfinished(store);
+    if before.is_empty() {
+        return Ok(before);
+    }
+    if let Some(holder) = store.lock_holder() {
+        return Err(holder);
+    }
+    Ok(unfinished(store)
+        .into_iter()
+        .filter(|g| {
+            before
+                .iter()
+                .any(|b| b.generation == g.generation && b.status == g.status)
+        })
+        .collect())
+}
+
 /// For commands that only read: a warning naming each unfinished generation
 /// and `gdrprov recover`, or `None` when there is none. A generation being
 /// written right now by another gdrprov (it holds the lock) is not one.
 pub fn notice(host: &Host, store: &StateStore) -> Option<String> {
-    let gens = unfinished(store);
-    if gens.is_empty() || store.lock_holder().is_some() {
+    let gens = settled(store).ok()?;
+    if gens.is_empty() {
         return None;
     }
     Some(
@@ -97,15 +119,22 @@ pub fn notice(host: &Host, store: &StateStore) -> Option<String> {
 /// unfinished (its files may be half-changed), naming it and the fix; a
 /// generation another gdrprov is writing now is reported as the lock.
 pub fn refuse_unfinished(host: &Host, store: &StateStore) -> Result<()> {
-    let gens = unfinished(store);
+    let gens = settled(store).map_err(|holder| Error::Locked {
+        path: host.display(&format!("{}/lock", journal::DIR)),
+        holder,
+    })?;
+    refuse(host, &gens)
+}
+
+/// [`refuse_unfinished`] for a caller that holds the lock itself: every
+/// unfinished generation is one left so.
+pub fn refuse_unfinished_locked(host: &Host, store: &StateStore) -> Result<()> {
+    refuse(host, &unfinished(store))
+}
+
+fn refuse(host: &Host, gens: &[Generation]) -> Result<()> {
     if gens.is_empty() {
         return Ok(());
-    }
-    if let Some(holder) = store.lock_holder() {
-        return Err(Error::Locked {
-            path: host.display(&format!("{}/lock", journal::DIR)),
-            holder,
-        });
     }
     let lines: Vec<String> = gens.iter().map(|g| describe(host, g)).collect();
     Err(Error::Journal(format!(

@@ -41,8 +41,8 @@ fn root_disk(host: &Host) -> Result<Drivers, String> {
     // The last mount on / is the one in effect.
     let line = info
         .lines()
-        .filter(|l| l.split_whitespace().nth(4) == Some("/"))
-        .last()
+        .rev()
+        .find(|l| l.split_whitespace().nth(4) == Some("/"))
         .ok_or_else(|| "/proc/self/mountinfo has no mount on /".to_string())?;
     let fields: Vec<&str> = line.split_whitespace().collect();
     let dev = fields.get(2).copied().unwrap_or("");

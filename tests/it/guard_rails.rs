@@ -191,7 +191,7 @@ fn blocking_the_root_disk_or_boot_nic_module_needs_saying_so() {
         let p = profile(t.path(), "p.yaml", &format!("modules:\n  absent: [{m}]\n"));
         let mut all = vec!["modules.absent", m];
         all.extend(words);
-        all.push(&"modules.allow-blocking");
+        all.push("modules.allow-blocking");
         refused(&root, &["plan", &p], &all);
         refused(&root, &["apply", &p, "-y", "--no-exec"], &all);
         let p = profile(

@@ -301,7 +301,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     ops::require_root(&host, "changing the boot entries")?;
     apply::refuse_unfinished(&host, &store)?;
     let _lock = store.lock()?;
-    apply::refuse_unfinished(&host, &store)?;
+    apply::refuse_unfinished_locked(&host, &store)?;
     let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
