@@ -229,6 +229,7 @@ fn every_command_names_an_interrupted_generation_and_recover() {
         &["rollback", "-y", "--no-exec"],
         &["rollback", "--generation", "1", "-y", "--no-exec"],
         &["commit", "--no-exec"],
+        &["boot", "set-default", "0", "--no-exec"],
     ] {
         names_recover(&gd(&root, args), &root, 1, &args.join(" "));
     }

@@ -219,9 +219,11 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
 
 fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let host = target.open()?;
+    let store = StateStore::new(&host);
+    // Planned against half-changed files otherwise: `gdrprov recover` first.
+    apply::refuse_unfinished(&host, &store)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
-    let store = StateStore::new(&host);
     let state = store.load_state()?;
     let run = |spec: CommandSpec| Change {
         module: "boot".into(),
@@ -299,7 +301,6 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
         return Ok(crate::exit::OK);
     }
     ops::require_root(&host, "changing the boot entries")?;
-    apply::refuse_unfinished(&host, &store)?;
     let _lock = store.lock()?;
     apply::refuse_unfinished_locked(&host, &store)?;
     let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
