@@ -56,6 +56,20 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let store = StateStore::new(&host);
     let gens = apply::unfinished(&store);
     if gens.is_empty() {
+        // A journal that cannot be read may be one left unfinished: never
+        // "nothing to recover" then.
+        let damaged: Vec<String> = store
+            .generation_dirs()
+            .into_iter()
+            .filter_map(|n| store.load_generation(n).err().map(|e| e.to_string()))
+            .collect();
+        if !damaged.is_empty() {
+            return Err(Error::Journal(format!(
+                "{}; gdrprov cannot tell whether that run finished, so it recovers nothing (nothing was changed). Run `gdrprov journal check` to see what is wrong, and restore {} from a backup of the host",
+                damaged.join("; "),
+                host.display(crate::apply::journal::DIR)
+            )));
+        }
         return Ok(Recovered::Nothing { host });
     }
     if let Some(holder) = store.lock_holder() {

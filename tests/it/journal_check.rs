@@ -158,6 +158,15 @@ fn an_unfinished_or_unreadable_generation_and_a_lost_journal_are_named() {
 
     let root = applied();
     std::fs::write(root.join(STATE).join("generations/1/journal.json"), "{").unwrap();
+    // recover cannot tell whether that run finished: an error, not "nothing".
+    let out = gd(&root, &["recover", "-y", "--no-exec"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    assert!(
+        stderr_of(&out).contains("journal.json is damaged")
+            && stderr_of(&out).contains("journal check"),
+        "{}",
+        stderr_of(&out)
+    );
     let (code, v) = check(&root);
     assert_eq!(code, Some(3));
     let k = kinds(&v);
