@@ -25,7 +25,7 @@ const PRIVATE: WriteOptions = WriteOptions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    /// The last generation applied and not rolled back (0: none).
+    /// The last generation that completed, apply or rollback (0: none).
     pub generation: u64,
     pub profiles: Vec<String>,
     /// Whole files gdrprov owns, with where the pre-gdrprov copy is kept.
@@ -77,6 +77,9 @@ pub enum Status {
     Complete,
     /// Failed and every written file was put back.
     Reverted,
+    /// Failed, and putting its files back failed too: `gdrprov recover`
+    /// finishes the job once the cause is fixed.
+    Failed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +169,11 @@ pub struct Generation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     pub profiles: Vec<String>,
+    /// The command that made it when that is not plain `apply` or
+    /// `rollback`: `commit` (a trial boot made permanent), so that
+    /// `recover` completes an interrupted commit instead of undoing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     pub status: Status,
     pub steps: Vec<Step>,
     pub state_before: State,
@@ -271,6 +279,17 @@ impl<'a> StateStore<'a> {
         self.host.write_atomic(&path, data, PRIVATE)
     }
 
+    /// A backup's bytes as they are on disk (`None`: missing), unchecked:
+    /// for `journal check`, which compares them itself.
+    pub fn backup_bytes(&self, rel: &str) -> Result<Option<Vec<u8>>> {
+        self.host.read(&Self::path(rel))
+    }
+
+    /// Every generation directory, with a journal or not, ascending.
+    pub fn generation_dirs(&self) -> Vec<u64> {
+        self.all_dirs()
+    }
+
     /// Generations with a journal, ascending.
     pub fn generation_numbers(&self) -> Vec<u64> {
         self.all_dirs()
@@ -350,6 +369,30 @@ impl<'a> StateStore<'a> {
             .remove(&Self::path(&format!("generations/{n}/reserve")))
     }
 
+    /// Whether another gdrprov holds the lock of this root right now: ` (pid
+    /// N)` (or empty when it wrote no pid), `None` when no one does. Takes
+    /// nothing and creates nothing.
+    pub fn lock_holder(&self) -> Option<String> {
+        let r = self.host.resolve(&Self::path("lock")).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nofollow()
+            .open(&r.real)
+            .ok()?;
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            Ok(_) => None,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(
+                std::fs::read_to_string(&r.real)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default(),
+            ),
+            Err(_) => None,
+        }
+    }
+
     /// Takes the apply lock of this root; fails at once if another run has it.
     pub fn lock(&self) -> Result<Lock> {
         self.create_private_dir(DIR)?;
@@ -408,6 +451,16 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     let mut s = serde_json::to_vec_pretty(v).map_err(|e| Error::Journal(e.to_string()))?;
     s.push(b'\n');
     Ok(s)
+}
+
+/// A step's path as a journal must hold it: absolute and plain (no `..`).
+/// One that climbs (an edited journal) is refused, never skipped.
+pub fn journal_path(path: &str) -> Result<()> {
+    crate::host::check_profile_path(path).map_err(|e| {
+        Error::Journal(format!(
+            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
+        ))
+    })
 }
 
 /// Seconds since the Unix epoch as RFC 3339 UTC (`2026-11-22T20:15:03Z`).

@@ -10,6 +10,7 @@
 
 pub mod doctor;
 pub mod health;
+pub mod journal;
 pub mod requirements;
 pub mod verify;
 

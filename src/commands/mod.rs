@@ -13,10 +13,12 @@ pub mod cli;
 mod doctor;
 mod history;
 pub mod inventory;
+mod journal;
 pub mod manual;
 mod plan;
 mod profile;
 pub mod recheck;
+mod recover;
 mod rollback;
 pub mod sweep;
 mod verify;
@@ -128,7 +130,12 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1 && matches!(a.as_str(), "profile" | "boot" | "bench" | "fleet")) {
+        if !(words.len() == 1
+            && matches!(
+                a.as_str(),
+                "profile" | "boot" | "bench" | "fleet" | "journal"
+            ))
+        {
             break;
         }
     }
@@ -163,8 +170,12 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         ),
         Command::Apply(a) => apply::run(out, &a.request(root), a.yes),
         Command::Rollback(a) => rollback::run(out, &a.request(root), a.yes),
+        Command::Recover(a) => recover::run(out, &a.request(root), a.yes),
         Command::Verify(a) => verify::run(out, &a.request(root), a),
         Command::History => history::run(out, &Target::read_only(root.clone(), None)),
+        Command::Journal(cli::JournalCommand::Check) => {
+            journal::check(out, &Target::read_only(root.clone(), None))
+        }
         Command::Profile(p) => profile::run(out, root, p),
         Command::Bench(b) => {
             crate::ops::refuse_other_root(

@@ -5,6 +5,7 @@
 pub mod arch;
 pub mod boot;
 pub mod boot_shape;
+pub mod bootdev;
 pub mod cuda;
 pub mod efa;
 pub mod erdma;
@@ -16,6 +17,7 @@ pub mod kernlog;
 pub mod kmod;
 pub mod limits;
 pub mod links;
+pub mod loadreq;
 pub mod nccl;
 pub mod net;
 pub mod nvidia;

@@ -127,6 +127,16 @@ pub struct PlanFacts {
     /// Where the root has the gdrprov binary (the package's `/usr/bin` first,
     /// then a copied `/usr/local/bin`), for units that run it.
     pub gdrprov_bin: Option<&'static str>,
+    /// The modules of the root disk and the boot NIC, when the profile
+    /// blocks any module (`plan::modules::guard`).
+    pub boot_devices: Option<crate::facts::bootdev::BootDevices>,
+    /// `storage` or `network`, for blocked modules that are such drivers,
+    /// where the boot devices cannot be told.
+    pub driver_classes: BTreeMap<String, &'static str>,
+    /// Other files asking to load a blocked module at boot.
+    pub load_requests: Vec<crate::facts::loadreq::LoadRequest>,
+    /// `files:` paths that lead elsewhere through a symlink: where to.
+    pub file_targets: BTreeMap<String, String>,
     missed: RefCell<Missed>,
 }
 
@@ -220,6 +230,15 @@ impl PlanFacts {
                             .unwrap_or(0),
                     },
                 );
+            }
+        }
+        if !doc.modules.absent.is_empty() {
+            boot_guard_facts(host, doc, &mut pf);
+        }
+        for f in &doc.files {
+            let to = host.resolve(&f.path).ok().map(|r| r.logical);
+            if let Some(to) = to.filter(|to| *to != f.path) {
+                pf.file_targets.insert(f.path.clone(), to);
             }
         }
         if let Some(mtu) = &doc.network.mtu {
@@ -387,6 +406,30 @@ fn target_kernels(host: &Host) -> Vec<String> {
                 || host.exists(&format!("/lib/modules/{k}/modules.dep"))
         })
         .collect()
+}
+
+/// What the guard rails and the load-request check read for a profile that
+/// blocks modules: the boot devices' modules (or, where they cannot be told,
+/// which blocked modules are storage or network drivers) and other files'
+/// requests to load them.
+fn boot_guard_facts(host: &Host, doc: &crate::profile::ProfileDoc, pf: &mut PlanFacts) {
+    let b = crate::facts::bootdev::probe(host);
+    if b.root_disk.is_err() || b.boot_nic.is_err() {
+        for m in &doc.modules.absent {
+            if let Some(class) = crate::facts::bootdev::driver_class(host, m) {
+                pf.driver_classes.insert(norm(m), class);
+            }
+        }
+    }
+    pf.boot_devices = Some(b);
+    pf.load_requests = crate::facts::loadreq::scan(host, &doc.modules.absent);
+    let files: Vec<String> = pf
+        .load_requests
+        .iter()
+        .filter(|r| r.editable)
+        .map(|r| r.file.clone())
+        .collect();
+    pf.read_files(host, &files);
 }
 
 /// The module name of a `modules.dep`/`modules.builtin` line or a file name.

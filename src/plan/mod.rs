@@ -58,8 +58,13 @@ impl Plan {
 /// a command always sees the files it depends on. The context's profile is
 /// the one resolved for this host (`when:` parts added in `prepare`).
 pub fn build(ctx: &Context) -> Result<Plan> {
+    // Guard rails first: nothing is planned for a profile they refuse.
+    let guard_warnings = crate::plan::modules::guard::modules(ctx)?;
+    crate::plan::modules::guard::file_targets(ctx)?;
     let mut part = crate::plan::modules::bootcfg::plan(ctx)?;
+    part.warnings.extend(guard_warnings);
     part.absorb(crate::plan::modules::kmod::plan(ctx)?);
+    part.absorb(crate::plan::modules::loadreq::plan(ctx)?);
     part.absorb(crate::plan::modules::services::plan(ctx)?);
     part.absorb(crate::plan::modules::network::plan(ctx)?);
     part.absorb(crate::plan::modules::pcie::plan(ctx)?);

@@ -120,6 +120,8 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
                 }
             }
             let Some(path) = &step.path else { continue };
+            // A path that climbs (an edited journal) is refused, never skipped.
+            crate::apply::journal::journal_path(path)?;
             let current = host.read_text(path)?;
             let wrote = match &step.after {
                 Some(rel) => Some(store.read_backup(rel)?),

@@ -233,6 +233,9 @@ fn check_modules(doc: &ProfileDoc) -> Check {
             check_module_name(m).map_err(|why| format!("{key}: {why}"))?;
         }
     }
+    for m in &doc.modules.allow_blocking {
+        check_module_name(m).map_err(|why| format!("modules.allow-blocking: {why}"))?;
+    }
     for (m, opts) in &doc.modules.options {
         check_module_name(m).map_err(|why| format!("modules.options: {why}"))?;
         if opts.chars().any(|c| c.is_control() || c == '#') {
@@ -265,6 +268,7 @@ fn check_boot(doc: &ProfileDoc) -> Check {
             gdrprov_boot::cmdline::validate_arg(a).map_err(|why| format!("{key}: {why}"))?;
         }
     }
+    super::guard::boot_args(&doc.boot.cmdline.absent, &doc.boot.cmdline.allow_removing)?;
     if let Some(entry) = &doc.boot.entry {
         if entry.is_empty()
             || entry.len() > 64
@@ -284,6 +288,7 @@ fn check_boot(doc: &ProfileDoc) -> Check {
 fn check_files(doc: &mut ProfileDoc, origin: &Origin) -> Check {
     for (i, f) in doc.files.iter_mut().enumerate() {
         crate::host::check_profile_path(&f.path).map_err(|e| format!("files[{i}].path: {e}"))?;
+        super::guard::files_target(&f.path).map_err(|e| format!("files[{i}].path: {e}"))?;
         match (&f.content, &f.template) {
             (Some(_), Some(_)) => {
                 return Err(format!(

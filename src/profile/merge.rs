@@ -46,6 +46,10 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
             cmdline: Cmdline {
                 present: cmd_present,
                 absent: cmd_absent,
+                allow_removing: union(
+                    parent.boot.cmdline.allow_removing,
+                    child.boot.cmdline.allow_removing,
+                ),
             },
             entry: child.boot.entry.or(parent.boot.entry),
             when: None,
@@ -54,6 +58,11 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
             present: modules_present,
             absent: modules_absent,
             options: overlay(parent.modules.options, child.modules.options),
+            allow_blocking: union(parent.modules.allow_blocking, child.modules.allow_blocking),
+            remove_load_requests: child
+                .modules
+                .remove_load_requests
+                .or(parent.modules.remove_load_requests),
             when: None,
         },
         services: Services {
@@ -283,6 +292,10 @@ impl Composer {
             std::mem::take(&mut cmdline.absent),
             boot.cmdline.absent.clone(),
         );
+        cmdline.allow_removing = union(
+            std::mem::take(&mut cmdline.allow_removing),
+            boot.cmdline.allow_removing.clone(),
+        );
         Ok(())
     }
 
@@ -315,6 +328,16 @@ impl Composer {
             std::mem::take(&mut modules.absent),
             d.modules.absent.clone(),
         );
+        modules.allow_blocking = union(
+            std::mem::take(&mut modules.allow_blocking),
+            d.modules.allow_blocking.clone(),
+        );
+        // Removing other files' load requests: asked by any, done for all.
+        if d.modules.remove_load_requests == Some(true) {
+            modules.remove_load_requests = Some(true);
+        } else if modules.remove_load_requests.is_none() {
+            modules.remove_load_requests = d.modules.remove_load_requests;
+        }
         let quoted = |o: &String| format!("\"{o}\"");
         keyed(
             "modules.options",

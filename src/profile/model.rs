@@ -299,11 +299,16 @@ pub struct Cmdline {
     /// Arguments that must not be: `key=value`, or `key` for every value of it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub absent: Vec<String>,
+    /// Arguments a host needs to boot (`root`, `ro`, `rw`, `init`, ...) that
+    /// `absent` may remove all the same: each must be named here, by key,
+    /// or the profile is refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_removing: Vec<String>,
 }
 
 impl Cmdline {
     pub fn is_empty(&self) -> bool {
-        self.present.is_empty() && self.absent.is_empty()
+        self.present.is_empty() && self.absent.is_empty() && self.allow_removing.is_empty()
     }
 }
 
@@ -322,6 +327,16 @@ pub struct Modules {
     /// Module parameters: `module: "key=value key2=value2"`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub options: BTreeMap<String, String>,
+    /// Modules of `absent` that drive the disk of the root filesystem or the
+    /// network interface of the default route, blocked all the same: each
+    /// must be named here or the profile is refused on such a host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_blocking: Vec<String>,
+    /// Comment out the lines of other files that ask to load an `absent`
+    /// module at boot (`/etc/modules-load.d/*.conf`, `/etc/modules`); they
+    /// are reported either way. Lines in `/usr/lib` and units are reported only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_load_requests: Option<bool>,
 }
 
 impl Modules {

@@ -300,6 +300,49 @@ fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
 /// The doctor's report on HOST: one profile's requirements and findings
 /// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
 /// (its text and name) shows.
+/// A generation of the journal left unfinished (killed, a power loss, a
+/// failed restore): files may be half-changed; `gdrprov recover` is the fix.
+fn unfinished_run(host: &Host) -> Option<Finding> {
+    let store = crate::apply::journal::StateStore::new(host);
+    let notice = crate::apply::notice(host, &store)?;
+    Some(Finding::new(
+        "journal-unfinished",
+        Sev::Error,
+        "a gdrprov run was not finished",
+        notice,
+        "a gdrprov apply, rollback or commit was killed, lost power, or failed and could not put its files back",
+        format!("`{}`", crate::apply::recover_command(host)),
+    ))
+}
+
+/// Other files asking to load a module the profile blocks: each load fails
+/// at every boot (modprobe.d's `install NAME /bin/false`).
+fn load_requests(host: &Host, c: &Composed) -> Vec<Finding> {
+    crate::facts::loadreq::scan(host, &c.doc.modules.absent)
+        .into_iter()
+        .map(|r| {
+            let fix = if r.editable {
+                "set `modules.remove-load-requests: true` in the profile and apply (the line is commented out, and rollback puts it back), or remove the line".to_string()
+            } else if r.kind == "unit" {
+                "disable the unit (`services.disabled`) or override it".to_string()
+            } else {
+                "hide the package's file with an empty file of the same name in /etc/modules-load.d, or remove the package".to_string()
+            };
+            Finding::new(
+                "load-request-blocked",
+                Sev::Warn,
+                format!("a file asks to load {}, which the profile blocks", r.module),
+                format!("{}:{}: {}", host.display(&r.file), r.line, r.text.trim()),
+                format!(
+                    "modules.absent blocks {} (modprobe.d `install {} /bin/false`), so this load fails at every boot",
+                    r.module, r.module
+                ),
+                fix,
+            )
+        })
+        .collect()
+}
+
 pub fn report(
     host: &Host,
     facts: &Facts,
@@ -321,6 +364,10 @@ pub fn report(
     };
     if let Some((text, name)) = nccl {
         findings.extend(nccl_log::findings(text, name, facts));
+    }
+    findings.extend(unfinished_run(host));
+    if let Some(c) = composed {
+        findings.extend(load_requests(host, c));
     }
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits

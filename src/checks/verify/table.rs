@@ -167,6 +167,11 @@ pub static TABLE: &[Entry] = &[
         run: Run::Own(modules),
     },
     Entry {
+        name: "load-requests",
+        description: "no other file asks to load a module the profile blocks",
+        run: Run::Own(load_requests),
+    },
+    Entry {
         name: "efa-fi-info",
         description: "libfabric's efa provider with FI_HMEM",
         run: Run::Own(efa_fi_info),
@@ -377,6 +382,35 @@ fn reboot(cx: &Cx) -> Option<Check> {
             format!("reboot to finish: {}", p.reboot_pending.join("; ")),
         ),
     })
+}
+
+/// Other files asking to load a blocked module at boot (modules-load.d,
+/// /etc/modules, a unit): a warning naming each; none applies when nothing
+/// is blocked.
+fn load_requests(cx: &Cx) -> Option<Check> {
+    const NAME: &str = "load-requests";
+    if cx.desired.doc.modules.absent.is_empty() {
+        return None;
+    }
+    let reqs = &cx.seen.load_requests;
+    if reqs.is_empty() {
+        return Some(Check::pass(
+            NAME,
+            format!(
+                "no other file asks to load {}",
+                list(&cx.desired.doc.modules.absent)
+            ),
+        ));
+    }
+    let found: Vec<String> = reqs
+        .iter()
+        .map(|r| format!("{}:{} loads {}", cx.seen.display(&r.file), r.line, r.module))
+        .collect();
+    Some(Check::warn(
+        NAME,
+        format!("blocked, yet asked to load at boot: {}", found.join("; ")),
+        "set `modules.remove-load-requests: true` and apply to comment out those in /etc, or remove the lines (units: disable or override them)",
+    ))
 }
 
 fn modules(cx: &Cx) -> Option<Check> {

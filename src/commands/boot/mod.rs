@@ -219,9 +219,11 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
 
 fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let host = target.open()?;
+    let store = StateStore::new(&host);
+    // Planned against half-changed files otherwise: `gdrprov recover` first.
+    apply::refuse_unfinished(&host, &store)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
-    let store = StateStore::new(&host);
     let state = store.load_state()?;
     let run = |spec: CommandSpec| Change {
         module: "boot".into(),
@@ -300,9 +302,8 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     }
     ops::require_root(&host, "changing the boot entries")?;
     let _lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
-    let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
-    outcome.recovered = recovered;
+    apply::refuse_unfinished_locked(&host, &store)?;
+    let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
     g.profiles = vec![format!("boot set-default {id}")];
@@ -320,6 +321,8 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
 pub fn commit(out: &Output, target: &Target) -> Result<i32> {
     let host = target.open()?;
     let store = StateStore::new(&host);
+    // An interrupted commit (or any unfinished run) first: `gdrprov recover`.
+    apply::refuse_unfinished(&host, &store)?;
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
         return Err(Error::Refused(
@@ -360,14 +363,16 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
             trial.entry
         )));
     }
-    // Commit never asks: it is meant for a systemd unit.
-    let done = ops::apply(
+    // Commit never asks: it is meant for a systemd unit. Its generation is
+    // labelled, so that `recover` completes it when it is interrupted.
+    let done = ops::apply_as(
         &ops::ProfilesRequest {
             profiles: trial.profiles,
             target: target.clone(),
             trial: false,
         },
         &mut ops::yes,
+        Some("commit"),
     )?;
     super::apply::report(out, "commit", &done);
     Ok(crate::exit::OK)

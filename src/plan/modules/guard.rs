@@ -1,0 +1,77 @@
+//! Guard rails that need facts: a blocked module that drives the root
+//! filesystem's disk or the default route's network interface, and a
+//! `files:` path that leads, through a symlink, where `files:` may not write.
+//! The checks of the profile alone are in `profile::guard`.
+
+use crate::error::{Error, Result};
+use crate::plan::modules::Context;
+
+/// Refuses a block of a module the host boots from, unless the profile
+/// allows it by name; gives warnings where the facts cannot tell.
+pub fn modules(ctx: &Context) -> Result<Vec<String>> {
+    let doc = &ctx.desired.doc.modules;
+    let mut warnings = Vec::new();
+    let Some(b) = &ctx.seen.boot_devices else {
+        return Ok(warnings);
+    };
+    let allowed = |m: &str| doc.allow_blocking.iter().any(|a| super::kmod::norm(a) == m);
+    for m in doc.absent.iter().map(|m| super::kmod::norm(m)) {
+        if allowed(&m) {
+            continue;
+        }
+        for (facts, role, then) in [
+            (
+                &b.root_disk,
+                "the disk of the root filesystem",
+                "cannot mount / at the next boot",
+            ),
+            (
+                &b.boot_nic,
+                "the network interface of the default route",
+                "loses its network at the next boot",
+            ),
+        ] {
+            match facts {
+                Ok(d) if d.modules.contains(&m) => {
+                    return Err(Error::Refused(format!(
+                        "modules.absent: `{m}` drives {role} ({}: {}); blocked, the host {then}. Remove it from modules.absent; or, if this profile really must block it, say so: `modules.allow-blocking: [{m}]` (nothing was changed)",
+                        d.what,
+                        d.modules.join(", ")
+                    )));
+                }
+                Ok(_) => {}
+                Err(why) => {
+                    let class = ctx.seen.driver_classes.get(&m).copied();
+                    let relevant = match role {
+                        r if r.starts_with("the disk") => class == Some("storage"),
+                        _ => class == Some("network"),
+                    };
+                    if relevant {
+                        warnings.push(format!(
+                            "modules.absent: `{m}` is a {} driver, and whether it drives {role} cannot be told here ({why}); check before booting this root, and name it in `modules.allow-blocking` to say it is meant",
+                            class.unwrap_or("")
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(warnings)
+}
+
+/// Refuses a `files:` path that leads through a symlink where `files:` may
+/// not write (gdrprov's state, GRUB's defaults, /proc, ...).
+pub fn file_targets(ctx: &Context) -> Result<()> {
+    for (i, f) in ctx.desired.doc.files.iter().enumerate() {
+        let Some(to) = ctx.seen.file_targets.get(&f.path) else {
+            continue;
+        };
+        if let Err(why) = crate::profile::guard::files_target(to) {
+            return Err(Error::Refused(format!(
+                "files[{i}].path: {} leads through a symlink to {why} (nothing was changed)",
+                ctx.seen.display(&f.path)
+            )));
+        }
+    }
+    Ok(())
+}
