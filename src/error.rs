@@ -138,6 +138,11 @@ impl Error {
             Some(e) if e == nix::libc::EROFS => {
                 " (the file system is read-only: remount it read-write or use --root on a writable copy)"
             }
+            // As root, EPERM is not about privileges: an immutable or append-only file
+            // (`lsattr`; `chattr -i` to clear it) or a security module refusing.
+            Some(e) if (e == nix::libc::EACCES || e == nix::libc::EPERM) && is_root() => {
+                " (refused even to root: an immutable file? `lsattr` shows it, `chattr -i` clears it)"
+            }
             Some(e) if e == nix::libc::EACCES || e == nix::libc::EPERM => {
                 " (permission denied: run as root)"
             }
@@ -150,6 +155,10 @@ impl Error {
             source,
         }
     }
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
 }
 
 #[cfg(test)]
@@ -194,5 +203,20 @@ mod tests {
             source: conflict()
         })
         .is_some());
+    }
+
+    #[test]
+    fn permission_hint_fits_who_runs_it() {
+        let e = Error::io(
+            "write",
+            "/etc/x",
+            std::io::Error::from_raw_os_error(nix::libc::EPERM),
+        );
+        let msg = e.to_string();
+        if nix::unistd::geteuid().is_root() {
+            assert!(msg.contains("chattr -i"), "{msg}");
+        } else {
+            assert!(msg.contains("run as root"), "{msg}");
+        }
     }
 }
