@@ -22,6 +22,49 @@ pub trait Poster {
 
 const STALL: Duration = Duration::from_secs(30);
 
+/// What is left out at each end of a timed run before averaging: a tenth of a duration, at most
+/// 1 s (the ramp-up and the drain); nothing of an iteration count.
+pub fn margin(length: RunLength) -> Duration {
+    match length {
+        RunLength::Duration(d) => (d / 10).min(Duration::from_secs(1)),
+        RunLength::Iterations(_) => Duration::ZERO,
+    }
+}
+
+/// How the figures of a run were timed, for the report: what the timed window holds and what it
+/// does not (the data check).
+pub fn method(op: super::kinds::Op, length: RunLength, check_iters: u32) -> String {
+    let what = match op {
+        super::kinds::Op::Write => "RDMA WRITEs",
+        super::kinds::Op::Read => "RDMA READs",
+        super::kinds::Op::Bidir => {
+            "RDMA WRITEs of each end (each end times its own; the sum is reported)"
+        }
+    };
+    let span = match length {
+        RunLength::Duration(d) => format!(
+            "the average of each {} s run from the first completion after its first {m} s to the last one before its last {m} s",
+            fmt_secs(d),
+            m = fmt_secs(margin(length))
+        ),
+        RunLength::Iterations(n) => {
+            format!("the average from the first post to the last completion of {n} transfers per QP")
+        }
+    };
+    format!(
+        "timed where the transfers are posted: only the {what} kept in flight (posts and completion polling; no byte of the buffers is read or written by the CPU), {span}; the data check ({check_iters} transfers per size, each its own pattern, every byte compared at the receiving end) runs after the timed run, outside it"
+    )
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
+
 /// Run one size for `length`; stop with an error at `deadline` or after 30 s without a completion.
 pub fn run<P: Poster>(
     p: &mut P,
@@ -37,13 +80,10 @@ pub fn run<P: Poster>(
     let mut posted = vec![0u64; n_qps];
     let mut done: u64 = 0;
     let start = Instant::now();
-    let (end, margin, iters) = match length {
-        RunLength::Duration(d) => (
-            Some(start + d),
-            (d / 10).min(Duration::from_secs(1)),
-            u64::MAX,
-        ),
-        RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
+    let margin = margin(length);
+    let (end, iters) = match length {
+        RunLength::Duration(d) => (Some(start + d), u64::MAX),
+        RunLength::Iterations(n) => (None, n.max(1)),
     };
     let sample_from = start + margin;
     let sample_to = end.map(|e| e - margin);

@@ -170,7 +170,8 @@ fi
 if [ "${GDRPROV_VM_PAIR_SPEED:-1}" = 1 ]; then
   rc=0
   RUN_A="ssh $(vm_ssh_opts hostA) root@127.0.0.1" RUN_B="ssh $(vm_ssh_opts hostB) root@127.0.0.1" \
-    ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" \
+    ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" BUILD="${GDRPROV_VM_BUILD:-of unknown build}" \
+    NOTE="VM scenario 17: two TCG guests ($VM_SMP vCPUs, $VM_MEM MiB each) on a qemu socket link, rxe0 in each" \
     bash "$VM_DIR/../../bench/compare-pair.sh" /usr/local/bin/gdrprov rxe0 "${addr[hostA]}" "${GDRPROV_VM_BENCH_SECS:-3}" \
     > "$VM_RUN_DIR/17-compare-pair.txt" 2>&1 || rc=$?
   sed 's/^/    bench| /' "$VM_RUN_DIR/17-compare-pair.txt"
