@@ -18,6 +18,26 @@ pub trait Poster {
     fn post(&mut self, x: Xfer, i: usize, n: u32, len: u64) -> Result<(), PairError>;
     /// Append (status, wr_id) of the completions there are.
     fn poll(&mut self, out: &mut Vec<(u32, u64)>);
+    /// How long to sleep after a poll that found nothing while every QP still has work queued
+    /// (none: spin, as perftest does; see [`SOFTWARE_NAP`]).
+    fn nap(&mut self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A software RDMA device (rxe, siw) is the CPU itself: a loop spinning on its empty completion
+/// queue takes the CPU time the device's kernel work needs (on a small VM or a loaded host, a whole
+/// vCPU). With at least two transfers still queued on every QP the device has work while this end
+/// sleeps, so a short sleep costs no throughput; with fewer it spins. A NIC never naps.
+pub const SOFTWARE_NAP: Duration = Duration::from_micros(50);
+
+/// After an empty poll: sleep the engine's nap while every QP has at least two transfers queued.
+fn idle<P: Poster>(p: &mut P, outstanding: &[u32]) {
+    if outstanding.iter().all(|&o| o >= 2) {
+        if let Some(d) = p.nap() {
+            std::thread::sleep(d);
+        }
+    }
 }
 
 const STALL: Duration = Duration::from_secs(30);
@@ -151,6 +171,8 @@ pub fn run<P: Poster>(
                 secs: STALL.as_secs(),
             }
             .into());
+        } else {
+            idle(p, &outstanding);
         }
         if stopping && outstanding.iter().all(|&o| o == 0) {
             break;
@@ -224,4 +246,75 @@ pub fn completion(status: u32, wr_id: u64) -> Result<(), PairError> {
         hint: hint.to_string(),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One QP; every other poll finds nothing, the others complete the oldest transfer. Records
+    /// the transfers queued at each empty poll and at each nap.
+    struct Slow {
+        queued: u32,
+        polls: u32,
+        empties: Vec<u32>,
+        naps: Vec<u32>,
+    }
+
+    impl Poster for Slow {
+        fn qps(&self) -> usize {
+            1
+        }
+        fn depth(&self, _len: u64) -> (u32, u32) {
+            (4, 1)
+        }
+        fn post(&mut self, _x: Xfer, _i: usize, n: u32, _len: u64) -> Result<(), PairError> {
+            self.queued += n;
+            Ok(())
+        }
+        fn poll(&mut self, out: &mut Vec<(u32, u64)>) {
+            self.polls += 1;
+            if self.polls % 2 == 0 && self.queued > 0 {
+                self.queued -= 1;
+                out.push((gdrprov_rdma::qp::WC_SUCCESS, 1));
+            } else {
+                self.empties.push(self.queued);
+            }
+        }
+        fn nap(&mut self) -> Option<Duration> {
+            self.naps.push(self.queued);
+            Some(Duration::from_micros(1))
+        }
+    }
+
+    #[test]
+    fn a_software_device_naps_only_while_work_is_queued() {
+        let mut p = Slow {
+            queued: 0,
+            polls: 0,
+            empties: Vec::new(),
+            naps: Vec::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let m = run(
+            &mut p,
+            Xfer::Write,
+            4096,
+            RunLength::Iterations(20),
+            deadline,
+            &|| false,
+        )
+        .unwrap();
+        assert_eq!(m.iterations, 20);
+        // Every empty poll with two or more queued napped; those in the drain (fewer left) spun.
+        let queued = p.empties.iter().filter(|&&q| q >= 2).count();
+        assert!(
+            queued > 0 && p.naps.len() == queued,
+            "{:?} {:?}",
+            p.empties,
+            p.naps
+        );
+        assert!(p.naps.iter().all(|&q| q >= 2), "{:?}", p.naps);
+        assert!(p.empties.iter().any(|&q| q < 2), "{:?}", p.empties);
+    }
 }

@@ -66,7 +66,7 @@ listener_done() {
     fail "$1: the listener did not exit within $2 s"
 }
 # sent HOST: rxe0's and rxe1's sent packets (the rxe hw counters).
-sent() { vm_ssh $1 "for d in rxe0 rxe1; do cat /sys/class/infiniband/\$d/ports/1/hw_counters/sent_pkts; done" | tr '\n' ' '; }
+sent() { vm_ssh $1 "echo \$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts /sys/class/infiniband/rxe1/ports/1/hw_counters/sent_pkts)"; }
 
 # --- bench pair --all-nics: both ends, text at the listener, JSON at the client ---
 read -r a0 a1 < <(sent hostB)
@@ -132,7 +132,7 @@ r = json.load(sys.stdin)
 c = [c for c in r["checks"] if c["name"] == "pair"]
 assert r["ready"] is True and len(c) == 1 and c[0]["status"] == "pass", (r["ready"], c)
 print(c[0]["detail"])') || fail "verify --peer: no passed pair check in a ready report: $vout"
-assert_contains "$line" "to ${addr1[hostA]} (rxe1 -> rxe1, host -> host)" "verify's pair check names the peer, both NICs and both memories"
+assert_contains "$line" "to ${addr1[hostA]}:$PORT (rxe1 -> rxe1, host -> host)" "verify's pair check names the peer, both NICs and both memories"
 assert_contains "$line" "data check passed" "verify's pair check ran the data check"
 ok "verify --peer: ready, with the pair check: $line"
 
