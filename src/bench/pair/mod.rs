@@ -457,6 +457,7 @@ pub fn build_report(
             params.op,
             session::run_length(params.length),
             params.check_iters,
+            a.software,
         ),
     }
 }

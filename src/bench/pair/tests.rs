@@ -492,16 +492,19 @@ fn bind_addresses() {
 #[test]
 fn the_timing_says_the_window_of_a_duration_run() {
     let d = |s: f64| crate::bench::loopback::RunLength::Duration(Duration::from_secs_f64(s));
-    let t = super::timed::method(Op::Write, d(5.0), 4);
-    assert!(t.contains("only the RDMA WRITEs kept in flight"), "{t}");
+    let t = super::timed::method(Op::Write, d(5.0), 4, false);
+    assert!(
+        t.contains("only the RDMA WRITEs kept in flight (posts and completion polling; no byte"),
+        "{t}"
+    );
     assert!(t.contains("each 5 s run from the first completion after its first 0.5 s to the last one before its last 0.5 s"), "{t}");
     // The margin is at most 1 s.
-    let t = super::timed::method(Op::Read, d(30.0), 2);
+    let t = super::timed::method(Op::Read, d(30.0), 2, true);
     assert!(
         t.contains("RDMA READs") && t.contains("its first 1 s"),
         "{t}"
     );
-    let t = super::timed::method(Op::Bidir, d(2.0), 1);
+    let t = super::timed::method(Op::Bidir, d(2.0), 1, false);
     assert!(t.contains("each end times its own"), "{t}");
     assert_eq!(
         super::timed::margin(crate::bench::loopback::RunLength::Iterations(9)),

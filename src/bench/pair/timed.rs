@@ -53,7 +53,7 @@ pub fn margin(length: RunLength) -> Duration {
 
 /// How the figures of a run were timed, for the report: what the timed window holds and what it
 /// does not (the data check).
-pub fn method(op: super::kinds::Op, length: RunLength, check_iters: u32) -> String {
+pub fn method(op: super::kinds::Op, length: RunLength, check_iters: u32, software: bool) -> String {
     let what = match op {
         super::kinds::Op::Write => "RDMA WRITEs",
         super::kinds::Op::Read => "RDMA READs",
@@ -71,8 +71,16 @@ pub fn method(op: super::kinds::Op, length: RunLength, check_iters: u32) -> Stri
             format!("the average from the first post to the last completion of {n} transfers per QP")
         }
     };
+    let nap = if software {
+        format!(
+            "; on this software device a {} us sleep after an empty poll while every QP has two or more queued",
+            SOFTWARE_NAP.as_micros()
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "timed where the transfers are posted: only the {what} kept in flight (posts and completion polling; no byte of the buffers is read or written by the CPU), {span}; the data check ({check_iters} transfers per size, each its own pattern, every byte compared at the receiving end) runs after the timed run, outside it"
+        "timed where the transfers are posted: only the {what} kept in flight (posts and completion polling{nap}; no byte of the buffers is read or written by the CPU), {span}; the data check ({check_iters} transfers per size, each its own pattern, every byte compared at the receiving end) runs after the timed run, outside it"
     )
 }
 
