@@ -167,7 +167,7 @@ vm_ssh hostB "ip link set ${nic[hostB]} mtu 1500" >/dev/null
 fi
 
 # Speed: gdrprov pair against ib_write_bw between the same two guests (a figure, not an assertion).
-# GDRPROV_VM_PAIR_ALT_BIN=FILE: also compare another gdrprov binary (copied into both guests), after the
+# GDRPROV_VM_PAIR_SIZES: the sizes (default 64 KiB, 1 MiB, 8 MiB). GDRPROV_VM_PAIR_ALT_BIN=FILE: also compare another gdrprov binary (copied into both guests), after the
 # installed one, in the same boot (an A/B of two builds; each against ib_write_bw, tools alternating).
 if [ "${GDRPROV_VM_PAIR_SPEED:-1}" = 1 ]; then
   bins=(/usr/local/bin/gdrprov)
@@ -186,6 +186,7 @@ if [ "${GDRPROV_VM_PAIR_SPEED:-1}" = 1 ]; then
       ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" BUILD="$build" \
       NOTE="VM scenario 17: two TCG guests ($VM_SMP vCPUs, $VM_MEM MiB each) on a qemu socket link, rxe0 in each; $bin" \
       bash "$VM_DIR/../../bench/compare-pair.sh" "$bin" rxe0 "${addr[hostA]}" "${GDRPROV_VM_BENCH_SECS:-3}" \
+      "${GDRPROV_VM_PAIR_SIZES:-65536 1048576 8388608}" \
       > "$VM_RUN_DIR/17-compare-pair-$(basename "$bin").txt" 2>&1 || rc=$?
     sed 's/^/    bench| /' "$VM_RUN_DIR/17-compare-pair-$(basename "$bin").txt"
     [ "$rc" -le 1 ] || fail "bench/compare-pair.sh ($bin): exit $rc"
