@@ -118,6 +118,9 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
             d.mismatched_bytes, d.bytes_compared, d.mismatch_offsets
         );
     }
+    if !r.timing.is_empty() {
+        let _ = writeln!(s, "timing: {}", r.timing);
+    }
     crate::output::bench::threshold_line(&mut s, &r.threshold);
     let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
     s

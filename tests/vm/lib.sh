@@ -163,7 +163,8 @@ vm_qemu() {
 
 # vm_launch NAME [QEMU ARGS...]: start qemu for guest NAME on a fresh overlay of the image; do not wait.
 # In the extra qemu args, @PORT2@ stands for a second free loopback port (saved in the guest's port2 file),
-# e.g. for `-netdev socket,listen=127.0.0.1:@PORT2@`. A port someone else took in between is retried.
+# e.g. for `-netdev socket,listen=127.0.0.1:@PORT2@`, and @PORT3@ for a third (port3 file: a second private
+# link, as 21-pair-rails has). A port someone else took in between is retried.
 # The args are saved (args, one per line) for the restarts of vm_reboot.
 # The guest is of the flavor $VM_FLAVOR (grub when unset; see the top of this file), saved with its image
 # dir in the guest dir (flavor, image) for the restarts and for ssh (each image has its own key).
@@ -182,14 +183,15 @@ vm_launch() {
     install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd" || vm_die "no OVMF_VARS.fd in $idir"
   fi
   qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
-  local port port2 try a args
+  local port port2 port3 try a args
   for try in 1 2 3 4 5; do
     port=$(vm_free_port) || vm_die "no free loopback port"
     port2=$(vm_free_port) || vm_die "no free loopback port"
+    port3=$(vm_free_port) || vm_die "no free loopback port"
     args=()
-    for a in "$@"; do args+=("${a//@PORT2@/$port2}"); done
+    for a in "$@"; do a=${a//@PORT2@/$port2}; args+=("${a//@PORT3@/$port3}"); done
     if vm_qemu "$name" "$port" "$port2" "${args[@]}"; then
-      echo "$port" > "$d/port"; echo "$port2" > "$d/port2"
+      echo "$port" > "$d/port"; echo "$port2" > "$d/port2"; echo "$port3" > "$d/port3"
       if [ ${#args[@]} -gt 0 ]; then printf '%s\n' "${args[@]}" > "$d/args"; else : > "$d/args"; fi
       break
     fi

@@ -66,9 +66,12 @@ if [ -z "${GDRPROV_BIN:-}" ]; then
   if ! (cd "$REPO" && cargo build --profile "$profile" --quiet) >"$VM_RUN_DIR/cargo-build.out" 2>&1; then
     cat "$VM_RUN_DIR/cargo-build.out"; echo "cargo build --profile $profile failed"; echo "0 passed, 1 failed"; exit 1
   fi
+  GDRPROV_VM_BUILD="cargo build --profile $profile"
   [ "$profile" = dev ] && profile=debug
   GDRPROV_BIN=$REPO/target/$profile/gdrprov
 fi
+# How the binary was built, for the benchmark tables (17's bench/compare-pair.sh).
+export GDRPROV_VM_BUILD=${GDRPROV_VM_BUILD:-"given as GDRPROV_BIN=$GDRPROV_BIN"}
 [ -x "$GDRPROV_BIN" ] || { echo "no gdrprov binary at $GDRPROV_BIN"; echo "0 passed, 1 failed"; exit 1; }
 # A stripped copy travels into the guests (a debug build is ~90 MB, ~15 MB stripped).
 if command -v strip >/dev/null && strip -o "$VM_RUN_DIR/gdrprov" "$GDRPROV_BIN" 2>/dev/null; then

@@ -453,6 +453,12 @@ pub fn build_report(
         data_check: check,
         threshold,
         passed: passed && threshold_ok,
+        timing: timed::method(
+            params.op,
+            session::run_length(params.length),
+            params.check_iters,
+            a.software,
+        ),
     }
 }
 

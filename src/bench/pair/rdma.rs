@@ -292,6 +292,9 @@ impl super::timed::Poster for VerbsEngine<'_> {
             Ok(())
         });
     }
+    fn nap(&mut self) -> Option<Duration> {
+        self.desc.software.then_some(super::timed::SOFTWARE_NAP)
+    }
 }
 
 #[cfg(test)]

@@ -112,4 +112,7 @@ pub struct PairReport {
     pub data_check: PairCheck,
     pub threshold: Threshold,
     pub passed: bool,
+    /// How the figures were timed (what the timed window holds; the data check is outside it).
+    #[serde(default)]
+    pub timing: String,
 }

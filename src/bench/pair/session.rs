@@ -112,7 +112,7 @@ fn establish<'a>(
     }
 }
 
-fn run_length(l: WireLength) -> RunLength {
+pub fn run_length(l: WireLength) -> RunLength {
     match l {
         WireLength::Seconds(s) => RunLength::Duration(Duration::from_secs_f64(s)),
         WireLength::Iterations(n) => RunLength::Iterations(n),

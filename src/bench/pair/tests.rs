@@ -298,7 +298,18 @@ fn write_read_and_bidir_pass_their_data_check() {
         let text = crate::output::pair::render_text(&rep, "client");
         assert!(text.contains("data check: passed"), "{text}");
         assert!(text.ends_with("result: PASS\n"), "{text}");
+        // How the figures were timed: the transfers only, the data check outside.
+        assert!(
+            text.contains("\ntiming: timed where the transfers are posted: only the RDMA "),
+            "{text}"
+        );
+        assert!(text.contains("of 50 transfers per QP"), "{text}");
+        assert!(
+            text.contains("the data check (3 transfers per size, each its own pattern, every byte compared at the receiving end) runs after the timed run, outside it"),
+            "{text}"
+        );
         let v = serde_json::to_value(&rep).unwrap();
+        assert_eq!(v["timing"], serde_json::json!(rep.timing));
         assert_eq!(v["results"][0]["data_check"]["passed"], true);
         assert!(v["results"][1]["average_gbps"].as_f64().unwrap() > 0.0);
     }
@@ -475,6 +486,29 @@ fn bind_addresses() {
     assert_eq!(
         net::bind_addr("", 18516, &v2).unwrap(),
         "10.99.0.1:18516".parse().unwrap()
+    );
+}
+
+#[test]
+fn the_timing_says_the_window_of_a_duration_run() {
+    let d = |s: f64| crate::bench::loopback::RunLength::Duration(Duration::from_secs_f64(s));
+    let t = super::timed::method(Op::Write, d(5.0), 4, false);
+    assert!(
+        t.contains("only the RDMA WRITEs kept in flight (posts and completion polling; no byte"),
+        "{t}"
+    );
+    assert!(t.contains("each 5 s run from the first completion after its first 0.5 s to the last one before its last 0.5 s"), "{t}");
+    // The margin is at most 1 s.
+    let t = super::timed::method(Op::Read, d(30.0), 2, true);
+    assert!(
+        t.contains("RDMA READs") && t.contains("its first 1 s"),
+        "{t}"
+    );
+    let t = super::timed::method(Op::Bidir, d(2.0), 1, false);
+    assert!(t.contains("each end times its own"), "{t}");
+    assert_eq!(
+        super::timed::margin(crate::bench::loopback::RunLength::Iterations(9)),
+        Duration::ZERO
     );
 }
 

@@ -18,9 +18,80 @@ pub trait Poster {
     fn post(&mut self, x: Xfer, i: usize, n: u32, len: u64) -> Result<(), PairError>;
     /// Append (status, wr_id) of the completions there are.
     fn poll(&mut self, out: &mut Vec<(u32, u64)>);
+    /// How long to sleep after a poll that found nothing while every QP still has work queued
+    /// (none: spin, as perftest does; see [`SOFTWARE_NAP`]).
+    fn nap(&mut self) -> Option<Duration> {
+        None
+    }
+}
+
+/// A software RDMA device (rxe, siw) is the CPU itself: a loop spinning on its empty completion
+/// queue takes the CPU time the device's kernel work needs (on a small VM or a loaded host, a whole
+/// vCPU). With at least two transfers still queued on every QP the device has work while this end
+/// sleeps, so a short sleep costs no throughput; with fewer it spins. A NIC never naps.
+pub const SOFTWARE_NAP: Duration = Duration::from_micros(50);
+
+/// After an empty poll: sleep the engine's nap while every QP has at least two transfers queued.
+fn idle<P: Poster>(p: &mut P, outstanding: &[u32]) {
+    if outstanding.iter().all(|&o| o >= 2) {
+        if let Some(d) = p.nap() {
+            std::thread::sleep(d);
+        }
+    }
 }
 
 const STALL: Duration = Duration::from_secs(30);
+
+/// What is left out at each end of a timed run before averaging: a tenth of a duration, at most
+/// 1 s (the ramp-up and the drain); nothing of an iteration count.
+pub fn margin(length: RunLength) -> Duration {
+    match length {
+        RunLength::Duration(d) => (d / 10).min(Duration::from_secs(1)),
+        RunLength::Iterations(_) => Duration::ZERO,
+    }
+}
+
+/// How the figures of a run were timed, for the report: what the timed window holds and what it
+/// does not (the data check).
+pub fn method(op: super::kinds::Op, length: RunLength, check_iters: u32, software: bool) -> String {
+    let what = match op {
+        super::kinds::Op::Write => "RDMA WRITEs",
+        super::kinds::Op::Read => "RDMA READs",
+        super::kinds::Op::Bidir => {
+            "RDMA WRITEs of each end (each end times its own; the sum is reported)"
+        }
+    };
+    let span = match length {
+        RunLength::Duration(d) => format!(
+            "the average of each {} s run from the first completion after its first {m} s to the last one before its last {m} s",
+            fmt_secs(d),
+            m = fmt_secs(margin(length))
+        ),
+        RunLength::Iterations(n) => {
+            format!("the average from the first post to the last completion of {n} transfers per QP")
+        }
+    };
+    let nap = if software {
+        format!(
+            "; on this software device a {} us sleep after an empty poll while every QP has two or more queued",
+            SOFTWARE_NAP.as_micros()
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "timed where the transfers are posted: only the {what} kept in flight (posts and completion polling{nap}; no byte of the buffers is read or written by the CPU), {span}; the data check ({check_iters} transfers per size, each its own pattern, every byte compared at the receiving end) runs after the timed run, outside it"
+    )
+}
+
+fn fmt_secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{s}")
+    }
+}
 
 /// Run one size for `length`; stop with an error at `deadline` or after 30 s without a completion.
 pub fn run<P: Poster>(
@@ -37,13 +108,10 @@ pub fn run<P: Poster>(
     let mut posted = vec![0u64; n_qps];
     let mut done: u64 = 0;
     let start = Instant::now();
-    let (end, margin, iters) = match length {
-        RunLength::Duration(d) => (
-            Some(start + d),
-            (d / 10).min(Duration::from_secs(1)),
-            u64::MAX,
-        ),
-        RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
+    let margin = margin(length);
+    let (end, iters) = match length {
+        RunLength::Duration(d) => (Some(start + d), u64::MAX),
+        RunLength::Iterations(n) => (None, n.max(1)),
     };
     let sample_from = start + margin;
     let sample_to = end.map(|e| e - margin);
@@ -111,6 +179,8 @@ pub fn run<P: Poster>(
                 secs: STALL.as_secs(),
             }
             .into());
+        } else {
+            idle(p, &outstanding);
         }
         if stopping && outstanding.iter().all(|&o| o == 0) {
             break;
@@ -184,4 +254,75 @@ pub fn completion(status: u32, wr_id: u64) -> Result<(), PairError> {
         hint: hint.to_string(),
     }
     .into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One QP; every other poll finds nothing, the others complete the oldest transfer. Records
+    /// the transfers queued at each empty poll and at each nap.
+    struct Slow {
+        queued: u32,
+        polls: u32,
+        empties: Vec<u32>,
+        naps: Vec<u32>,
+    }
+
+    impl Poster for Slow {
+        fn qps(&self) -> usize {
+            1
+        }
+        fn depth(&self, _len: u64) -> (u32, u32) {
+            (4, 1)
+        }
+        fn post(&mut self, _x: Xfer, _i: usize, n: u32, _len: u64) -> Result<(), PairError> {
+            self.queued += n;
+            Ok(())
+        }
+        fn poll(&mut self, out: &mut Vec<(u32, u64)>) {
+            self.polls += 1;
+            if self.polls % 2 == 0 && self.queued > 0 {
+                self.queued -= 1;
+                out.push((gdrprov_rdma::qp::WC_SUCCESS, 1));
+            } else {
+                self.empties.push(self.queued);
+            }
+        }
+        fn nap(&mut self) -> Option<Duration> {
+            self.naps.push(self.queued);
+            Some(Duration::from_micros(1))
+        }
+    }
+
+    #[test]
+    fn a_software_device_naps_only_while_work_is_queued() {
+        let mut p = Slow {
+            queued: 0,
+            polls: 0,
+            empties: Vec::new(),
+            naps: Vec::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let m = run(
+            &mut p,
+            Xfer::Write,
+            4096,
+            RunLength::Iterations(20),
+            deadline,
+            &|| false,
+        )
+        .unwrap();
+        assert_eq!(m.iterations, 20);
+        // Every empty poll with two or more queued napped; those in the drain (fewer left) spun.
+        let queued = p.empties.iter().filter(|&&q| q >= 2).count();
+        assert!(
+            queued > 0 && p.naps.len() == queued,
+            "{:?} {:?}",
+            p.empties,
+            p.naps
+        );
+        assert!(p.naps.iter().all(|&q| q >= 2), "{:?}", p.naps);
+        assert!(p.empties.iter().any(|&q| q < 2), "{:?}", p.empties);
+    }
 }

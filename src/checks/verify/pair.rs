@@ -10,6 +10,9 @@ use crate::checks::Check;
 
 const NAME: &str = "pair";
 
+/// The shortest session limit of the pair check (`bench pair --timeout`'s default).
+const SESSION_LIMIT_SECS: f64 = 300.0;
+
 /// What verify passes to the pair check: its loopback choices (peer, secret, duration, floor),
 /// `--device DEV[:PORT]` parsed, and the profile's line-rate fraction.
 pub struct PairInput<'a> {
@@ -26,7 +29,9 @@ pub fn options(input: &PairInput, peer: &str) -> PairOptions {
     o.dev_port = input.device.1;
     let secs = input.choice.seconds.unwrap_or(3.0);
     o.length = crate::bench::pair::protocol::WireLength::Seconds(secs);
-    o.timeout = Duration::from_secs_f64(secs + 60.0);
+    // The session's limit, as `bench pair`'s default (300 s): the timed run and then the data
+    // check of 8 MiB transfers, slow on a software device on a loaded host.
+    o.timeout = Duration::from_secs_f64((secs + 60.0).max(SESSION_LIMIT_SECS));
     o.min_fraction = input.min_fraction;
     o.min_gbps = input.choice.min_gbps;
     o

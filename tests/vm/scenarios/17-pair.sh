@@ -167,16 +167,31 @@ vm_ssh hostB "ip link set ${nic[hostB]} mtu 1500" >/dev/null
 fi
 
 # Speed: gdrprov pair against ib_write_bw between the same two guests (a figure, not an assertion).
+# GDRPROV_VM_PAIR_SIZES: the sizes (default 64 KiB, 1 MiB, 8 MiB). GDRPROV_VM_PAIR_ALT_BIN=FILE: also compare another gdrprov binary (copied into both guests), after the
+# installed one, in the same boot (an A/B of two builds; each against ib_write_bw, tools alternating).
 if [ "${GDRPROV_VM_PAIR_SPEED:-1}" = 1 ]; then
-  rc=0
-  RUN_A="ssh $(vm_ssh_opts hostA) root@127.0.0.1" RUN_B="ssh $(vm_ssh_opts hostB) root@127.0.0.1" \
-    ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" \
-    bash "$VM_DIR/../../bench/compare-pair.sh" /usr/local/bin/gdrprov rxe0 "${addr[hostA]}" "${GDRPROV_VM_BENCH_SECS:-3}" \
-    > "$VM_RUN_DIR/17-compare-pair.txt" 2>&1 || rc=$?
-  sed 's/^/    bench| /' "$VM_RUN_DIR/17-compare-pair.txt"
-  cp "$VM_RUN_DIR"/pair-vs-ib_write_bw-*.txt "$VM_RUN_DIR/17-compare-pair.table" 2>/dev/null || true
-  [ "$rc" -le 1 ] || fail "bench/compare-pair.sh: exit $rc"
-  ok "bench/compare-pair.sh ran (exit $rc)"
+  bins=(/usr/local/bin/gdrprov)
+  if [ -n "${GDRPROV_VM_PAIR_ALT_BIN:-}" ]; then
+    for h in hostA hostB; do
+      vm_copy_in $h "$GDRPROV_VM_PAIR_ALT_BIN" /root/gdrprov-alt
+      vm_ssh $h "chmod 755 /root/gdrprov-alt" >/dev/null
+    done
+    bins+=(/root/gdrprov-alt)
+  fi
+  for bin in "${bins[@]}"; do
+    rc=0
+    build=${GDRPROV_VM_BUILD:-of unknown build}
+    [ "$bin" = /usr/local/bin/gdrprov ] || build="given as GDRPROV_VM_PAIR_ALT_BIN=$GDRPROV_VM_PAIR_ALT_BIN"
+    RUN_A="ssh $(vm_ssh_opts hostA) root@127.0.0.1" RUN_B="ssh $(vm_ssh_opts hostB) root@127.0.0.1" \
+      ROUNDS=${GDRPROV_VM_PAIR_ROUNDS:-2} RESULTS="$VM_RUN_DIR" BUILD="$build" \
+      NOTE="VM scenario 17: two TCG guests ($VM_SMP vCPUs, $VM_MEM MiB each) on a qemu socket link, rxe0 in each; $bin" \
+      bash "$VM_DIR/../../bench/compare-pair.sh" "$bin" rxe0 "${addr[hostA]}" "${GDRPROV_VM_BENCH_SECS:-3}" \
+      "${GDRPROV_VM_PAIR_SIZES:-65536 1048576 8388608}" \
+      > "$VM_RUN_DIR/17-compare-pair-$(basename "$bin").txt" 2>&1 || rc=$?
+    sed 's/^/    bench| /' "$VM_RUN_DIR/17-compare-pair-$(basename "$bin").txt"
+    [ "$rc" -le 1 ] || fail "bench/compare-pair.sh ($bin): exit $rc"
+    ok "bench/compare-pair.sh ran with $bin (exit $rc)"
+  done
 fi
 
 vm_poweroff hostA &
