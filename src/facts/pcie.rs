@@ -1,5 +1,5 @@
 //! The PCIe path between each GPU and each RDMA NIC: NUMA nodes, the common
-//! upstream bridge, an NCCL-style distance (PIX/PXB/PHB/SYS) and ACS on the
+//! upstream bridge, an nvidia-smi topo distance (PIX/PXB/PHB/NODE/SYS) and ACS on the
 //! bridges in between (extended capability 0x000D in config space, whose
 //! request/completion redirect sends peer-to-peer traffic up to the root
 //! complex and breaks GPUDirect RDMA).
@@ -18,6 +18,8 @@ pub enum Distance {
     PXB,
     /// Through the PCIe host bridge (the same CPU).
     PHB,
+    /// Between two PCIe host bridges of one NUMA node (several root complexes per socket).
+    NODE,
     /// Across the CPU interconnect (another NUMA node).
     SYS,
 }
@@ -117,7 +119,8 @@ fn bridge_acs(host: &Host, addr: &str) -> AcsBridge {
     }
 }
 
-/// NCCL-style distance from the two sysfs paths.
+/// nvidia-smi topo's distance from the two sysfs paths: under different host bridges it is
+/// NODE within one NUMA node, SYS across nodes.
 pub fn distance(
     gpu_path: &str,
     nic_path: &str,
@@ -130,7 +133,7 @@ pub fn distance(
     let nb = &n[..n.len().saturating_sub(1)];
     if pci::host_bridge(gpu_path) != pci::host_bridge(nic_path) {
         let d = if gpu_numa == nic_numa {
-            Distance::PHB
+            Distance::NODE
         } else {
             Distance::SYS
         };
@@ -197,6 +200,10 @@ mod tests {
         let other_rp = "/sys/devices/pci0000:00/0000:00:02.0/0000:05:00.0";
         assert_eq!(distance(&gpu, other_rp, Some(0), Some(0)).0, Distance::PHB);
         let other_root = "/sys/devices/pci0000:80/0000:80:01.0/0000:81:00.0";
+        assert_eq!(
+            distance(&gpu, other_root, Some(0), Some(0)).0,
+            Distance::NODE
+        );
         assert_eq!(
             distance(&gpu, other_root, Some(0), Some(1)).0,
             Distance::SYS

@@ -1,7 +1,7 @@
 //! `--all-nics`: one rail per RDMA NIC with an ACTIVE port, in NIC-name order (both ends sort the
 //! same way, so rail N is the Nth NIC of each; the client's session for rail N carries N and the
 //! count, and the listener refuses a rail that is not the one it serves). Each NIC gets its
-//! nearest GPU by PCIe distance (facts::pcie, nvidia-smi topo's PIX < PXB < PHB < SYS); when two
+//! nearest GPU by PCIe distance (facts::pcie, nvidia-smi topo's PIX < PXB < PHB < NODE < SYS); when two
 //! GPUs are equally near one NIC, or two NICs pick the same GPU, the rail says so and gets no GPU
 //! (said, not guessed).
 

@@ -348,13 +348,13 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
                 .min_by_key(|p| p.distance);
             if let Some(p) = best {
                 let numa_differs = matches!((p.gpu_numa, p.nic_numa), (Some(a), Some(b)) if a != b);
-                if p.distance == Distance::SYS || numa_differs {
+                if p.distance > Distance::PHB || numa_differs {
                     out.push(Finding::new(
                         "gpu-nic-far",
                         Sev::Warn,
                         format!("GPU {} has no RDMA NIC closer than {:?}", g.pci, p.distance),
                         format!("nearest NIC {} ({}): {:?}, NUMA {} vs {}", p.nic, p.nic_pci, p.distance, p.gpu_numa.map(|n| n.to_string()).unwrap_or("-".into()), p.nic_numa.map(|n| n.to_string()).unwrap_or("-".into())),
-                        "traffic between them crosses the CPU interconnect; NCCL disables GPUDirect RDMA beyond NCCL_NET_GDR_LEVEL (PHB in gdrprov's nccl.conf)",
+                        "traffic between them leaves the GPU's host bridge (NODE) or crosses the CPU interconnect (SYS); NCCL disables GPUDirect RDMA beyond NCCL_NET_GDR_LEVEL (PHB in gdrprov's nccl.conf)",
                         "use a NIC on the GPU's NUMA node / PCIe switch (NCCL_IB_HCA), or move the cards",
                     ));
                 }

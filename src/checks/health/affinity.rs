@@ -1,5 +1,5 @@
 //! GPU <-> NIC affinity: for each GPU the nearest RDMA NIC, their PCIe
-//! distance as NCCL classifies it (PIX/PXB/PHB/SYS) and NUMA nodes. A GPU
+//! distance as nvidia-smi topo names it (PIX/PXB/PHB/NODE/SYS) and NUMA nodes. A GPU
 //! whose best NIC is across the CPU interconnect (SYS) gets no GPUDirect RDMA
 //! from NCCL by default (NCCL_NET_GDR_LEVEL defaults to PHB/PXB).
 
@@ -53,14 +53,17 @@ pub fn check(facts: &Facts) -> HealthCheck {
     };
     let far: Vec<String> = best
         .iter()
-        .filter(|p| p.distance == Distance::SYS)
+        .filter(|p| p.distance > Distance::PHB)
         .map(|p| describe(p))
         .collect();
     let all: Vec<String> = best.iter().map(|p| describe(p)).collect();
     if !far.is_empty() {
         return HealthCheck::warn(
             NAME,
-            format!("best NIC is SYS-distant (another CPU socket): {}", far.join("; ")),
+            format!(
+                "best NIC is beyond the GPU's host bridge (NODE: another root complex; SYS: another CPU socket): {}",
+                far.join("; ")
+            ),
             "put a NIC on the same CPU socket (ideally the same PCIe switch) as each GPU; NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (PHB by default), so these GPUs stage through host memory",
         );
     }
