@@ -9,6 +9,7 @@ mod util;
 mod ansible;
 mod bench_cli;
 mod boot;
+mod boot_booted;
 mod boot_entries;
 mod boot_shapes;
 mod durable;

@@ -48,10 +48,27 @@ pub struct EntryOut {
 }
 
 fn loader(host: &Host, shape: &CmdlineHome) -> Result<Loader> {
-    if let CmdlineHome::SystemdBoot(sd) = shape {
-        if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
-            return Ok(Loader::SdBoot(esp));
+    match shape {
+        CmdlineHome::SystemdBoot(sd) => {
+            if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
+                return Ok(Loader::SdBoot(esp));
+            }
         }
+        // Booted from outside: whatever boot files the image has, they
+        // do not choose what boots.
+        CmdlineHome::Elsewhere {
+            starter,
+            evidence,
+            unused_loader: Some(files),
+        } => {
+            return Err(Error::Refused(format!(
+                "the boot loader of {files} does not start this host's kernel ({}), so its entries do not choose what boots; set the kernel and its arguments in {}",
+                evidence.join("; "),
+                starter.where_to_set()
+            )))
+        }
+        CmdlineHome::Elsewhere { .. } => {}
+        CmdlineHome::OnHost { .. } => {}
     }
     let family = facts::os_family(host);
     let bls = host.list_dir(BLS_DIR).iter().any(|n| n.ends_with(".conf"));
@@ -73,7 +90,7 @@ fn loader(host: &Host, shape: &CmdlineHome) -> Result<Loader> {
 }
 
 pub fn read_info(host: &Host) -> Result<Bootinfo> {
-    let shape = facts::boot_shape::probe(host, None);
+    let shape = facts::boot_shape::probe_root(host);
     let loader = loader(host, &shape)?;
     if let (Loader::SdBoot(esp), CmdlineHome::SystemdBoot(sd)) = (loader, &shape) {
         return read_sdboot(host, esp, sd);
