@@ -54,14 +54,18 @@ pub fn cpu_words(f: &Facts) -> String {
 pub fn boot_words(f: &Facts) -> String {
     match &f.boot.cmdline_home {
         CmdlineHome::SystemdBoot(sd) => format!(
-            "systemd-boot (ESP {}, {} entr{}{})",
+            "systemd-boot (ESP {}, {} entr{}{}){}",
             sd.esp,
             sd.entries.len(),
             if sd.entries.len() == 1 { "y" } else { "ies" },
-            if sd.ukis.is_empty() {
-                String::new()
-            } else {
-                format!(", {} unified kernel image(s)", sd.ukis.len())
+            match sd.ukis.len() {
+                0 => String::new(),
+                1 => ", 1 unified kernel image".into(),
+                n => format!(", {n} unified kernel images"),
+            },
+            match sd.efi_selected.as_deref() {
+                Some(e) => format!(", running {e} (LoaderEntrySelected)"),
+                None => String::new(),
             }
         ),
         CmdlineHome::Elsewhere {

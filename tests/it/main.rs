@@ -34,5 +34,6 @@ mod reliability;
 mod scripts;
 mod sweep;
 mod trial;
+mod uki;
 mod verify;
 mod when;

@@ -242,6 +242,10 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
             Some(entries::parse_bls(&id, &text, ""))
         })
         .collect();
+    // Type #2 entries: the unified kernel images, named by their file.
+    let ukis: Vec<entries::BlsEntry> = sd.ukis.iter().filter_map(|p| uki_entry(host, p)).collect();
+    let uki_ids: Vec<String> = ukis.iter().map(|e| e.id.clone()).collect();
+    es.extend(ukis);
     gdrprov_boot::sdboot::sort(&mut es);
     let (selected, oneshot) = (sd.selected_id(), sd.oneshot_id());
     let conf = host.read_fact(&format!("{esp}/loader/loader.conf"));
@@ -262,6 +266,10 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
         };
         let (ird, rest): (Vec<String>, Vec<String>) =
             r.iter().cloned().partition(|a| a.starts_with("initrd="));
+        if uki_ids.contains(&e.id) {
+            // A UKI's kernel line is its built-in command line.
+            return ird.is_empty() && entries::runs(&rest, None, &e.options);
+        }
         entries::runs(&rest, Some(&e.linux), &e.options)
             && (ird.is_empty() || initrds.get(&e.id) == Some(&ird))
     };
@@ -286,6 +294,19 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
         next_entry: oneshot,
     })
 }
+
+/// A unified kernel image as systemd-boot lists it (a type #2 entry), from
+/// the sections it carries; `None` when it cannot be read.
+fn uki_entry(host: &Host, path: &str) -> Option<entries::BlsEntry> {
+    let name = path.rsplit('/').next()?;
+    // The sections that name it come first: the kernel and initrd follow.
+    let bytes = host.read_fact_bytes(path, UKI_MAX_BYTES)?;
+    let uki = gdrprov_boot::uki::parse(&bytes).unwrap_or_default();
+    Some(gdrprov_boot::uki::entry(name, path, &uki))
+}
+
+/// How much of a unified kernel image is read (they are 20-100 MB).
+const UKI_MAX_BYTES: usize = 256 << 20;
 
 /// The entry a user named: an id or path, a title, or (for gdrprov's own
 /// entries) the entry name.
