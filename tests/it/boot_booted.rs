@@ -138,6 +138,9 @@ fn a_kernel_booted_from_outside_gets_no_grub_edit_even_with_grub_in_the_image() 
     );
 }
 
+/// What a test does to the root to give it one sign of its boot loader.
+type Sign<'a> = Box<dyn Fn(&Path) + 'a>;
+
 /// One fact that a boot loader on the root started the kernel is enough:
 /// then the GRUB files are in use and edited, as before.
 #[test]
@@ -155,7 +158,7 @@ fn any_sign_of_a_boot_loader_on_the_root_keeps_the_grub_edit() {
                 .flat_map(u16::to_le_bytes),
         )
         .collect();
-    let signs: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+    let signs: Vec<(&str, Sign)> = vec![
         (
             "BOOT_IMAGE=",
             Box::new(|r: &Path| {
