@@ -530,4 +530,66 @@ mod tests {
             }
         ));
     }
+
+    #[test]
+    fn grub_files_of_a_kernel_booted_from_outside_are_not_in_use() {
+        let grub = ("/etc/default/grub", "GRUB_CMDLINE_LINUX=\"\"\n");
+        let (_d, h) = host_with(&[grub, ("/proc/sys/kernel/osrelease", "6.18-fc\n")]);
+        let kernel = super::super::kernel::probe(&h);
+        let line = "console=ttyS0 -- --firecracker-init";
+        let b = booted(&h, Some(line), &kernel).unwrap();
+        assert!(b.from_outside(), "{b:?}");
+        match probe(&h, Some(line), Some(&b)) {
+            CmdlineHome::Elsewhere {
+                starter,
+                unused_loader,
+                ..
+            } => {
+                assert_eq!(starter, Starter::Hypervisor);
+                assert_eq!(unused_loader.as_deref(), Some("/etc/default/grub"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An image root (no running kernel) keeps its boot loader.
+        assert!(booted(&h, None, &kernel).is_none());
+        assert!(!probe(&h, None, None).is_elsewhere());
+        // Any one sign of a boot loader on the root: GRUB's files are used.
+        for (extra, line) in [
+            (("/boot/vmlinuz-6.8.0", ""), line),
+            (("/lib/modules/6.18-fc/modules.dep", ""), line),
+            (("/x", ""), "BOOT_IMAGE=/vmlinuz-6.18-fc ro"),
+            (("/x", ""), "initrd=\\abc\\6.18\\initrd ro"),
+        ] {
+            let (_d, h) = host_with(&[grub, ("/proc/sys/kernel/osrelease", "6.18-fc\n"), extra]);
+            let kernel = super::super::kernel::probe(&h);
+            let b = booted(&h, Some(line), &kernel).unwrap();
+            assert!(!b.from_outside(), "{extra:?} {line}: {b:?}");
+            assert!(!probe(&h, Some(line), Some(&b)).is_elsewhere());
+        }
+        // A hypervisor's firmware writes a bare initrd=: no boot loader's mark.
+        let b = booted(&h, Some("initrd=initrd ro"), &kernel).unwrap();
+        assert!(b.from_outside(), "{b:?}");
+    }
+
+    #[test]
+    fn kernel_images_where_the_distribution_keeps_them() {
+        let (_d, h) = host_with(&[
+            ("/usr/lib/modules/6.12.1/vmlinuz", "k"),
+            ("/boot/vmlinuz-6.12.1", "k"),
+            ("/usr/lib/modules/6.12.9/modules.dep", ""),
+            ("/boot/vmlinuz-6.12.9", "k"),
+            ("/usr/lib/modules/6.1.0/modules.dep", ""),
+        ]);
+        let got: Vec<(String, String)> = kernel_images(&h)
+            .into_iter()
+            .map(|k| (k.version, k.path))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("6.12.1".into(), "/usr/lib/modules/6.12.1/vmlinuz".into()),
+                ("6.12.9".into(), "/boot/vmlinuz-6.12.9".into()),
+            ]
+        );
+    }
 }
