@@ -299,13 +299,13 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
 /// the sections it carries; `None` when it cannot be read.
 fn uki_entry(host: &Host, path: &str) -> Option<entries::BlsEntry> {
     let name = path.rsplit('/').next()?;
-    // The sections that name it come first: the kernel and initrd follow.
+    // Read whole: the host layer reads files whole (a UKI is 20-100 MB).
     let bytes = host.read_fact_bytes(path, UKI_MAX_BYTES)?;
     let uki = gdrprov_boot::uki::parse(&bytes).unwrap_or_default();
     Some(gdrprov_boot::uki::entry(name, path, &uki))
 }
 
-/// How much of a unified kernel image is read (they are 20-100 MB).
+/// The largest unified kernel image read.
 const UKI_MAX_BYTES: usize = 256 << 20;
 
 /// The entry a user named: an id or path, a title, or (for gdrprov's own
