@@ -43,7 +43,7 @@ printf '%s\n' "$list" | sed 's/^/    boot list| /'
   fail "gdrprov boot list does not show $uid as default and running, as bootctl list does"
 ok "boot list: $uid is the default and runs, as bootctl list says"
 inv=$(vm_ssh $g "gdrprov inventory")
-assert_contains "$inv" "Boot: systemd-boot (ESP /boot/efi, 0 entries, 1 unified kernel image, running $uid" \
+assert_contains "$inv" "Boot: systemd-boot (ESP /boot/efi, 0 entries, 1 unified kernel image), running $uid (LoaderEntrySelected)" \
   "inventory names systemd-boot, the UKI and the running entry"
 assert_not_contains "$(vm_ssh $g "gdrprov inventory --format json")" '"kind": "unknown"' "inventory's JSON has no unknown boot kind"
 
