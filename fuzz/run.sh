@@ -3,7 +3,7 @@
 #   bash fuzz/run.sh [SECONDS] [TARGET...]
 # Targets live in two places, each its own cargo-fuzz workspace: fuzz/ (the
 # gdrprov crate's: profile, versions) and crates/gdrprov-boot/fuzz/ (the
-# boot-configuration crate's: grub_edit, cmdline). Targets default to every
+# boot-configuration crate's: grub_edit, cmdline, uki). Targets default to every
 # one of both. Inputs found are kept in PLACE/corpus/TARGET (seeded from
 # PLACE/seeds/TARGET); a crash or a timeout fails the script and leaves the
 # input in PLACE/artifacts/TARGET.

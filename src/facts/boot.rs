@@ -2,6 +2,7 @@
 //! which boot runs: the one-shot `next_entry` of grubenv, the gdrprov entry
 //! the running kernel was started from, and whether that is a trial boot.
 
+use super::boot_shape::CmdlineHome;
 use crate::host::Host;
 use gdrprov_boot::{cmdline, entries};
 use serde::Serialize;
@@ -15,8 +16,15 @@ pub enum BootLoaderKind {
     GrubEfi,
     /// GRUB booted from BIOS.
     GrubBios,
-    /// systemd-boot or another BLS loader without GRUB.
+    /// BLS entries without GRUB, and no systemd-boot with kernel-install.
     Bls,
+    /// systemd-boot with kernel-install: type #1 entries
+    /// (`$ESP/loader/entries`) or unified kernel images (`$ESP/EFI/Linux`).
+    SystemdBoot,
+    /// Boot loader files in the image, but the running kernel was started
+    /// from outside the root (a hypervisor's direct kernel boot): they are
+    /// not in use.
+    External,
     Unknown,
 }
 
@@ -41,6 +49,8 @@ pub struct BootFacts {
     pub trial_running: bool,
     /// Where the kernel command line is set: on this host, or elsewhere.
     pub cmdline_home: super::boot_shape::CmdlineHome,
+    /// What started the running kernel (`None` in an image root).
+    pub booted: Option<super::boot_shape::Booted>,
 }
 
 /// The argument only the trial entry's kernel line carries, so that the
@@ -51,7 +61,11 @@ pub const TRIAL_MARKER: &str = "gdrprov.trial=1";
 
 const GRUBENVS: [&str; 2] = ["/boot/grub/grubenv", "/boot/grub2/grubenv"];
 
-pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
+pub fn probe(
+    host: &Host,
+    proc_cmdline: Option<&str>,
+    kernel: &super::kernel::KernelFacts,
+) -> BootFacts {
     let grub_cfg = ["/boot/grub/grub.cfg", "/boot/grub2/grub.cfg"]
         .into_iter()
         .find(|p| host.exists(p))
@@ -63,7 +77,20 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
         .collect();
     let efi = host.exists("/sys/firmware/efi") || !host.list_dir("/boot/efi/EFI").is_empty();
     let grub = grub_cfg.is_some() || host.exists("/etc/default/grub");
+    let booted = super::boot_shape::booted(host, proc_cmdline, kernel);
+    let cmdline_home = super::boot_shape::probe(host, proc_cmdline, booted.as_ref());
     let kind = match (grub, !bls_entries.is_empty(), efi) {
+        _ if matches!(cmdline_home, CmdlineHome::SystemdBoot(_)) => BootLoaderKind::SystemdBoot,
+        _ if matches!(
+            cmdline_home,
+            CmdlineHome::Elsewhere {
+                unused_loader: Some(_),
+                ..
+            }
+        ) =>
+        {
+            BootLoaderKind::External
+        }
         (true, true, _) => BootLoaderKind::GrubBls,
         (true, false, true) => BootLoaderKind::GrubEfi,
         (true, false, false) => BootLoaderKind::GrubBios,
@@ -77,10 +104,9 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
     let running: Option<Vec<String>> = host
         .read_fact("/proc/cmdline")
         .map(|s| cmdline::split(s.trim()));
-    let cmdline_home = super::boot_shape::probe(host, proc_cmdline);
     // systemd-boot says itself which entry runs and which boots next.
     let (running_entry, next_entry) = match &cmdline_home {
-        super::boot_shape::CmdlineHome::SystemdBoot(sd) => (
+        CmdlineHome::SystemdBoot(sd) => (
             sd.selected_id().filter(|i| entries::is_gdrprov_id(i)),
             sd.oneshot_id(),
         ),
@@ -102,6 +128,7 @@ pub fn probe(host: &Host, proc_cmdline: Option<&str>) -> BootFacts {
             .as_deref()
             .is_some_and(|r| r.iter().any(|a| a == TRIAL_MARKER)),
         cmdline_home,
+        booted,
     }
 }
 

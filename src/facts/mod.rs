@@ -147,7 +147,7 @@ impl Facts {
                 || host.is_snapshot()
                 || !pci_devices.is_empty()
                 || host.exists("/proc/modules"),
-            boot: boot::probe(host, proc_cmdline.as_deref()),
+            boot: boot::probe(host, proc_cmdline.as_deref(), &kernel),
             ofed: ofed::probe(host, &packages),
             perftest: perftest::probe(host, &packages),
             nccl: nccl::probe(host, &packages),
@@ -207,6 +207,7 @@ impl Facts {
                 cmdline_home: boot_shape::CmdlineHome::OnHost {
                     evidence: String::new(),
                 },
+                booted: None,
             },
             nvidia_driver: nvidia::DriverFacts {
                 version: None,

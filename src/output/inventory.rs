@@ -54,23 +54,37 @@ pub fn cpu_words(f: &Facts) -> String {
 pub fn boot_words(f: &Facts) -> String {
     match &f.boot.cmdline_home {
         CmdlineHome::SystemdBoot(sd) => format!(
-            "systemd-boot (ESP {}, {} entr{}{})",
+            "systemd-boot (ESP {}, {} entr{}{}){}",
             sd.esp,
             sd.entries.len(),
             if sd.entries.len() == 1 { "y" } else { "ies" },
-            if sd.ukis.is_empty() {
-                String::new()
-            } else {
-                format!(", {} unified kernel image(s)", sd.ukis.len())
+            match sd.ukis.len() {
+                0 => String::new(),
+                1 => ", 1 unified kernel image".into(),
+                n => format!(", {n} unified kernel images"),
+            },
+            match sd.efi_selected.as_deref() {
+                Some(e) => format!(", running {e} (LoaderEntrySelected)"),
+                None => String::new(),
             }
         ),
-        CmdlineHome::Elsewhere { starter, .. } => format!(
-            "none on this root: the kernel command line is set {}",
+        CmdlineHome::Elsewhere {
+            starter,
+            unused_loader,
+            ..
+        } => format!(
+            "none on this root: the kernel command line is set {}{}",
             match starter {
                 Starter::Container => "by the host the container runs on",
                 Starter::Hypervisor => "by the hypervisor (direct kernel boot)",
                 Starter::Network => "by the network boot (PXE/iPXE)",
                 Starter::Unknown => "by whatever boots it",
+            },
+            match unused_loader {
+                Some(files) => format!(
+                    " ({files} is in the image, but the running kernel was not started from this root: no BOOT_IMAGE= or boot loader variable, the kernel is not installed here)"
+                ),
+                None => String::new(),
             }
         ),
         CmdlineHome::OnHost { evidence } => match f.boot.kind {
@@ -79,7 +93,9 @@ pub fn boot_words(f: &Facts) -> String {
             // GRUB for arm64 exists for EFI only.
             BootLoaderKind::GrubBios if f.arch.arch == Arch::Aarch64 => "GRUB (EFI)".into(),
             BootLoaderKind::GrubBios => "GRUB (BIOS)".into(),
-            BootLoaderKind::Bls => format!("BLS entries ({evidence})"),
+            BootLoaderKind::Bls | BootLoaderKind::SystemdBoot | BootLoaderKind::External => {
+                format!("BLS entries ({evidence})")
+            }
             BootLoaderKind::Unknown => format!("a boot loader configured in {evidence}"),
         },
     }

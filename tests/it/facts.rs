@@ -609,6 +609,12 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         boot.remove("cmdline_home").unwrap()["starter"],
         "hypervisor"
     );
+    // And what booted it (issue 29): a kernel not installed on the root, no
+    // boot loader's mark on the command line.
+    assert_eq!(
+        boot.remove("booted").unwrap(),
+        serde_json::json!({"kernel": "6.18.44-fc-v657-gpu", "kernel_installed": false, "boot_kernels": []})
+    );
     assert_eq!(
         now.as_object_mut().unwrap().remove("arch").unwrap()["arch"],
         "x86_64"

@@ -313,3 +313,105 @@ pub fn h100_node(open: bool, driver: &str) -> HostGen {
     );
     g
 }
+
+/// A minimal PE file with these sections, one after the other (what a
+/// unified kernel image looks like to a reader of its sections).
+pub fn pe_file(sections: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut b = vec![0u8; 0x80];
+    b[..2].copy_from_slice(b"MZ");
+    b[0x3c..0x40].copy_from_slice(&0x40u32.to_le_bytes());
+    b[0x40..0x44].copy_from_slice(b"PE\0\0");
+    let coff = 0x44;
+    b[coff + 2..coff + 4].copy_from_slice(&(sections.len() as u16).to_le_bytes());
+    b[coff + 16..coff + 18].copy_from_slice(&0u16.to_le_bytes());
+    let table = coff + 20;
+    b.resize(table + 40 * sections.len(), 0);
+    let mut at_data = b.len();
+    let mut data = Vec::new();
+    for (i, (name, body)) in sections.iter().enumerate() {
+        let at = table + 40 * i;
+        b[at..at + name.len()].copy_from_slice(name.as_bytes());
+        let len = body.len() as u32;
+        b[at + 8..at + 12].copy_from_slice(&len.to_le_bytes());
+        b[at + 16..at + 20].copy_from_slice(&len.to_le_bytes());
+        b[at + 20..at + 24].copy_from_slice(&(at_data as u32).to_le_bytes());
+        at_data += body.len();
+        data.extend_from_slice(body);
+    }
+    b.extend(data);
+    b
+}
+
+/// The machine id of the Debian 13 UKI host.
+pub const UKI_MID: &str = "5d1f0e2c3b4a49788a6b5c4d3e2f1a0b";
+/// Debian 13's os-release, as ukify puts it into `.osrel`.
+pub const TRIXIE_OSREL: &str = "PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"13\"\nVERSION=\"13 (trixie)\"\nVERSION_CODENAME=trixie\nDEBIAN_VERSION_FULL=13.2\nID=debian\n";
+/// Its /etc/kernel/cmdline.
+pub const UKI_ARGS: &str = "root=UUID=3c9d2e71-5a4b-4f08-b1c6-7d2e9f0a4b13 ro quiet";
+
+impl HostGen {
+    /// An EFI variable of systemd-boot's vendor GUID, as efivarfs shows it.
+    pub fn loader_var(&self, name: &str, value: &str) -> &Self {
+        let raw: Vec<u8> = [7u8, 0, 0, 0]
+            .into_iter()
+            .chain(value.encode_utf16().chain([0]).flat_map(u16::to_le_bytes))
+            .collect();
+        self.file(
+            &format!("/sys/firmware/efi/efivars/{name}-4a67b082-0a4c-41cf-b6c7-440b29bb8c4f"),
+            raw,
+        )
+    }
+
+    /// A unified kernel image of kernel `v` in the ESP at /boot/efi, built
+    /// from `args` as kernel-install (layout=uki) names and builds it.
+    pub fn uki(&self, v: &str, args: &str) -> &Self {
+        let cmdline = format!("{args} systemd.machine_id={UKI_MID}\n");
+        self.file(
+            &format!("/boot/efi/EFI/Linux/{UKI_MID}-{v}.efi"),
+            pe_file(&[
+                (".osrel", TRIXIE_OSREL.as_bytes()),
+                (".cmdline", cmdline.as_bytes()),
+                (".uname", v.as_bytes()),
+                (".linux", b"(the kernel)"),
+                (".initrd", b"(the initramfs)"),
+            ]),
+        )
+    }
+}
+
+/// A Debian 13 (trixie) host booted by systemd-boot 257 from a unified
+/// kernel image, as the real one is: `/etc/kernel/install.conf` says
+/// `layout=uki`, the kernels are at `/boot/vmlinuz-VERSION` only (their
+/// modules in /usr/lib/modules), the UKIs of both kernels in
+/// `/boot/efi/EFI/Linux`, no type #1 entry, and the newer one runs
+/// (`LoaderEntrySelected`).
+pub fn debian13_uki() -> HostGen {
+    let g = HostGen::new();
+    let (old, new) = ("6.12.41+deb13-amd64", "6.12.57+deb13-amd64");
+    g.file("/etc/os-release", TRIXIE_OSREL);
+    g.file("/etc/machine-id", format!("{UKI_MID}\n"));
+    g.file("/etc/kernel/install.conf", "layout=uki\n");
+    g.file("/etc/kernel/cmdline", format!("{UKI_ARGS}\n"));
+    for v in [old, new] {
+        g.file(&format!("/boot/vmlinuz-{v}"), "(kernel)");
+        g.file(&format!("/boot/initrd.img-{v}"), "(initramfs)");
+        g.file(&format!("/usr/lib/modules/{v}/modules.dep"), "");
+        g.uki(v, UKI_ARGS);
+    }
+    g.file("/boot/efi/loader/loader.conf", "timeout 0\n");
+    g.file("/boot/efi/loader/random-seed", "");
+    g.dir("/boot/efi/loader/entries");
+    g.file("/usr/bin/kernel-install", "");
+    g.file("/usr/bin/bootctl", "");
+    g.file("/usr/bin/ukify", "");
+    g.dir("/etc/modprobe.d");
+    g.dir("/sys/firmware/efi");
+    g.file("/proc/sys/kernel/osrelease", format!("{new}\n"));
+    g.file(
+        "/proc/cmdline",
+        format!("{UKI_ARGS} systemd.machine_id={UKI_MID}\n"),
+    );
+    g.loader_var("LoaderInfo", "systemd-boot 257.8-1~deb13u2");
+    g.loader_var("LoaderEntrySelected", &format!("{UKI_MID}-{new}.efi"));
+    g
+}

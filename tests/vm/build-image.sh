@@ -6,6 +6,8 @@
 #   tests/vm/build-image.sh --force    rebuild even if cached
 #   tests/vm/build-image.sh --flavor sdboot [--force]   the UEFI + systemd-boot image (GDRPROV_VM_FLAVOR=sdboot
 #                                      does the same; default flavor: grub)
+#   tests/vm/build-image.sh --flavor uki   Debian 13 (trixie), systemd-boot 257 booting a UKI
+#                                      (cache uki-trixie-KEY/, KEY = sha256 of image/* and image-uki/*)
 #
 # Cache: ${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}/bookworm-KEY/, KEY = sha256 of tests/vm/image/*
 # (the recipe: image/build.sh, the package list, the hooks). It holds disk.raw (sparse, read-only; guests boot overlays of it), the ssh
@@ -27,14 +29,15 @@ while [ $# -gt 0 ]; do
     --force) force=1 ;;
     --flavor) flavor=${2:-}; shift ;;
     --flavor=*) flavor=${1#--flavor=} ;;
-    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot]" ;;
+    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot|uki]" ;;
   esac
   shift
 done
 case $flavor in
   grub) recipe=$VM_DIR/image/build.sh prefix=bookworm- ;;
   sdboot) recipe=$VM_DIR/image-sdboot/build.sh prefix=sdboot-bookworm- ;;
-  *) vm_die "unknown flavor '$flavor' (grub, sdboot)" ;;
+  uki) recipe=$VM_DIR/image-uki/build.sh prefix=uki-trixie- ;;
+  *) vm_die "unknown flavor '$flavor' (grub, sdboot, uki)" ;;
 esac
 
 out=$(vm_image_dir "$flavor")
@@ -64,7 +67,7 @@ vm_log "building image $(basename "$out") (log: $out/build.log)"
   { cp "$work/build.log" "$VM_CACHE/failed-build.log" 2>/dev/null; vm_die "image build failed (log: $VM_CACHE/failed-build.log)"; }
 
 chmod 444 "$work/disk.raw"
-[ "$flavor" = sdboot ] && chmod 444 "$work/OVMF_CODE.fd" "$work/OVMF_VARS.fd"
+vm_uefi_flavor "$flavor" && chmod 444 "$work/OVMF_CODE.fd" "$work/OVMF_VARS.fd"
 rm -rf "$out"
 mv "$work" "$out"
 trap - EXIT

@@ -19,6 +19,9 @@
 #   e.g.  VM_FLAVOR=sdboot vm_fresh NAME     (or `VM_FLAVOR=sdboot` once at the top of a scenario)
 # run.sh builds the sdboot image only when a selected scenario names the flavor (a `# Flavor: sdboot` header
 # line, or VM_FLAVOR=sdboot in its code). vm_efivar NAME VAR reads a systemd-boot EFI variable in a guest.
+#   uki     Debian 13 (trixie), UEFI (OVMF), systemd-boot 257 booting a unified kernel image that
+#           kernel-install builds with ukify (layout=uki), no type #1 entry; recipe image-uki/ (reuses
+#           image/'s hooks), cache uki-trixie-KEY/; OVMF variables as for sdboot. `# Flavor: uki`.
 
 VM_DIR=${VM_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)}
 VM_CACHE=${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}
@@ -79,7 +82,9 @@ vm_recipe_key() {
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
     sdboot) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-sdboot" && cat $(LC_ALL=C ls)); } |
               sha256sum | cut -c1-16 ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+    uki) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-uki" && cat $(LC_ALL=C ls)); } |
+              sha256sum | cut -c1-16 ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki)" ;;
   esac
 }
 
@@ -90,7 +95,8 @@ vm_image_dir() {
   case ${1:-${VM_FLAVOR:-grub}} in
     grub) echo "$VM_IMAGE_DIR" ;;
     sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+    uki) echo "${VM_IMAGE_DIR_UKI:-$VM_CACHE/uki-trixie-$(vm_recipe_key uki)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki)" ;;
   esac
 }
 
@@ -104,6 +110,9 @@ vm_ovmf_files() {
   done
   return 1
 }
+
+# vm_uefi_flavor FLAVOR: the flavor boots OVMF (sdboot, uki) with its own copy of the variable store.
+vm_uefi_flavor() { case $1 in sdboot|uki) return 0 ;; *) return 1 ;; esac; }
 
 # --- accelerator -----------------------------------------------------------------------------------------
 
@@ -145,7 +154,7 @@ vm_free_port() {
 vm_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d fw=(); d=$(vm_gdir "$name")
-  if [ "$(cat "$d/flavor" 2>/dev/null)" = sdboot ]; then
+  if vm_uefi_flavor "$(cat "$d/flavor" 2>/dev/null)"; then
     fw=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$(cat "$d/image")/OVMF_CODE.fd"
         -drive "if=pflash,format=raw,unit=1,file=$d/OVMF_VARS.fd")
   fi
@@ -179,7 +188,7 @@ vm_launch() {
   echo "${VM_OWNER:-$$}" > "$d/owner"
   date +%s > "$d/started"
   echo "$flavor" > "$d/flavor"; echo "$idir" > "$d/image"
-  if [ "$flavor" = sdboot ]; then
+  if vm_uefi_flavor "$flavor"; then
     install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd" || vm_die "no OVMF_VARS.fd in $idir"
   fi
   qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"

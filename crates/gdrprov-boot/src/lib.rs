@@ -25,4 +25,5 @@ pub mod entries;
 pub mod grub_defaults;
 pub mod sdboot;
 mod shell;
+pub mod uki;
 pub mod wildcard;

@@ -18,7 +18,7 @@ pub fn loader_default(conf: &str) -> Option<String> {
 /// loader.conf with `default ID.conf`: the first `default` line replaced,
 /// or one appended; every other line as it was.
 pub fn set_loader_default(conf: &str, id: &str) -> String {
-    let want = format!("default {id}.conf");
+    let want = format!("default {}", entry_file(id));
     let mut done = false;
     let mut out: Vec<String> = conf
         .lines()
@@ -46,7 +46,7 @@ pub fn set_loader_default(conf: &str, id: &str) -> String {
 /// Whether an entry id matches a loader.conf `default` value: an exact
 /// `ID.conf` (or ID), or a glob with `*` and `?`.
 pub fn matches_default(pattern: &str, id: &str) -> bool {
-    let file = format!("{id}.conf");
+    let file = entry_file(id);
     crate::wildcard::matches(pattern, &file) || pattern == id
 }
 
@@ -207,6 +207,17 @@ pub fn default_of<'a>(
     pattern
         .and_then(|p| sorted.iter().find(|e| matches_default(&p, &e.id)))
         .or(sorted.first())
+}
+
+/// The file name of an entry by its id, as `bootctl` and loader.conf take
+/// it: a type #1 entry's id is its file name without `.conf`; a type #2
+/// entry (a unified kernel image) keeps its `.efi`.
+pub fn entry_file(id: &str) -> String {
+    if id.to_ascii_lowercase().ends_with(".efi") {
+        id.to_string()
+    } else {
+        format!("{id}.conf")
+    }
 }
 
 /// The vendor GUID of systemd-boot's EFI variables.

@@ -213,13 +213,17 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
         }
     }
     // No boot loader on the host: `gdrprov apply` cannot fix the IOMMU mode.
-    if let (Some(_), crate::facts::boot_shape::CmdlineHome::Elsewhere { starter, evidence }) =
-        (intent.iommu, &facts.boot.cmdline_home)
+    if let (
+        Some(_),
+        crate::facts::boot_shape::CmdlineHome::Elsewhere {
+            starter, evidence, ..
+        },
+    ) = (intent.iommu, &facts.boot.cmdline_home)
     {
         for f in out.iter_mut().filter(|f| f.id == "iommu-mode") {
             f.fix = format!("set the profile's IOMMU arguments in {} and restart the host (`gdrprov plan` lists them); gdrprov cannot change this host's kernel command line", starter.where_to_set());
         }
-        out.push(Finding::new("boot-elsewhere", Sev::Info, "the kernel command line is set outside this host", evidence.join("; "), "no boot loader on the host keeps the command line: whatever starts the kernel sets it", format!("set boot arguments in {}; `gdrprov apply --boot-elsewhere` applies the rest of a profile", starter.where_to_set())));
+        out.push(Finding::new("boot-elsewhere", Sev::Info, "the kernel command line is set outside this host", evidence.join("; "), "no boot loader on the host starts the kernel: whatever starts it sets the command line", format!("set boot arguments in {}; `gdrprov apply --boot-elsewhere` applies the rest of a profile", starter.where_to_set())));
     }
 }
 

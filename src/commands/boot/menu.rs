@@ -48,10 +48,27 @@ pub struct EntryOut {
 }
 
 fn loader(host: &Host, shape: &CmdlineHome) -> Result<Loader> {
-    if let CmdlineHome::SystemdBoot(sd) = shape {
-        if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
-            return Ok(Loader::SdBoot(esp));
+    match shape {
+        CmdlineHome::SystemdBoot(sd) => {
+            if let Some(esp) = facts::boot_shape::ESP_DIRS.iter().find(|e| **e == sd.esp) {
+                return Ok(Loader::SdBoot(esp));
+            }
         }
+        // Booted from outside: whatever boot files the image has, they
+        // do not choose what boots.
+        CmdlineHome::Elsewhere {
+            starter,
+            evidence,
+            unused_loader: Some(files),
+        } => {
+            return Err(Error::Refused(format!(
+                "the boot loader of {files} does not start this host's kernel ({}), so its entries do not choose what boots; set the kernel and its arguments in {}",
+                evidence.join("; "),
+                starter.where_to_set()
+            )))
+        }
+        CmdlineHome::Elsewhere { .. } => {}
+        CmdlineHome::OnHost { .. } => {}
     }
     let family = facts::os_family(host);
     let bls = host.list_dir(BLS_DIR).iter().any(|n| n.ends_with(".conf"));
@@ -73,7 +90,7 @@ fn loader(host: &Host, shape: &CmdlineHome) -> Result<Loader> {
 }
 
 pub fn read_info(host: &Host) -> Result<Bootinfo> {
-    let shape = facts::boot_shape::probe(host, None);
+    let shape = facts::boot_shape::probe_root(host);
     let loader = loader(host, &shape)?;
     if let (Loader::SdBoot(esp), CmdlineHome::SystemdBoot(sd)) = (loader, &shape) {
         return read_sdboot(host, esp, sd);
@@ -225,6 +242,10 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
             Some(entries::parse_bls(&id, &text, ""))
         })
         .collect();
+    // Type #2 entries: the unified kernel images, named by their file.
+    let ukis: Vec<entries::BlsEntry> = sd.ukis.iter().filter_map(|p| uki_entry(host, p)).collect();
+    let uki_ids: Vec<String> = ukis.iter().map(|e| e.id.clone()).collect();
+    es.extend(ukis);
     gdrprov_boot::sdboot::sort(&mut es);
     let (selected, oneshot) = (sd.selected_id(), sd.oneshot_id());
     let conf = host.read_fact(&format!("{esp}/loader/loader.conf"));
@@ -245,6 +266,10 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
         };
         let (ird, rest): (Vec<String>, Vec<String>) =
             r.iter().cloned().partition(|a| a.starts_with("initrd="));
+        if uki_ids.contains(&e.id) {
+            // A UKI's kernel line is its built-in command line.
+            return ird.is_empty() && entries::runs(&rest, None, &e.options);
+        }
         entries::runs(&rest, Some(&e.linux), &e.options)
             && (ird.is_empty() || initrds.get(&e.id) == Some(&ird))
     };
@@ -269,6 +294,19 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
         next_entry: oneshot,
     })
 }
+
+/// A unified kernel image as systemd-boot lists it (a type #2 entry), from
+/// the sections it carries; `None` when it cannot be read.
+fn uki_entry(host: &Host, path: &str) -> Option<entries::BlsEntry> {
+    let name = path.rsplit('/').next()?;
+    // Read whole: the host layer reads files whole (a UKI is 20-100 MB).
+    let bytes = host.read_fact_bytes(path, UKI_MAX_BYTES)?;
+    let uki = gdrprov_boot::uki::parse(&bytes).unwrap_or_default();
+    Some(gdrprov_boot::uki::entry(name, path, &uki))
+}
+
+/// The largest unified kernel image read.
+const UKI_MAX_BYTES: usize = 256 << 20;
 
 /// The entry a user named: an id or path, a title, or (for gdrprov's own
 /// entries) the entry name.

@@ -54,7 +54,16 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
 fn list_text(host: &Host, info: &Bootinfo) -> String {
     let mut t = String::new();
     if info.entries.is_empty() {
-        let _ = writeln!(t, "No boot entries found in {}.", host.display("/boot"));
+        let place = match info.loader {
+            Loader::Grub(cfg) => host.display(cfg),
+            Loader::Bls => host.display(crate::plan::modules::bootcfg::BLS_DIR),
+            Loader::SdBoot(esp) => format!(
+                "{} or {}",
+                host.display(&format!("{esp}/loader/entries")),
+                host.display(&format!("{esp}/EFI/Linux"))
+            ),
+        };
+        let _ = writeln!(t, "No boot entries found in {place}.");
     }
     for e in &info.entries {
         let mut marks = Vec::new();
@@ -96,7 +105,7 @@ fn once(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
                 host.root().display()
             )));
         }
-        let file = format!("{id}.conf");
+        let file = gdrprov_boot::sdboot::entry_file(&id);
         let spec = CommandSpec::new(
             &["bootctl", "set-oneshot", &file],
             format!("Boot {id} at the next boot only (bootctl set-oneshot)"),

@@ -79,7 +79,10 @@ pub fn plan(
     entries: &[String],
     trial: bool,
 ) -> Result<Option<BootElsewhere>, String> {
-    let CmdlineHome::Elsewhere { starter, evidence } = &facts.boot.cmdline_home else {
+    let CmdlineHome::Elsewhere {
+        starter, evidence, ..
+    } = &facts.boot.cmdline_home
+    else {
         return Ok(None);
     };
     let why = format!(

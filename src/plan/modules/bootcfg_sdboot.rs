@@ -414,8 +414,10 @@ fn uki_commands(sd: &SdBoot, part: &mut Part) -> Result<()> {
         why_not.push("kernel-install is not installed (/usr/bin/kernel-install)".into());
     }
     if sd.kernel_images.is_empty() {
-        why_not
-            .push("no kernel image to rebuild them from (/usr/lib/modules/VERSION/vmlinuz)".into());
+        why_not.push(
+            "no kernel image to rebuild them from (neither /usr/lib/modules/VERSION/vmlinuz nor /boot/vmlinuz-VERSION)"
+                .into(),
+        );
     }
     if !why_not.is_empty() {
         return Err(Error::Refused(format!(
@@ -425,12 +427,12 @@ fn uki_commands(sd: &SdBoot, part: &mut Part) -> Result<()> {
             why_not.join("; ")
         )));
     }
-    for v in &sd.kernel_images {
-        let image = format!("/usr/lib/modules/{v}/vmlinuz");
+    for k in &sd.kernel_images {
+        let v = &k.version;
         part.commands.push(Change::run(
             MODULE,
             CommandSpec::new(
-                &["kernel-install", "add", v, &image],
+                &["kernel-install", "add", v, &k.path],
                 format!(
                     "Rebuild the unified kernel image of {v} with the new /etc/kernel/cmdline (kernel-install, layout=uki)"
                 ),
