@@ -6,6 +6,7 @@
 #   tests/vm/build-image.sh --force    rebuild even if cached
 #   tests/vm/build-image.sh --flavor sdboot [--force]   the UEFI + systemd-boot image (GDRPROV_VM_FLAVOR=sdboot
 #                                      does the same; default flavor: grub)
+#   tests/vm/build-image.sh --flavor slurm [--force]    the GRUB image plus Slurm, munge and python3
 #
 # Cache: ${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}/bookworm-KEY/, KEY = sha256 of tests/vm/image/*
 # (the recipe: image/build.sh, the package list, the hooks). It holds disk.raw (sparse, read-only; guests boot overlays of it), the ssh
@@ -27,14 +28,15 @@ while [ $# -gt 0 ]; do
     --force) force=1 ;;
     --flavor) flavor=${2:-}; shift ;;
     --flavor=*) flavor=${1#--flavor=} ;;
-    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot]" ;;
+    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot|slurm]" ;;
   esac
   shift
 done
 case $flavor in
   grub) recipe=$VM_DIR/image/build.sh prefix=bookworm- ;;
   sdboot) recipe=$VM_DIR/image-sdboot/build.sh prefix=sdboot-bookworm- ;;
-  *) vm_die "unknown flavor '$flavor' (grub, sdboot)" ;;
+  slurm) recipe=$VM_DIR/image-slurm/build.sh prefix=slurm-bookworm- ;;
+  *) vm_die "unknown flavor '$flavor' (grub, sdboot, slurm)" ;;
 esac
 
 out=$(vm_image_dir "$flavor")

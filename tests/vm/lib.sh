@@ -16,6 +16,8 @@
 #           of image/), cache sdboot-bookworm-KEY/. Each guest gets its own writable copy of the image's
 #           OVMF_VARS.fd (GUEST_DIR/OVMF_VARS.fd), so EFI variables written in the guest (bootctl
 #           set-oneshot's LoaderEntryOneShot, boot entries) persist across its reboots and power cuts.
+#   slurm   the GRUB image plus Debian's Slurm 22.05 (slurmctld, slurmd, client), munge and python3; recipe
+#           image-slurm/ (on top of image/), cache slurm-bookworm-KEY/. Boots as grub does (scenario 20).
 #   e.g.  VM_FLAVOR=sdboot vm_fresh NAME     (or `VM_FLAVOR=sdboot` once at the top of a scenario)
 # run.sh builds the sdboot image only when a selected scenario names the flavor (a `# Flavor: sdboot` header
 # line, or VM_FLAVOR=sdboot in its code). vm_efivar NAME VAR reads a systemd-boot EFI variable in a guest.
@@ -77,9 +79,9 @@ vm_install_host_deps() {
 vm_recipe_key() {
   case ${1:-grub} in
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
-    sdboot) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-sdboot" && cat $(LC_ALL=C ls)); } |
+    sdboot|slurm) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
               sha256sum | cut -c1-16 ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, slurm)" ;;
   esac
 }
 
@@ -90,7 +92,8 @@ vm_image_dir() {
   case ${1:-${VM_FLAVOR:-grub}} in
     grub) echo "$VM_IMAGE_DIR" ;;
     sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot)" ;;
+    slurm) echo "${VM_IMAGE_DIR_SLURM:-$VM_CACHE/slurm-bookworm-$(vm_recipe_key slurm)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, slurm)" ;;
   esac
 }
 

@@ -107,6 +107,20 @@ if [ -n "$needs_sdboot" ]; then
   note "image (sdboot, for $needs_sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
   export VM_IMAGE_DIR_SDBOOT
 fi
+# The slurm flavor's image (GRUB plus Slurm, munge, python3), only when a selected scenario says
+# `# Flavor: slurm` (scenario 20).
+needs_slurm=
+for f in "${scenarios[@]}"; do
+  grep -qE '^# Flavor:.*\bslurm\b' "$f" && { needs_slurm=$(basename "$f" .sh); break; }
+done
+if [ -n "$needs_slurm" ]; then
+  t=$(date +%s)
+  "$VM_DIR/build-image.sh" --flavor slurm >"$VM_RUN_DIR/build-image-slurm.out" 2>&1 || {
+    cat "$VM_RUN_DIR/build-image-slurm.out"; echo "slurm image build failed"; echo "0 passed, 1 failed"; exit 1; }
+  VM_IMAGE_DIR_SLURM=$(tail -1 "$VM_RUN_DIR/build-image-slurm.out")
+  note "image (slurm, for $needs_slurm): $VM_IMAGE_DIR_SLURM ($(vm_since "$t") s)"
+  export VM_IMAGE_DIR_SLURM
+fi
 # The arm64 guest's root (arm64.sh), built or reused only when a selected scenario says `# Flavor: arm64`.
 . "$VM_DIR/arm64.sh"
 line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; echo "0 passed, 1 failed"; exit 1; }
