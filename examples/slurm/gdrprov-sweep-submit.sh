@@ -17,8 +17,8 @@
 #     GDRPROV_RESERVATION.
 #
 # The sweep keeps in service each such node it clears, drains again any
-# other (with its new reason, else the old one), and deletes the
-# reservation when it ends. Should the job never run (cancelled while
+# other (with its new reason, else the old one), and ends the reservation
+# when it ends (EndTime=now: one in use cannot be deleted). Should the job never run (cancelled while
 # pending), the reservation has no end: the nodes stay out of production
 # until the next sweep or `scontrol delete ReservationName=NAME`.
 #

@@ -10,7 +10,7 @@
 # runner waits for each to say "listening on". The secret reaches the nodes
 # in the environment. Then the same through gdrprov-sweep-submit.sh: n12
 # (the sweep's drain) is reserved, resumed and submitted into the
-# reservation, found fine and left in service, the reservation deleted at
+# reservation, found fine and left in service, the reservation ended at
 # the end; n11 (a person's drain) is not touched.
 #   bash tests/slurm/sweep-runner.sh [GDRPROV]
 set -euo pipefail
@@ -50,7 +50,7 @@ grep -Eq "^scontrol create reservation ReservationName=(gdrprov-sweep-[0-9-]+) N
 resv=$(sed -n 's/^scontrol create reservation ReservationName=\([^ ]*\) .*/\1/p' <<<"$log")
 [ "$(sed -n 2p <<<"$log")" = "scontrol update NodeName=n12 State=RESUME" ] || fail "n12 not resumed after the reservation"
 [ "$(sed -n 3p <<<"$log")" = "sbatch --reservation=$resv -N 12 $repo/examples/slurm/gdrprov-sweep.sbatch" ] || fail "sbatch: $(sed -n 3p <<<"$log")"
-[ "$(tail -1 <<<"$log")" = "scontrol delete ReservationName=$resv" ] || fail "the reservation is not deleted at the end"
+[ "$(tail -1 <<<"$log")" = "scontrol update ReservationName=$resv EndTime=now" ] || fail "the reservation is not ended at the end"
 [ "$(grep -c 'NodeName=n12' <<<"$log")" = 1 ] || fail "n12, cleared on probation, was acted on again"
 ! grep -q "NodeName=n11 " <<<"$log" || fail "n11 (a person's drain) touched"
 jq -e '[.slurm.resume[] | select(.node == "n12")][0].argv == []' "$SWEEP_DIR/report.json" >/dev/null || fail "n12 kept in service"

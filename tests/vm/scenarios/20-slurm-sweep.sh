@@ -157,8 +157,8 @@ info "sweep 2 verdicts: $(jq_ "$r" '"; ".join(v["summary"] for v in r["verdicts"
 for n in "${nodes[@]}"; do
   s=$(node_state $n); [ "${s%%|*}" = idle ] || fail "after sweep 2, $n is '$s', not idle"
 done
-vm_ssh node1 "scontrol show reservation" | grep -q "No reservations" || fail "the sweep's reservation is left: $(vm_ssh node1 'scontrol show reservation')"
-ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation is gone"
+! vm_ssh node1 "scontrol show reservation" | grep -q "State=ACTIVE" || fail "the sweep's reservation is still active: $(vm_ssh node1 'scontrol show reservation')"
+ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation has ended"
 
 # 3. The health check: a module the profile blocks loaded by hand (insmod, past modprobe.d) on node2.
 vm_ssh node2 'insmod $(modinfo -n dummy)' >/dev/null || fail "node2: insmod dummy"
