@@ -349,7 +349,10 @@ mod tests {
         // p1 cleared, p2 bad again (this sweep's reason), p3 undecided (its old reason);
         // n1 new and bad: the cap of 1 is not used up by the probation nodes.
         let suspects = vec![
-            ("p2".to_string(), "rail rxe0 0.03 Gb/s with 2 partners".to_string()),
+            (
+                "p2".to_string(),
+                "rail rxe0 0.03 Gb/s with 2 partners".to_string(),
+            ),
             ("n1".to_string(), "every rail low".to_string()),
         ];
         let d = decide(&suspects, &[], &probation, &|n| n == "p1", 1);
