@@ -25,7 +25,10 @@ for n in "${nodes[@]}"; do
 done
 t0=$(date +%s)
 for n in "${nodes[@]}"; do vm_wait_up $n; done
-for n in "${nodes[@]}"; do vm_install_gdrprov $n; done
+# The three at once (each guest has its own vCPU).
+pids=()
+for n in "${nodes[@]}"; do vm_install_gdrprov $n & pids+=($!); done
+for p in "${pids[@]}"; do wait $p || fail "installing gdrprov failed"; done
 info "three guests up (segment $group:$mport) and gdrprov installed in $(vm_since "$t0") s"
 
 # The cluster's files: one munge key, one slurm.conf, the health check and its settings, the nodes' profile
@@ -58,7 +61,8 @@ EOF
 printf 'modules:\n  absent: [dummy]\n' > "$cfg/node.yaml"
 printf 'PROFILE=/etc/gdrprov/node.yaml\nGDRPROV=/usr/local/bin/gdrprov\nTIMEOUT=60\n' > "$cfg/healthcheck.conf"
 hosts=$(for n in "${nodes[@]}"; do printf '%s %s\\n' "${addr[$n]}" "$n"; done)
-for n in "${nodes[@]}"; do
+setup() {
+  local n=$1
   vm_copy_in $n "$cfg/munge.key" /etc/munge/munge.key
   vm_copy_in $n "$cfg/slurm.conf" /etc/slurm/slurm.conf
   vm_copy_in $n "$cfg/healthcheck.conf" /etc/default/gdrprov-healthcheck
@@ -80,13 +84,16 @@ EOT
     for i in \$(seq 60); do ip -o -4 addr | grep -q ' ${addr[$n]}/' && break; sleep 0.5; done
     ip -o -4 addr | grep -q ' ${addr[$n]}/'
     gdrprov apply /etc/gdrprov/node.yaml --yes >/root/apply.log 2>&1" >/dev/null || fail "$n: set-up failed"
-done
+  local nic; nic=$(vm_ssh $n "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'")
+  vm_rxe $n "$nic" rxe0
+}
+pids=()
+for n in "${nodes[@]}"; do setup $n & pids+=($!); done
+for p in "${pids[@]}"; do wait $p || fail "a guest's set-up failed (its ssh.log has it)"; done
 declare -A nic
-for n in "${nodes[@]}"; do
-  nic[$n]=$(vm_ssh $n "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'")
-  vm_rxe $n "${nic[$n]}" rxe0
-done
-vm_ssh node1 "ping -c1 -W5 node2 >/dev/null && ping -c1 -W5 node3 >/dev/null" || fail "node1 does not reach node2 and node3 on the segment"
+for n in "${nodes[@]}"; do nic[$n]=$(vm_ssh $n "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'"); done
+# (no ping in the image: a TCP connect to the others' sshd over the segment)
+vm_ssh node1 "timeout 10 bash -c '</dev/tcp/node2/22' && timeout 10 bash -c '</dev/tcp/node3/22'" || fail "node1 does not reach node2 and node3 on the segment"
 ok "one segment, rxe0 on it in each guest (${addr[node1]}, ${addr[node2]}, ${addr[node3]}); the profile applied"
 
 vm_ssh node1 "systemctl start munge slurmctld" >/dev/null || fail "node1: munge or slurmctld did not start"
@@ -186,7 +193,7 @@ ans=$VM_RUN_DIR/20-ansible; rm -rf "$ans"; mkdir -p "$ans"
   echo "[gpu_nodes:vars]"
   echo "ansible_user=root"
   echo "ansible_ssh_private_key_file=$(cat "$(vm_gdir node1)/image")/id_ed25519"
-  echo "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ControlPath=none'"
+  echo "ansible_ssh_common_args='-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null'"
   echo "ansible_python_interpreter=/usr/bin/python3"
 } > "$ans/inventory.ini"
 cat > "$ans/vars.json" <<JSON
