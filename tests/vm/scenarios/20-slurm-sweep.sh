@@ -114,12 +114,12 @@ vm_copy_in node1 "$REPO/examples/slurm/gdrprov-sweep-submit.sh" /root/gdrprov-sw
 vm_ssh node1 "chmod 755 /root/gdrprov-sweep.sbatch /root/gdrprov-sweep-submit.sh" >/dev/null
 sweep_env="GDRPROV=/usr/local/bin/gdrprov PROFILE=/etc/gdrprov/node.yaml RAILS=rxe0 PAIR_ARGS='$pair_args' THRESHOLDS='$thresholds'"
 
-# sweep N SUBMIT: submit a sweep from node1 (SUBMIT: sbatch, or the submit script), wait for the job to
-# end (COMPLETED), copy its report out, print the job's output.
+# sweep N SUBMIT [SCRIPT]: submit a sweep from node1 (SUBMIT: sbatch with the batch SCRIPT, or the submit
+# script), wait for the job to end (COMPLETED), copy its report out, print the job's output.
 sweep() {
-  local k=$1 how=$2 out id state t
+  local k=$1 how=$2 script=${3:-} out id state t
   t=$(date +%s)
-  out=$(vm_ssh node1 "cd /root && export $sweep_env SWEEP_DIR=/root/sweep$k && $how -N3 --time=20 --output=/root/sweep$k.out") ||
+  out=$(vm_ssh node1 "cd /root && export $sweep_env SWEEP_DIR=/root/sweep$k && $how -N3 --time=20 --output=/root/sweep$k.out $script") ||
     fail "sweep $k: submission failed: $out"
   printf '%s\n' "$out" | sed 's/^/    submit| /'
   id=$(printf '%s\n' "$out" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p')
@@ -138,7 +138,7 @@ node_state() { vm_ssh node1 "sinfo -h -N -n $1 -o '%T|%E' | head -1"; }
 
 # 1. node3's link rate-limited (its egress: node3 is the client of both its pairs, sending the data).
 vm_ssh node3 "tc qdisc add dev ${nic[node3]} root tbf rate 20mbit burst 32kbit latency 400ms" >/dev/null || fail "tc on node3"
-sweep 1 sbatch
+sweep 1 sbatch /root/gdrprov-sweep.sbatch
 r=$VM_RUN_DIR/20-sweep1-report.json
 info "sweep 1 verdicts: $(jq_ "$r" '"; ".join(v["summary"] for v in r["verdicts"])')"
 runs=$(vm_ssh node1 "find /root/sweep1/results -name '*.json' | wc -l")
