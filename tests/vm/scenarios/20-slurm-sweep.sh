@@ -124,7 +124,7 @@ sweep() {
   printf '%s\n' "$out" | sed 's/^/    submit| /'
   id=$(printf '%s\n' "$out" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p')
   [ -n "$id" ] || fail "sweep $k: no job id in: $out"
-  state=$(vm_ssh node1 "for i in \$(seq 900); do s=\$(scontrol show job $id -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  state=$(vm_ssh node1 "for i in \$(seq 600); do s=\$(scontrol show job $id -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
       case \$s in PENDING|RUNNING|COMPLETING|CONFIGURING) sleep 1 ;; *) echo \$s; exit 0 ;; esac
       [ \$i != 120 ] || [ \$s != PENDING ] || { squeue -j $id -o '%i %T %R' >&2; }
     done; scontrol show job $id >&2; exit 1") || fail "sweep $k: job $id did not end"
@@ -136,7 +136,11 @@ sweep() {
 jq_() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 node_state() { vm_ssh node1 "sinfo -h -N -n $1 -o '%T|%E' | head -1"; }
 
+# Each step in a subshell: a failing step is named at the end, and the steps after it still run
+# (one run of this scenario is long under TCG; it should say all it can).
+failed=()
 # 1. node3's link rate-limited (its egress: node3 is the client of both its pairs, sending the data).
+(
 vm_ssh node3 "tc qdisc add dev ${nic[node3]} root tbf rate 20mbit burst 32kbit latency 400ms" >/dev/null || fail "tc on node3"
 sweep 1 sbatch /root/gdrprov-sweep.sbatch
 r=$VM_RUN_DIR/20-sweep1-report.json
@@ -154,7 +158,10 @@ for n in node1 node2; do
 done
 ok "node1 and node2 (good) not drained: idle"
 
+) || failed+=("1 (sweep drains node3)")
+
 # 2. Fixed; the next sweep (through the submit script: node3 reserved, resumed, tested) keeps it in service.
+(
 vm_ssh node3 "tc qdisc del dev ${nic[node3]} root" >/dev/null
 sweep 2 /root/gdrprov-sweep-submit.sh
 r=$VM_RUN_DIR/20-sweep2-report.json
@@ -167,7 +174,10 @@ done
 ! vm_ssh node1 "scontrol show reservation" | grep -q "State=ACTIVE" || fail "the sweep's reservation is still active: $(vm_ssh node1 'scontrol show reservation')"
 ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation has ended"
 
+) || failed+=("2 (the next sweep resumes node3)")
+
 # 3. The health check: a module the profile blocks loaded by hand (insmod, past modprobe.d) on node2.
+(
 vm_ssh node2 'insmod $(modinfo -n dummy)' >/dev/null || fail "node2: insmod dummy"
 t=$(date +%s)
 vm_ssh node1 "for i in \$(seq $((interval * 3))); do sinfo -h -N -n node2 -o %T | grep -q drain && exit 0; sleep 1; done; exit 1" >/dev/null ||
@@ -184,7 +194,10 @@ dt=$(vm_since "$t")
 [ "$dt" -le $((interval + 15)) ] || fail "node2 resumed after $dt s, more than one interval and 15 s"
 ok "after gdrprov apply (dummy unloaded) the health check resumed node2 in $dt s: $(node_state node2)"
 
+) || failed+=("3 (health check)")
+
 # 4. The same sweep through the Ansible example, from the host over ssh, node3 slow again.
+(
 vm_ssh node3 "tc qdisc add dev ${nic[node3]} root tbf rate 20mbit burst 32kbit latency 400ms" >/dev/null || fail "tc on node3"
 ans=$VM_RUN_DIR/20-ansible; rm -rf "$ans"; mkdir -p "$ans"
 {
@@ -214,6 +227,8 @@ info "ansible sweep ($(vm_since "$t") s): $(jq_ "$r" '"; ".join(v["summary"] for
 [ "$(jq_ "$r" '[a["node"] for a in r["slurm"]["drain"]]')" = "['node3']" ] || fail "the Ansible sweep's report would not drain node3"
 ok "the Ansible sweep (sweep.yml from the host over ssh) found node3: $(jq_ "$r" '[v["summary"] for v in r["verdicts"]][0]')"
 vm_ssh node3 "tc qdisc del dev ${nic[node3]} root" >/dev/null || true
+) || failed+=("4 (Ansible sweep)")
 
 for n in "${nodes[@]}"; do vm_poweroff $n & done
 wait
+[ ${#failed[@]} = 0 ] || fail "steps failed: ${failed[*]}"
