@@ -307,7 +307,12 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
                 a.max_rounds
             ));
         } else if next.pairs.is_empty() {
-            plan.note = Some("nothing to retest: every node is decided".into());
+            let left = c.suspects().len() + c.path_suspects.len();
+            plan.note = Some(if left == 0 {
+                "nothing to retest: every node is decided".into()
+            } else {
+                format!("nothing to retest: {left} suspect(s) left, none with a partner it has not met; the report lists them as undecided")
+            });
         } else {
             plan.rounds
                 .push(round_out(&sweep, &next, done + 1, "retest"));
