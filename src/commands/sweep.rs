@@ -77,6 +77,9 @@ pub struct PlanArgs {
     /// No retest round past this many rounds.
     #[arg(long, default_value_t = 6, value_name = "N")]
     pub max_rounds: u32,
+    /// The suspects to retest come from the report's classification: give the same thresholds.
+    #[command(flatten)]
+    pub thresholds: ThresholdArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -95,6 +98,11 @@ pub struct ReportArgs {
     /// sweep's own drains that this sweep clears are resumed.
     #[arg(long, value_name = "FILE")]
     pub drained: Option<PathBuf>,
+    /// Nodes an earlier sweep drained and resumed for this one (examples/slurm/
+    /// gdrprov-sweep-submit.sh), `NODE|REASON` a line: kept in service when this sweep clears
+    /// them, drained again otherwise.
+    #[arg(long, value_name = "FILE")]
+    pub probation: Option<PathBuf>,
     /// Drain at most N nodes (default: --drain-percent of the nodes, at least one).
     #[arg(long, value_name = "N")]
     pub max_drain: Option<usize>,
@@ -121,6 +129,37 @@ pub struct ThresholdArgs {
     /// Different partners, fine elsewhere, that a bad verdict needs.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub min_partners: usize,
+    /// Also low below this many Gb/s, whatever the median (an absolute cut: for a fleet of a
+    /// few nodes, where a bad node is in most pairs, and for ports with no real line rate).
+    #[arg(long, value_name = "GBPS")]
+    pub min_gbps: Option<f64>,
+}
+
+impl ThresholdArgs {
+    /// The classifier's thresholds, the same for `report` and `plan --retest`.
+    pub fn thresholds(&self) -> Result<Thresholds> {
+        for (name, v) in [("--relative", self.relative), ("--floor", self.floor)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(Error::Usage(format!(
+                    "{name} {v}: give a fraction between 0 and 1"
+                )));
+            }
+        }
+        if let Some(g) = self.min_gbps {
+            if !(g.is_finite() && g > 0.0) {
+                return Err(Error::Usage(format!(
+                    "--min-gbps {g}: give a speed above 0 Gb/s"
+                )));
+            }
+        }
+        Ok(Thresholds {
+            relative: self.relative,
+            floor: self.floor,
+            min_partners: self.min_partners.max(1),
+            min_gbps: self.min_gbps,
+            ..Thresholds::default()
+        })
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -259,7 +298,7 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
                 a.retest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
             )));
         }
-        let c = classify(&sweep, &Thresholds::default());
+        let c = classify(&sweep, &a.thresholds.thresholds()?);
         let done = sweep.rounds();
         let next = simulate::next_round(&sweep, &c, done as usize);
         if done >= a.max_rounds {
@@ -268,7 +307,12 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
                 a.max_rounds
             ));
         } else if next.pairs.is_empty() {
-            plan.note = Some("nothing to retest: every node is decided".into());
+            let left = c.suspects().len() + c.path_suspects.len();
+            plan.note = Some(if left == 0 {
+                "nothing to retest: every node is decided".into()
+            } else {
+                format!("nothing to retest: {left} suspect(s) left, none with a partner it has not met; the report lists them as undecided")
+            });
         } else {
             plan.rounds
                 .push(round_out(&sweep, &next, done + 1, "retest"));
@@ -303,14 +347,7 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
 }
 
 fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
-    let t = &a.thresholds;
-    for (name, v) in [("--relative", t.relative), ("--floor", t.floor)] {
-        if !(0.0..=1.0).contains(&v) {
-            return Err(Error::Usage(format!(
-                "{name} {v}: give a fraction between 0 and 1"
-            )));
-        }
-    }
+    let thresholds = a.thresholds.thresholds()?;
     let nodes = if a.hosts.hosts.is_some() || a.hosts.nodelist.is_some() {
         read_hosts(&a.hosts)?
     } else {
@@ -323,12 +360,6 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
             a.results.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         )));
     }
-    let thresholds = Thresholds {
-        relative: t.relative,
-        floor: t.floor,
-        min_partners: t.min_partners.max(1),
-        ..Thresholds::default()
-    };
     let c = classify(&sweep, &thresholds);
     let findings = match &a.verify_dir {
         Some(d) => io::read_verify_dir(d)?,
@@ -338,10 +369,15 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         Some(f) => slurm::parse_drained(&io::read_text(f)?),
         None => Vec::new(),
     };
+    let probation = match &a.probation {
+        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        None => Vec::new(),
+    };
     let ctx = Context {
         findings,
         odd_mtus: remedy::odd_mtus(&mtus),
         drained,
+        probation,
         cap: slurm::cap(sweep.nodes.len(), a.drain_percent, a.max_drain),
         with_pairs: a.pairs,
     };

@@ -12,7 +12,11 @@
 //! once in 30 000 (4 sigma). The absolute floor (a fraction of line rate,
 //! default 0.90 as ngc_multinode_perf uses) judges the fleet: a rail whose
 //! median is below it is a fleet-wide problem (a switch, a setting shared
-//! by all, the firmware), which no drain fixes.
+//! by all, the firmware), which no drain fixes. An absolute cut in Gb/s
+//! (`min_gbps`, none by default) makes a measurement low whatever the
+//! median: for a fleet so small that a bad node is in most of its pairs
+//! (three nodes: two of the three pairs, so the median is the bad node's)
+//! and for ports whose line rate says nothing (soft-RoCE).
 //!
 //! A node's rail is *bad* when it is low with `min_partners` (2) or more
 //! different partners that are fine elsewhere on that rail (a measurement
@@ -37,6 +41,9 @@ pub struct Thresholds {
     pub floor: f64,
     /// Different partners, fine elsewhere, that a bad verdict needs.
     pub min_partners: usize,
+    /// Low below this many Gb/s whatever the median (an absolute cut; none by default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_gbps: Option<f64>,
 }
 
 impl Default for Thresholds {
@@ -46,6 +53,7 @@ impl Default for Thresholds {
             sigmas: 4.0,
             floor: 0.90,
             min_partners: 2,
+            min_gbps: None,
         }
     }
 }
@@ -235,7 +243,11 @@ pub fn classify(sweep: &Sweep, t: &Thresholds) -> Classified {
     let low: Vec<bool> = sweep
         .obs
         .iter()
-        .map(|o| !o.data_ok || o.gbps < rails[o.rail].cut * rails[o.rail].median_gbps)
+        .map(|o| {
+            !o.data_ok
+                || o.gbps < rails[o.rail].cut * rails[o.rail].median_gbps
+                || t.min_gbps.is_some_and(|m| o.gbps < m)
+        })
         .collect();
     let mut detail = vec![NodeRail::default(); n * rc];
     for (o, is_low) in sweep.obs.iter().zip(&low) {
@@ -325,28 +337,35 @@ fn find_paths(sweep: &Sweep, low: &[bool], state: &[State], rc: usize) -> Paths 
 }
 
 /// The median of the lows' values as a fraction of line rate when every one
-/// has it, else of the rails' medians; and which it is.
+/// has it; else in Gb/s when every one is below the absolute cut (the
+/// median says little then: it may be the bad node's); else as a fraction
+/// of the rails' medians. And which it is.
 pub fn typical_low(sweep: &Sweep, c: &Classified, obs: &[usize]) -> (f64, &'static str) {
     let all_fraction = obs.iter().all(|i| sweep.obs[*i].fraction.is_some());
+    let all_absolute = c
+        .thresholds
+        .min_gbps
+        .is_some_and(|m| obs.iter().all(|i| sweep.obs[*i].gbps < m));
     let mut v: Vec<f64> = obs
         .iter()
         .map(|i| {
             let o: &Obs = &sweep.obs[*i];
             match (all_fraction, o.fraction) {
                 (true, Some(f)) => f,
+                _ if all_absolute => o.gbps,
                 _ => o.gbps / c.rails[o.rail].median_gbps.max(f64::MIN_POSITIVE),
             }
         })
         .collect();
     let m = median(&mut v).unwrap_or(0.0);
-    (
-        m,
-        if all_fraction {
-            "of line rate"
-        } else {
-            "of the fleet median"
-        },
-    )
+    let of = if all_fraction {
+        "of line rate"
+    } else if all_absolute {
+        "Gb/s, below --min-gbps"
+    } else {
+        "of the fleet median"
+    };
+    (m, of)
 }
 
 #[cfg(test)]

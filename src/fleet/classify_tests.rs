@@ -179,3 +179,28 @@ fn noise_moves_the_cut_down() {
     let quiet = sweep(64, 1, &jitter);
     assert_eq!(classify(&quiet, &Thresholds::default()).rails[0].cut, 0.93);
 }
+
+#[test]
+fn three_nodes_one_bad_needs_the_absolute_cut() {
+    // Three nodes: the bad one is in two of the three pairs, so the rail's
+    // median is its own speed and the relative cut sees nothing.
+    let mut s = sweep(3, 1, &|a, b, _| if a == 2 || b == 2 { 0.02 } else { 0.9 });
+    for o in &mut s.obs {
+        o.fraction = None; // soft-RoCE: no line rate worth the name
+    }
+    let c = classify(&s, &Thresholds::default());
+    assert!(!c.bad_node(2), "{:?}", c.node_states(2));
+    let t = Thresholds {
+        min_gbps: Some(10.0),
+        ..Thresholds::default()
+    };
+    let c = classify(&s, &t);
+    assert!(c.bad_node(2), "{:?}", c.node_states(2));
+    assert!(c.cleared(0) && c.cleared(1));
+    let v = crate::fleet::render::node_verdicts(&s, &c);
+    assert_eq!(v.len(), 1);
+    assert_eq!(
+        v[0].summary,
+        "rail mlx5_0 2.00 Gb/s, below --min-gbps with 2 partners"
+    );
+}

@@ -105,6 +105,8 @@ pub struct Context {
     pub odd_mtus: BTreeMap<(String, String), String>,
     /// Nodes drained now, with their reasons (`sinfo`).
     pub drained: Vec<(String, String)>,
+    /// Nodes an earlier sweep drained, resumed for this one (gdrprov-sweep-submit.sh).
+    pub probation: Vec<(String, String)>,
     pub cap: usize,
     pub with_pairs: bool,
 }
@@ -296,7 +298,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
         .map(|(i, n)| (n.as_str(), i))
         .collect();
     let cleared = |n: &str| index.get(n).is_some_and(|i| c.cleared(*i));
-    let slurm = slurm::decide(&suspects, &ctx.drained, &cleared, ctx.cap);
+    let slurm = slurm::decide(&suspects, &ctx.drained, &ctx.probation, &cleared, ctx.cap);
     verdicts.extend(path_verdicts(sweep, c));
     verdicts.extend(fleet_verdict(c));
     let pairs = if ctx.with_pairs {

@@ -7,6 +7,15 @@
 //! drained, none is: many nodes bad at once is likelier a shared cause (a
 //! switch, a fabric setting) than that many broken nodes, and draining them
 //! would take the cluster down for it. `--max-drain N` raises the cap.
+//!
+//! Slurm allocates no drained node, so a node a sweep drained cannot be in
+//! the next sweep's job. examples/slurm/gdrprov-sweep-submit.sh puts those
+//! nodes in a maintenance reservation that only the sweep's user may use,
+//! resumes them and submits the sweep into the reservation: they are on
+//! *probation*. This sweep then keeps in service a probation node it clears
+//! and drains again any other (with this sweep's reason when it found the
+//! node bad, else the earlier one), outside the cap: they were drained
+//! before this sweep began.
 
 use crate::error::{Error, Result};
 use crate::host::CommandSpec;
@@ -27,7 +36,8 @@ pub fn cap(nodes: usize, percent: f64, explicit: Option<usize>) -> usize {
 pub struct Action {
     pub node: String,
     pub reason: String,
-    /// The `scontrol` command that does it.
+    /// The `scontrol` command that does it (empty: nothing to run, a
+    /// probation node that stays in service).
     pub argv: Vec<String>,
 }
 
@@ -49,6 +59,9 @@ impl Decisions {
     pub fn script(&self) -> String {
         let mut s = String::new();
         for a in self.drain.iter().chain(&self.resume) {
+            if a.argv.is_empty() {
+                continue; // a probation node kept in service: nothing to run
+            }
             s.push_str(
                 &CommandSpec::new(&a.argv.iter().map(String::as_str).collect::<Vec<_>>(), "")
                     .shell_line(),
@@ -96,10 +109,13 @@ pub fn clean_reason(reason: &str) -> String {
 /// Drains SUSPECTS (node, reason) unless they are more than CAP; resumes
 /// each node of DRAINED (drained earlier by a sweep, with its reason) that
 /// CLEARED says this sweep found fine. A node drained for another reason, or
-/// by the health check, is left alone.
+/// by the health check, is left alone. PROBATION (node, earlier reason):
+/// nodes drained by an earlier sweep and resumed for this one (see the
+/// module's documentation).
 pub fn decide(
     suspects: &[(String, String)],
     drained: &[(String, String)],
+    probation: &[(String, String)],
     cleared: &dyn Fn(&str) -> bool,
     cap: usize,
 ) -> Decisions {
@@ -107,7 +123,8 @@ pub fn decide(
         cap,
         ..Decisions::default()
     };
-    let already = |n: &str| drained.iter().any(|(x, _)| x == n);
+    let on_probation = |n: &str| probation.iter().any(|(x, _)| x == n);
+    let already = |n: &str| drained.iter().any(|(x, _)| x == n) || on_probation(n);
     let new: Vec<&(String, String)> = suspects.iter().filter(|(n, _)| !already(n)).collect();
     // The cap counts every node a sweep keeps drained, old and new.
     let kept_old = drained
@@ -122,28 +139,39 @@ pub fn decide(
             new.len() + kept_old
         ));
     } else {
-        d.drain = new
-            .iter()
-            .map(|(n, r)| {
-                let reason = clean_reason(r);
-                Action {
-                    argv: drain_argv(n, &reason),
-                    node: n.clone(),
-                    reason,
-                }
-            })
-            .collect();
+        d.drain = new.iter().map(|(n, r)| drain_action(n, r)).collect();
     }
     d.resume = drained
         .iter()
-        .filter(|(n, r)| is_sweep_reason(r) && cleared(n))
+        .filter(|(n, r)| is_sweep_reason(r) && cleared(n) && !on_probation(n))
         .map(|(n, _)| Action {
             node: n.clone(),
             reason: "gdrprov: the sweep found it fine on every rail".into(),
             argv: resume_argv(n),
         })
         .collect();
+    for (n, earlier) in probation {
+        if cleared(n) {
+            d.resume.push(Action {
+                node: n.clone(),
+                reason: "gdrprov: the sweep found it fine on every rail (resumed for this sweep: stays in service)".into(),
+                argv: Vec::new(),
+            });
+        } else {
+            let now = suspects.iter().find(|(s, _)| s == n).map(|(_, r)| r);
+            d.drain.push(drain_action(n, now.unwrap_or(earlier)));
+        }
+    }
     d
+}
+
+fn drain_action(node: &str, reason: &str) -> Action {
+    let reason = clean_reason(reason);
+    Action {
+        argv: drain_argv(node, &reason),
+        node: node.to_string(),
+        reason,
+    }
 }
 
 /// A reason a sweep wrote (not the health check's, not a person's).
@@ -264,7 +292,7 @@ mod tests {
                 "gdrprov: verify failed: modules".to_string(),
             ),
         ];
-        let d = decide(&suspects, &drained, &|_| true, 2);
+        let d = decide(&suspects, &drained, &[], &|_| true, 2);
         assert_eq!(d.drain.len(), 1);
         assert_eq!(
             d.drain[0].argv,
@@ -295,11 +323,11 @@ mod tests {
         let suspects: Vec<(String, String)> = (0..3)
             .map(|i| (format!("n{i}"), "every rail low".to_string()))
             .collect();
-        let d = decide(&suspects, &[], &|_| false, 2);
+        let d = decide(&suspects, &[], &[], &|_| false, 2);
         assert!(d.drain.is_empty());
         assert_eq!(d.held.len(), 3);
         assert!(d.held_because.unwrap().contains("--max-drain 3"));
-        let d = decide(&suspects, &[], &|_| false, 3);
+        let d = decide(&suspects, &[], &[], &|_| false, 3);
         assert_eq!(d.drain.len(), 3);
     }
 
@@ -307,8 +335,45 @@ mod tests {
     fn a_node_still_bad_is_not_drained_twice_nor_resumed() {
         let suspects = vec![("n1".to_string(), "x".to_string())];
         let drained = vec![("n1".to_string(), "gdrprov: x".to_string())];
-        let d = decide(&suspects, &drained, &|_| false, 1);
+        let d = decide(&suspects, &drained, &[], &|_| false, 1);
         assert!(d.drain.is_empty() && d.resume.is_empty() && d.held.is_empty());
+    }
+
+    #[test]
+    fn probation_nodes_stay_when_cleared_and_go_back_otherwise() {
+        let probation = vec![
+            ("p1".to_string(), "gdrprov: rail rxe0 0.02 Gb/s".to_string()),
+            ("p2".to_string(), "gdrprov: rail rxe0 0.02 Gb/s".to_string()),
+            ("p3".to_string(), "gdrprov: every rail low".to_string()),
+        ];
+        // p1 cleared, p2 bad again (this sweep's reason), p3 undecided (its old reason);
+        // n1 new and bad: the cap of 1 is not used up by the probation nodes.
+        let suspects = vec![
+            (
+                "p2".to_string(),
+                "rail rxe0 0.03 Gb/s with 2 partners".to_string(),
+            ),
+            ("n1".to_string(), "every rail low".to_string()),
+        ];
+        let d = decide(&suspects, &[], &probation, &|n| n == "p1", 1);
+        let drained: Vec<(&str, &str)> = d
+            .drain
+            .iter()
+            .map(|a| (a.node.as_str(), a.reason.as_str()))
+            .collect();
+        assert_eq!(
+            drained,
+            vec![
+                ("n1", "gdrprov: every rail low"),
+                ("p2", "gdrprov: rail rxe0 0.03 Gb/s with 2 partners"),
+                ("p3", "gdrprov: every rail low"),
+            ]
+        );
+        assert_eq!(d.resume.len(), 1);
+        assert_eq!(d.resume[0].node, "p1");
+        assert!(d.resume[0].argv.is_empty());
+        assert!(!d.script().contains("p1"), "{}", d.script());
+        assert_eq!(d.script().lines().count(), 3);
     }
 
     #[test]

@@ -152,6 +152,85 @@ fn retest_plan_comes_from_the_results_and_stops() {
 }
 
 #[test]
+fn the_retest_plan_classifies_with_the_reports_thresholds() {
+    // n5 is a little slow (0.9 of the others) with two of its three partners: a suspect
+    // under the default 0.93 rule, fine under --relative 0.85. The retest planner must
+    // judge as the report does with the same options.
+    let t = tempfile::tempdir().unwrap();
+    let out = gdrprov()
+        .args([
+            "fleet",
+            "sweep",
+            "plan",
+            "--nodelist",
+            "n[1-8]",
+            "--rails",
+            "mlx5_0",
+        ])
+        .output()
+        .unwrap();
+    let mut slow_partners = 0;
+    for line in stdout_of(&out).lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let with_n5 = f[1] == "n5" || f[2] == "n5";
+        let slow = with_n5 && slow_partners < 2;
+        slow_partners += usize::from(slow);
+        write_pair(
+            t.path(),
+            f[0].parse().unwrap(),
+            f[1],
+            f[2],
+            "mlx5_0",
+            if slow { 86.0 } else { 96.0 },
+        );
+    }
+    assert_eq!(slow_partners, 2);
+    let plan = |extra: &[&str]| {
+        let out = gdrprov()
+            .args(["fleet", "sweep", "plan", "--nodelist", "n[1-8]", "--retest"])
+            .arg(t.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        stdout_of(&out)
+    };
+    let report = |extra: &[&str]| {
+        let out = gdrprov()
+            .args(["fleet", "sweep", "report"])
+            .arg(t.path())
+            .args(extra)
+            .args(["--format", "json"])
+            .output()
+            .unwrap();
+        json_of(&out)["suspects"].as_array().unwrap().len()
+    };
+    let default = plan(&[]);
+    assert!(
+        default.lines().any(|l| l.split(' ').any(|w| w == "n5")),
+        "n5 retested: {default}"
+    );
+    assert_eq!(report(&[]), 1, "the report's suspect is the one retested");
+    assert_eq!(
+        plan(&["--relative", "0.85"]),
+        "",
+        "nothing to retest under the same 0.85 as the report"
+    );
+    assert_eq!(report(&["--relative", "0.85"]), 0);
+    let out = gdrprov()
+        .args(["fleet", "sweep", "plan", "--nodelist", "n[1-8]", "--retest"])
+        .arg(t.path())
+        .args(["--min-gbps", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success() && stderr_of(&out).contains("--min-gbps"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
 fn user_errors_are_one_clear_message() {
     let t = tempfile::tempdir().unwrap();
     for (args, want) in [

@@ -15,7 +15,11 @@
 #  4. the sweep's drain (`fleet sweep report --slurm-script`) drains with
 #     "gdrprov: rail ... with N partners", the health check leaves that drain
 #     alone, and a later sweep that clears the node resumes it;
-#  5. the cap: a sweep that would drain more than the cap drains nothing.
+#  5. the cap: a sweep that would drain more than the cap drains nothing;
+#  6. gdrprov-sweep-submit.sh: a node the sweep drained is put in a
+#     maintenance reservation (MAINT,IGNORE_JOBS,FLEX), resumed, and the
+#     job it submits runs in the reservation on that node with the node's
+#     earlier reason in GDRPROV_PROBATION.
 # Skips (exit 0, "SKIP: ...") where slurmctld, slurmd or munged is absent
 # (scripts/ensure-packages.sh slurm installs them) or when not root.
 set -euo pipefail
@@ -195,5 +199,20 @@ jq -e '.slurm.drain == [] and (.slurm.held | length) == 2 and (.slurm.held_becau
 sh "$tmp/actions3.sh"
 state | grep -q DRAIN && fail "drained over the cap"
 echo "PASS: over the cap nothing is drained: $(jq -r .slurm.held_because "$tmp/report3.json")"
+# The submit script: the sweep's drain comes back into a reservation for the next sweep's job.
+scontrol update NodeName="$node" State=DRAIN Reason="gdrprov: rail mlx5_2 0.41 of line rate with 3 partners"
+cat > "$tmp/probe.sbatch" <<'SH'
+#!/bin/bash
+{ echo "reservation=$SLURM_JOB_RESERVATION"; echo "resv_env=$GDRPROV_RESERVATION"; echo "probation=$GDRPROV_PROBATION"; } > "$PROBE_OUT"
+scontrol update ReservationName="$GDRPROV_RESERVATION" EndTime=now > "$PROBE_OUT.upd" 2>&1
+SH
+out=$(PROBE_OUT=$tmp/probe.out SBATCH_SCRIPT=$tmp/probe.sbatch bash "$repo/examples/slurm/gdrprov-sweep-submit.sh" -N1 --output="$tmp/probe.log") ||
+  fail "gdrprov-sweep-submit.sh: $out"
+wait_for '[ -s "$tmp/probe.out" ]' 60 || { cat "$tmp/probe.log" 2>/dev/null; squeue; fail "the job submitted into the reservation did not run: $out"; }
+grep -q "^reservation=gdrprov-sweep-" "$tmp/probe.out" || fail "the job did not run in the reservation: $(cat "$tmp/probe.out")"
+grep -qx "probation=$node|gdrprov: rail mlx5_2 0.41 of line rate with 3 partners" "$tmp/probe.out" || fail "probation: $(cat "$tmp/probe.out")"
+# Ended by the job as the sweep's runner ends it (a reservation in use cannot be deleted): gone or inactive.
+wait_for '! scontrol show reservation | grep -q "State=ACTIVE"' 10 || { cat "$tmp/probe.out.upd"; scontrol show reservation; fail "reservation left active"; }
+echo "PASS: gdrprov-sweep-submit.sh resumed the sweep's drain into a reservation and its job ran there: $(paste -sd' ' "$tmp/probe.out")"
 echo "health check runs: $(wc -l < "$tmp/healthcheck.runs")"
 echo "ALL PASSED"

@@ -17,10 +17,11 @@ py=$(dirname "$playbook")/python3; [ -x "$py" ] || py=$(command -v python3)
   echo "[gpu_nodes]"
   for i in 01 02 03 04 05 06 07 08; do echo "n$i ansible_connection=local ansible_python_interpreter=$py"; done
 } > "$tmp/inventory.ini"
+mkdir -p "$tmp/listening"
 cat > "$tmp/vars.json" <<JSON
 {"gdrprov_bin": "$repo/tests/slurm/stubs/gdrprov", "gdrprov_local": "$bin", "sweep_dir": "$tmp/sweep",
- "sweep_rails": "mlx5_0,mlx5_1", "sweep_listen_wait": 0, "sweep_token_file": "$tmp/token",
- "sweep_node_env": {"FAKE_BAD_NODES": "n03", "FAKE_BAD_RAILS": "n06:mlx5_1", "FAKE_REAL": "$bin"}}
+ "sweep_rails": "mlx5_0,mlx5_1", "sweep_token_file": "$tmp/token", "sweep_log_dir": "$tmp",
+ "sweep_node_env": {"FAKE_BAD_NODES": "n03", "FAKE_BAD_RAILS": "n06:mlx5_1", "FAKE_REAL": "$bin", "FAKE_LISTEN_DIR": "$tmp/listening"}}
 JSON
 ANSIBLE_STDOUT_CALLBACK=default ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_FORKS=8 \
   "$playbook" -i "$tmp/inventory.ini" "$repo/examples/ansible/sweep.yml" -e "@$tmp/vars.json" > "$tmp/out.txt" 2>&1 \
@@ -31,4 +32,5 @@ jq -e '[.verdicts[] | select(.kind == "bad-node") | .node] == ["n03"]' "$r" >/de
 jq -e '[.verdicts[] | select(.kind == "bad-rail") | [.node, .rails[0]]] == [["n06", "mlx5_1"]]' "$r" >/dev/null || fail "n06"
 jq -e '[.slurm.drain[].node] == ["n03", "n06"] or .slurm.held == ["n03", "n06"]' "$r" >/dev/null || fail "slurm"
 [ "$(ls "$tmp/sweep/verify" | wc -l)" = 8 ] || fail "verify of every host"
+! grep -rq '"runner"' "$tmp/sweep/results" || fail "a pair failed in the runner (its listener not waited for?)"
 echo "PASS: $(jq .rounds "$r") rounds, $(find "$tmp/sweep/results" -name '*.json' | wc -l) pair runs; $(jq -r '[.verdicts[].summary] | join("; ")' "$r")"

@@ -8,6 +8,7 @@
 #                                      does the same; default flavor: grub)
 #   tests/vm/build-image.sh --flavor uki   Debian 13 (trixie), systemd-boot 257 booting a UKI
 #                                      (cache uki-trixie-KEY/, KEY = sha256 of image/* and image-uki/*)
+#   tests/vm/build-image.sh --flavor slurm [--force]    the GRUB image plus Slurm, munge and python3
 #
 # Cache: ${GDRPROV_VM_CACHE:-$HOME/.cache/gdrprov-vm}/bookworm-KEY/, KEY = sha256 of tests/vm/image/*
 # (the recipe: image/build.sh, the package list, the hooks). It holds disk.raw (sparse, read-only; guests boot overlays of it), the ssh
@@ -29,7 +30,7 @@ while [ $# -gt 0 ]; do
     --force) force=1 ;;
     --flavor) flavor=${2:-}; shift ;;
     --flavor=*) flavor=${1#--flavor=} ;;
-    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot|uki]" ;;
+    *) vm_die "usage: build-image.sh [--force] [--flavor grub|sdboot|uki|slurm]" ;;
   esac
   shift
 done
@@ -37,7 +38,8 @@ case $flavor in
   grub) recipe=$VM_DIR/image/build.sh prefix=bookworm- ;;
   sdboot) recipe=$VM_DIR/image-sdboot/build.sh prefix=sdboot-bookworm- ;;
   uki) recipe=$VM_DIR/image-uki/build.sh prefix=uki-trixie- ;;
-  *) vm_die "unknown flavor '$flavor' (grub, sdboot, uki)" ;;
+  slurm) recipe=$VM_DIR/image-slurm/build.sh prefix=slurm-bookworm- ;;
+  *) vm_die "unknown flavor '$flavor' (grub, sdboot, uki, slurm)" ;;
 esac
 
 out=$(vm_image_dir "$flavor")

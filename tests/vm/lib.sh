@@ -16,6 +16,8 @@
 #           of image/), cache sdboot-bookworm-KEY/. Each guest gets its own writable copy of the image's
 #           OVMF_VARS.fd (GUEST_DIR/OVMF_VARS.fd), so EFI variables written in the guest (bootctl
 #           set-oneshot's LoaderEntryOneShot, boot entries) persist across its reboots and power cuts.
+#   slurm   the GRUB image plus Debian's Slurm 22.05 (slurmctld, slurmd, client), munge and python3; recipe
+#           image-slurm/ (on top of image/), cache slurm-bookworm-KEY/. Boots as grub does (scenario 20).
 #   e.g.  VM_FLAVOR=sdboot vm_fresh NAME     (or `VM_FLAVOR=sdboot` once at the top of a scenario)
 # run.sh builds the sdboot image only when a selected scenario names the flavor (a `# Flavor: sdboot` header
 # line, or VM_FLAVOR=sdboot in its code). vm_efivar NAME VAR reads a systemd-boot EFI variable in a guest.
@@ -80,11 +82,9 @@ vm_install_host_deps() {
 vm_recipe_key() {
   case ${1:-grub} in
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
-    sdboot) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-sdboot" && cat $(LC_ALL=C ls)); } |
+    sdboot|slurm) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
               sha256sum | cut -c1-16 ;;
-    uki) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-uki" && cat $(LC_ALL=C ls)); } |
-              sha256sum | cut -c1-16 ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki)" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm)" ;;
   esac
 }
 
@@ -96,7 +96,8 @@ vm_image_dir() {
     grub) echo "$VM_IMAGE_DIR" ;;
     sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
     uki) echo "${VM_IMAGE_DIR_UKI:-$VM_CACHE/uki-trixie-$(vm_recipe_key uki)}" ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki)" ;;
+    slurm) echo "${VM_IMAGE_DIR_SLURM:-$VM_CACHE/slurm-bookworm-$(vm_recipe_key slurm)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm)" ;;
   esac
 }
 

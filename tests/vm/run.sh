@@ -110,19 +110,24 @@ if [ -n "$needs_sdboot" ]; then
   note "image (sdboot, for $needs_sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
   export VM_IMAGE_DIR_SDBOOT
 fi
-# 2c. The Debian 13 UKI image, the same way: only when a selected scenario says `# Flavor: uki`.
-needs_uki=
-for f in "${scenarios[@]}"; do
-  grep -qE '^# Flavor:.*\buki\b|VM_FLAVOR=uki' "$f" && { needs_uki=$(basename "$f" .sh); break; }
-done
-if [ -n "$needs_uki" ]; then
+# 2c. The Debian 13 UKI image (uki) and the GRUB image plus Slurm, munge and python3 (slurm), the same
+# way: each only when a selected scenario says `# Flavor: uki` / `# Flavor: slurm` (18, 20).
+for fl in uki slurm; do
+  needs=
+  for f in "${scenarios[@]}"; do
+    grep -qE "^# Flavor:.*\\b$fl\\b|VM_FLAVOR=$fl" "$f" && { needs=$(basename "$f" .sh); break; }
+  done
+  [ -n "$needs" ] || continue
   t=$(date +%s)
-  "$VM_DIR/build-image.sh" --flavor uki >"$VM_RUN_DIR/build-image-uki.out" 2>&1 || {
-    cat "$VM_RUN_DIR/build-image-uki.out"; echo "uki image build failed"; echo "0 passed, 1 failed"; exit 1; }
-  VM_IMAGE_DIR_UKI=$(tail -1 "$VM_RUN_DIR/build-image-uki.out")
-  note "image (uki, for $needs_uki): $VM_IMAGE_DIR_UKI ($(vm_since "$t") s)"
-  export VM_IMAGE_DIR_UKI
-fi
+  "$VM_DIR/build-image.sh" --flavor "$fl" >"$VM_RUN_DIR/build-image-$fl.out" 2>&1 || {
+    cat "$VM_RUN_DIR/build-image-$fl.out"; echo "$fl image build failed"; echo "0 passed, 1 failed"; exit 1; }
+  dir=$(tail -1 "$VM_RUN_DIR/build-image-$fl.out")
+  note "image ($fl, for $needs): $dir ($(vm_since "$t") s)"
+  case $fl in
+    uki) export VM_IMAGE_DIR_UKI=$dir ;;
+    slurm) export VM_IMAGE_DIR_SLURM=$dir ;;
+  esac
+done
 # The arm64 guest's root (arm64.sh), built or reused only when a selected scenario says `# Flavor: arm64`.
 . "$VM_DIR/arm64.sh"
 line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; echo "0 passed, 1 failed"; exit 1; }
