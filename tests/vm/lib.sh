@@ -82,7 +82,7 @@ vm_install_host_deps() {
 vm_recipe_key() {
   case ${1:-grub} in
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
-    sdboot|slurm) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
+    sdboot|slurm|uki) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
               sha256sum | cut -c1-16 ;;
     *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm)" ;;
   esac
