@@ -113,8 +113,8 @@ pub fn execute_as(
                 std::process::abort();
             }
         }
-        // Before the journal says "complete" and before success is reported:
-        // what the boot loader reads must be on disk where it reads it.
+        refresh_after_copies(host, store, &mut generation)?;
+        // What the boot loader reads is on disk before "complete" and success are reported.
         if let Some(paths) = boot_touched(&generation.steps) {
             durable = host.make_boot_durable(&paths)?;
         }
@@ -167,6 +167,35 @@ pub fn execute_as(
         recovered: Vec::new(),
         durable,
     })
+}
+
+/// A regeneration command of this run may rewrite a file an earlier step wrote: Debian's
+/// initramfs hook runs `kernel-install add`, which writes the systemd-boot entry again from
+/// `/etc/kernel/cmdline` (the same arguments, another order). The journal's copy of what
+/// gdrprov wrote is then made what the run left, so that a later rollback does not take gdrprov's
+/// own regeneration for someone else's edit.
+fn refresh_after_copies(host: &Host, store: &StateStore, g: &mut Generation) -> Result<()> {
+    let Some(last_cmd) = g.steps.iter().rposition(|s| s.command.is_some()) else {
+        return Ok(());
+    };
+    let mut changed = false;
+    for step in g.steps[..last_cmd].iter_mut() {
+        let (Some(path), Some(rel)) = (step.path.as_deref(), step.after.as_deref()) else {
+            continue;
+        };
+        let Some(now) = host.read(path)? else {
+            continue;
+        };
+        if step.after_sum.as_ref() != Some(&journal::Sum::of(&now)) {
+            store.write_private(rel, &now)?;
+            step.after_sum = Some(journal::Sum::of(&now));
+            changed = true;
+        }
+    }
+    if changed {
+        store.save_generation(g)?;
+    }
+    Ok(())
 }
 
 /// The boot-loader files a generation's steps write or remove, when any

@@ -403,3 +403,66 @@ fn recover_completes_an_interrupted_commit() {
     journal_ok(&root);
     journal_ok(&clean);
 }
+
+/// A regeneration command of the run rewrites a file an earlier step wrote (on systemd-boot,
+/// update-initramfs's hook runs `kernel-install add`, which writes the loader entry again; found
+/// by the power-cut campaign on the systemd-boot guest, with the arguments in another order).
+/// Here update-grub reorders the two arguments in /etc/default/grub, as kernel-install does the
+/// entry's (the original file is its fixed point, as an entry kernel-install wrote is). The
+/// journal keeps what the run left, so rollback is not refused as if
+/// someone else had edited the file, and puts every byte back; an edit after the run still is.
+#[test]
+fn a_file_rewritten_by_the_runs_own_regeneration_rolls_back_without_force() {
+    if !is_root() {
+        eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
+        return;
+    }
+    let (_t, root) = chroot_root(false);
+    write_script(
+        &root,
+        "/usr/sbin/update-grub",
+        r#"#!/bin/sh
+f=/etc/default/grub
+while IFS= read -r l; do
+  case "$l" in
+    *"iommu=pt intel_iommu=on"*)
+      l="${l%%iommu=pt intel_iommu=on*}intel_iommu=on iommu=pt${l#*iommu=pt intel_iommu=on}" ;;
+  esac
+  printf '%s\n' "$l"
+done < $f > $f.regen
+while IFS= read -r l; do printf '%s\n' "$l"; done < $f.regen > $f
+exit 0
+"#,
+    );
+    let pristine = host_files(&root);
+    ok(&gd(&root, &["apply", "rdma-dmabuf", "-y"]), "apply");
+    let grub = std::fs::read_to_string(root.join("etc/default/grub")).unwrap();
+    assert!(grub.contains("intel_iommu=on iommu=pt"), "{grub}");
+    ok(
+        &gd(&root, &["journal", "check"]),
+        "journal check after apply",
+    );
+    ok(&gd(&root, &["rollback", "-y"]), "rollback without --force");
+    let back = host_files(&root);
+    assert!(
+        differing(&pristine, &back)
+            .iter()
+            .all(|k| k.starts_with("var/lib/gdrprov") || k == "etc/default/grub.regen"),
+        "{:?}",
+        differing(&pristine, &back)
+    );
+
+    // Negative control: an edit by someone else after the run is still refused.
+    ok(&gd(&root, &["apply", "rdma-dmabuf", "-y"]), "apply again");
+    let g = root.join("etc/default/grub");
+    let mut text = std::fs::read_to_string(&g).unwrap();
+    text.push_str("# an operator's edit\n");
+    std::fs::write(&g, text).unwrap();
+    let out = gd(&root, &["rollback", "-y"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("changed after gdrprov wrote them"),
+        "{}",
+        stderr_of(&out)
+    );
+}
