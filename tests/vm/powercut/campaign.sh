@@ -70,7 +70,7 @@ cmdline() { vm_ssh $g cat /proc/cmdline; }
 history_json() { vm_ssh $g "gdrprov history --format json" 2>/dev/null || true; }
 # in_progress JSON: the generations in progress, space-separated. first_in_effect JSON: the oldest apply in
 # effect (complete, not rolled back), or nothing.
-in_progress() { gens "$1" 'print(" ".join(str(x["generation"]) for x in h if x.get("result") == "in-progress"))'; }
+in_progress() { gens "$1" 'print(" ".join(str(x["generation"]) for x in h if x.get("result") in ("in-progress", "failed")))'; }
 first_in_effect() { gens "$1" 'a = [x["generation"] for x in h if x.get("kind") == "apply" and x.get("result") == "complete"]
 print(min(a) if a else "")'; }
 # gens JSON CODE: CODE run with h = the list of generations of `history --format json` (nothing when unreadable).
@@ -195,21 +195,25 @@ rc=0; vm_ssh $g "gdrprov plan $P --detailed-exitcode" >/dev/null || rc=$?
 D_rollback=$(timed rollback rollback) || exit 1
 state "$W/rolled"
 d=$(diff_state "$W/rolled" "$W/base"); [ -z "$d" ] || fail "an uninterrupted rollback did not restore the first state: $d"
-vm_ssh $g "$(the_command trial)" | sed 's/^/    trial| /'
-state "$W/trial"
-vm_reboot $g; ct=$(cmdline)
-case " $ct " in *" gdrprov_pc=1 "*) ;; *) fail "the trial boot's /proc/cmdline lacks gdrprov_pc=1: $ct" ;; esac
-D_commit=$(timed commit commit) || exit 1
-state "$W/committed"
-d=$(diff_state "$W/committed" "$W/applied"); [ -z "$d" ] || info "commit's files differ from apply's: $d (the committed state is the reference after commit)"
+want() { [[ ,$commands, == *",$1,"* ]]; }
+st=A   # nothing applied
+D_commit=-; ct=
+if want commit; then
+  vm_ssh $g "$(the_command trial)" | sed 's/^/    trial| /'
+  state "$W/trial"
+  vm_reboot $g; ct=$(cmdline)
+  case " $ct " in *" gdrprov_pc=1 "*) ;; *) fail "the trial boot's /proc/cmdline lacks gdrprov_pc=1: $ct" ;; esac
+  D_commit=$(timed commit commit) || exit 1
+  state "$W/committed"
+  d=$(diff_state "$W/committed" "$W/applied"); [ -z "$d" ] || info "commit's files differ from apply's: $d (the committed state is the reference after commit)"
+  st=B   # the trial and its commit in effect
+fi
 say "measured (uncut, from the host): apply $D_apply s, rollback $D_rollback s, commit $D_commit s"
 say "old line: $c0"
 say "new line: $c1"
-say "trial line: $ct"
-st=B   # an apply is in effect (the trial and its commit)
+[ -z "$ct" ] || say "trial line: $ct"
 
 # --- 2. the cuts: which command each one interrupts, and when ------------------------------------------------
-want() { [[ ,$commands, == *",$1,"* ]]; }
 # From A (nothing applied) the next cut is an apply or a commit (alternating, of those asked); from B a rollback.
 seq_=() s=$st nextab=0 ab=()
 want apply && ab+=(apply); want commit && ab+=(commit)
