@@ -14,6 +14,9 @@ use crate::plan::Plan;
 use crate::profile::{self, Composed};
 use std::path::PathBuf;
 
+mod recover;
+pub use recover::{recover, Completed, RecoverRequest, Recovered};
+
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]
 pub struct Target {
@@ -163,7 +166,11 @@ pub fn plan(req: &ProfilesRequest) -> Result<Planned> {
     let desired = load_profiles(&req.profiles)?;
     let host = req.target.open()?;
     let trial = req.trial.then_some(req.profiles.as_slice());
-    let plan = make_plan(&host, &desired, &req.target, trial)?;
+    let mut plan = make_plan(&host, &desired, &req.target, trial)?;
+    // A generation left unfinished: this plan is against half-changed files.
+    if let Some(n) = apply::notice(&host, &StateStore::new(&host)) {
+        plan.warnings.insert(0, n);
+    }
     Ok(Planned {
         host,
         names: desired.names,
@@ -244,9 +251,6 @@ pub struct Applied {
     pub names: Vec<String>,
     pub plan: Plan,
     pub outcome: Option<apply::Outcome>,
-    /// What recovering an interrupted run put back, when that was all there
-    /// was to do (with an outcome, the outcome says it).
-    pub recovered: Vec<String>,
 }
 
 impl Applied {
@@ -274,23 +278,30 @@ fn check_boot_elsewhere(plan: &Plan, target: &Target) -> Result<()> {
 }
 
 pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
+    apply_as(req, confirm, None)
+}
+
+/// `apply`, its generation labelled with the command that made it when that
+/// is not `apply` (`commit`: `recover` completes an interrupted one).
+pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) -> Result<Applied> {
     let trial = req.trial.then_some(req.profiles.as_slice());
     let desired = load_profiles(&req.profiles)?;
     let host = req.target.open()?;
     require_root(&host, "apply")?;
     let store = StateStore::new(&host);
+    // A generation left unfinished is recovered first, by `gdrprov recover`.
+    apply::refuse_unfinished(&host, &store)?;
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &req.target, trial)?;
     check_boot_elsewhere(&plan, &req.target)?;
     let names = desired.names.clone();
-    if plan.is_empty() && !apply::interrupted(&store) {
+    if plan.is_empty() {
         return Ok(Applied {
             host,
             names,
             plan,
             outcome: None,
-            recovered: Vec::new(),
         });
     }
     require_chroot_rights(&host, &plan)?;
@@ -302,10 +313,10 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
         question: "Apply these changes?".into(),
     })?;
     let lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
+    apply::refuse_unfinished(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
     let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
-    if recovered.is_empty() && !same_changes(&host, &plan, &locked_plan) {
+    if !same_changes(&host, &plan, &locked_plan) {
         return Err(Error::Refused(
             "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
         ));
@@ -317,18 +328,22 @@ pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
             names,
             plan: locked_plan,
             outcome: None,
-            recovered,
         });
     }
-    let mut outcome = apply::execute(&host, &store, &locked_plan, Kind::Apply, Vec::new())?;
-    outcome.recovered = recovered;
+    let outcome = apply::execute_as(
+        &host,
+        &store,
+        &locked_plan,
+        Kind::Apply,
+        Vec::new(),
+        command,
+    )?;
     drop(lock);
     Ok(Applied {
         host,
         names,
         plan: locked_plan,
         outcome: Some(outcome),
-        recovered: Vec::new(),
     })
 }
 
@@ -345,10 +360,8 @@ fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
 /// What a rollback came to.
 #[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
 pub enum RolledBack {
-    /// No apply in effect and no interrupted run: nothing was written.
+    /// No apply in effect: nothing was written.
     Nothing { host: Host },
-    /// The only thing to undo was an interrupted run, now put back.
-    Recovered { host: Host, notes: Vec<String> },
     Done {
         host: Host,
         /// The profiles in effect before the rollback.
@@ -363,25 +376,16 @@ pub enum RolledBack {
 pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     let host = Host::open(&req.root, req.no_exec)?;
     let store = StateStore::new(&host);
-    if req.generation.is_none() && !apply::interrupted(&store) && !apply::any_in_effect(&store) {
+    // An unfinished generation first: `gdrprov recover`, never "nothing to
+    // roll back" while its changes are still there.
+    apply::refuse_unfinished(&host, &store)?;
+    if !apply::any_in_effect(&store) {
         apply::check_nothing_owned(&host, &store)?;
-        return Ok(RolledBack::Nothing { host });
+        if req.generation.is_none() {
+            return Ok(RolledBack::Nothing { host });
+        }
     }
     require_root(&host, "rollback")?;
-    // Only an interrupted run to undo (its apply never completed): putting
-    // its files back is the whole rollback.
-    if req.generation.is_none() && !apply::any_in_effect(&store) {
-        confirm(&Ask {
-            host: &host,
-            command: "rollback",
-            profiles: &[],
-            plan: &Plan::default(),
-            question: "An interrupted gdrprov run left files half-changed; put them back?".into(),
-        })?;
-        let _lock = store.lock()?;
-        let notes = apply::recover(&host, &store)?;
-        return Ok(RolledBack::Recovered { host, notes });
-    }
     // Planned before the lock too, so that a refused rollback (a generation
     // not in effect) writes nothing.
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
@@ -394,12 +398,11 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
         question: format!("Roll back generation(s) {undoes:?}?"),
     })?;
     let lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
+    apply::refuse_unfinished(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;
-    let mut outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
-    outcome.recovered = recovered;
+    let outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     drop(lock);
     Ok(RolledBack::Done {
         host,

@@ -77,6 +77,9 @@ pub enum Status {
     Complete,
     /// Failed and every written file was put back.
     Reverted,
+    /// Failed, and putting its files back failed too: `gdrprov recover`
+    /// finishes the job once the cause is fixed.
+    Failed,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -166,6 +169,11 @@ pub struct Generation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
     pub profiles: Vec<String>,
+    /// The command that made it when that is not plain `apply` or
+    /// `rollback`: `commit` (a trial boot made permanent), so that
+    /// `recover` completes an interrupted commit instead of undoing it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
     pub status: Status,
     pub steps: Vec<Step>,
     pub state_before: State,
@@ -348,6 +356,30 @@ impl<'a> StateStore<'a> {
     pub fn release_reserve(&self, n: u64) -> Result<()> {
         self.host
             .remove(&Self::path(&format!("generations/{n}/reserve")))
+    }
+
+    /// Whether another gdrprov holds the lock of this root right now: ` (pid
+    /// N)` (or empty when it wrote no pid), `None` when no one does. Takes
+    /// nothing and creates nothing.
+    pub fn lock_holder(&self) -> Option<String> {
+        let r = self.host.resolve(&Self::path("lock")).ok()?;
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nofollow()
+            .open(&r.real)
+            .ok()?;
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            Ok(_) => None,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(
+                std::fs::read_to_string(&r.real)
+                    .ok()
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default(),
+            ),
+            Err(_) => None,
+        }
     }
 
     /// Takes the apply lock of this root; fails at once if another run has it.

@@ -5,12 +5,17 @@
 //! by the next run (`recover`), so a host is never left half-configured.
 
 pub mod journal;
+mod recover;
 
 use crate::error::{Error, Result};
 use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
 pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
 use journal::{Generation, Kind, State, StateStore, Status, Step};
+pub use recover::{
+    any_in_effect, check_nothing_owned, notice, recover_command, recovery_plan, refuse_unfinished,
+    undo_unfinished, unfinished, what_generation, Undone,
+};
 
 /// What an apply or rollback did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -38,6 +43,19 @@ pub fn execute(
     kind: Kind,
     undoes: Vec<u64>,
 ) -> Result<Outcome> {
+    execute_as(host, store, plan, kind, undoes, None)
+}
+
+/// [`execute`], the generation labelled with the command that made it
+/// (`commit`) when that is not plain apply or rollback.
+pub fn execute_as(
+    host: &Host,
+    store: &StateStore,
+    plan: &Plan,
+    kind: Kind,
+    undoes: Vec<u64>,
+    command: Option<&str>,
+) -> Result<Outcome> {
     let state_before = store.load_state()?;
     let n = store.next_generation();
     let mut generation = Generation {
@@ -49,6 +67,7 @@ pub fn execute(
         finished: None,
         user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
+        command: command.map(str::to_string),
         status: Status::InProgress,
         steps: Vec::new(),
         state_before: state_before.clone(),
@@ -119,9 +138,16 @@ pub fn execute(
                 "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted).{}",
                 regen_note(&r)
             )),
-            Err(e2) => Error::Journal(format!(
-                "{e}\nPutting files back ALSO failed: {e2}. Run `gdrprov rollback --generation {n}` once the cause is fixed."
-            )),
+            Err(e2) => {
+                // Best effort: the journal says "failed", not "in progress",
+                // so that every command names it for what it is.
+                generation.status = Status::Failed;
+                let _ = store.save_generation(&generation);
+                Error::Journal(format!(
+                    "{e}\nPutting files back ALSO failed: {e2}. Generation {n} is marked failed and may have left files changed; fix that cause, then run `{}` to put them back",
+                    recover_command(host)
+                ))
+            }
         });
     }
     let _ = store.release_reserve(n);
@@ -416,6 +442,7 @@ fn restore_files(
     let mut backups = Vec::new();
     for step in steps.iter().rev().filter(|s| select(s)) {
         let Some(path) = &step.path else { continue };
+        journal_path(path)?;
         let bytes = match &step.before {
             Some(rel) => Some(store.read_backup(rel)?),
             None => None,
@@ -423,6 +450,9 @@ fn restore_files(
         backups.push((step, path, bytes));
     }
     for (step, path, bytes) in backups {
+        if already_back(host, path, bytes.as_deref(), step.before_meta) {
+            continue;
+        }
         match bytes {
             Some(bytes) => {
                 let meta: Option<FileMeta> = step.before_meta;
@@ -441,6 +471,30 @@ fn restore_files(
     Ok(())
 }
 
+/// A file already as its backup says (content, mode and owner; or absent
+/// when it did not exist): nothing to write. A file that a failed step never
+/// changed is left alone, so that one made immutable (`chattr +i`) or
+/// read-only does not stop the rest from being put back.
+fn already_back(host: &Host, path: &str, before: Option<&str>, meta: Option<FileMeta>) -> bool {
+    match before {
+        None => !host.exists(path),
+        Some(bytes) => {
+            host.read(path).ok().flatten().as_deref() == Some(bytes.as_bytes())
+                && meta.is_none_or(|m| host.meta(path).ok().flatten() == Some(m))
+        }
+    }
+}
+
+/// A step's path as a journal must hold it: absolute and plain (no `..`).
+/// One that climbs (an edited journal) is refused, never skipped.
+pub(crate) fn journal_path(path: &str) -> Result<()> {
+    crate::host::check_profile_path(path).map_err(|e| {
+        Error::Journal(format!(
+            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
+        ))
+    })
+}
+
 /// Reads every `before` copy of `steps` (each checked against the checksum
 /// its journal recorded); the first that fails stops everything.
 fn check_backups(store: &StateStore, steps: &[Step]) -> Result<()> {
@@ -448,107 +502,4 @@ fn check_backups(store: &StateStore, steps: &[Step]) -> Result<()> {
         store.read_backup(rel)?;
     }
     Ok(())
-}
-
-/// Whether a run was killed half-way and needs `recover`.
-pub fn interrupted(store: &StateStore) -> bool {
-    store.generation_numbers().into_iter().any(|n| {
-        store
-            .load_generation(n)
-            .map(|g| g.status == Status::InProgress)
-            .unwrap_or(false)
-    })
-}
-
-/// Whether an apply is in effect (complete and not rolled back).
-pub fn any_in_effect(store: &StateStore) -> bool {
-    store.generation_numbers().into_iter().any(|n| {
-        store.load_generation(n).is_ok_and(|g| {
-            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
-        })
-    })
-}
-
-/// With no apply in effect and none interrupted, the state file must own
-/// nothing: owned files or kernel arguments with no journal left to undo
-/// them mean the journal was deleted or damaged, and "nothing to roll back"
-/// would be a lie.
-pub fn check_nothing_owned(host: &Host, store: &StateStore) -> Result<()> {
-    let state = store.load_state()?;
-    let mut owned: Vec<String> = state.files.keys().map(|p| host.display(p)).collect();
-    if !state.kernel_args.is_empty() {
-        owned.push(format!("kernel arguments {}", state.kernel_args.join(" ")));
-    }
-    if !state.nccl_keys.is_empty() {
-        owned.push(format!(
-            "{} keys {}",
-            host.display("/etc/nccl.conf"),
-            state.nccl_keys.join(", ")
-        ));
-    }
-    if owned.is_empty() {
-        return Ok(());
-    }
-    let damaged: Vec<String> = store
-        .generation_numbers()
-        .into_iter()
-        .filter_map(|n| store.load_generation(n).err().map(|e| e.to_string()))
-        .collect();
-    let why = if damaged.is_empty() {
-        format!(
-            "no journal of the apply that made them is left under {} (deleted?)",
-            host.display(&format!("{}/generations", journal::DIR))
-        )
-    } else {
-        format!("the journal cannot be read ({})", damaged.join("; "))
-    };
-    Err(Error::Journal(format!(
-        "{} says gdrprov owns changes on this root ({}), but {why}, so gdrprov cannot undo them (nothing was changed). \
-         Restore {} from a backup of the host; or put those files back by hand, then remove {} to start over",
-        host.display(&format!("{}/state.json", journal::DIR)),
-        owned.join(", "),
-        host.display(journal::DIR),
-        host.display(journal::DIR),
-    )))
-}
-
-/// Finishes a run that was killed half-way: its files are put back and it is
-/// marked reverted. Called under the lock before any new apply or rollback.
-pub fn recover(host: &Host, store: &StateStore) -> Result<Vec<String>> {
-    let mut notes = Vec::new();
-    for n in store.generation_numbers() {
-        let mut g = store.load_generation(n)?;
-        if g.status == Status::InProgress {
-            // Every backup checked against its checksum before the space set
-            // aside is freed or any file is put back.
-            check_backups(store, &g.steps)?;
-            let _ = store.release_reserve(n);
-            let r = revert(host, store, &mut g)?;
-            let mut state = g.state_before.clone();
-            for cmd in &r.skipped {
-                if !state.pending_commands.contains(cmd) {
-                    state.pending_commands.push(cmd.clone());
-                }
-            }
-            store.save_state(&state)?;
-            notes.push(format!(
-                "generation {n} was interrupted; every file it touched was put back as it was before it{}",
-                regen_note(&r)
-            ));
-            // A kill during a write leaves its temporary file beside the target.
-            let mut leftovers = Vec::new();
-            for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
-                leftovers.extend(host.remove_leftover_temps(path)?);
-            }
-            leftovers.sort();
-            leftovers.dedup();
-            if !leftovers.is_empty() {
-                notes.push(format!(
-                    "removed what the interrupted write left behind: {}",
-                    leftovers.join(", ")
-                ));
-            }
-        }
-    }
-    Ok(notes)
 }

@@ -276,7 +276,7 @@ fn run(args_file: &Path) -> Result<Value> {
         }
         State::Applied => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
-            let mut v = result(
+            let v = result(
                 &applied.host,
                 applied.names.clone(),
                 &applied.plan,
@@ -284,10 +284,6 @@ fn run(args_file: &Path) -> Result<Value> {
                 &k,
                 "apply",
             );
-            // An interrupted earlier run put back, and nothing else to do.
-            if let (false, Some(obj)) = (applied.recovered.is_empty(), v.as_object_mut()) {
-                obj.insert("recovered".into(), json!(applied.recovered));
-            }
             v
         }
     };
@@ -402,6 +398,8 @@ fn verified(a: &ModuleArgs) -> Result<Value> {
 fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
     let host = Host::open(&a.root, a.no_exec)?;
     let store = StateStore::new(&host);
+    // An unfinished generation: `gdrprov recover` first, never "nothing to do".
+    crate::apply::refuse_unfinished(&host, &store)?;
     let in_effect = store.generation_numbers().into_iter().any(|n| {
         store.load_generation(n).is_ok_and(|g| {
             g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
@@ -434,11 +432,11 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
             plan,
             outcome,
         } => (host, profiles, plan, outcome),
-        ops::RolledBack::Nothing { .. } | ops::RolledBack::Recovered { .. } => {
+        ops::RolledBack::Nothing { .. } => {
             return Ok(json!({
-                "changed": true,
+                "changed": false,
                 "failed": false,
-                "msg": "an interrupted gdrprov run was put back; no apply was in effect",
+                "msg": "nothing to roll back: no apply of gdrprov is in effect",
                 "reboot_required": false,
             }));
         }

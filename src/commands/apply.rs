@@ -12,11 +12,8 @@ pub fn run(out: &Output, req: &ProfilesRequest, yes: bool) -> Result<i32> {
     Ok(exit::OK)
 }
 
-/// What an apply did (`apply`, `commit`): the notes of a recovered run, the report.
+/// What an apply did (`apply`, `commit`): the report.
 pub fn report(out: &Output, command: &str, done: &ops::Applied) {
-    for note in &done.recovered {
-        out.note(&format!("recovered: {note}"));
-    }
     out.report(&output::report(
         command,
         &done.host,

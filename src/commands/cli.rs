@@ -38,6 +38,7 @@ impl Command {
             Command::Apply(a) if a.dry_run => "plan",
             Command::Apply(_) => "apply",
             Command::Rollback(_) => "rollback",
+            Command::Recover(_) => "recover",
             Command::Verify(_) => "verify",
             Command::History => "history",
             Command::Profile(ProfileCommand::List) => "profile list",
@@ -74,6 +75,9 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Undo applies: restore every file of a generation (default: the latest) byte for byte.
     Rollback(RollbackArgs),
+    /// Finish what an interrupted or failed run left: put back the files of an unfinished apply
+    /// (then apply again), complete an interrupted rollback or commit.
+    Recover(RecoverArgs),
     /// Check the host against profiles after apply and reboot, down to an RDMA loopback
     /// into GPU memory. Exit 0 ready, 3 not ready.
     Verify(VerifyArgs),
@@ -346,6 +350,24 @@ impl ApplyArgs {
             profiles: self.profiles.clone(),
             target: self.target.to_target(root),
             trial: self.trial,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RecoverArgs {
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Run no command: list the regeneration commands as pending.
+    #[arg(long)]
+    pub no_exec: bool,
+}
+
+impl RecoverArgs {
+    pub fn request(&self, root: &Path) -> ops::RecoverRequest {
+        ops::RecoverRequest {
+            root: root.to_path_buf(),
+            no_exec: self.no_exec,
         }
     }
 }

@@ -35,6 +35,7 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
         (Status::Complete, None) => "complete",
         (Status::InProgress, None) => "in-progress",
         (Status::Reverted, None) => "reverted",
+        (Status::Failed, None) => "failed",
     };
     HistoryEntry {
         generation: g.generation,
@@ -58,6 +59,9 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
         .into_iter()
         .map(|n| store.load_generation(n).map(|g| history_entry(&g)))
         .collect::<Result<Vec<_>>>()?;
+    if let Some(n) = crate::apply::notice(&host, &store) {
+        out.note(&format!("warning: {n}"));
+    }
     match out.format {
         Format::Json => out.document(
             "history",

@@ -17,6 +17,7 @@ pub mod manual;
 mod plan;
 mod profile;
 pub mod recheck;
+mod recover;
 mod rollback;
 pub mod sweep;
 mod verify;
@@ -163,6 +164,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         ),
         Command::Apply(a) => apply::run(out, &a.request(root), a.yes),
         Command::Rollback(a) => rollback::run(out, &a.request(root), a.yes),
+        Command::Recover(a) => recover::run(out, &a.request(root), a.yes),
         Command::Verify(a) => verify::run(out, &a.request(root), a),
         Command::History => history::run(out, &Target::read_only(root.clone(), None)),
         Command::Profile(p) => profile::run(out, root, p),

@@ -25,18 +25,6 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
                 ));
             }
         }
-        RolledBack::Recovered { notes, .. } => {
-            for note in &notes {
-                out.note(&format!("recovered: {note}"));
-            }
-            if out.json() {
-                out.document(
-                    "rollback",
-                    &req.root,
-                    serde_json::json!({"changed": true, "recovered": notes}),
-                );
-            }
-        }
         RolledBack::Done {
             host,
             profiles,

@@ -9,6 +9,7 @@ pub mod inventory;
 pub mod metrics;
 pub mod pair;
 pub mod pair_metrics;
+pub mod recover;
 pub mod report;
 pub mod sweep;
 pub mod verify;

@@ -578,13 +578,30 @@ fn an_apply_killed_half_way_is_put_back_by_the_next_run() {
         std::fs::read_to_string(root.join("etc/two.conf")).unwrap(),
         "old two\n"
     );
-    // The next apply recovers (puts file one back) and then applies in full.
-    let out = ok(&["apply", p.to_str().unwrap(), "-y", "--root", &r]);
+    // The next apply names the interrupted generation and the fix, and
+    // changes nothing; `recover` puts file one back; apply then applies in full.
+    let out = exits(1, &["apply", p.to_str().unwrap(), "-y", "--root", &r]);
+    let err = stderr_of(&out);
     assert!(
-        stdout_of(&out).contains("generation 1 was interrupted"),
-        "{}",
-        stdout_of(&out)
+        err.contains("generation 1 (apply of") && err.contains("`gdrprov recover --root"),
+        "{err}"
     );
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/one.conf")).unwrap(),
+        "new one\n"
+    );
+    let out = ok(&["recover", "-y", "--root", &r]);
+    assert!(
+        stderr_of(&out).contains("generation 1 (apply of"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert_same(
+        &without_state(snapshot(&root)),
+        &without_state(pristine.clone()),
+        "recover did not put every file back",
+    );
+    ok(&["apply", p.to_str().unwrap(), "-y", "--root", &r]);
     assert_eq!(
         std::fs::read_to_string(root.join("etc/two.conf")).unwrap(),
         "new two\n"

@@ -26,8 +26,13 @@ fn applied() -> Root {
 
 /// Rollback must fail, change nothing, and say `words` on stderr.
 fn rollback_refuses(root: &Root, words: &[&str]) {
+    refuses(root, &["rollback", "--yes", "--no-exec"], words)
+}
+
+/// `args` must fail, change nothing, and say `words` on stderr.
+fn refuses(root: &Root, args: &[&str], words: &[&str]) {
     let before = snapshot(root);
-    let out = gd(root, &["rollback", "--yes", "--no-exec"]);
+    let out = gd(root, args);
     let err = stderr_of(&out);
     assert!(
         out.status.code().is_some_and(|c| c != 0),
@@ -116,7 +121,11 @@ fn recovery_refuses_a_damaged_backup_too() {
     assert!(!out.status.success(), "the fault did not fire");
     let backup = root.join(GENS).join("1/1.before");
     std::fs::write(&backup, "garbage\n").unwrap();
-    rollback_refuses(&root, &[&backup.display().to_string(), "sha256"]);
+    refuses(
+        &root,
+        &["recover", "--yes", "--no-exec"],
+        &[&backup.display().to_string(), "sha256"],
+    );
 }
 
 /// Generations written before checksums existed still roll back: their

@@ -29,6 +29,7 @@ mod openibd;
 mod pair_rails;
 mod plan_snapshot;
 mod profile_checks;
+mod recovery;
 mod reliability;
 mod scripts;
 mod sweep;

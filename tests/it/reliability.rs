@@ -10,11 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-type Snap = BTreeMap<String, (Vec<u8>, u32)>;
+pub(crate) type Snap = BTreeMap<String, (Vec<u8>, u32)>;
 
 const PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
@@ -83,7 +83,7 @@ fn wholly_old_or_new(now: &Snap, old: &Snap, new: &Snap, what: &str) -> Vec<Stri
     newer
 }
 
-fn journal(root: &Path, n: u64) -> serde_json::Value {
+pub(crate) fn journal(root: &Path, n: u64) -> serde_json::Value {
     let p = root.join(format!("var/lib/gdrprov/generations/{n}/journal.json"));
     let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is damaged: {e}", p.display()))
@@ -131,8 +131,9 @@ fn extra_profile(t: &Path, root: &Path) -> PathBuf {
 /// A fault after each step N of a five-step apply (GDRPROV_FAULT_AFTER_STEP,
 /// which aborts the process as a crash would): each file is wholly old or
 /// wholly new, the journal says in-progress with exactly N steps done; then
-/// the next apply recovers and completes, and rollback restores every byte.
-/// A second copy checks that a rollback straight after the crash recovers too.
+/// the next apply (or rollback) refuses, naming the generation and `gdrprov
+/// recover`; recover puts every file back; apply then completes, and rollback
+/// restores every byte.
 #[test]
 fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
     let (t, root) = example_root("ubuntu-22.04-h100");
@@ -193,6 +194,20 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
             want.sort();
             assert_eq!(newer_files, want, "fault {n}");
             ok(&gd(&r, &["history"]), "history after a crash");
+            // The next apply or rollback changes nothing and names the fix.
+            let before = snapshot(&r);
+            let out = match next {
+                "apply" => gd(&r, &["apply", "rdma-dmabuf", &s(&extra), "-y", "--no-exec"]),
+                _ => gd(&r, &["rollback", "-y", "--no-exec"]),
+            };
+            assert_eq!(out.status.code(), Some(1), "{next} after fault {n}");
+            assert!(
+                stderr_of(&out).contains("generation 1 (apply of")
+                    && stderr_of(&out).contains("`gdrprov recover --root"),
+                "{}",
+                stderr_of(&out)
+            );
+            assert_same(&snapshot(&r), &before, "a refused run changed the root");
 
             if next == "apply" {
                 // What a kill -9 inside write_atomic leaves: its temporary file beside the
@@ -205,21 +220,25 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
                 let link = r.join("etc/.two.conf.gdrprov-77.tmp");
                 std::fs::write(r.join("etc/linked-target"), "keep me").unwrap();
                 std::os::unix::fs::symlink("/etc/linked-target", &link).unwrap();
-                let out = gd(&r, &["apply", "rdma-dmabuf", &s(&extra), "-y", "--no-exec"]);
-                ok(&out, "apply after a crash");
+                let out = gd(&r, &["recover", "-y", "--no-exec"]);
+                ok(&out, "recover after a crash");
                 assert!(
-                    stdout_of(&out).contains("generation 1 was interrupted"),
+                    stderr_of(&out).contains("generation 1 (apply of"),
                     "{}",
-                    stdout_of(&out)
+                    stderr_of(&out)
                 );
                 assert!(
                     !leftover.exists(),
                     "fault {n}: the leftover temp file is still there"
                 );
                 assert!(
-                    stdout_of(&out).contains("/etc/.two.conf.gdrprov-4242.tmp"),
+                    stderr_of(&out).contains("/etc/.two.conf.gdrprov-4242.tmp"),
                     "{}",
-                    stdout_of(&out)
+                    stderr_of(&out)
+                );
+                ok(
+                    &gd(&r, &["apply", "rdma-dmabuf", &s(&extra), "-y", "--no-exec"]),
+                    "apply after recover",
                 );
                 std::fs::remove_file(&not_ours)
                     .unwrap_or_else(|e| panic!("fault {n}: a file not ours was removed: {e}"));
@@ -244,6 +263,8 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
                 let gens = generations(&r);
                 assert_eq!(gens[0]["status"], "reverted");
                 assert_eq!(gens[1]["status"], "complete");
+            } else {
+                ok(&gd(&r, &["recover", "-y", "--no-exec"]), "recover");
             }
             let out = gd(&r, &["rollback", "-y", "--no-exec"]);
             ok(&out, &format!("rollback after fault {n} ({next})"));
@@ -258,7 +279,7 @@ fn a_fault_after_every_step_leaves_files_whole_and_the_next_run_recovers() {
 }
 
 /// Copies `bin` into the chroot `root` with every library `ldd` lists.
-fn install_with_libs(root: &Path, bin: &str, as_path: &str) {
+pub(crate) fn install_with_libs(root: &Path, bin: &str, as_path: &str) {
     let dst = root.join(as_path.trim_start_matches('/'));
     std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
     std::fs::copy(bin, &dst).unwrap();
@@ -280,7 +301,7 @@ fn install_with_libs(root: &Path, bin: &str, as_path: &str) {
 
 /// The Ubuntu example as a root that commands really run in (chroot): dash
 /// as /bin/sh, `sleep`, and optionally grub-script-check.
-fn chroot_root(with_grub_check: bool) -> (tempfile::TempDir, PathBuf) {
+pub(crate) fn chroot_root(with_grub_check: bool) -> (tempfile::TempDir, PathBuf) {
     let (t, root) = example_root("ubuntu-22.04-h100");
     install_with_libs(&root, "/bin/dash", "/bin/sh");
     let sleep = if Path::new("/bin/sleep").exists() {
@@ -308,7 +329,7 @@ fn kill9(pid: &str) {
     assert!(st.success(), "kill -9 {pid}");
 }
 
-fn write_script(root: &Path, path: &str, body: &str) {
+pub(crate) fn write_script(root: &Path, path: &str, body: &str) {
     let p = root.join(path.trim_start_matches('/'));
     std::fs::write(&p, body).unwrap();
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -316,7 +337,7 @@ fn write_script(root: &Path, path: &str, body: &str) {
 
 /// What differs outside gdrprov's state and the scratch dirs the test's
 /// scripts use (`run/`, `boot/grub/grub.cfg` regenerated by update-grub).
-fn host_files(root: &Path) -> Snap {
+pub(crate) fn host_files(root: &Path) -> Snap {
     let mut s = without_state(snapshot(root));
     s.retain(|k, _| !k.starts_with("run") && k != "boot/grub/grub.cfg");
     s
@@ -397,12 +418,16 @@ fn a_real_kill_9_during_update_grub_is_recovered_by_the_next_apply() {
         "/usr/sbin/update-grub",
         "#!/bin/sh\necho run >> /run/update-grub.runs\nexit 0\n",
     );
-    let out = gd(&root, &["apply", "rdma-dmabuf", "-y"]);
-    ok(&out, "apply after kill -9");
+    let out = gd(&root, &["recover", "-y"]);
+    ok(&out, "recover after kill -9");
     assert!(
-        stdout_of(&out).contains("generation 1 was interrupted"),
+        stderr_of(&out).contains("generation 1 (apply of"),
         "{}",
-        stdout_of(&out)
+        stderr_of(&out)
+    );
+    ok(
+        &gd(&root, &["apply", "rdma-dmabuf", "-y"]),
+        "apply after recover",
     );
     let runs = std::fs::read_to_string(root.join("run/update-grub.runs")).unwrap();
     assert_eq!(

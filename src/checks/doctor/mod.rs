@@ -300,6 +300,21 @@ fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
 /// The doctor's report on HOST: one profile's requirements and findings
 /// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
 /// (its text and name) shows.
+/// A generation of the journal left unfinished (killed, a power loss, a
+/// failed restore): files may be half-changed; `gdrprov recover` is the fix.
+fn unfinished_run(host: &Host) -> Option<Finding> {
+    let store = crate::apply::journal::StateStore::new(host);
+    let notice = crate::apply::notice(host, &store)?;
+    Some(Finding::new(
+        "journal-unfinished",
+        Sev::Error,
+        "a gdrprov run was not finished",
+        notice,
+        "a gdrprov apply, rollback or commit was killed, lost power, or failed and could not put its files back",
+        format!("`{}`", crate::apply::recover_command(host)),
+    ))
+}
+
 pub fn report(
     host: &Host,
     facts: &Facts,
@@ -322,6 +337,7 @@ pub fn report(
     if let Some((text, name)) = nccl {
         findings.extend(nccl_log::findings(text, name, facts));
     }
+    findings.extend(unfinished_run(host));
     findings.sort_by_key(|f| f.severity);
     let best_fit = fits
         .iter()

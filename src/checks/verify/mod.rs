@@ -91,7 +91,11 @@ pub fn run(
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
     }
-    let checks: Vec<Check> = TABLE.iter().filter_map(|e| e.check(&cx)).collect();
+    let mut checks: Vec<Check> = TABLE.iter().filter_map(|e| e.check(&cx)).collect();
+    // A generation left unfinished: the host is in no known state.
+    if let Some(n) = crate::apply::notice(host, &StateStore::new(host)) {
+        checks.insert(0, Check::fail_with_cause("journal", n));
+    }
     let measured = cx.measured.into_inner();
     Ok(Report {
         profiles: desired.names.clone(),

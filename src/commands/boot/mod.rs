@@ -299,10 +299,10 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
         return Ok(crate::exit::OK);
     }
     ops::require_root(&host, "changing the boot entries")?;
+    apply::refuse_unfinished(&host, &store)?;
     let _lock = store.lock()?;
-    let recovered = apply::recover(&host, &store)?;
-    let mut outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
-    outcome.recovered = recovered;
+    apply::refuse_unfinished(&host, &store)?;
+    let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
     g.profiles = vec![format!("boot set-default {id}")];
@@ -320,6 +320,8 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
 pub fn commit(out: &Output, target: &Target) -> Result<i32> {
     let host = target.open()?;
     let store = StateStore::new(&host);
+    // An interrupted commit (or any unfinished run) first: `gdrprov recover`.
+    apply::refuse_unfinished(&host, &store)?;
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
         return Err(Error::Refused(
@@ -360,14 +362,16 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
             trial.entry
         )));
     }
-    // Commit never asks: it is meant for a systemd unit.
-    let done = ops::apply(
+    // Commit never asks: it is meant for a systemd unit. Its generation is
+    // labelled, so that `recover` completes it when it is interrupted.
+    let done = ops::apply_as(
         &ops::ProfilesRequest {
             profiles: trial.profiles,
             target: target.clone(),
             trial: false,
         },
         &mut ops::yes,
+        Some("commit"),
     )?;
     super::apply::report(out, "commit", &done);
     Ok(crate::exit::OK)
