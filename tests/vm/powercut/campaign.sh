@@ -190,6 +190,22 @@ t_all=$(date +%s)
 say "power-cut campaign: flavor $flavor, $cuts cuts, seed $seed, commands $commands; recovery: $([ $has_recover = 1 ] && echo 'gdrprov recover' || echo 'the command again (no recover yet)'); gdrprov $("$GDRPROV_BIN" --version 2>/dev/null | head -1)"
 
 # --- 1. measure: each command uncut, the reference states --------------------------------------------------
+want() { [[ ,$commands, == *",$1,"* ]]; }
+if [ -n "${GDRPROV_PC_REUSE:-}" ]; then
+  # The measurement of an earlier run of the same gdrprov and image (its powercut-FLAVOR directory): its
+  # durations, command lines and reference states. This guest starts from the image, whose initramfs is not
+  # the reference one (see below): an uncut apply first, so the cuts start from the apply in effect.
+  for f in base applied trial committed measured.env; do
+    [ -f "$GDRPROV_PC_REUSE/$f" ] && cp "$GDRPROV_PC_REUSE/$f" "$W/$f"
+  done
+  [ -f "$W/measured.env" ] || fail "no measured.env in $GDRPROV_PC_REUSE"
+  . "$W/measured.env"
+  setup
+  [ "$(cmdline)" = "$c0" ] || fail "this guest's /proc/cmdline is not the measured old line: $(cmdline)"
+  vm_ssh $g "$(the_command apply)" >/dev/null || fail "the first, uncut apply failed"
+  st=B
+  say "measurement reused from $GDRPROV_PC_REUSE"
+else
 setup
 state "$W/base"; c0=$(cmdline)
 # The boots after these two are power cuts right after the command returned (issue 16; this was scenario
@@ -231,6 +247,8 @@ if want commit; then
   state "$W/committed"
   d=$(diff_state "$W/committed" "$W/applied"); [ -z "$d" ] || info "commit's files differ from apply's: $d (the committed state is the reference after commit)"
   st=B   # the trial and its commit in effect
+fi
+{ declare -p D_apply D_rollback D_commit c0 c1 ct st; } > "$W/measured.env"
 fi
 say "measured (uncut, from the host): apply $D_apply s, rollback $D_rollback s, commit $D_commit s"
 say "old line: $c0"
@@ -288,7 +306,7 @@ for i in "${!seq_[@]}"; do
   cmd=$(the_command "$c")
   mark=$(stat -c %s "$(vm_gdir $g)/serial.log")
   start "$cmd" "$out"
-  left=$(awk -v d="$delay" -v e="$(elapsed "$T0")" 'BEGIN { r = d - e; printf "%.3f", r > 0 ? r : 0 }')
+  left=$(awk -v d="$delay" -v e="$(elapsed "$T0")" 'BEGIN { r = d - e; printf "%.3f", (r > 0 ? r : 0) }')
   sleep "$left"
   at=$(elapsed "$T0")
   vm_cut_power $g
