@@ -279,7 +279,8 @@ delays=()
 for c in "${seq_[@]}"; do
   read -ra a <<<"${order[$c]}"; s=${a[${k[$c]}]}; k[$c]=$(( k[$c] + 1 ))
   dur=$(eval echo "\$D_$c")
-  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$RANDOM" 'BEGIN { printf "%.2f", d * (s + u / 32768) / n }')")
+  u=$RANDOM   # drawn here: a $RANDOM inside $(...) is a subshell's, reseeded, and the seed would not hold
+  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" 'BEGIN { printf "%.2f", d * (s + u / 32768) / n }')")
 done
 plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s ' "${seq_[$i]}" "${delays[$i]}"; done)
 say "cuts (command@seconds after its start): $plan_"
