@@ -636,15 +636,19 @@ vm_cut_power() {
 
 # vm_power_on NAME LIMIT: start the same machine again on its disk (after vm_cut_power) and wait up to LIMIT
 # seconds for ssh. Returns 1, leaving the machine running for a look at its serial log, when it does not come
-# up in time or qemu ends (a kernel that panics or a firmware that gives up: an unbootable disk); the caller
-# decides. Logs "rebooted in N s" as vm_reboot does.
+# up in time, its kernel panics (the serial log since the start says so) or qemu ends (a firmware that gives
+# up); the caller decides. Logs "rebooted in N s" as vm_reboot does.
 vm_power_on() {
-  local name=$1 limit=$2 d t0 args=(); d=$(vm_gdir "$name"); t0=$(date +%s)
+  local name=$1 limit=$2 d t0 m args=(); d=$(vm_gdir "$name"); t0=$(date +%s)
+  m=$(stat -c %s "$d/serial.log" 2>/dev/null || echo 0)
   [ -s "$d/args" ] && mapfile -t args < "$d/args"
   vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
     { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the power cut"; }
   while :; do
     vm_guest_alive "$name" || { vm_log "guest $name: qemu ended while booting after the power cut"; return 1; }
+    if tail -c +"$((m + 1))" "$d/serial.log" 2>/dev/null | grep -aq 'Kernel panic - not syncing'; then
+      vm_log "guest $name: kernel panic while booting after the power cut"; return 1
+    fi
     vm_ssh_try "$name" "$t0" 20 true && break
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
       vm_log "guest $name: no ssh $limit s after the power cut"; return 1
