@@ -291,6 +291,11 @@ while [ ${#seq_[@]} -lt "$cuts" ]; do
     if [ ${#ab[@]} -gt 0 ]; then seq_+=("${ab[$((nextab % ${#ab[@]}))]}"); nextab=$((nextab + 1)); fi; s=B
   fi
 done
+# GDRPROV_PC_SPAN=LO-HI: the instants only within fractions LO..HI of each command's run (e.g. 0.8-1.0: the
+# end of apply and rollback, where systemd-boot's initrd and entry are written to the ESP); default 0-1.
+span=${GDRPROV_PC_SPAN:-0-1}; span_lo=${span%-*}; span_hi=${span#*-}
+[[ $span_lo =~ ^[01](\.[0-9]+)?$ && $span_hi =~ ^[01](\.[0-9]+)?$ ]] || fail "GDRPROV_PC_SPAN must be LO-HI, fractions of 0..1, not '$span'"
+[ "$span" = 0-1 ] || say "instants within $span of each command's measured run (GDRPROV_PC_SPAN)"
 RANDOM=$seed
 declare -A n=() k=() order=()
 for c in "${seq_[@]}"; do n[$c]=$(( ${n[$c]:-0} + 1 )); done
@@ -305,7 +310,8 @@ for c in "${seq_[@]}"; do
   read -ra a <<<"${order[$c]}"; s=${a[${k[$c]}]}; k[$c]=$(( k[$c] + 1 ))
   dur=$(eval echo "\$D_$c")
   u=$RANDOM   # drawn here: a $RANDOM inside $(...) is a subshell's, reseeded, and the seed would not hold
-  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" 'BEGIN { printf "%.2f", d * (s + u / 32768) / n }')")
+  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" -v lo="$span_lo" -v hi="$span_hi" \
+    'BEGIN { printf "%.2f", d * (lo + (hi - lo) * (s + u / 32768) / n) }')")
 done
 plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s ' "${seq_[$i]}" "${delays[$i]}"; done)
 say "cuts (command@seconds after its start): $plan_"
