@@ -4,7 +4,7 @@
 //! a run that touches nothing a boot loader reads does nothing of the kind.
 //! The mechanism itself (ext4 checkpoint, guarded freeze/thaw, a kill while
 //! frozen) is tested on a loop-mounted ext4 in the module's unit tests, and
-//! a real power cut in tests/vm/scenarios/11-power-cut.sh.
+//! a real power cut in tests/vm/scenarios/19-power-cut-any-instant.sh (formerly 11-power-cut).
 
 use crate::common::*;
 

@@ -632,3 +632,41 @@ info() { echo "  info: $*"; }
 # assert_contains HAYSTACK NEEDLE WHAT
 assert_contains() { case "$1" in *"$2"*) ok "$3" ;; *) fail "$3: '$2' not in: $1" ;; esac; }
 assert_not_contains() { case "$1" in *"$2"*) fail "$3: '$2' unexpectedly in: $1" ;; *) ok "$3" ;; esac; }
+
+# --- power cuts at any instant (tests/vm/powercut/campaign.sh) -------------------------------------------
+
+# vm_cut_power NAME: a power cut now: SIGKILL the guest's qemu (no shutdown, no sync) and wait until it is
+# gone. The machine stays off until vm_power_on.
+vm_cut_power() {
+  local name=$1 d pid; d=$(vm_gdir "$name")
+  read -r pid < "$d/pid" || vm_die "guest $name: no qemu pid"
+  kill -9 "$pid" 2>/dev/null || vm_die "guest $name: qemu $pid was not running at the power cut"
+  while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
+  rm -f "$d/pid"
+  vm_mux_stop "$name"
+}
+
+# vm_power_on NAME LIMIT: start the same machine again on its disk (after vm_cut_power) and wait up to LIMIT
+# seconds for ssh. Returns 1, leaving the machine running for a look at its serial log, when it does not come
+# up in time, its kernel panics (the serial log since the start says so) or qemu ends (a firmware that gives
+# up); the caller decides. Logs "rebooted in N s" as vm_reboot does.
+vm_power_on() {
+  local name=$1 limit=$2 d t0 m args=(); d=$(vm_gdir "$name"); t0=$(date +%s)
+  m=$(stat -c %s "$d/serial.log" 2>/dev/null || echo 0)
+  [ -s "$d/args" ] && mapfile -t args < "$d/args"
+  vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
+    { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the power cut"; }
+  while :; do
+    vm_guest_alive "$name" || { vm_log "guest $name: qemu ended while booting after the power cut"; return 1; }
+    if tail -c +"$((m + 1))" "$d/serial.log" 2>/dev/null | grep -aq 'Kernel panic - not syncing'; then
+      vm_log "guest $name: kernel panic while booting after the power cut"; return 1
+    fi
+    vm_ssh_try "$name" "$t0" 20 true && break
+    if [ "$(vm_since "$t0")" -ge "$limit" ]; then
+      vm_log "guest $name: no ssh $limit s after the power cut"; return 1
+    fi
+    sleep 1
+  done
+  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_mux_start "$name"
+}
