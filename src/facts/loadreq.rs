@@ -89,6 +89,9 @@ fn lines_of(
     wanted: &[String],
     out: &mut Vec<LoadRequest>,
 ) {
+    if masked(host, file) {
+        return;
+    }
     let Some(text) = host.read_fact(file) else {
         return;
     };
@@ -112,8 +115,17 @@ fn lines_of(
     }
 }
 
+/// A file linked to /dev/null is masked (`systemctl mask`, or a modules-load.d entry turned
+/// off): systemd reads nothing there, and the device node is not a hostile root's trick.
+fn masked(host: &Host, file: &str) -> bool {
+    host.canonical(file).as_deref() == Some("/dev/null")
+}
+
 /// A unit's `Exec*=` lines that run `modprobe NAME` (not `-r`).
 fn unit_lines(host: &Host, file: &str, wanted: &[String], out: &mut Vec<LoadRequest>) {
+    if masked(host, file) {
+        return;
+    }
     let Some(text) = host.read_fact(file) else {
         return;
     };
@@ -223,6 +235,36 @@ mod tests {
             ]
         );
         assert!(scan(&host, &[]).is_empty());
+    }
+
+    /// Masked units and modules-load.d entries (links to /dev/null, as Debian 13 ships several)
+    /// are skipped, not read: the null device is not a hostile root (found on the UKI guest).
+    #[test]
+    fn masked_files_are_not_read() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: mknod needs root (CI runs as root)");
+            return;
+        }
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("dev")).unwrap();
+        nix::sys::stat::mknod(
+            &r.join("dev/null"),
+            nix::sys::stat::SFlag::S_IFCHR,
+            nix::sys::stat::Mode::from_bits_truncate(0o666),
+            nix::sys::stat::makedev(1, 3),
+        )
+        .unwrap();
+        for p in [
+            "etc/systemd/system/hwclock.service",
+            "etc/modules-load.d/nvidia-peermem.conf",
+        ] {
+            std::fs::create_dir_all(r.join(p).parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink("/dev/null", r.join(p)).unwrap();
+        }
+        let host = Host::open(r, true).unwrap();
+        assert!(scan(&host, &["nvidia_peermem".into()]).is_empty());
+        assert!(host.refuse_special_files().is_ok());
     }
 
     #[test]
