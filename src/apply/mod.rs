@@ -186,9 +186,10 @@ fn refresh_after_copies(host: &Host, store: &StateStore, g: &mut Generation) -> 
         let Some(now) = host.read(path)? else {
             continue;
         };
-        if step.after_sum.as_ref() != Some(&journal::Sum::of(&now)) {
+        let sum = journal::Sum::of(&now);
+        if step.after_sum.as_ref() != Some(&sum) {
             store.write_private(rel, &now)?;
-            step.after_sum = Some(journal::Sum::of(&now));
+            step.after_sum = Some(sum);
             changed = true;
         }
     }
