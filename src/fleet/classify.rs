@@ -336,11 +336,28 @@ fn find_paths(sweep: &Sweep, low: &[bool], state: &[State], rc: usize) -> Paths 
     (paths, suspects)
 }
 
+/// What `typical_low` says when every low was a run that failed (no rate at all).
+pub const EVERY_RUN_FAILED: &str = "every run failed";
+
+/// "0.41 of line rate", "2.00 Gb/s, below --min-gbps", or "every run failed".
+pub fn low_text(value: f64, of: &str) -> String {
+    if of == EVERY_RUN_FAILED {
+        of.to_string()
+    } else {
+        format!("{value:.2} {of}")
+    }
+}
+
 /// The median of the lows' values as a fraction of line rate when every one
 /// has it; else in Gb/s when every one is below the absolute cut (the
 /// median says little then: it may be the bad node's); else as a fraction
 /// of the rails' medians. And which it is.
 pub fn typical_low(sweep: &Sweep, c: &Classified, obs: &[usize]) -> (f64, &'static str) {
+    // A run that failed has no rate: "0.00 Gb/s" in a drain reason would read as a measured one.
+    let failed = |i: &usize| sweep.obs[*i].gbps == 0.0 && !sweep.obs[*i].data_ok;
+    if !obs.is_empty() && obs.iter().all(failed) {
+        return (0.0, EVERY_RUN_FAILED);
+    }
     let all_fraction = obs.iter().all(|i| sweep.obs[*i].fraction.is_some());
     let all_absolute = c
         .thresholds

@@ -204,3 +204,26 @@ fn three_nodes_one_bad_needs_the_absolute_cut() {
         "rail mlx5_0 2.00 Gb/s, below --min-gbps with 2 partners"
     );
 }
+
+#[test]
+fn a_node_whose_every_run_failed_says_so_not_zero_gbps() {
+    // Three nodes, node 2's runs all failed (no result: gbps 0, no data check).
+    let mut s = sweep(3, 1, &|_, _, _| 0.9);
+    for o in &mut s.obs {
+        o.fraction = None;
+        if o.a == 2 || o.b == 2 {
+            o.gbps = 0.0;
+            o.data_ok = false;
+        }
+    }
+    let t = Thresholds {
+        min_gbps: Some(10.0),
+        ..Thresholds::default()
+    };
+    let c = classify(&s, &t);
+    assert!(c.bad_node(2), "{:?}", c.node_states(2));
+    let v = crate::fleet::render::node_verdicts(&s, &c);
+    assert_eq!(v.len(), 1);
+    assert_eq!(v[0].summary, "rail mlx5_0 every run failed with 2 partners");
+    assert_eq!(v[0].of, "every run failed");
+}

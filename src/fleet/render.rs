@@ -1,7 +1,7 @@
 //! The sweep's report: verdicts with names and evidence, the scheduler's
 //! decisions (rendered as text and Prometheus metrics in src/output/sweep.rs).
 
-use super::classify::{typical_low, Classified, RailStats, State, Thresholds};
+use super::classify::{low_text, typical_low, Classified, RailStats, State, Thresholds};
 use super::remedy::{Fixable, NodeFindings};
 use super::slurm::{self, Decisions};
 use super::Sweep;
@@ -168,13 +168,15 @@ pub fn node_verdicts(sweep: &Sweep, c: &Classified) -> Vec<Verdict> {
             let names: Vec<String> = rails.iter().map(|r| sweep.rails[*r].clone()).collect();
             let summary = if whole && sweep.rails.len() > 1 {
                 format!(
-                    "every rail low, {value:.2} {of} with {} partners",
+                    "every rail low, {} with {} partners",
+                    low_text(value, of),
                     partners.len()
                 )
             } else {
                 format!(
-                    "rail {} {value:.2} {of} with {} partners",
+                    "rail {} {} with {} partners",
                     names.join(","),
+                    low_text(value, of),
                     partners.len()
                 )
             };
@@ -226,8 +228,8 @@ fn path_verdicts(sweep: &Sweep, c: &Classified) -> Vec<Verdict> {
                 of,
                 partners: vec![sweep.nodes[*b].clone()],
                 summary: format!(
-                    "path {} <-> {} on rail {}: {value:.2} {of} {} times, both fine with others ({} and {} partners); check the cables and switch ports between them",
-                    sweep.nodes[*a], sweep.nodes[*b], sweep.rails[*r], lows.len(), c.highs(*a, *r), c.highs(*b, *r)
+                    "path {} <-> {} on rail {}: {} {} times, both fine with others ({} and {} partners); check the cables and switch ports between them",
+                    sweep.nodes[*a], sweep.nodes[*b], sweep.rails[*r], low_text(value, of), lows.len(), c.highs(*a, *r), c.highs(*b, *r)
                 ),
                 action: "check the path",
                 fix: None,

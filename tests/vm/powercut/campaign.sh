@@ -220,7 +220,7 @@ if [ -n "${GDRPROV_PC_REUSE:-}" ]; then
   # The measurement of an earlier run of the same gdrprov and image (its powercut-FLAVOR directory): its
   # durations, command lines and reference states. This guest starts from the image, whose initramfs is not
   # the reference one (see below): an uncut apply first, so the cuts start from the apply in effect.
-  for f in base applied trial committed measured.env; do
+  for f in base applied trial committed measured.env measure-apply.out measure-rollback.out measure-commit.out; do
     [ -f "$GDRPROV_PC_REUSE/$f" ] && cp "$GDRPROV_PC_REUSE/$f" "$W/$f"
   done
   [ -f "$W/measured.env" ] || fail "no measured.env in $GDRPROV_PC_REUSE"
@@ -296,6 +296,26 @@ done
 span=${GDRPROV_PC_SPAN:-0-1}; span_lo=${span%-*}; span_hi=${span#*-}
 [[ $span_lo =~ ^[01](\.[0-9]+)?$ && $span_hi =~ ^[01](\.[0-9]+)?$ ]] || fail "GDRPROV_PC_SPAN must be LO-HI, fractions of 0..1, not '$span'"
 [ "$span" = 0-1 ] || say "instants within $span of each command's measured run (GDRPROV_PC_SPAN)"
+# GDRPROV_PC_AT=PROCESS (e.g. kernel-install): each cut of a command that ran PROCESS when measured is anchored
+# on it, not on the start: the instant is drawn over the window in which PROCESS was seen (first to last sight
+# in the measured run, plus one look), counted from the moment this run's stream first shows PROCESS. A cut
+# timed from the start misses a window of a few seconds near the end of a 500 s command whenever the host's
+# load differs from the measurement's (two such cuts landed after the command had returned); anchored, it
+# lands in it. Commands that did not run PROCESS keep the drawn instants over their whole run.
+AT=${GDRPROV_PC_AT:-}
+[[ -z $AT || $AT =~ ^[A-Za-z0-9_.-]+$ ]] || fail "GDRPROV_PC_AT must be a process name, not '$AT'"
+# window CMD: the seconds over which AT was seen in CMD's measured run ("" when it was not seen).
+window() {
+  [ -n "$AT" ] && [ -f "$W/measure-$1.out" ] || return 0
+  awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) { if (f == "") f = $1; l = $1 } }
+    END { if (f != "") printf "%.2f", l - f + 0.5 }' "$W/measure-$1.out"
+}
+if [ -n "$AT" ]; then
+  for c in apply rollback commit; do
+    want "$c" || continue
+    w=$(window "$c"); say "$c: $AT seen over ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
+  done
+fi
 RANDOM=$seed
 declare -A n=() k=() order=()
 for c in "${seq_[@]}"; do n[$c]=$(( ${n[$c]:-0} + 1 )); done
@@ -308,13 +328,14 @@ done
 delays=()
 for c in "${seq_[@]}"; do
   read -ra a <<<"${order[$c]}"; s=${a[${k[$c]}]}; k[$c]=$(( k[$c] + 1 ))
-  dur=$(eval echo "\$D_$c")
+  dur=$(eval echo "\$D_$c") lo=$span_lo hi=$span_hi
+  w=$(window "$c"); [ -z "$w" ] || { dur=$w lo=0 hi=1; }
   u=$RANDOM   # drawn here: a $RANDOM inside $(...) is a subshell's, reseeded, and the seed would not hold
-  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" -v lo="$span_lo" -v hi="$span_hi" \
+  delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" -v lo="$lo" -v hi="$hi" \
     'BEGIN { printf "%.2f", d * (lo + (hi - lo) * (s + u / 32768) / n) }')")
 done
-plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s ' "${seq_[$i]}" "${delays[$i]}"; done)
-say "cuts (command@seconds after its start): $plan_"
+plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s%s ' "${seq_[$i]}" "${delays[$i]}" "$([ -n "$(window "${seq_[$i]}")" ] && echo "+$AT")"; done)
+say "cuts (command@seconds after its start, or +PROCESS: after PROCESS was first seen): $plan_"
 
 unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0
 # to STATE: bring the guest, uncut, from st to STATE (A: nothing applied; B: an apply in effect).
@@ -338,14 +359,25 @@ for i in "${!seq_[@]}"; do
   cmd=$(the_command "$c")
   mark=$(stat -c %s "$(vm_gdir $g)/serial.log")
   start "$cmd" "$out"
-  left=$(awk -v d="$delay" -v e="$(elapsed "$T0")" 'BEGIN { r = d - e; printf "%.3f", (r > 0 ? r : 0) }')
+  base=0 anchor=
+  if [ -n "$(window "$c")" ]; then
+    # Until the stream shows AT (or the command ends, or twice its measured run has passed).
+    lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 2 * d + 60 }')
+    until awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"; do
+      kill -0 "$BG" 2>/dev/null || break
+      [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
+      sleep 0.1
+    done
+    base=$(elapsed "$T0"); anchor=" ($AT first seen at $base s)"
+  fi
+  left=$(awk -v d="$delay" -v b="$base" -v e="$(elapsed "$T0")" 'BEGIN { r = b + d - e; printf "%.3f", (r > 0 ? r : 0) }')
   sleep "$left"
   at=$(elapsed "$T0")
   vm_cut_power $g
   wait "$BG" 2>/dev/null
   seen=$(awk '$2 == "T" { $1 = $2 = ""; s = $0 } END { gsub(/^ +| +$/, "", s); print s }' "$out")
   finished=$(grep -q ' RC ' "$out" && echo "it had returned" || echo "while: ${seen:-starting}")
-  line="cut $nr/$cuts: $c ($cmd) cut at $at s of $(eval echo "\$D_$c") s ($finished)"
+  line="cut $nr/$cuts: $c ($cmd) cut at $at s of $(eval echo "\$D_$c") s$anchor ($finished)"
   if ! power_on "$BOOT_LIMIT"; then
     unbootable=$((unbootable + 1))
     say "$line: ${RETRIES}UNBOOTABLE; serial log since the cut:"

@@ -130,6 +130,11 @@ sweep() {
     done; scontrol show job $id >&2; exit 1") || fail "sweep $k: job $id did not end"
   vm_ssh node1 "cat /root/sweep$k.out" | sed "s/^/    sweep$k| /"
   [ "$state" = COMPLETED ] || fail "sweep $k: job $id ended $state"
+  # The job's end is not its nodes' end: each goes through COMPLETING (its slurmd reports the job gone),
+  # and a node drained while in the job is DRAINING until then. A look right after the job ended saw those
+  # (on a faster host than the one this was written on); wait, a minute at most, for the nodes to settle.
+  vm_ssh node1 "for i in \$(seq 120); do sinfo -h -N -o %T | grep -qE 'completing|draining|allocated|mixed' || exit 0; sleep 0.5; done
+    sinfo -N -o '%N %T %E' >&2; exit 1" || fail "sweep $k: the nodes did not settle within a minute of job $id's end"
   vm_ssh node1 "cat /root/sweep$k/report.json" > "$VM_RUN_DIR/20-sweep$k-report.json" || fail "sweep $k: no report"
   info "sweep $k: job $id completed in $(vm_since "$t") s"
 }
@@ -154,7 +159,8 @@ vm_ssh node1 "grep -h 'listening on' /root/sweep1/logs/*.listener.err | head -1"
 [ "$(jq_ "$r" '[v["node"] for v in r["verdicts"] if v["kind"] in ("bad-node", "bad-rail")]')" = "['node3']" ] ||
   fail "sweep 1 did not find node3 alone: $(jq_ "$r" 'r["verdicts"]')"
 s3=$(node_state node3)
-case $s3 in drained\|gdrprov:*rxe0*below\ --min-gbps*with\ 2\ partners*) ok "node3 drained by the sweep: ${s3#*|}" ;;
+# (its runs measured a rate below the cut, or failed: the rate limit can break soft-RoCE's retries)
+case $s3 in drained\|gdrprov:*rxe0*below\ --min-gbps*with\ 2\ partners*|drained\|gdrprov:*rxe0\ every\ run\ failed\ with\ 2\ partners*) ok "node3 drained by the sweep: ${s3#*|}" ;;
   *) fail "node3 is not drained with the sweep's reason: '$s3'" ;; esac
 for n in node1 node2; do
   s=$(node_state $n); [ "${s%%|*}" = idle ] || fail "$n is '$s', not idle"
@@ -174,7 +180,9 @@ info "sweep 2 verdicts: $(jq_ "$r" '"; ".join(v["summary"] for v in r["verdicts"
 for n in "${nodes[@]}"; do
   s=$(node_state $n); [ "${s%%|*}" = idle ] || fail "after sweep 2, $n is '$s', not idle"
 done
-! vm_ssh node1 "scontrol show reservation" | grep -q "State=ACTIVE" || fail "the sweep's reservation is still active: $(vm_ssh node1 'scontrol show reservation')"
+# (the batch script ends the reservation with EndTime=now; slurmctld lets it go on its next pass)
+vm_ssh node1 "for i in \$(seq 60); do scontrol show reservation | grep -q State=ACTIVE || exit 0; sleep 0.5; done; exit 1" ||
+  fail "the sweep's reservation is still active 30 s after the sweep: $(vm_ssh node1 'scontrol show reservation')"
 ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation has ended"
 
 ) || failed+=("2 (the next sweep resumes node3)")
