@@ -147,6 +147,14 @@ pub fn trial_specs(specs: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The generations left unfinished under ROOT, named with their fix, for a
+/// command that failed for another reason (a bad profile, say): every command
+/// names them, not only those that get far enough to read the journal.
+pub fn unfinished_notice(root: &std::path::Path) -> Option<String> {
+    let host = Target::read_only(root.to_path_buf(), None).open().ok()?;
+    apply::notice(&host, &StateStore::new(&host))
+}
+
 /// A plan and what it was made from.
 pub struct Planned {
     pub host: Host,

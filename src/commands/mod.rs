@@ -49,6 +49,12 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             out.error(&cli.command.name(), &cli.root, &e);
+            // A refusal for an unfinished generation names it already.
+            if let Some(n) = crate::ops::unfinished_notice(&cli.root)
+                .filter(|_| !e.to_string().contains("gdrprov recover"))
+            {
+                out.note(&n);
+            }
             exit::ERROR
         }
     }

@@ -256,6 +256,15 @@ fn every_command_names_an_interrupted_generation_and_recover() {
     assert_eq!(c["status"], "fail", "{c}");
     assert!(c["detail"].as_str().unwrap().contains(&fix), "{c}");
     assert!(stderr_of(&gd(&root, &["history"])).contains(&fix));
+    // A command that fails for another reason (here a profile that does not
+    // exist) names it too, after its own error.
+    let bad = gd(&root, &["plan", "no-such-profile", "--no-exec"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let err = stderr_of(&bad);
+    assert!(
+        err.contains("unknown profile") && err.contains(&fix) && err.contains("generation 1"),
+        "{err}"
+    );
     let doctor = json_of(&gd(&root, &["doctor", "rdma-dmabuf", "--format", "json"]));
     let f = doctor["findings"]
         .as_array()

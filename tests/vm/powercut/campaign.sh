@@ -49,12 +49,12 @@ W=$VM_RUN_DIR/powercut-$flavor; mkdir -p "$W"
 VM_DISK_CACHE=writeback   # what the guest flushed survives the killed qemu, as on a real disk
 export VM_FLAVOR=$flavor
 P=/root/pc.yaml
-# On systemd-boot, rollback needs --force: update-initramfs's Debian hook (/etc/initramfs/post-update.d/
-# systemd-boot) runs `kernel-install add`, which writes the loader entry again from /etc/kernel/cmdline, with
-# gdrprov's argument before systemd.machine_id= where gdrprov's own edit had put it after; the journal still
-# has gdrprov's bytes, so rollback calls the entry "changed after gdrprov wrote them" and refuses (seen on
-# the first uncut apply + rollback here; reported with issue 29). `recover` completes a rollback with force.
-RB_FORCE=; [ "$flavor" = sdboot ] && RB_FORCE=" --force"
+# Rollback runs without --force on both flavors. On systemd-boot, update-initramfs's Debian hook
+# (/etc/initramfs/post-update.d/systemd-boot) runs `kernel-install add`, which writes the loader entry again
+# from /etc/kernel/cmdline after gdrprov's own edit of it; rollback once refused that entry as "changed after
+# gdrprov wrote them" (found by this campaign's first uncut run; the journal now keeps what the run left,
+# apply::refresh_after_copies). GDRPROV_PC_RB_FORCE=1 puts --force back (for a gdrprov from before the fix).
+RB_FORCE=; [ "${GDRPROV_PC_RB_FORCE:-0}" = 1 ] && RB_FORCE=" --force"
 
 say() { echo "  info: $*"; echo "$*" >> "$RESULTS"; }
 # Seconds since T0 (an $EPOCHREALTIME), to the hundredth.
