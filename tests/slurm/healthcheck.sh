@@ -126,22 +126,26 @@ t0=$(now); "$bin" verify "$tmp/hc.yaml" --root "$tmp/root" --no-loopback --forma
 echo "verify --no-loopback took $(echo "$t1 - $t0" | bc) s"
 # The health check itself, run by hand.
 t0=$(now); "$tmp/healthcheck"; t1=$(now)
-echo "the health check took $(echo "$t1 - $t0" | bc) s"
+hc=$(echo "$t1 - $t0" | bc)
+echo "the health check took $hc s"
+# "Within one interval": the next run starts within the interval and then takes its own time (seconds under
+# load: a fixed 2 s of slack failed once on a loaded machine), plus 2 s for slurmctld and these polls.
+slack=$(echo "$hc * 2 + 2" | bc)
 
 "$bin" apply "$tmp/hc.yaml" --root "$tmp/root" -y >/dev/null
 applied=$(now)
-wait_for '! state | grep -q DRAIN' $((interval * 2 + 2)) || fail "not resumed after apply: $(state) $(reason)"
+wait_for '! state | grep -q DRAIN' $((interval * 2 + ${slack%.*} + 1)) || fail "not resumed after apply: $(state) $(reason)"
 back=$(now)
 echo "PASS: resumed $(echo "$back - $applied" | bc) s after apply (interval $interval s): $(state)"
-[ "$(echo "$back - $applied <= $interval + 2" | bc)" = 1 ] || fail "resume took longer than one interval"
+[ "$(echo "$back - $applied <= $interval + $slack" | bc)" = 1 ] || fail "resume took longer than one interval (+$slack s)"
 
 # Fail again: the next run drains within one interval.
 rm "$tmp/root/etc/gdrprov-healthcheck-test.conf"
 broke=$(now)
-wait_for 'state | grep -q DRAIN' $((interval * 2 + 2)) || fail "not drained again"
+wait_for 'state | grep -q DRAIN' $((interval * 2 + ${slack%.*} + 1)) || fail "not drained again"
 drained=$(now)
 echo "PASS: drained $(echo "$drained - $broke" | bc) s after verify began failing (interval $interval s)"
-[ "$(echo "$drained - $broke <= $interval + 2" | bc)" = 1 ] || fail "drain took longer than one interval"
+[ "$(echo "$drained - $broke <= $interval + $slack" | bc)" = 1 ] || fail "drain took longer than one interval (+$slack s)"
 "$bin" apply "$tmp/hc.yaml" --root "$tmp/root" -y >/dev/null
 wait_for '! state | grep -q DRAIN' $((interval * 2 + 2)) || fail "not resumed"
 
