@@ -144,6 +144,8 @@ node_state() { vm_ssh node1 "sinfo -h -N -n $1 -o '%T|%E' | head -1"; }
 # Each step in a subshell: a failing step is named at the end, and the steps after it still run
 # (one run of this scenario is long under TCG; it should say all it can).
 failed=()
+# why K: the first FAIL line of step K's output (the summary at the end names it: CI keeps only the tail).
+why() { grep -m1 '^FAIL: ' "$VM_RUN_DIR/20-step$1.out" | sed 's/^FAIL: //' | cut -c1-400; }
 # 1. node3's link rate-limited (its egress: node3 is the client of both its pairs, sending the data). Not
 # the 20 Mbit/s that once looked slow: soft-RoCE between 1-vCPU TCG guests on a loaded host ran at 0.012 to
 # 0.035 Gb/s (12-35 Mbit/s), so 20 Mbit/s did not bite; 1 Mbit/s (0.001 Gb/s, or a run that fails) is far
@@ -167,7 +169,7 @@ for n in node1 node2; do
 done
 ok "node1 and node2 (good) not drained: idle"
 
-) || failed+=("1 (sweep drains node3)")
+) 2>&1 | tee "$VM_RUN_DIR/20-step1.out" || failed+=("1 (sweep drains node3: $(why 1))")
 
 # 2. Fixed; the next sweep (through the submit script: node3 reserved, resumed, tested) keeps it in service.
 (
@@ -185,7 +187,7 @@ vm_ssh node1 "for i in \$(seq 60); do scontrol show reservation | grep -q State=
   fail "the sweep's reservation is still active 30 s after the sweep: $(vm_ssh node1 'scontrol show reservation')"
 ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation has ended"
 
-) || failed+=("2 (the next sweep resumes node3)")
+) 2>&1 | tee "$VM_RUN_DIR/20-step2.out" || failed+=("2 (the next sweep resumes node3: $(why 2))")
 
 # 3. The health check: a module the profile blocks loaded by hand (insmod, past modprobe.d) on node2.
 (
@@ -205,7 +207,7 @@ dt=$(vm_since "$t")
 [ "$dt" -le $((interval + 15)) ] || fail "node2 resumed after $dt s, more than one interval and 15 s"
 ok "after gdrprov apply (dummy unloaded) the health check resumed node2 in $dt s: $(node_state node2)"
 
-) || failed+=("3 (health check)")
+) 2>&1 | tee "$VM_RUN_DIR/20-step3.out" || failed+=("3 (health check: $(why 3))")
 
 # 4. The same sweep through the Ansible example, from the host over ssh, node3 slow again.
 (
@@ -238,7 +240,7 @@ info "ansible sweep ($(vm_since "$t") s): $(jq_ "$r" '"; ".join(v["summary"] for
 [ "$(jq_ "$r" '[a["node"] for a in r["slurm"]["drain"]]')" = "['node3']" ] || fail "the Ansible sweep's report would not drain node3"
 ok "the Ansible sweep (sweep.yml from the host over ssh) found node3: $(jq_ "$r" '[v["summary"] for v in r["verdicts"]][0]')"
 vm_ssh node3 "tc qdisc del dev ${nic[node3]} root" >/dev/null || true
-) || failed+=("4 (Ansible sweep)")
+) 2>&1 | tee "$VM_RUN_DIR/20-step4.out" || failed+=("4 (Ansible sweep: $(why 4))")
 
 for n in "${nodes[@]}"; do vm_poweroff $n & done
 wait
