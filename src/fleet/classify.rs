@@ -339,10 +339,14 @@ fn find_paths(sweep: &Sweep, low: &[bool], state: &[State], rc: usize) -> Paths 
 /// What `typical_low` says when every low was a run that failed (no rate at all).
 pub const EVERY_RUN_FAILED: &str = "every run failed";
 
-/// "0.41 of line rate", "2.00 Gb/s, below --min-gbps", or "every run failed".
+/// "0.41 of line rate", "2.00 Gb/s, below --min-gbps", or "every run failed";
+/// a value under 0.01 keeps four places ("0.0003 Gb/s", not a "0.00" that
+/// reads as nothing measured).
 pub fn low_text(value: f64, of: &str) -> String {
     if of == EVERY_RUN_FAILED {
         of.to_string()
+    } else if value > 0.0 && value < 0.01 {
+        format!("{value:.4} {of}")
     } else {
         format!("{value:.2} {of}")
     }

@@ -227,3 +227,17 @@ fn a_node_whose_every_run_failed_says_so_not_zero_gbps() {
     assert_eq!(v[0].summary, "rail mlx5_0 every run failed with 2 partners");
     assert_eq!(v[0].of, "every run failed");
 }
+
+#[test]
+fn a_tiny_rate_keeps_its_digits() {
+    use crate::fleet::classify::low_text;
+    assert_eq!(
+        low_text(0.000325, "Gb/s, below --min-gbps"),
+        "0.0003 Gb/s, below --min-gbps"
+    );
+    assert_eq!(low_text(0.41, "of line rate"), "0.41 of line rate");
+    assert_eq!(
+        low_text(0.0, "of the fleet median"),
+        "0.00 of the fleet median"
+    );
+}
