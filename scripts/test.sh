@@ -2,11 +2,12 @@
 # The project's test command: installs what the build needs (cmake, libclang)
 # and the system tools the tests drive for real (util-linux's setpriv, GRUB's
 # grub-script-check, kmod, packer, systemd-analyze, pciutils' setpci, strace;
-# ansible-core from PyPI into target/ansible-venv), then runs every unit and
-# integration test.
+# Slurm's daemons and munge for tests/slurm/healthcheck.sh, which said SKIP on a
+# fresh machine without them; ansible-core from PyPI into target/ansible-venv),
+# then runs every unit and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/ensure-packages.sh build test
+bash scripts/ensure-packages.sh build test slurm
 # ansible-core for tests/it/ansible.rs (a venv under target/, not committed);
 # fast when already there. Without network the test says it was skipped.
 venv=target/ansible-venv
