@@ -30,6 +30,9 @@ set -uo pipefail
 PC_DIR=$(cd "$(dirname "$0")" && pwd)
 . "$PC_DIR/../lib.sh"
 vm_trap
+# One command here may rebuild the initramfs twice (recover, then the rest of the command): past lib.sh's
+# 600 s ssh limit on a loaded 2-core host under TCG (seen: a recover cut off at 600 s, exit 124, load 10).
+VM_SSH_TIMEOUT=${GDRPROV_VM_SSH_TIMEOUT:-1800}
 
 flavor=${1:?usage: campaign.sh FLAVOR CUTS SEED [COMMANDS]} cuts=${2:?CUTS} seed=${3:?SEED} commands=${4:-apply,rollback,commit}
 case $flavor in grub|sdboot) ;; *) fail "unknown flavor '$flavor' (grub, sdboot)" ;; esac
