@@ -136,19 +136,26 @@ line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; 
 # 3. Scenarios.
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
 # overlays). Scenarios that use the one shared guest form a single job that runs them in order. Jobs
-# start longest first (cost = 1 + the reboots a scenario asks for, + 1 for a second guest): on two cores
-# a guest boots in ~65 s beside another instead of ~40 s alone (measured before mitigations=off: ~80 s vs
-# ~50 s, and two lanes gave ~1.2x the throughput of one).
+# start longest first, so that no long one starts last and runs on alone: a job's cost is the sum of its
+# scenarios' `# Seconds: N` lines (their run time in a CI lane, beside another lane), or, without one,
+# 100 s for each boot (1 + its reboots and power cuts + its second guests). On two cores a guest boots in
+# ~65 s beside another instead of ~40 s alone (measured before mitigations=off: ~80 s vs ~50 s, and two
+# lanes gave ~1.2x the throughput of one).
 JOBS=${GDRPROV_VM_JOBS:-2}
 case $JOBS in ''|*[!0-9]*|0) echo "GDRPROV_VM_JOBS must be a positive number, not '$JOBS'"; echo "0 passed, 1 failed"; exit 1 ;; esac
-cost() { local f=$1; echo $(( 1 + $(grep -cE 'vm_(reboot|powercut) ' "$f") + $(grep -c '^vm_launch ' "$f") )); }
+cost() {
+  local f=$1 s
+  s=$(sed -n 's/^# Seconds: *\([0-9][0-9]*\).*/\1/p' "$f" | head -n 1)
+  [ -n "$s" ] || s=$(( 100 * (1 + $(grep -cE 'vm_(reboot|powercut) ' "$f") + $(grep -c '^vm_launch ' "$f")) ))
+  echo "$s"
+}
 shared=() jobs=()
 for f in "${scenarios[@]}"; do
   # Jobs hold scenario names (no spaces), not paths: the checkout's path may have spaces.
   if grep -q 'vm_shared' "$f"; then shared+=("$(basename "$f" .sh)"); else jobs+=("$(cost "$f") $(basename "$f" .sh)"); fi
 done
 if [ ${#shared[@]} -gt 0 ]; then
-  c=1; for n in "${shared[@]}"; do c=$((c + $(cost "$VM_DIR/scenarios/$n.sh") - 1)); done
+  c=0; for n in "${shared[@]}"; do c=$((c + $(cost "$VM_DIR/scenarios/$n.sh"))); done
   jobs+=("$c ${shared[*]}")
 fi
 mapfile -t jobs < <(printf '%s\n' "${jobs[@]}" | sort -s -k1,1nr | cut -d' ' -f2-)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 200
 # Scenario: two guests joined by a loopback socket NIC run ib_write_bw between their rxe devices
 # Two overlays of one image; the second NIC of each is a qemu socket netdev (listen/connect on 127.0.0.1),
 # a private link between the two guests that nothing else can reach. rdma_rxe on that NIC in both, then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 23
 # Scenario: doctor and inventory --snapshot in the guest; the snapshot, copied out and replayed with --root on
 # the host, gives the same answers
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 400
 # Scenario: systemd-boot (UEFI): apply -> /etc/kernel/cmdline + entry -> power cut -> /proc/cmdline; boot.entry + boot once
 # falls back; an uncommitted trial falls back; the first-boot unit commits a trial; rollback byte for byte
 # Flavor: sdboot

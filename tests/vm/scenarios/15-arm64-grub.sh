@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 193
 # Scenario: arm64 image build: apply --root (arch from the root) writes iommu.passthrough=1; the virt+SMMUv3 guest boots it via AAVMF+GRUB: Passthrough
 # Flavor: arm64
 # As an image pipeline does it: the cached arm64 root (build-image-arm64.sh) is unpacked fresh, the host's

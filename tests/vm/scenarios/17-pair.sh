@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 500
 # Scenario: gdrprov bench pair between two guests joined by a private socket NIC, soft-RoCE in each
 # (built as 07): WRITE, READ and both directions at once, host memory, listener in either guest, data
 # check passed; a wrong secret refused before anything is registered; a client killed mid-run and a

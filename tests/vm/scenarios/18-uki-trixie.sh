@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 566
 # Scenario: Debian 13 + systemd-boot 257 + a UKI: apply rdma-dmabuf -> reboot -> /proc/cmdline; plan empty; rollback ->
 # reboot -> the original line and the UKI byte for byte
 # Flavor: uki

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 900
 # Scenario: power cuts: right after apply and rollback return (issue 16), and at an instant drawn over the run of apply (update-grub + update-initramfs): the guest boots wholly the old or the new line, nothing torn, the next command names the interrupted generation, recovery = an uninterrupted run
 # Flavor: sdboot  (for GDRPROV_PC_RUNS with the sdboot guest; CI builds that image for 14 anyway)
 # A few cuts of the campaign tests/vm/powercut/campaign.sh (tests/vm/powercut/README.md; the full campaign,
@@ -7,7 +8,7 @@
 # was scenario 11. Then each cut: the command in the background, a vm_powercut at an instant drawn (seeded,
 # printed) over its measured duration, the checks, the recovery (gdrprov recover, then apply) and a
 # vm_reboot into what the recovery left.
-# Its boots (one a line, for run.sh, which starts the scenarios with the most boots first):
+# Its boots:
 #   a fresh boot, then vm_powercut after apply returned,
 #   vm_powercut after rollback returned,
 #   vm_powercut at the drawn instant,

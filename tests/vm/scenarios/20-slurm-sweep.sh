@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 1000
 # Scenario: issue 28's acceptance on real Slurm (Debian's slurm-wlm 22.05 and munge): three guests on one
 # qemu multicast segment, soft-RoCE in each, node1 with slurmctld; the pair sweep submitted with sbatch
 # runs its pairs (gdrprov bench pair, listener first); node3's link rate-limited with tc is drained with

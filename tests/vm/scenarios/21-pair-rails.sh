@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 287
 # Scenario: `gdrprov bench pair --all-nics` and `verify --peer` between two guests joined by TWO private
 # socket links (a soft-RoCE device on each: rxe0 on the first, rxe1 on the second, in both guests). Rails
 # pair by NIC name (rail 0: rxe0 <-> rxe0, rail 1: rxe1 <-> rxe1); the guests have no GPU, so every rail

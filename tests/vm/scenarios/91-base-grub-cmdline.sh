@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 1
 # Scenario: baseline: GRUB_CMDLINE_LINUX edited by hand + update-grub + real reboot -> /proc/cmdline has it
 # Proves the testbed: the guest boots through real GRUB, update-grub works, and a reboot picks the new
 # command line up. This is what 01-rdma-dmabuf does through gdrprov.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 1
 # Scenario: baseline: rdma_rxe on the guest NIC is PORT_ACTIVE and ib_write_bw loopback reports a bandwidth
 # Soft-RoCE in the shared guest: modprobe rdma_rxe, rdma link add rxe0, then Debian's perftest ib_write_bw
 # with server and client in the same guest. The base of 06-loopback (gdrprov bench against ib_write_bw).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 1
 # Scenario: baseline: grub-reboot ENTRY boots a custom menuentry once, the boot after is the default again
 # GRUB_DEFAULT=saved, a menuentry with --id, grub-reboot, two real reboots. The base of 02 (boot once) and
 # 03 (trial boot).

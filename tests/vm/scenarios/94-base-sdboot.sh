@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Seconds: 1
 # Scenario: baseline: UEFI + systemd-boot: entry options + reboot -> /proc/cmdline; bootctl set-oneshot boots a copied entry once
 # Flavor: sdboot
 # Proves the sdboot flavor by hand, without gdrprov: OVMF boots systemd-boot, which boots the entry that
