@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Seconds: 200
+# Seconds: 1
 # Scenario: two guests joined by a loopback socket NIC run ib_write_bw between their rxe devices
 # Two overlays of one image; the second NIC of each is a qemu socket netdev (listen/connect on 127.0.0.1),
 # a private link between the two guests that nothing else can reach. rdma_rxe on that NIC in both, then
 # ib_write_bw server in one guest and client in the other (RoCE v2 over the link). kernel 6.1 rxe is not
 # network-namespace aware, so two guests, not two namespaces.
+# A baseline since 17-pair (two guests on the same kind of link, rxe in each, perftest's ib_write_bw and
+# ib_write_bw -b between them beside gdrprov's pair): skipped once gdrprov has `bench pair`, saving two boots.
 set -euo pipefail
 . "$(dirname "$0")/../lib.sh"
+baseline_covered_by 17-pair bench
 vm_trap
 
 # Boot both at once: the second connects to the first's listening socket.
