@@ -112,6 +112,66 @@ pub fn edit_entry(text: &str, add: &[String], remove: &[String]) -> String {
     out
 }
 
+/// An entry file with its `options` set to `value`: the first `options`
+/// line keeps its key and alignment, later ones go (kernel-install writes
+/// one); a new line after `linux` when there is none.
+pub fn set_options(text: &str, value: &str) -> String {
+    let is_options = |l: &str| {
+        l.trim_start()
+            .strip_prefix("options")
+            .is_some_and(|r| r.starts_with([' ', '\t']) || r.is_empty())
+    };
+    let mut out: Vec<String> = Vec::new();
+    let mut done = false;
+    for l in text.lines() {
+        if !is_options(l) {
+            out.push(l.to_string());
+        } else if !done {
+            let at = l.find("options").unwrap_or(0) + "options".len();
+            let rest = &l[at..];
+            let gap = &rest[..rest.len() - rest.trim_start().len()];
+            let gap = if gap.is_empty() { " " } else { gap };
+            out.push(format!("{}{gap}{value}", &l[..at]));
+            done = true;
+        }
+    }
+    if !done {
+        let at = out
+            .iter()
+            .position(|l| l.trim_start().starts_with("linux"))
+            .map_or(out.len(), |i| i + 1);
+        out.insert(at, format!("options {value}"));
+    }
+    let mut joined = out.join("\n");
+    if text.ends_with('\n') || text.is_empty() {
+        joined.push('\n');
+    }
+    joined
+}
+
+/// The options kernel-install's 90-loaderentry writes into an entry from
+/// the command line file `cmdline` (its words, in order), when the edited
+/// entry holds exactly those arguments: `systemd.machine_id=` stays last
+/// where the entry has one and the file does not (kernel-install appends
+/// it when entries are named after the machine id). Written in that order,
+/// the entry is what kernel-install's next rewrite (a kernel update,
+/// update-initramfs' hook) makes of it, so a power cut between gdrprov's
+/// edit and that rewrite boots the same line. `None` for an entry with
+/// other arguments (written by hand): it keeps its own order.
+fn kernel_install_options(edited: &[String], cmdline: &[String]) -> Option<String> {
+    let mid = "systemd.machine_id=";
+    let mut want = cmdline.to_vec();
+    if !want.iter().any(|a| a.starts_with(mid)) {
+        if let Some(m) = edited.iter().find(|a| a.starts_with(mid)) {
+            want.push(m.clone());
+        }
+    }
+    let (mut a, mut b) = (edited.to_vec(), want.clone());
+    a.sort();
+    b.sort();
+    (a == b).then(|| want.join(" "))
+}
+
 fn options_of(text: &str) -> String {
     text.lines()
         .filter_map(|l| {
@@ -214,42 +274,48 @@ fn default_edits(
     let owed = args.reboot.is_none() || args.reboot_needed();
     let wants_reboot = |what: &str| owed.then(|| format!("kernel command line: {what}"));
     let mut changed = false;
+    let line = match current_file {
+        Some(t) => t.trim_end_matches('\n').replace('\n', " "),
+        None => base.join(" "),
+    };
+    let mut new_line = line.clone();
     if !args.is_noop() {
-        let line = match current_file {
-            Some(t) => t.trim_end_matches('\n').replace('\n', " "),
-            None => base.join(" "),
-        };
+        new_line = edit_args(&line, &args.add, &args.remove);
         let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(
             MODULE,
             format!("Edit the kernel command line of future kernels in {KERNEL_CMDLINE}: {what}"),
             KERNEL_CMDLINE,
             current_file.clone(),
-            format!("{}\n", edit_args(&line, &args.add, &args.remove)),
+            format!("{new_line}\n"),
             0o644,
             wants_reboot(&what),
         ));
         changed = true;
     }
+    let future = cmdline::split(&new_line);
     for (path, text) in entries {
-        let opts = cmdline::split(&options_of(text));
-        let e =
-            desired::plan_args(&opts, wants, &ctx.state.kernel_args, None).map_err(|source| {
-                Error::BootArgsIn {
-                    within: path.to_string(),
-                    source,
-                }
+        let old = options_of(text);
+        let e = desired::plan_args(&cmdline::split(&old), wants, &ctx.state.kernel_args, None)
+            .map_err(|source| Error::BootArgsIn {
+                within: path.to_string(),
+                source,
             })?;
         if e.is_noop() {
             continue;
         }
+        let edited = cmdline::split(&edit_args(&old, &e.add, &e.remove));
+        let new_text = match kernel_install_options(&edited, &future) {
+            Some(opts) => set_options(text, &opts),
+            None => edit_entry(text, &e.add, &e.remove),
+        };
         let what = desired::describe_args(&e.add, &e.remove);
         part.edits.push(Change::write(
             MODULE,
             format!("Edit the options of boot entry {path}: {what}"),
             path,
             Some(text.clone()),
-            edit_entry(text, &e.add, &e.remove),
+            new_text,
             0o644,
             wants_reboot(&what),
         ));
@@ -484,6 +550,50 @@ mod tests {
         assert_eq!(
             edit_entry(bare, &v(&["iommu=pt"]), &[]),
             "title X\nlinux /vmlinuz\noptions iommu=pt\ninitrd /initrd"
+        );
+    }
+
+    #[test]
+    fn set_options_keeps_the_key_and_drops_later_lines() {
+        let e = "title D\noptions    root=UUID=1 ro\noptions quiet\nlinux /l\n";
+        assert_eq!(
+            set_options(e, "root=UUID=1 ro iommu=pt"),
+            "title D\noptions    root=UUID=1 ro iommu=pt\nlinux /l\n"
+        );
+        assert_eq!(
+            set_options("title X\nlinux /l\ninitrd /i", "ro"),
+            "title X\nlinux /l\noptions ro\ninitrd /i"
+        );
+    }
+
+    #[test]
+    fn kernel_install_order_only_for_its_own_arguments() {
+        let mid = "systemd.machine_id=4a0c";
+        // /etc/kernel/cmdline without the machine id: kernel-install appends it.
+        assert_eq!(
+            kernel_install_options(
+                &v(&["root=UUID=1", "ro", mid, "iommu=pt"]),
+                &v(&["root=UUID=1", "ro", "iommu=pt"])
+            )
+            .as_deref(),
+            Some("root=UUID=1 ro iommu=pt systemd.machine_id=4a0c")
+        );
+        // The file made from the running line has it mid-line: kept there.
+        assert_eq!(
+            kernel_install_options(
+                &v(&["root=UUID=1", mid, "iommu=pt"]),
+                &v(&["root=UUID=1", mid, "iommu=pt"])
+            )
+            .as_deref(),
+            Some("root=UUID=1 systemd.machine_id=4a0c iommu=pt")
+        );
+        // An entry with an argument of its own was written by hand.
+        assert_eq!(
+            kernel_install_options(
+                &v(&["root=UUID=1", "quiet", mid, "iommu=pt"]),
+                &v(&["root=UUID=1", "iommu=pt"])
+            ),
+            None
         );
     }
 }
