@@ -115,7 +115,7 @@ pub fn edit_entry(text: &str, add: &[String], remove: &[String]) -> String {
 /// An entry file with its `options` set to `value`: the first `options`
 /// line keeps its key and alignment, later ones go (kernel-install writes
 /// one); a new line after `linux` when there is none.
-pub fn set_options(text: &str, value: &str) -> String {
+fn set_options(text: &str, value: &str) -> String {
     let is_options = |l: &str| {
         l.trim_start()
             .strip_prefix("options")
