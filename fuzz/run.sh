@@ -43,18 +43,26 @@ else
   export RUSTC_BOOTSTRAP=1
   fuzz=(cargo fuzz)
 fi
+# FUZZ_BUILD=dev builds the targets without optimizations (the CI smoke run: cargo-fuzz's release build, one
+# codegen unit, took 17 minutes of a 2-core CI machine for the gdrprov crate alone; a 20 s smoke run does not
+# need the speed). Default release, for the long runs.
+case ${FUZZ_BUILD:-release} in
+  release) mode=() ;;
+  dev) mode=(--dev) ;;
+  *) echo "fuzz/run.sh: FUZZ_BUILD must be release or dev, not '${FUZZ_BUILD}'" >&2; exit 2 ;;
+esac
 for pt in "${targets[@]}"; do
   place="${pt%/*}"
   t="${pt##*/}"
   mkdir -p "$place/corpus/$t"
   # cargo-fuzz finds the fuzz directory from the crate it runs in.
-  (cd "$place/.." && "${fuzz[@]}" build -a "$t" >&2)
+  (cd "$place/.." && "${fuzz[@]}" build "${mode[@]}" -a "$t" >&2)
   echo "== fuzz $place/$t for ${secs}s"
   # -timeout: one input taking over 10 s is a failure (alias bombs, deep
   # nesting); -rss_limit_mb: so is using over 2 GiB.
   log="$(mktemp)"
   rc=0
-  (cd "$place/.." && "${fuzz[@]}" run -a "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+  (cd "$place/.." && "${fuzz[@]}" run "${mode[@]}" -a "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1) >"$log" 2>&1 || rc=$?
   grep -E '^(stat::|Done |INFO: seed corpus|SUMMARY|==[0-9]+== ?ERROR)|panicked' "$log" || true
