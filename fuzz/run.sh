@@ -35,7 +35,7 @@ else
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz/run.sh: installing cargo-fuzz" >&2
-  cargo install cargo-fuzz --locked >&2
+  cargo install cargo-fuzz --locked --debug >&2   # unoptimized: compiles faster, and it only drives cargo
 fi
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   fuzz=(cargo +nightly fuzz)

@@ -42,8 +42,10 @@ tools=(cargo-deb)
 ((rpm_too)) && tools+=(cargo-generate-rpm)
 for tool in "${tools[@]}"; do
   if ! command -v "$tool" >/dev/null; then
-    echo "package.sh: installing $tool (cargo install --locked $tool)"
-    cargo install --locked --quiet "$tool"
+    # --debug: an unoptimized build compiles in about half the time (a fresh CI machine builds both), and
+    # packing a few files needs no speed.
+    echo "package.sh: installing $tool (cargo install --locked --debug $tool)"
+    cargo install --locked --debug --quiet "$tool"
   fi
 done
 
