@@ -106,10 +106,13 @@ out=$(vm_ssh node1 "srun -N3 hostname | sort | paste -sd' '")
 ok "Slurm: slurmctld on node1, slurmd on all three, srun -N3 hostname ran on $out"
 
 # The sweep's settings: rxe0, host memory, short runs; the absolute cut in Gb/s (three nodes: the bad one
-# is in two of the three pairs, so the median is its own; rxe has no line rate worth the name).
+# is in two of the three pairs, so the median is its own; rxe has no line rate worth the name). The
+# relative cut is 0.1 of the median, not 0.93: soft-RoCE under TCG beside another scenario measured one
+# good pair at 0.5 of the median (a CI run's sweep 2: a suspect with no fresh partner among three nodes,
+# so node3 stayed drained), while the throttled node is ~300x below it.
 min_gbps=${GDRPROV_VM_SWEEP_MIN_GBPS:-0.004}
 pair_args="--memory host --size 64K --duration 1 --tx-depth 8 --timeout 120"
-thresholds="--min-gbps $min_gbps --floor 0"
+thresholds="--min-gbps $min_gbps --floor 0 --relative 0.1"
 vm_copy_in node1 "$REPO/examples/slurm/gdrprov-sweep.sbatch" /root/gdrprov-sweep.sbatch
 vm_copy_in node1 "$REPO/examples/slurm/gdrprov-sweep-submit.sh" /root/gdrprov-sweep-submit.sh
 vm_ssh node1 "chmod 755 /root/gdrprov-sweep.sbatch /root/gdrprov-sweep-submit.sh" >/dev/null
