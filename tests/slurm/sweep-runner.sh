@@ -10,7 +10,8 @@
 # runner waits for each to say "listening on". The secret reaches the nodes
 # in the environment. The srun stand-in forwards long lines in 1024-byte
 # pieces interleaved between nodes, as Slurm's I/O does (a verify report torn
-# that way failed a sweep on the VM testbed's Slurm). Then the same through gdrprov-sweep-submit.sh: n12
+# that way failed a sweep on the VM testbed's Slurm). Then the same through
+# gdrprov-sweep-submit.sh: n12
 # (the sweep's drain) is reserved, resumed and submitted into the
 # reservation, found fine and left in service, the reservation ended at
 # the end; n11 (a person's drain) is not touched.
