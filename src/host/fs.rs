@@ -37,8 +37,21 @@ impl Default for WriteOptions {
 impl Host {
     /// Reads a file; `None` when it does not exist.
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        if let Some(read) = self.read_in_root(path) {
-            return read;
+        use std::io::Read;
+        let Some((mut file, logical)) = self.open_regular(path)? else {
+            return Ok(None);
+        };
+        let mut data = Vec::new();
+        file.read_to_end(&mut data)
+            .map_err(|e| Error::io("read", self.display(&logical), e))?;
+        Ok(Some(data))
+    }
+
+    /// Opens a regular file inside the root for reading, with the path it
+    /// is shown by; `None` when it does not exist.
+    fn open_regular(&self, path: &str) -> Result<Option<(std::fs::File, String)>> {
+        if let Some(opened) = self.open_in_root(path) {
+            return opened;
         }
         let r = self.resolve(path)?;
         // O_NONBLOCK: opening a FIFO without a writer must not wait for one.
@@ -51,38 +64,35 @@ impl Host {
             Err(e) if is_absent(&e) => return Ok(None),
             Err(e) => return Err(Error::io("read", self.display(&r.logical), e)),
         };
-        self.read_regular(file, &r.logical).map(Some)
+        self.check_regular(&file, &r.logical)?;
+        Ok(Some((file, r.logical)))
     }
 
-    /// Reads an open file after checking (fstat, on the file opened) that it
-    /// is a regular file: a FIFO, socket or device node in a root would block
-    /// the read or never end, so it is refused, naming the path and the fix.
-    fn read_regular(&self, mut file: std::fs::File, path: &str) -> Result<Vec<u8>> {
-        use std::io::Read;
+    /// Checks (fstat, on the file opened) that an open file is a regular
+    /// file: a FIFO, socket or device node in a root would block the read or
+    /// never end, so it is refused, naming the path and the fix.
+    fn check_regular(&self, file: &std::fs::File, path: &str) -> Result<()> {
         let shown = || self.display(path);
         let meta = file.metadata().map_err(|e| Error::io("stat", shown(), e))?;
-        if !meta.is_file() {
-            // A directory read as a file fails at once, as it always did; a
-            // FIFO, socket or device node is a hostile root, named later.
-            if !meta.is_dir() {
-                if let Ok(mut seen) = self.special.lock() {
-                    seen.insert(path.to_string());
-                }
-            }
-            return Err(not_regular(shown(), &meta));
+        if meta.is_file() {
+            return Ok(());
         }
-        let mut data = Vec::new();
-        file.read_to_end(&mut data)
-            .map_err(|e| Error::io("read", shown(), e))?;
-        Ok(data)
+        // A directory read as a file fails at once, as it always did; a
+        // FIFO, socket or device node is a hostile root, named later.
+        if !meta.is_dir() {
+            if let Ok(mut seen) = self.special.lock() {
+                seen.insert(path.to_string());
+            }
+        }
+        Err(not_regular(shown(), &meta))
     }
 
-    /// [`Host::read`] with the kernel resolving the path inside the root
-    /// (`openat2` with `RESOLVE_IN_ROOT`: the same chroot semantics as
+    /// [`Host::open_regular`] with the kernel resolving the path inside the
+    /// root (`openat2` with `RESOLVE_IN_ROOT`: the same chroot semantics as
     /// [`Host::resolve`], in one system call instead of one per component).
     /// `None` when the kernel cannot do it (older than 5.6, a seccomp filter,
     /// a magic link): the caller then resolves the path itself.
-    fn read_in_root(&self, path: &str) -> Option<Result<Option<Vec<u8>>>> {
+    fn open_in_root(&self, path: &str) -> Option<Result<Option<(std::fs::File, String)>>> {
         use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
         let root = self.root_fd.as_ref()?;
         let relative = path.strip_prefix('/')?;
@@ -98,7 +108,11 @@ impl Host {
             Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => return Some(Ok(None)),
             Err(_) => return None,
         };
-        Some(self.read_regular(std::fs::File::from(fd), path).map(Some))
+        let file = std::fs::File::from(fd);
+        Some(
+            self.check_regular(&file, path)
+                .map(|()| Some((file, path.to_string()))),
+        )
     }
 
     /// Fails, naming them, when a read met a FIFO, socket or device node where
@@ -280,6 +294,40 @@ impl Host {
 
     /// Writes a file atomically, creating its parent directories.
     pub fn write_atomic(&self, path: &str, data: &[u8], opts: WriteOptions) -> Result<()> {
+        self.replace(path, opts, |f| f.write_all(data))
+    }
+
+    /// Copies `from` to `to` inside the root as [`Host::write_atomic`]
+    /// writes (temp file beside `to`, fsync, rename, fsync), and then fsyncs
+    /// `to` once more: on FAT the rename's directory entry is written with
+    /// the file, not the directory. `to` keeps its mode and owner (new: 0644,
+    /// root). Streamed: an initramfs is tens of megabytes.
+    pub fn copy_atomic(&self, from: &str, to: &str) -> Result<()> {
+        let Some((mut src, _)) = self.open_regular(from)? else {
+            return Err(Error::BadPath {
+                path: self.display(from),
+                why: "does not exist, so it cannot be copied".into(),
+            });
+        };
+        // A failed read of `from` shows as a failed write of `to`, with
+        // the error (and its hint: a full ESP) of the read.
+        self.replace(to, WriteOptions::default(), |f| {
+            std::io::copy(&mut src, f).map(|_| ())
+        })?;
+        let r = self.resolve(to)?;
+        std::fs::File::open(&r.real)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| Error::io("sync", self.display(to), e))
+    }
+
+    /// Replaces `path` by a temp file that `fill` writes, fsynced, renamed
+    /// over it, the directory fsynced.
+    fn replace(
+        &self,
+        path: &str,
+        opts: WriteOptions,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    ) -> Result<()> {
         let (parent, name) = split_parent(path)?;
         self.create_dir_all(parent, 0o755)?;
         let r = self.resolve(path)?;
@@ -300,7 +348,7 @@ impl Host {
         });
         let dir = r.real.parent().unwrap_or(Path::new("/"));
         let tmp = dir.join(format!(".{name}.gdrprov-{}.tmp", std::process::id()));
-        let result = write_tmp(&tmp, data, meta).and_then(|()| {
+        let result = write_tmp(&tmp, fill, meta).and_then(|()| {
             std::fs::rename(&tmp, &r.real)?;
             sync_dir(dir)
         });
@@ -456,14 +504,18 @@ fn split_parent(path: &str) -> Result<(&str, &str)> {
     }
 }
 
-fn write_tmp(tmp: &Path, data: &[u8], meta: FileMeta) -> std::io::Result<()> {
+fn write_tmp(
+    tmp: &Path,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+    meta: FileMeta,
+) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
         .open(tmp)?;
-    f.write_all(data)?;
+    fill(&mut f)?;
     // FAT (an EFI system partition: systemd-boot's entries) has no owners or
     // modes: its mount options give every file the same ones, and a chown or
     // chmod to others fails with EPERM.

@@ -13,7 +13,7 @@ pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMetho
 pub use fs::{FileMeta, WriteOptions};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
-pub use runner::{CommandOutput, CommandSpec};
+pub use runner::{CommandOutput, CommandSpec, Placement};
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

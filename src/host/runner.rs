@@ -19,6 +19,21 @@ pub struct CommandSpec {
     /// update-initramfs): run again after those files are restored.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub regenerate: bool,
+    /// Variables set for the command (`KERNEL_INSTALL_BYPASS=1`), beside
+    /// the `LC_ALL=C` every command gets.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Files the command makes that gdrprov then copies where a boot loader
+    /// reads them, each whole or not at all ([`Host::copy_atomic`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub place: Vec<Placement>,
+}
+
+/// A file a command made (`from`) and where gdrprov puts a copy (`to`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Placement {
+    pub from: String,
+    pub to: String,
 }
 
 impl CommandSpec {
@@ -27,6 +42,8 @@ impl CommandSpec {
             argv: argv.iter().map(|s| s.to_string()).collect(),
             why: why.into(),
             regenerate: false,
+            env: Default::default(),
+            place: Vec::new(),
         }
     }
 
@@ -35,10 +52,12 @@ impl CommandSpec {
         self
     }
 
+    /// The command as a shell line, its variables first (`K=V cmd ...`).
     pub fn shell_line(&self) -> String {
-        self.argv
+        self.env
             .iter()
-            .map(|a| shell_quote(a))
+            .map(|(k, v)| format!("{k}={}", shell_quote(v)))
+            .chain(self.argv.iter().map(|a| shell_quote(a)))
             .collect::<Vec<_>>()
             .join(" ")
     }
@@ -78,7 +97,25 @@ impl Host {
                 spec.shell_line()
             )));
         }
-        self.spawn(spec)
+        let out = self.spawn(spec)?;
+        if out.success() {
+            for p in &spec.place {
+                self.place(p)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Copies a file a command made where the boot loader reads it, unless
+    /// the directory it goes to is gone (its kernel was removed: nothing
+    /// boots from there). A copy a killed run left half-made goes first.
+    fn place(&self, p: &Placement) -> Result<()> {
+        let parent = p.to.rsplit_once('/').map_or("/", |(d, _)| d);
+        if !self.exists(if parent.is_empty() { "/" } else { parent }) {
+            return Ok(());
+        }
+        self.remove_leftover_temps(&p.to)?;
+        self.copy_atomic(&p.from, &p.to)
     }
 
     /// Runs a read-only probe command (e.g. `modinfo`). Gives `None` when
@@ -142,7 +179,11 @@ impl Host {
             return Err(Error::Usage("empty command".into()));
         };
         self.log(|r| r.spawned.push(argv.clone()));
-        let out = duct::cmd(prog, args)
+        let cmd = spec
+            .env
+            .iter()
+            .fold(duct::cmd(prog, args), |c, (k, v)| c.env(k, v));
+        let out = cmd
             .env("LC_ALL", "C")
             .stdin_null()
             .stdout_capture()

@@ -106,6 +106,9 @@ pub fn keep_options(text: &str, root: &Path, format: Format) -> String {
 pub struct CommandOut {
     pub argv: Vec<String>,
     pub why: String,
+    /// Variables the command runs with.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
 }
 
 impl CommandOut {
@@ -113,6 +116,7 @@ impl CommandOut {
         CommandOut {
             argv: host.effective_argv(spec),
             why: spec.why.clone(),
+            env: spec.env.clone(),
         }
     }
 
@@ -120,8 +124,8 @@ impl CommandOut {
     pub fn shell_line(&self) -> String {
         CommandSpec {
             argv: self.argv.clone(),
-            why: String::new(),
-            regenerate: false,
+            env: self.env.clone(),
+            ..CommandSpec::new(&[], "")
         }
         .shell_line()
     }

@@ -183,12 +183,15 @@ fn commands(ctx: &Context, state_after: &State, own: Vec<Change>) -> Vec<Change>
         })
         .collect();
     for c in own {
-        let dup = commands.iter().any(|o| match (&o.action, &c.action) {
+        let same = |o: &Change| match (&o.action, &c.action) {
             (Action::Run { command: a }, Action::Run { command: b }) => a.argv == b.argv,
             _ => false,
-        });
-        if !dup {
-            commands.push(c);
+        };
+        match commands.iter_mut().find(|o| same(o)) {
+            // Owed and planned again: run as planned now (the way it runs
+            // may have changed since: kernel-install bypassed, a placement).
+            Some(owed) => owed.action = c.action,
+            None => commands.push(c),
         }
     }
     commands

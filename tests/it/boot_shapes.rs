@@ -814,3 +814,132 @@ fn ansible_module_takes_boot_elsewhere() {
     assert_eq!(v["changed"], true, "{v}");
     assert_eq!(v["plan"]["boot"]["manageable"], false, "{v}");
 }
+
+/// Debian 12's update-initramfs on systemd-boot runs `kernel-install add` from its hook, which
+/// copies the kernel and the initrd onto the FAT ESP by unlink + rewrite without fsync: a power
+/// cut there left the ESP's kernel unreadable (systemd-boot power-cut campaign, run 4 cut 9).
+/// gdrprov bypasses kernel-install for its update-initramfs and places the initrd itself. Real
+/// shell scripts in a chroot (builtins only: no coreutils there) stand in for update-initramfs,
+/// Debian's hook and kernel-install (which, as systemd 252's, does nothing under
+/// KERNEL_INSTALL_BYPASS=1, and else copies and leaves a mark).
+#[test]
+fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
+    if !crate::reliability::is_root() {
+        eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
+        return;
+    }
+    let esp = "/boot/efi";
+    let (_t, root) = sdboot_root(esp, false);
+    crate::reliability::install_with_libs(&root, "/bin/dash", "/bin/sh");
+    std::fs::create_dir_all(root.join("run")).unwrap();
+    let kernels = ["6.12.38+deb13-amd64", "6.12.43+deb13-amd64"];
+    for k in kernels {
+        put(
+            &root,
+            &format!("/lib/modules/{k}/modules.dep"),
+            "kernel/drivers/infiniband/nvidia-peermem.ko:\n",
+        );
+        put(&root, &format!("/boot/initrd.img-{k}"), "initrd 0\n");
+        put(
+            &root,
+            &format!("{esp}/{MID}/{k}/initrd.img-{k}"),
+            "initrd 0\n",
+        );
+        put(
+            &root,
+            &format!("{esp}/{MID}/{k}/linux"),
+            &format!("kernel {k}\n"),
+        );
+    }
+    let script = |path: &str, body: &str| {
+        put(&root, path, body);
+        std::fs::set_permissions(
+            root.join(path.trim_start_matches('/')),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+    };
+    script(
+        "/usr/sbin/lsinitramfs",
+        "#!/bin/sh\necho usr/lib/modules/x/kernel/drivers/infiniband/nvidia-peermem.ko\n",
+    );
+    // Each rebuild gives a new image; then Debian's post-update hooks, as update-initramfs runs them.
+    script(
+        "/usr/sbin/update-initramfs",
+        "#!/bin/sh\nk=$3\nn=0; [ -f /run/n ] && read -r n < /run/n; n=$((n+1)); echo $n > /run/n\necho \"initrd $n\" > /boot/initrd.img-$k\nfor h in /etc/initramfs/post-update.d/*; do $h $k /boot/initrd.img-$k || exit 1; done\n",
+    );
+    script(
+        "/etc/initramfs/post-update.d/systemd-boot",
+        "#!/bin/sh\nkernel-install add \"$1\" \"/boot/vmlinuz-$1\" \"$2\"\n",
+    );
+    script(
+        "/usr/bin/kernel-install",
+        &format!("#!/bin/sh\nif [ \"$KERNEL_INSTALL_BYPASS\" = 1 ]; then echo skipping; exit 0; fi\necho \"$*\" >> /run/kernel-install.ran\nwhile IFS= read -r l; do echo \"$l\"; done < $4 > {esp}/{MID}/$2/initrd.img-$2\n"),
+    );
+    let esp_initrd = |k: &str| {
+        std::fs::read_to_string(root.join(format!("{}/{MID}/{k}/initrd.img-{k}", &esp[1..])))
+            .unwrap()
+    };
+    let boot_initrd =
+        |k: &str| std::fs::read_to_string(root.join(format!("boot/initrd.img-{k}"))).unwrap();
+
+    let out = run(
+        &root,
+        &["apply", "rdma-dmabuf", "-y", "--force", "--format", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v = json_of(&out);
+    let ran = &v["outcome"]["commands_run"];
+    assert_eq!(ran[0]["env"]["KERNEL_INSTALL_BYPASS"], "1", "{v:#}");
+    assert!(
+        !root.join("run/kernel-install.ran").exists(),
+        "kernel-install copied to the ESP"
+    );
+    for k in kernels {
+        assert_ne!(boot_initrd(k), "initrd 0\n", "{k} was not rebuilt");
+        assert_eq!(
+            esp_initrd(k),
+            boot_initrd(k),
+            "{k}: the ESP's initrd is not the new one"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join(format!("{}/{MID}/{k}/linux", &esp[1..]))).unwrap(),
+            format!("kernel {k}\n")
+        );
+        assert!(
+            entry(&root, esp, k).contains("iommu=pt"),
+            "{}",
+            entry(&root, esp, k)
+        );
+    }
+    let leftovers: Vec<_> = walk(&root.join(&esp[1..]))
+        .into_iter()
+        .filter(|p| p.contains(".gdrprov-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // Rollback regenerates the same way: the ESP gets the rebuilt initrd, kernel-install stays out.
+    let out = run(&root, &["rollback", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        !root.join("run/kernel-install.ran").exists(),
+        "kernel-install copied to the ESP"
+    );
+    for k in kernels {
+        assert_eq!(esp_initrd(k), boot_initrd(k), "{k} after rollback");
+        assert!(!entry(&root, esp, k).contains("iommu=pt"));
+    }
+}
+
+fn walk(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p.display().to_string());
+        }
+    }
+    out
+}

@@ -122,8 +122,7 @@ fn once(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
 fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -> Result<()> {
     let line = CommandSpec {
         argv: host.effective_argv(spec),
-        why: String::new(),
-        regenerate: false,
+        ..spec.clone()
     }
     .shell_line();
     let shown = crate::output::CommandOut::of(host, spec);

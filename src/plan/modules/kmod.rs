@@ -276,6 +276,7 @@ fn initramfs(ctx: &Context, part: &mut Part) {
             ),
         )
         .regenerating();
+        let spec = super::esp_initrd::initramfs_command(ctx, k, spec);
         part.commands.push(Change::run(
             MODULE,
             spec,
@@ -619,6 +620,91 @@ mod tests {
         let (p, missed) = w.plan(&d);
         assert!(missed.initramfs.is_empty(), "{missed:?}");
         assert!(commands(&p.unwrap()).is_empty());
+    }
+
+    /// On systemd-boot with type #1 entries (Debian 12), kernel-install's copy of the
+    /// kernel and initrd to the FAT ESP is not crash-safe: update-initramfs runs with it
+    /// bypassed and gdrprov places the initrd where the kernel's entry loads it from.
+    #[test]
+    fn on_systemd_boot_gdrprov_places_the_initrd_on_the_esp_itself() {
+        use crate::facts::boot_shape::{CmdlineHome, SdBoot};
+        use crate::host::Placement;
+        let k = "6.1.0-56-amd64";
+        let entry = |v: &str| {
+            format!("title Debian\nversion {v}\noptions root=/dev/vda2 ro\nlinux /4f1c/{v}/linux\ninitrd /4f1c/{v}/initrd.img-{v}\n")
+        };
+        let sd = |layout: Option<&str>| SdBoot {
+            esp: "/boot/efi".into(),
+            entries: vec![
+                "/boot/efi/loader/entries/4f1c-6.1.0-55-amd64.conf".into(),
+                format!("/boot/efi/loader/entries/4f1c-{k}.conf"),
+            ],
+            ukis: vec![],
+            layout: layout.map(str::to_string),
+            kernel_install: true,
+            kernel_images: vec![],
+            efi_default: None,
+            efi_oneshot: None,
+            efi_selected: None,
+        };
+        let mut w = World::image(OsFamily::Debian);
+        w.seen.kernels = vec![kernel(k, &["nvidia_peermem"], &[])];
+        w.seen
+            .initramfs
+            .insert(k.into(), Some(["nvidia_peermem".to_string()].into()));
+        w.file(
+            "/boot/efi/loader/entries/4f1c-6.1.0-55-amd64.conf",
+            &entry("6.1.0-55-amd64"),
+        );
+        w.file(
+            &format!("/boot/efi/loader/entries/4f1c-{k}.conf"),
+            &entry(k),
+        );
+        w.facts.boot.cmdline_home = CmdlineHome::SystemdBoot(sd(None));
+        let run_of = |w: &World| {
+            let p = w.plan(&desired(ABSENT)).0.unwrap();
+            p.changes
+                .iter()
+                .find_map(|c| match &c.action {
+                    crate::plan::Action::Run { command } => Some(command.clone()),
+                    _ => None,
+                })
+                .unwrap()
+        };
+        let c = run_of(&w);
+        assert_eq!(c.argv, ["update-initramfs", "-u", "-k", k]);
+        assert_eq!(
+            c.env,
+            [("KERNEL_INSTALL_BYPASS".to_string(), "1".to_string())].into()
+        );
+        assert_eq!(
+            c.place,
+            [Placement {
+                from: format!("/boot/initrd.img-{k}"),
+                to: format!("/boot/efi/4f1c/{k}/initrd.img-{k}"),
+            }]
+        );
+        assert!(c
+            .shell_line()
+            .starts_with("KERNEL_INSTALL_BYPASS=1 update-initramfs"));
+        // UKIs are rebuilt by kernel-install: left to it.
+        w.facts.boot.cmdline_home = CmdlineHome::SystemdBoot(sd(Some("uki")));
+        let c = run_of(&w);
+        assert!(c.env.is_empty() && c.place.is_empty(), "{c:?}");
+        // No entry of this kernel (nothing on the ESP to tear), or GRUB: as before.
+        let mut only_other = sd(None);
+        only_other.entries.pop();
+        w.facts.boot.cmdline_home = CmdlineHome::SystemdBoot(only_other);
+        let c = run_of(&w);
+        assert!(c.env.is_empty() && c.place.is_empty(), "{c:?}");
+        // An initrd line climbing out of the ESP is not followed.
+        w.facts.boot.cmdline_home = CmdlineHome::SystemdBoot(sd(None));
+        w.file(
+            &format!("/boot/efi/loader/entries/4f1c-{k}.conf"),
+            &entry(k).replace("initrd /4f1c", "initrd /../../etc/4f1c"),
+        );
+        let c = run_of(&w);
+        assert!(c.place.is_empty(), "{c:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod bootcfg_elsewhere;
 pub mod bootcfg_grub;
 pub mod bootcfg_sdboot;
 pub mod bootcfg_trial;
+pub mod esp_initrd;
 pub mod files;
 pub mod guard;
 pub mod kmod;

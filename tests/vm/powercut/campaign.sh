@@ -305,18 +305,35 @@ span=${GDRPROV_PC_SPAN:-0-1}; span_lo=${span%-*}; span_hi=${span#*-}
 # timed from the start misses a window of a few seconds near the end of a 500 s command whenever the host's
 # load differs from the measurement's (two such cuts landed after the command had returned); anchored, it
 # lands in it. Commands that did not run PROCESS keep the drawn instants over their whole run.
-AT=${GDRPROV_PC_AT:-}
+# GDRPROV_PC_AFTER=PROCESS (e.g. update-initramf): the same, anchored on the end of PROCESS instead: the window
+# runs from the first look that no longer shows PROCESS (after its last sight) to the command's return, plus
+# one look; a cut run waits for that look. What a command does after its last tool (on systemd-boot since the
+# ESP fix: gdrprov's own copy of the initrd to the ESP, the syncs, the journal) gets every cut.
+AT=${GDRPROV_PC_AT:-} AFTER=${GDRPROV_PC_AFTER:-}
+[[ -z $AT || -z $AFTER ]] || fail "GDRPROV_PC_AT and GDRPROV_PC_AFTER anchor cuts in two ways: set one"
 [[ -z $AT || $AT =~ ^[A-Za-z0-9_.-]+$ ]] || fail "GDRPROV_PC_AT must be a process name, not '$AT'"
-# window CMD: the seconds over which AT was seen in CMD's measured run ("" when it was not seen).
+[[ -z $AFTER || $AFTER =~ ^[A-Za-z0-9_.-]+$ ]] || fail "GDRPROV_PC_AFTER must be a process name, not '$AFTER'"
+ANCHOR=${AT:-$AFTER}
+# gone FILE: awk printing the time of the first look after PROCESS's last sight ("" if never seen; the RC
+# line's time if no look came after it).
+gone_awk='$2 == "T" { s = 0; for (i = 3; i <= NF; i++) if ($i == p) s = 1
+    if (s) { seen = 1; g = "" } else if (seen && g == "") g = $1 }
+  $2 == "RC" { e = $1; if (seen && g == "") g = $1 }'
+# window CMD: the seconds of CMD's measured run its cuts are drawn over ("" when ANCHOR was not seen).
 window() {
-  [ -n "$AT" ] && [ -f "$W/measure-$1.out" ] || return 0
-  awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) { if (f == "") f = $1; l = $1 } }
-    END { if (f != "") printf "%.2f", l - f + 0.5 }' "$W/measure-$1.out"
+  [ -n "$ANCHOR" ] && [ -f "$W/measure-$1.out" ] || return 0
+  if [ -n "$AT" ]; then
+    awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) { if (f == "") f = $1; l = $1 } }
+      END { if (f != "") printf "%.2f", l - f + 0.5 }' "$W/measure-$1.out"
+  else
+    awk -v p="$AFTER" "$gone_awk"' END { if (seen) printf "%.2f", e - g + 0.5 }' "$W/measure-$1.out"
+  fi
 }
-if [ -n "$AT" ]; then
+if [ -n "$ANCHOR" ]; then
   for c in apply rollback commit; do
     want "$c" || continue
-    w=$(window "$c"); say "$c: $AT seen over ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
+    w=$(window "$c")
+    say "$c: ${AT:+$AT seen over}${AFTER:+from the end of $AFTER to its return:} ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
   done
 fi
 RANDOM=$seed
@@ -337,8 +354,8 @@ for c in "${seq_[@]}"; do
   delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" -v lo="$lo" -v hi="$hi" \
     'BEGIN { printf "%.2f", d * (lo + (hi - lo) * (s + u / 32768) / n) }')")
 done
-plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s%s ' "${seq_[$i]}" "${delays[$i]}" "$([ -n "$(window "${seq_[$i]}")" ] && echo "+$AT")"; done)
-say "cuts (command@seconds after its start, or +PROCESS: after PROCESS was first seen): $plan_"
+plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s%s ' "${seq_[$i]}" "${delays[$i]}" "$([ -n "$(window "${seq_[$i]}")" ] && echo "${AT:++$AT}${AFTER:+-$AFTER}")"; done)
+say "cuts (command@seconds after its start, +PROCESS: after PROCESS was first seen, -PROCESS: after it ended): $plan_"
 
 unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0
 # to STATE: bring the guest, uncut, from st to STATE (A: nothing applied; B: an apply in effect).
@@ -366,12 +383,16 @@ for i in "${!seq_[@]}"; do
   if [ -n "$(window "$c")" ]; then
     # Until the stream shows AT (or the command ends, or twice its measured run has passed).
     lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 2 * d + 60 }')
-    until awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"; do
+    until if [ -n "$AT" ]; then
+        awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"
+      else
+        awk -v p="$AFTER" "$gone_awk"' END { exit !(g != "" || e != "") }' "$out"
+      fi; do
       kill -0 "$BG" 2>/dev/null || break
       [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
       sleep 0.1
     done
-    base=$(elapsed "$T0"); anchor=" ($AT first seen at $base s)"
+    base=$(elapsed "$T0"); anchor=" (${AT:+$AT first seen}${AFTER:+$AFTER seen ended} at $base s)"
   fi
   left=$(awk -v d="$delay" -v b="$base" -v e="$(elapsed "$T0")" 'BEGIN { r = b + d - e; printf "%.3f", (r > 0 ? r : 0) }')
   sleep "$left"

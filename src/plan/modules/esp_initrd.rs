@@ -1,0 +1,117 @@
+//! update-initramfs on a systemd-boot host with type #1 entries (Debian 12
+//! and its kind): the new initramfs reaches the ESP whole or not at all.
+//!
+//! Debian's hook `/etc/initramfs/post-update.d/systemd-boot` runs
+//! `kernel-install add`, whose `90-loaderentry.install` copies the kernel
+//! (`linux`) and the new initrd onto the ESP with `install`: unlink, rewrite,
+//! no fsync, on FAT. A power cut in the seconds before the ESP is synced
+//! left the kernel unreadable and the host unbootable (systemd-boot power-cut
+//! campaign, run 4 cut 9: `Error loading \MID\VERSION\linux: Unsupported`).
+//! So gdrprov runs update-initramfs with `KERNEL_INSTALL_BYPASS=1`
+//! (kernel-install then does nothing; systemd 252 and later) and copies the
+//! new initrd itself to where the entries name it, through a temp file,
+//! fsync and rename. The kernel on the ESP is never rewritten, and the loader
+//! entry stays as gdrprov wrote it. Pure: reads facts and `ctx.seen`.
+
+use crate::facts::boot_shape::{CmdlineHome, SdBoot};
+use crate::facts::OsFamily;
+use crate::host::{CommandSpec, Placement};
+use crate::plan::modules::Context;
+
+/// What makes kernel-install do nothing.
+pub const BYPASS: (&str, &str) = ("KERNEL_INSTALL_BYPASS", "1");
+
+/// `spec` (update-initramfs of `kernel`) made to bypass kernel-install and
+/// place the initrd itself, when the host boots type #1 entries through
+/// systemd-boot that carry a kernel-install copy of that initrd; else
+/// `spec` as it is (GRUB, UKIs, no entry for the kernel: kernel-install
+/// then writes only new files, nothing a boot reads is torn).
+pub fn initramfs_command(ctx: &Context, kernel: &str, spec: CommandSpec) -> CommandSpec {
+    let CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home else {
+        return spec;
+    };
+    if ctx.facts.os.family == OsFamily::Rhel || sd.layout.as_deref() == Some("uki") {
+        return spec;
+    }
+    let place = placements(ctx, sd, kernel);
+    if place.is_empty() {
+        return spec;
+    }
+    let to: Vec<&str> = place.iter().map(|p| p.to.as_str()).collect();
+    CommandSpec {
+        why: format!(
+            "{}; kernel-install is bypassed and gdrprov puts the new initrd at {} itself, whole or not at all (kernel-install's copy is not crash-safe on the FAT ESP)",
+            spec.why,
+            to.join(", ")
+        ),
+        env: [(BYPASS.0.to_string(), BYPASS.1.to_string())].into(),
+        place,
+        ..spec
+    }
+}
+
+/// Where the type #1 entries of `kernel` load Debian's initrd of it from:
+/// each `initrd` line named `initrd.img-KERNEL` (what 90-loaderentry copies
+/// from `/boot/initrd.img-KERNEL`), as a path under the ESP.
+fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
+    let from = format!("/boot/initrd.img-{kernel}");
+    let name = format!("initrd.img-{kernel}");
+    let mut out: Vec<Placement> = Vec::new();
+    for path in &sd.entries {
+        let Some(text) = ctx.seen.file_fact(path) else {
+            continue;
+        };
+        if !is_entry_of(text, kernel) {
+            continue;
+        }
+        for rel in field_values(text, "initrd") {
+            let safe = rel.starts_with('/') && !rel.split('/').any(|c| c == "..");
+            if !safe || rel.rsplit('/').next() != Some(name.as_str()) {
+                continue;
+            }
+            let to = format!("{}{rel}", sd.esp.trim_end_matches('/'));
+            if to != from && !out.iter().any(|p| p.to == to) {
+                out.push(Placement {
+                    from: from.clone(),
+                    to,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Whether an entry boots `kernel`: its `version`, or a `linux` path in a
+/// directory named after it (kernel-install's `/MID/VERSION/linux`).
+fn is_entry_of(text: &str, kernel: &str) -> bool {
+    field_values(text, "version").any(|v| v == kernel)
+        || field_values(text, "linux").any(|l| l.split('/').any(|c| c == kernel))
+}
+
+/// The values of an entry's `key value` lines.
+fn field_values<'a>(text: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    text.lines().filter_map(move |l| {
+        let rest = l.trim_start().strip_prefix(key)?;
+        rest.starts_with([' ', '\t']).then(|| rest.trim())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENTRY: &str = "title      Debian GNU/Linux 12 (bookworm)\nversion    6.1.0-56-amd64\nmachine-id 4f1c\nsort-key   debian\noptions    root=/dev/vda2 ro systemd.machine_id=4f1c\nlinux      /4f1c/6.1.0-56-amd64/linux\ninitrd     /4f1c/6.1.0-56-amd64/initrd.img-6.1.0-56-amd64\n";
+
+    #[test]
+    fn an_entry_is_matched_by_version_or_its_kernel_directory() {
+        assert!(is_entry_of(ENTRY, "6.1.0-56-amd64"));
+        assert!(!is_entry_of(ENTRY, "6.1.0-5"));
+        let no_version = ENTRY.replace("version    6.1.0-56-amd64\n", "");
+        assert!(is_entry_of(&no_version, "6.1.0-56-amd64"));
+        assert!(!is_entry_of(&no_version, "6.1.0-55-amd64"));
+        let initrds: Vec<&str> = field_values(ENTRY, "initrd").collect();
+        assert_eq!(initrds, ["/4f1c/6.1.0-56-amd64/initrd.img-6.1.0-56-amd64"]);
+        // `initrdfoo` is not `initrd`.
+        assert_eq!(field_values("initrdx /a\n", "initrd").count(), 0);
+    }
+}
