@@ -883,6 +883,14 @@ fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
     let boot_initrd =
         |k: &str| std::fs::read_to_string(root.join(format!("boot/initrd.img-{k}"))).unwrap();
 
+    // The plan shows the command as it runs (and a person may run it so).
+    let out = run(&root, &["plan", "rdma-dmabuf", "--force"]);
+    let want = format!(
+        "$ KERNEL_INSTALL_BYPASS=1 chroot {} update-initramfs -u -k {}",
+        root.display(),
+        kernels[0]
+    );
+    assert!(stdout_of(&out).contains(&want), "{}", stdout_of(&out));
     let out = run(
         &root,
         &["apply", "rdma-dmabuf", "-y", "--force", "--format", "json"],

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Seconds: 400
+# Seconds: 700
 # Scenario: systemd-boot (UEFI): apply -> /etc/kernel/cmdline + entry -> power cut -> /proc/cmdline; boot.entry + boot once
-# falls back; an uncommitted trial falls back; the first-boot unit commits a trial; rollback byte for byte
+# falls back; an uncommitted trial falls back; the first-boot unit commits a trial; rollback byte for byte;
+# update-initramfs's initrd reaches the ESP through gdrprov, not kernel-install (power cut right after)
 # Flavor: sdboot
 # A real UEFI guest (OVMF) with Debian's systemd-boot 252 and kernel-install: gdrprov edits
 # /etc/kernel/cmdline and the kernel's type #1 entry on the FAT ESP (/boot/efi), writes extra and trial
@@ -133,4 +134,24 @@ sums1=$(vm_ssh $g "sha256sum /etc/kernel/cmdline $E/$kid.conf")
 ok "rollback restored /etc/kernel/cmdline and $kid.conf byte for byte"
 left=$(vm_ssh $g "ls $E")
 assert_not_contains "$left" "gdrprov" "no gdrprov entry is left on the ESP"
+
+# 6. A module in the initramfs: update-initramfs runs, and Debian's hook would have kernel-install copy the
+# kernel and the new initrd onto the FAT ESP by unlink + rewrite, unsynced (a power cut there left the
+# kernel unreadable: docs/reliability.md). gdrprov bypasses kernel-install and puts the initrd there itself,
+# whole; the kernel's file on the ESP is never rewritten (same inode and time). The power goes right after.
+K=/boot/efi/$mid/$ver
+linux0=$(vm_ssh $g "stat -c '%i %Y' $K/linux")
+vm_ssh $g "printf 'name: sd-initrd\nmodules:\n  absent: [virtio_scsi]\n' > /root/initrd.yaml"
+out=$(vm_ssh $g "gdrprov apply /root/initrd.yaml --yes" 2>&1)
+vm_powercut $g "$EPOCHREALTIME"
+printf '%s\n' "$out" | sed 's/^/    apply| /'
+assert_contains "$out" "KERNEL_INSTALL_BYPASS=1 update-initramfs -u -k $ver" "update-initramfs ran with kernel-install bypassed"
+[ "$(vm_ssh $g "stat -c '%i %Y' $K/linux")" = "$linux0" ] || fail "the kernel on the ESP was rewritten"
+ok "the kernel on the ESP was not rewritten"
+esp=$(vm_ssh $g "sha256sum < $K/initrd.img-$ver") boot=$(vm_ssh $g "sha256sum < /boot/initrd.img-$ver")
+[ "$esp" = "$boot" ] || fail "after a power cut right after apply the ESP's initrd is not the new one"
+vm_ssh $g "lsinitramfs $K/initrd.img-$ver" | grep -q 'etc/modprobe.d/gdrprov-blacklist.conf' ||
+  fail "the ESP's initrd has no gdrprov-blacklist.conf"
+ok "after a power cut right after apply the ESP's initrd is /boot's new one, with the block list"
+vm_ssh $g "ls -a $K" | grep -q 'gdrprov-' && fail "a temporary file is left in $K"
 vm_poweroff $g
