@@ -850,6 +850,12 @@ fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
             &format!("{esp}/{MID}/{k}/linux"),
             &format!("kernel {k}\n"),
         );
+        // What a run killed in the middle of its copy leaves: removed by the next copy.
+        put(
+            &root,
+            &format!("{esp}/{MID}/{k}/.initrd.img-{k}.gdrprov-999.tmp"),
+            "half",
+        );
     }
     let script = |path: &str, body: &str| {
         put(&root, path, body);
