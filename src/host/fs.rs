@@ -168,11 +168,22 @@ impl Host {
 
     /// Reads a binary file for a fact (PCI config space), at most `max` bytes.
     pub fn read_fact_bytes(&self, path: &str, max: usize) -> Option<Vec<u8>> {
+        self.read_fact_range(path, 0, max)
+    }
+
+    /// Reads at most `max` bytes from `offset` of a binary file for a fact
+    /// (a UKI's sections), never the rest of it; `None` when unreadable.
+    pub fn read_fact_range(&self, path: &str, offset: u64, max: usize) -> Option<Vec<u8>> {
+        use std::io::{Read, Seek};
         self.log(|r| {
             r.files.insert(path.to_string());
         });
-        let mut b = self.read(path).ok().flatten()?;
-        b.truncate(max);
+        let (mut file, _) = self.open_regular(path).ok().flatten()?;
+        if offset > 0 {
+            file.seek(std::io::SeekFrom::Start(offset)).ok()?;
+        }
+        let mut b = Vec::new();
+        file.take(max as u64).read_to_end(&mut b).ok()?;
         Some(b)
     }
 

@@ -33,21 +33,34 @@ fn u32_at(b: &[u8], at: usize) -> Option<usize> {
 /// file (no `MZ`, no `PE\0\0` where the DOS header points). A section that
 /// lies beyond the end of the bytes is left out.
 pub fn parse(bytes: &[u8]) -> Option<Uki> {
-    if bytes.get(..2)? != b"MZ" {
+    parse_with(bytes, |at, len| {
+        bytes.get(at..at.checked_add(len)?).map(<[u8]>::to_vec)
+    })
+}
+
+/// [`parse`] from the file's first bytes (`head`: its headers and section
+/// table, [`HEAD_BYTES`] suffice) and `read(offset, len)`, which gives a
+/// section's bytes (`None`, or fewer than `len`: left out). A UKI is tens of
+/// megabytes; the three sections are a few hundred bytes.
+pub fn parse_with(
+    head: &[u8],
+    mut read: impl FnMut(usize, usize) -> Option<Vec<u8>>,
+) -> Option<Uki> {
+    if head.get(..2)? != b"MZ" {
         return None;
     }
-    let pe = u32_at(bytes, 0x3c)?;
-    if bytes.get(pe..pe.checked_add(4)?)? != b"PE\0\0" {
+    let pe = u32_at(head, 0x3c)?;
+    if head.get(pe..pe.checked_add(4)?)? != b"PE\0\0" {
         return None;
     }
     let coff = pe + 4;
-    let count = u16_at(bytes, coff + 2)?;
-    let optional = u16_at(bytes, coff + 16)?;
+    let count = u16_at(head, coff + 2)?;
+    let optional = u16_at(head, coff + 16)?;
     let table = coff + 20 + optional;
     let mut uki = Uki::default();
     for i in 0..count.min(96) {
         let at = table + i * 40;
-        let Some(name) = bytes.get(at..at + 8) else {
+        let Some(name) = head.get(at..at + 8) else {
             break;
         };
         let name: Vec<u8> = name.iter().copied().take_while(|c| *c != 0).collect();
@@ -58,21 +71,32 @@ pub fn parse(bytes: &[u8]) -> Option<Uki> {
             _ => continue,
         };
         let (Some(vsize), Some(raw), Some(ptr)) = (
-            u32_at(bytes, at + 8),
-            u32_at(bytes, at + 16),
-            u32_at(bytes, at + 20),
+            u32_at(head, at + 8),
+            u32_at(head, at + 16),
+            u32_at(head, at + 20),
         ) else {
             break;
         };
         let len = if vsize == 0 { raw } else { vsize.min(raw) };
-        let Some(data) = ptr.checked_add(len).and_then(|end| bytes.get(ptr..end)) else {
+        if len > SECTION_MAX {
+            continue;
+        }
+        let Some(data) = read(ptr, len).filter(|d| d.len() == len) else {
             continue;
         };
-        let text = String::from_utf8_lossy(data);
+        let text = String::from_utf8_lossy(&data);
         *slot = Some(text.trim_end_matches('\0').to_string());
     }
     Some(uki)
 }
+
+/// How much of a PE file holds its headers and a section table of 96
+/// entries (the most read).
+pub const HEAD_BYTES: usize = 64 << 10;
+
+/// The largest `.osrel`, `.cmdline` or `.uname` read (they are text of a
+/// few hundred bytes; a larger one is not a UKI's).
+const SECTION_MAX: usize = 1 << 20;
 
 /// The value of `KEY=` in os-release text, unquoted.
 pub fn osrel_field(osrel: &str, key: &str) -> Option<String> {
@@ -181,6 +205,30 @@ mod tests {
         // A name only: the file name stands in for the title.
         let e = entry("x.efi", "/efi/EFI/Linux/x.efi", &Uki::default());
         assert_eq!((e.title.as_str(), e.sort_key), ("x.efi", None));
+    }
+
+    /// From the headers and the three sections' ranges only: the kernel and
+    /// initrd of a real UKI (tens of megabytes) are never read.
+    #[test]
+    fn only_the_headers_and_the_three_sections_are_read() {
+        let kernel = vec![0x90u8; 3 << 20];
+        let b = pe(&[
+            (".linux", &kernel),
+            (".osrel", OSREL.as_bytes()),
+            (".cmdline", b"ro iommu=pt"),
+        ]);
+        let mut asked = Vec::new();
+        let u = parse_with(&b[..HEAD_BYTES.min(b.len())], |at, len| {
+            asked.push(len);
+            b.get(at..at + len).map(<[u8]>::to_vec)
+        })
+        .unwrap();
+        assert_eq!(u, parse(&b).unwrap());
+        assert_eq!(u.cmdline.as_deref(), Some("ro iommu=pt"));
+        assert_eq!(asked, [OSREL.len(), "ro iommu=pt".len()]);
+        // A short read leaves the section out.
+        let u = parse_with(&b[..HEAD_BYTES], |_, len| Some(vec![b'x'; len - 1])).unwrap();
+        assert_eq!(u, Uki::default());
     }
 
     #[test]

@@ -299,14 +299,13 @@ fn read_sdboot(host: &Host, esp: &'static str, sd: &SdBoot) -> Result<Bootinfo> 
 /// the sections it carries; `None` when it cannot be read.
 fn uki_entry(host: &Host, path: &str) -> Option<entries::BlsEntry> {
     let name = path.rsplit('/').next()?;
-    // Read whole: the host layer reads files whole (a UKI is 20-100 MB).
-    let bytes = host.read_fact_bytes(path, UKI_MAX_BYTES)?;
-    let uki = gdrprov_boot::uki::parse(&bytes).unwrap_or_default();
+    // The headers, then the three small sections: not the whole image (20-100 MB).
+    let head = host.read_fact_bytes(path, gdrprov_boot::uki::HEAD_BYTES)?;
+    let uki =
+        gdrprov_boot::uki::parse_with(&head, |at, len| host.read_fact_range(path, at as u64, len))
+            .unwrap_or_default();
     Some(gdrprov_boot::uki::entry(name, path, &uki))
 }
-
-/// The largest unified kernel image read.
-const UKI_MAX_BYTES: usize = 256 << 20;
 
 /// The entry a user named: an id or path, a title, or (for gdrprov's own
 /// entries) the entry name.
