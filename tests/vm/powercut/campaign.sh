@@ -12,7 +12,7 @@
 #
 # The profile adds a kernel argument and blocks a module that is in the initramfs, so every apply, rollback
 # and commit rewrites what the boot loader reads (update-grub, or /etc/kernel/cmdline and the ESP entry) and
-# rebuilds the initramfs (update-initramfs; on systemd-boot its hook copies the new initrd to the ESP).
+# rebuilds the initramfs (update-initramfs; on systemd-boot gdrprov then copies the new initrd to the ESP).
 #
 # First each command runs once uncut, timed from the host exactly as the cuts are; that also records the
 # reference states (before, after apply, during a trial) and command lines. Then each cut: the command starts
@@ -68,6 +68,7 @@ setup() {
   vm_fresh $g
   vm_copy_in $g "$PC_DIR/guest-run.sh" /root/pc-run.sh
   vm_copy_in $g "$PC_DIR/guest-state.sh" /root/pc-state.sh
+  vm_copy_in $g "$PC_DIR/guest-watch.sh" /root/pc-watch.sh
   vm_ssh $g "printf 'name: powercut\nboot:\n  cmdline:\n    present: [gdrprov_pc=1]\nmodules:\n  absent: [virtio_scsi]\n' > $P" >/dev/null
   # On the disk before any cut: ext4 writes a new file's data late, and a cut soon after left the profile
   # and the helper scripts empty (seen: a cut 21 s after a fresh guest's setup).
@@ -305,37 +306,36 @@ span=${GDRPROV_PC_SPAN:-0-1}; span_lo=${span%-*}; span_hi=${span#*-}
 # timed from the start misses a window of a few seconds near the end of a 500 s command whenever the host's
 # load differs from the measurement's (two such cuts landed after the command had returned); anchored, it
 # lands in it. Commands that did not run PROCESS keep the drawn instants over their whole run.
-# GDRPROV_PC_AFTER=PROCESS (e.g. update-initramf): the same, anchored on the end of PROCESS instead: the window
-# runs from the first look that no longer shows PROCESS (after its last sight) to the command's return, plus
-# one look; a cut run waits for that look. What a command does after its last tool (on systemd-boot since the
-# ESP fix: gdrprov's own copy of the initrd to the ESP, the syncs, the journal) gets every cut.
-AT=${GDRPROV_PC_AT:-} AFTER=${GDRPROV_PC_AFTER:-}
-[[ -z $AT || -z $AFTER ]] || fail "GDRPROV_PC_AT and GDRPROV_PC_AFTER anchor cuts in two ways: set one"
+AT=${GDRPROV_PC_AT:-}
 [[ -z $AT || $AT =~ ^[A-Za-z0-9_.-]+$ ]] || fail "GDRPROV_PC_AT must be a process name, not '$AT'"
-[[ -z $AFTER || $AFTER =~ ^[A-Za-z0-9_.-]+$ ]] || fail "GDRPROV_PC_AFTER must be a process name, not '$AFTER'"
-ANCHOR=${AT:-$AFTER}
-# gone FILE: awk printing the time of the first look after PROCESS's last sight ("" if never seen; the RC
-# line's time if no look came after it).
-gone_awk='$2 == "T" { s = 0; for (i = 3; i <= NF; i++) if ($i == p) s = 1
-    if (s) { seen = 1; g = "" } else if (seen && g == "") g = $1 }
-  $2 == "RC" { e = $1; if (seen && g == "") g = $1 }'
-# window CMD: the seconds of CMD's measured run its cuts are drawn over ("" when ANCHOR was not seen).
+# window CMD: the seconds over which AT was seen in CMD's measured run ("" when it was not seen).
 window() {
-  [ -n "$ANCHOR" ] && [ -f "$W/measure-$1.out" ] || return 0
-  if [ -n "$AT" ]; then
-    awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) { if (f == "") f = $1; l = $1 } }
-      END { if (f != "") printf "%.2f", l - f + 0.5 }' "$W/measure-$1.out"
-  else
-    awk -v p="$AFTER" "$gone_awk"' END { if (seen) printf "%.2f", e - g + 0.5 }' "$W/measure-$1.out"
-  fi
+  [ -n "$AT" ] && [ -f "$W/measure-$1.out" ] || return 0
+  awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) { if (f == "") f = $1; l = $1 } }
+    END { if (f != "") printf "%.2f", l - f + 0.5 }' "$W/measure-$1.out"
 }
-if [ -n "$ANCHOR" ]; then
+if [ -n "$AT" ]; then
   for c in apply rollback commit; do
     want "$c" || continue
-    w=$(window "$c")
-    say "$c: ${AT:+$AT seen over}${AFTER:+from the end of $AFTER to its return:} ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
+    w=$(window "$c"); say "$c: $AT seen over ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
   done
 fi
+# GDRPROV_PC_ON=EVENT[,EVENT...] (sdboot): the cuts of apply and rollback come on an event in the guest instead
+# of at a drawn instant, the events taken in turn: `esp-tmp` (gdrprov's temporary copy of the new initrd has
+# appeared in the kernel's directory on the ESP: the copy is being written), `esp-renamed` (it has been
+# renamed over the initrd the entry loads: the instant after, before gdrprov's syncs are done). A watcher in
+# the guest (guest-watch.sh, shell builtins only, no process per look) spins until the event and writes it
+# to the kernel log, which the serial console carries to the host; the host cuts when it reads it. Where
+# gdrprov spends ~0.5 s after update-initramfs, a drawn instant almost never lands (and each look of the
+# progress stream takes 0.5 s). Commit rebuilds no initramfs: its cuts stay timed.
+ON=${GDRPROV_PC_ON:-}
+IFS=, read -ra on_events <<<"$ON"
+for e in "${on_events[@]}"; do
+  case $e in esp-tmp|esp-renamed) ;; *) fail "GDRPROV_PC_ON: unknown event '$e' (esp-tmp, esp-renamed)" ;; esac
+done
+[ -z "$ON" ] || [ "$flavor" = sdboot ] || fail "GDRPROV_PC_ON is for the sdboot flavor (the ESP)"
+[ -z "$ON" ] || [ -z "$AT" ] || fail "GDRPROV_PC_ON and GDRPROV_PC_AT time cuts in two ways: set one"
+[ -z "$ON" ] || say "apply and rollback cut on guest events, in turn: $ON (GDRPROV_PC_ON)"
 RANDOM=$seed
 declare -A n=() k=() order=()
 for c in "${seq_[@]}"; do n[$c]=$(( ${n[$c]:-0} + 1 )); done
@@ -354,8 +354,18 @@ for c in "${seq_[@]}"; do
   delays+=("$(awk -v d="$dur" -v s="$s" -v n="${n[$c]}" -v u="$u" -v lo="$lo" -v hi="$hi" \
     'BEGIN { printf "%.2f", d * (lo + (hi - lo) * (s + u / 32768) / n) }')")
 done
-plan_=$(for i in "${!seq_[@]}"; do printf '%s@%s%s ' "${seq_[$i]}" "${delays[$i]}" "$([ -n "$(window "${seq_[$i]}")" ] && echo "${AT:++$AT}${AFTER:+-$AFTER}")"; done)
-say "cuts (command@seconds after its start, +PROCESS: after PROCESS was first seen, -PROCESS: after it ended): $plan_"
+# The event of each cut ("" for a timed one): apply's and rollback's cuts take GDRPROV_PC_ON's events in turn.
+events=() ne=0
+for c in "${seq_[@]}"; do
+  if [ ${#on_events[@]} -gt 0 ] && [ "$c" != commit ]; then
+    events+=("${on_events[$((ne % ${#on_events[@]}))]}"); ne=$((ne + 1))
+  else events+=(""); fi
+done
+plan_=$(for i in "${!seq_[@]}"; do
+  if [ -n "${events[$i]}" ]; then printf '%s@%s ' "${seq_[$i]}" "${events[$i]}"
+  else printf '%s@%s%s ' "${seq_[$i]}" "${delays[$i]}" "$([ -n "$(window "${seq_[$i]}")" ] && echo "+$AT")"; fi
+done)
+say "cuts (command@seconds after its start, +PROCESS: after PROCESS was first seen, @EVENT: on that guest event): $plan_"
 
 unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0
 # to STATE: bring the guest, uncut, from st to STATE (A: nothing applied; B: an apply in effect).
@@ -376,23 +386,31 @@ for i in "${!seq_[@]}"; do
             vm_reboot $g; [ "$(cmdline)" = "$ct" ] || fail "the trial did not boot: $(cmdline)"
             old=trial; new=committed; oldline=$c0; newline=$c1 ;;
   esac
-  cmd=$(the_command "$c")
+  cmd=$(the_command "$c") ev=${events[$i]}
   mark=$(stat -c %s "$(vm_gdir $g)/serial.log")
+  lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 2 * d + 60 }')
+  if [ -n "$ev" ]; then
+    vm_ssh $g "setsid /root/pc-watch.sh ${ev#esp-} $lim </dev/null >/dev/null 2>&1 &" ||
+      fail "could not start the guest's watcher"
+  fi
   start "$cmd" "$out"
   base=0 anchor=
-  if [ -n "$(window "$c")" ]; then
+  if [ -n "$ev" ]; then
+    # Until the serial console shows the event (or the command ends, or twice its measured run has passed).
+    until tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}"; do
+      kill -0 "$BG" 2>/dev/null || break
+      [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
+      sleep 0.02
+    done
+    delay=0 anchor=" (on $ev$(tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}" || echo ': NOT SEEN'))"
+  elif [ -n "$(window "$c")" ]; then
     # Until the stream shows AT (or the command ends, or twice its measured run has passed).
-    lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 2 * d + 60 }')
-    until if [ -n "$AT" ]; then
-        awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"
-      else
-        awk -v p="$AFTER" "$gone_awk"' END { exit !(g != "" || e != "") }' "$out"
-      fi; do
+    until awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"; do
       kill -0 "$BG" 2>/dev/null || break
       [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
       sleep 0.1
     done
-    base=$(elapsed "$T0"); anchor=" (${AT:+$AT first seen}${AFTER:+$AFTER seen ended} at $base s)"
+    base=$(elapsed "$T0"); anchor=" ($AT first seen at $base s)"
   fi
   left=$(awk -v d="$delay" -v b="$base" -v e="$(elapsed "$T0")" 'BEGIN { r = b + d - e; printf "%.3f", (r > 0 ? r : 0) }')
   sleep "$left"

@@ -1,0 +1,28 @@
+#!/bin/sh
+# guest-watch.sh EVENT LIMIT: waits in the guest for EVENT in the running kernel's directory on the ESP
+# (/boot/efi/MACHINE-ID/VERSION, where the loader entry loads the initrd from), then writes
+# "gdrprov-pc-event: EVENT" to the kernel log, which the serial console carries to the host, and exits.
+#   tmp      a gdrprov temporary file (.NAME.gdrprov-PID.tmp) is there: gdrprov is writing its copy
+#   renamed  one that was there is gone: renamed over the initrd (or removed)
+# It spins on shell builtins only (a glob per look, no process started): a look takes well under a
+# millisecond, where a look with ls or sleep costs several on a TCG guest. Gives up after LIMIT seconds
+# (checked every 20000 looks), exit 1.
+ev=$1 limit=${2:-900}
+d=/boot/efi/$(cat /etc/machine-id)/$(uname -r)
+[ -d "$d" ] || { echo "guest-watch: no $d" >&2; exit 2; }
+end=$(( $(date +%s) + limit )) seen= n=0
+while :; do
+  set -- "$d"/.*.gdrprov-*.tmp
+  if [ -e "$1" ]; then
+    [ "$ev" = tmp ] && break
+    seen=1
+  elif [ -n "$seen" ]; then
+    break
+  fi
+  n=$((n + 1))
+  if [ $n -ge 20000 ]; then
+    n=0
+    [ "$(date +%s)" -lt "$end" ] || exit 1
+  fi
+done
+echo "<2>gdrprov-pc-event: $ev" > /dev/kmsg
