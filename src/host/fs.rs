@@ -1,6 +1,7 @@
 //! File access inside the root. Writes are atomic (a temp file beside the
-//! target, fsync, rename, fsync of the directory), so a crash or a full disk
-//! leaves either the old file or the new one, never a mix.
+//! target, fsync, rename, fsync of the file and of the directory, the
+//! replaced file held open until then), so a crash or a full disk leaves
+//! either the old file or the new one, never a mix, on FAT too.
 
 use super::Host;
 use crate::error::{Error, Result};
@@ -309,10 +310,8 @@ impl Host {
     }
 
     /// Copies `from` to `to` inside the root as [`Host::write_atomic`]
-    /// writes (temp file beside `to`, fsync, rename, fsync), and then fsyncs
-    /// `to` once more: on FAT the rename's directory entry is written with
-    /// the file, not the directory. `to` keeps its mode and owner (new: 0644,
-    /// root). Streamed: an initramfs is tens of megabytes.
+    /// writes. `to` keeps its mode and owner (new: 0644, root). Streamed: an
+    /// initramfs is tens of megabytes.
     pub fn copy_atomic(&self, from: &str, to: &str) -> Result<()> {
         let Some((mut src, _)) = self.open_regular(from)? else {
             return Err(Error::BadPath {
@@ -324,15 +323,12 @@ impl Host {
         // the error (and its hint: a full ESP) of the read.
         self.replace(to, WriteOptions::default(), |f| {
             std::io::copy(&mut src, f).map(|_| ())
-        })?;
-        let r = self.resolve(to)?;
-        std::fs::File::open(&r.real)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io("sync", self.display(to), e))
+        })
     }
 
-    /// Replaces `path` by a temp file that `fill` writes, fsynced, renamed
-    /// over it, the directory fsynced.
+    /// Replaces `path` by a temp file that `fill` writes: fsynced, renamed
+    /// over it, fsynced again (its new name), then the directory fsynced, the
+    /// replaced file held open until then.
     fn replace(
         &self,
         path: &str,
@@ -359,9 +355,22 @@ impl Host {
         });
         let dir = r.real.parent().unwrap_or(Path::new("/"));
         let tmp = dir.join(format!(".{name}.gdrprov-{}.tmp", std::process::id()));
-        let result = write_tmp(&tmp, fill, meta).and_then(|()| {
+        let result = write_tmp(&tmp, fill, meta).and_then(|new| {
+            // The file replaced stays open until the new one and the
+            // directory are on disk. On FAT (the ESP) its clusters are freed
+            // when its inode goes, at the end of the rename, and the rename's
+            // directory entry (the new start cluster) is written with the
+            // renamed file's inode, not with the directory: synced in the
+            // other order, a power cut between left the entry pointing into
+            // freed clusters (systemd-boot: "Error preparing initrd: Volume
+            // Corrupt"; power-cut campaign, systemd-boot run 6). Held open,
+            // the old clusters are freed only once the new entry is written.
+            let replaced = open_replaced(&r.real);
             std::fs::rename(&tmp, &r.real)?;
-            sync_dir(dir)
+            new.sync_all()?;
+            sync_dir(dir)?;
+            drop(replaced);
+            Ok(())
         });
         if let Err(e) = result {
             let _ = std::fs::remove_file(&tmp);
@@ -515,11 +524,23 @@ fn split_parent(path: &str) -> Result<(&str, &str)> {
     }
 }
 
+/// The file a rename is about to replace, opened (never followed, never
+/// waited on); `None` when there is none or it cannot be opened.
+fn open_replaced(path: &Path) -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .ok()
+}
+
+/// Creates `tmp`, has `fill` write it, sets its mode and owner, fsyncs it;
+/// gives it back open.
 fn write_tmp(
     tmp: &Path,
     fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
     meta: FileMeta,
-) -> std::io::Result<()> {
+) -> std::io::Result<std::fs::File> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -539,7 +560,8 @@ fn write_tmp(
         }
         f.set_permissions(std::fs::Permissions::from_mode(meta.mode))?;
     }
-    f.sync_all()
+    f.sync_all()?;
+    Ok(f)
 }
 
 fn sync_dir(dir: &Path) -> std::io::Result<()> {
