@@ -399,7 +399,7 @@ for i in "${!seq_[@]}"; do
   start "$cmd" "$out"
   base=0 anchor=
   if [ -n "$ev" ]; then
-    # Until the serial console shows the event (or the command ends, or twice its measured run has passed).
+    # Until the serial console shows the event (or the command ends, or the wait, lim, has passed).
     until tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}"; do
       kill -0 "$BG" 2>/dev/null || break
       [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
