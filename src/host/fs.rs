@@ -326,6 +326,19 @@ impl Host {
         })
     }
 
+    /// Copies a file a command made (`from`) where the boot loader reads it
+    /// (`to`), unless the directory it goes to is gone (its kernel was
+    /// removed: nothing boots from there). A copy a killed run left
+    /// half-made goes first.
+    pub(super) fn place(&self, from: &str, to: &str) -> Result<()> {
+        let (parent, _) = split_parent(to)?;
+        if !self.exists(parent) {
+            return Ok(());
+        }
+        self.remove_leftover_temps(to)?;
+        self.copy_atomic(from, to)
+    }
+
     /// Replaces `path` by a temp file that `fill` writes: fsynced, renamed
     /// over it, fsynced again (its new name), then the directory fsynced, the
     /// replaced file held open until then.

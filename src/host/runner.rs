@@ -100,22 +100,10 @@ impl Host {
         let out = self.spawn(spec)?;
         if out.success() {
             for p in &spec.place {
-                self.place(p)?;
+                self.place(&p.from, &p.to)?;
             }
         }
         Ok(out)
-    }
-
-    /// Copies a file a command made where the boot loader reads it, unless
-    /// the directory it goes to is gone (its kernel was removed: nothing
-    /// boots from there). A copy a killed run left half-made goes first.
-    fn place(&self, p: &Placement) -> Result<()> {
-        let parent = p.to.rsplit_once('/').map_or("/", |(d, _)| d);
-        if !self.exists(if parent.is_empty() { "/" } else { parent }) {
-            return Ok(());
-        }
-        self.remove_leftover_temps(&p.to)?;
-        self.copy_atomic(&p.from, &p.to)
     }
 
     /// Runs a read-only probe command (e.g. `modinfo`). Gives `None` when

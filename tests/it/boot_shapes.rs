@@ -858,12 +858,8 @@ fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
         );
     }
     let script = |path: &str, body: &str| {
-        put(&root, path, body);
-        std::fs::set_permissions(
-            root.join(path.trim_start_matches('/')),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .unwrap();
+        std::fs::create_dir_all(root.join(path.trim_start_matches('/')).parent().unwrap()).unwrap();
+        crate::reliability::write_script(&root, path, body);
     };
     script(
         "/usr/sbin/lsinitramfs",
@@ -926,8 +922,8 @@ fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
             entry(&root, esp, k)
         );
     }
-    let leftovers: Vec<_> = walk(&root.join(&esp[1..]))
-        .into_iter()
+    let leftovers: Vec<String> = snapshot(&root.join(&esp[1..]))
+        .into_keys()
         .filter(|p| p.contains(".gdrprov-"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
@@ -943,17 +939,4 @@ fn systemd_boot_initrd_reaches_the_esp_through_gdrprov_not_kernel_install() {
         assert_eq!(esp_initrd(k), boot_initrd(k), "{k} after rollback");
         assert!(!entry(&root, esp, k).contains("iommu=pt"));
     }
-}
-
-fn walk(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).unwrap().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p.display().to_string());
-        }
-    }
-    out
 }

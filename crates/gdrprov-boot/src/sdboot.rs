@@ -53,14 +53,18 @@ pub fn matches_default(pattern: &str, id: &str) -> bool {
 /// The `initrd=` arguments systemd-boot passes for an entry's `initrd`
 /// lines: the path on the ESP with backslashes.
 pub fn initrd_args(entry: &str) -> Vec<String> {
-    entry
-        .lines()
-        .filter_map(|l| {
-            let r = l.trim_start().strip_prefix("initrd")?;
-            r.starts_with([' ', '\t'])
-                .then(|| format!("initrd={}", r.trim().replace('/', "\\")))
-        })
+    values(entry, "initrd")
+        .map(|v| format!("initrd={}", v.replace('/', "\\")))
         .collect()
+}
+
+/// The values of an entry's `KEY value` lines (`initrd`, `version`,
+/// `linux`), in order, trimmed; a line with the key alone has none.
+pub fn values<'a>(entry: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    entry.lines().filter_map(move |l| {
+        let rest = l.trim_start().strip_prefix(key)?;
+        rest.starts_with([' ', '\t']).then(|| rest.trim())
+    })
 }
 
 /// An entry id without systemd's boot counter (`ID+LEFT` or
@@ -342,5 +346,12 @@ mod tests {
             initrd_args("linux /a/linux\ninitrd     /a/6.1/initrd.img\n"),
             vec!["initrd=\\a\\6.1\\initrd.img".to_string()]
         );
+        let e = "version 6.1\ninitrd     /4f1c/6.1/initrd.img-6.1\ninitrd\n";
+        assert_eq!(
+            values(e, "initrd").collect::<Vec<_>>(),
+            ["/4f1c/6.1/initrd.img-6.1"]
+        );
+        // `initrdx` is not `initrd`.
+        assert_eq!(values("initrdx /a\n", "initrd").count(), 0);
     }
 }

@@ -17,6 +17,7 @@ use crate::facts::boot_shape::{CmdlineHome, SdBoot};
 use crate::facts::OsFamily;
 use crate::host::{CommandSpec, Placement};
 use crate::plan::modules::Context;
+use gdrprov_boot::sdboot::values;
 
 /// What makes kernel-install do nothing.
 pub const BYPASS: (&str, &str) = ("KERNEL_INSTALL_BYPASS", "1");
@@ -64,7 +65,7 @@ fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
         if !is_entry_of(text, kernel) {
             continue;
         }
-        for rel in field_values(text, "initrd") {
+        for rel in values(text, "initrd") {
             let safe = rel.starts_with('/') && !rel.split('/').any(|c| c == "..");
             if !safe || rel.rsplit('/').next() != Some(name.as_str()) {
                 continue;
@@ -84,16 +85,8 @@ fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
 /// Whether an entry boots `kernel`: its `version`, or a `linux` path in a
 /// directory named after it (kernel-install's `/MID/VERSION/linux`).
 fn is_entry_of(text: &str, kernel: &str) -> bool {
-    field_values(text, "version").any(|v| v == kernel)
-        || field_values(text, "linux").any(|l| l.split('/').any(|c| c == kernel))
-}
-
-/// The values of an entry's `key value` lines.
-fn field_values<'a>(text: &'a str, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-    text.lines().filter_map(move |l| {
-        let rest = l.trim_start().strip_prefix(key)?;
-        rest.starts_with([' ', '\t']).then(|| rest.trim())
-    })
+    values(text, "version").any(|v| v == kernel)
+        || values(text, "linux").any(|l| l.split('/').any(|c| c == kernel))
 }
 
 #[cfg(test)]
@@ -109,9 +102,5 @@ mod tests {
         let no_version = ENTRY.replace("version    6.1.0-56-amd64\n", "");
         assert!(is_entry_of(&no_version, "6.1.0-56-amd64"));
         assert!(!is_entry_of(&no_version, "6.1.0-55-amd64"));
-        let initrds: Vec<&str> = field_values(ENTRY, "initrd").collect();
-        assert_eq!(initrds, ["/4f1c/6.1.0-56-amd64/initrd.img-6.1.0-56-amd64"]);
-        // `initrdfoo` is not `initrd`.
-        assert_eq!(field_values("initrdx /a\n", "initrd").count(), 0);
     }
 }
