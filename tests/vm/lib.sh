@@ -250,17 +250,23 @@ vm_mux_stop() {
   timeout 10 ssh $(vm_ssh_opts "$1") -O exit root@127.0.0.1 </dev/null >/dev/null 2>&1 || true
 }
 
-# The connect timeout of a poll for ssh, from the seconds waited so far: short at first (an attempt that
-# starts while the guest has no address yet only ends at its timeout, so a long one adds its length to
-# every boot), longer later, so that an sshd slow to answer on a loaded host is still reached.
-vm_poll_timeout() { local s=$1; if [ "$s" -lt 120 ]; then echo 3; elif [ "$s" -lt 300 ]; then echo 8; else echo 15; fi; }
+# The connect timeout of a poll for ssh (ssh applies it to the TCP connection and to the handshake), from
+# the seconds waited so far: short at first (an attempt that starts while the guest has no address yet only
+# ends at its timeout, so a long one adds its length to every boot), longer later, so that an sshd slow to
+# answer on a loaded host is still reached. vm_poll_limit: the least time a whole try gets, growing alike
+# (a fixed one never lets through a guest whose handshake has become slower than it).
+vm_poll_timeout() { local s=$1; if [ "$s" -lt 120 ]; then echo 3; elif [ "$s" -lt 300 ]; then echo 15; else echo 40; fi; }
+vm_poll_limit() { local s=$1; if [ "$s" -lt 120 ]; then echo 20; elif [ "$s" -lt 300 ]; then echo 40; else echo 90; fi; }
 
 # vm_ssh_try NAME T0 LIMIT CMD: one poll: CMD over a new ssh connection (not the master), its connect
-# timeout from the seconds since T0, the whole try bounded by LIMIT seconds; CMD's output and exit status.
+# timeout from the seconds since T0, the whole try bounded by LIMIT seconds or vm_poll_limit's, whichever is
+# longer; CMD's output and exit status. ssh's complaint of the last try is kept (GUEST_DIR/ssh-try.err) for
+# vm_why_not_back.
 vm_ssh_try() {
-  local name=$1 t0=$2 limit=$3; shift 3
+  local name=$1 t0=$2 limit=$3 s; shift 3
+  s=$(vm_since "$t0"); [ "$(vm_poll_limit "$s")" -gt "$limit" ] && limit=$(vm_poll_limit "$s")
   # shellcheck disable=SC2046
-  timeout "$limit" ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$(vm_since "$t0")")" $(vm_ssh_opts "$name") root@127.0.0.1 "$@" </dev/null 2>/dev/null
+  timeout "$limit" ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$s")" $(vm_ssh_opts "$name") root@127.0.0.1 "$@" </dev/null 2>"$(vm_gdir "$name")/ssh-try.err"
 }
 
 # vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
@@ -325,9 +331,11 @@ vm_boot_id() { vm_ssh "$1" cat /proc/sys/kernel/random/boot_id 2>/dev/null; }
 
 # vm_reboot NAME: reboot the guest for real (`systemctl reboot`: the OS shuts down and resets the machine;
 # qemu, run with -no-reboot, then exits and the same machine is started again on the same disk: firmware,
-# GRUB with its environment block, kernel) and wait until ssh answers with a new boot id.
+# GRUB with its environment block, kernel) and wait until ssh answers with a new boot id. The shutdown and
+# the boot have VM_BOOT_TIMEOUT seconds each (one budget for both let a slow shutdown on a loaded host eat
+# the boot's time); the log says how long each took.
 vm_reboot() {
-  local name=$1 old new t0 d pid args=(); t0=$(date +%s); d=$(vm_gdir "$name")
+  local name=$1 old t0 d pid down; t0=$(date +%s); d=$(vm_gdir "$name")
   old=$(vm_boot_id "$name") || vm_die "guest $name: no boot id before reboot"
   pid=$(cat "$d/pid") || vm_die "guest $name: no qemu pid"
   vm_ssh "$name" 'systemctl reboot --no-block' >/dev/null 2>&1 || true
@@ -338,20 +346,10 @@ vm_reboot() {
       vm_tail_serial "$name"; vm_die "guest $name: did not reset $VM_BOOT_TIMEOUT s after reboot"
     fi
   done
+  down=$(vm_since "$t0")
   rm -f "$d/pid"
-  [ -s "$d/args" ] && mapfile -t args < "$d/args"
-  vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
-    { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the reboot"; }
-  while :; do
-    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died during reboot"; }
-    new=$(vm_ssh_try "$name" "$t0" 20 cat /proc/sys/kernel/random/boot_id) || new=
-    [ -n "$new" ] && [ "$new" != "$old" ] && break
-    if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
-      vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after reboot"
-    fi
-    sleep 1
-  done
-  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_restart "$name" "$old" "the reboot"
+  vm_log "guest $name: rebooted in $(vm_since "$t0") s (shutdown $down s)"
   vm_mux_start "$name"
 }
 
@@ -360,7 +358,7 @@ vm_reboot() {
 # wait until ssh answers with a new boot id. SINCE ($EPOCHREALTIME taken when the last guest command returned)
 # makes the log say how many ms after it the power went. Use with VM_DISK_CACHE=writeback (see vm_qemu).
 vm_powercut() {
-  local name=$1 since=${2:-} d pid t0 new ms args=()
+  local name=$1 since=${2:-} d pid t0 ms
   d=$(vm_gdir "$name")
   read -r pid < "$d/pid" || vm_die "guest $name: no qemu pid"
   kill -9 "$pid" 2>/dev/null || vm_die "guest $name: qemu $pid was not running at the power cut"
@@ -370,20 +368,54 @@ vm_powercut() {
   vm_log "guest $name: power cut (qemu $pid killed${ms:+ $ms ms after the last command returned})"
   vm_mux_stop "$name"
   rm -f "$d/pid"
+  vm_restart "$name" "" "the power cut"
+  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
+  vm_mux_start "$name"
+}
+
+# vm_restart NAME OLD WHAT: start the stopped machine again on its disk and wait up to VM_BOOT_TIMEOUT s
+# for ssh to answer with a boot id other than OLD (any, when OLD is empty); WHAT ("the reboot") names the
+# event in messages. On a timeout it says why as far as the host can see (vm_why_not_back), then dies.
+vm_restart() {
+  local name=$1 old=$2 what=$3 d t1 m new login_at= args=()
+  d=$(vm_gdir "$name"); t1=$(date +%s)
+  m=$(stat -c %s "$d/serial.log" 2>/dev/null || echo 0)
   [ -s "$d/args" ] && mapfile -t args < "$d/args"
   vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
-    { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after the power cut"; }
+    { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again after $what"; }
   while :; do
-    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting after the power cut"; }
-    new=$(vm_ssh_try "$name" "$t0" 20 cat /proc/sys/kernel/random/boot_id) || new=
-    [ -n "$new" ] && break
-    if [ "$(vm_since "$t0")" -ge "$VM_BOOT_TIMEOUT" ]; then
-      vm_tail_serial "$name"; vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after the power cut"
+    vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting after $what"; }
+    new=$(vm_ssh_try "$name" "$t1" 20 cat /proc/sys/kernel/random/boot_id) || new=
+    [ -n "$new" ] && [ "$new" != "$old" ] && return 0
+    [ -z "$login_at" ] && tail -c +"$((m + 1))" "$d/serial.log" 2>/dev/null | grep -aq ' login: ' && login_at=$(date +%s)
+    if [ "$(vm_since "$t1")" -ge "$VM_BOOT_TIMEOUT" ]; then
+      vm_why_not_back "$name" "$m" "$login_at" "$new"
+      vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after qemu started again ($what)"
     fi
     sleep 1
   done
-  vm_log "guest $name: rebooted in $(vm_since "$t0") s"
-  vm_mux_start "$name"
+}
+
+# vm_why_not_back NAME M LOGIN_AT NEW: what the host can see of a guest that does not answer after a restart:
+# the end of its console and the lines since the restart (serial log offset M) that tell of a stuck boot,
+# when its login prompt came (LOGIN_AT, epoch s, empty if never), whether its ssh port takes connections,
+# the boot id it gave (NEW, when the old one), ssh's own account of one more try.
+vm_why_not_back() {
+  local name=$1 m=$2 login_at=$3 new=$4 d port; d=$(vm_gdir "$name"); port=$(cat "$d/port")
+  vm_tail_serial "$name"
+  vm_log "guest $name: console lines since the restart that tell of a stuck boot:"
+  tail -c +"$((m + 1))" "$d/serial.log" 2>/dev/null |
+    grep -aiE 'job is running|timed out|emergency|panic|failed|dependency|dhcp|networkd' | head -n 30 | sed 's/^/    boot| /' >&2
+  if [ -n "$login_at" ]; then vm_log "guest $name: its console showed the login prompt $(vm_since "$login_at") s ago"
+  else vm_log "guest $name: no login prompt on its console since the restart"; fi
+  [ -n "$new" ] && vm_log "guest $name: ssh answered with the boot id of before the restart ($new)"
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then vm_log "guest $name: 127.0.0.1:$port takes connections (qemu's forward)"
+  else vm_log "guest $name: nothing takes connections on 127.0.0.1:$port"; fi
+  vm_log "guest $name: the last poll's ssh said: $(tr '\n' ' ' < "$d/ssh-try.err" 2>/dev/null)"
+  vm_log "guest $name: one more try, ssh -v (up to 120 s):"
+  # shellcheck disable=SC2046
+  timeout 120 ssh -v -o ControlPath=none -o ConnectTimeout=110 $(vm_ssh_opts "$name") root@127.0.0.1 true \
+    </dev/null 2>&1 | grep -v '^debug1: Reading configuration' | tail -n 25 | sed 's/^/    ssh| /' >&2 || true
 }
 
 # vm_poweroff NAME: clean poweroff, then kill if it has not stopped after 60 s. Keeps the guest's logs.
@@ -663,7 +695,7 @@ vm_power_on() {
     fi
     vm_ssh_try "$name" "$t0" 20 true && break
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
-      vm_log "guest $name: no ssh $limit s after the power cut"; return 1
+      vm_why_not_back "$name" "$m" "" ""; vm_log "guest $name: no ssh $limit s after the power cut"; return 1
     fi
     sleep 1
   done
