@@ -651,6 +651,43 @@ mod tests {
     }
 
     #[test]
+    fn copy_atomic_refuses_a_missing_source_and_place_skips_a_removed_kernel() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("boot/efi/K")).unwrap();
+        std::fs::write(r.join("boot/efi/K/initrd"), "old\n").unwrap();
+        let h = Host::open(r, true).unwrap();
+        // No source: refused, naming it; the target stays whole, no temp file.
+        let err = h
+            .copy_atomic("/boot/initrd.img-1", "/boot/efi/K/initrd")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/boot/initrd.img-1") && err.contains("does not exist"),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(r.join("boot/efi/K/initrd")).unwrap(),
+            b"old\n"
+        );
+        assert_eq!(std::fs::read_dir(r.join("boot/efi/K")).unwrap().count(), 1);
+        // place: a temp copy a killed run left goes, the new file arrives whole.
+        std::fs::write(r.join("boot/initrd.img-1"), "new\n").unwrap();
+        let stale = r.join("boot/efi/K/.initrd.gdrprov-99999.tmp");
+        std::fs::write(&stale, "half").unwrap();
+        h.place("/boot/initrd.img-1", "/boot/efi/K/initrd").unwrap();
+        assert_eq!(
+            std::fs::read(r.join("boot/efi/K/initrd")).unwrap(),
+            b"new\n"
+        );
+        assert!(!stale.exists(), "the killed run's temp copy is still there");
+        // The kernel's directory is gone (the kernel was removed): nothing to place.
+        h.place("/boot/initrd.img-1", "/boot/efi/GONE/initrd")
+            .unwrap();
+        assert!(!r.join("boot/efi/GONE").exists());
+    }
+
+    #[test]
     fn missing_file_reads_as_none() {
         let t = tempfile::tempdir().unwrap();
         let h = Host::open(t.path(), true).unwrap();
