@@ -11,6 +11,17 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 pub const DIR: &str = "/var/lib/gdrprov";
+const STAGING_SUFFIX: &str = ".new";
+
+/// Where generation `n` is made before it exists (relative to [`DIR`]):
+/// `generations/.N.new`, renamed to `generations/N` once its backups and
+/// journal are on disk ([`StateStore::publish_generation`]). So a generation
+/// directory always holds its journal; a power cut while one is made leaves
+/// only this, which no command reads as a generation and the next run
+/// removes (nothing in the root had been changed yet).
+pub fn staging_dir(n: u64) -> String {
+    format!("generations/.{n}{STAGING_SUFFIX}")
+}
 /// Placeholder in a planned state for "the backup this generation takes".
 pub const PENDING_BACKUP: &str = "<this generation>";
 const PRIVATE: WriteOptions = WriteOptions {
@@ -335,18 +346,57 @@ impl<'a> StateStore<'a> {
         )
     }
 
+    /// Writes the journal of a generation still being made, in its
+    /// [`staging_dir`].
+    pub fn save_staged_generation(&self, g: &Generation) -> Result<()> {
+        self.write_private(
+            &format!("{}/journal.json", staging_dir(g.generation)),
+            &to_json(g)?,
+        )
+    }
+
     /// Removes a generation that could not be started (its backups could
-    /// not all be written), so that it leaves no trace.
+    /// not all be written), made or half made, so that it leaves no trace.
     pub fn remove_generation_dir(&self, n: u64) -> Result<()> {
+        self.host.remove_dir_all(&Self::path(&staging_dir(n)))?;
         self.host
             .remove_dir_all(&Self::path(&format!("generations/{n}")))
     }
 
+    /// Removes what a run cut short while making its generation left
+    /// ([`staging_dir`]: backups, maybe a journal, never a change to the
+    /// root); gives their numbers. Called under the lock.
+    pub fn remove_staged_leftovers(&self) -> Result<Vec<u64>> {
+        let mut removed = Vec::new();
+        for name in self.host.list_dir(&Self::path("generations")) {
+            let Some(n) = name
+                .strip_prefix('.')
+                .and_then(|r| r.strip_suffix(STAGING_SUFFIX))
+                .and_then(|r| r.parse::<u64>().ok())
+            else {
+                continue;
+            };
+            self.host.remove_dir_all(&Self::path(&staging_dir(n)))?;
+            removed.push(n);
+        }
+        Ok(removed)
+    }
+
+    /// Makes generation `n` exist: its [`staging_dir`], with its backups and
+    /// journal on disk, becomes `generations/N` in one rename.
+    pub fn publish_generation(&self, n: u64) -> Result<()> {
+        self.host.rename_dir(
+            &Self::path(&staging_dir(n)),
+            &Self::path(&format!("generations/{n}")),
+        )
+    }
+
     /// Sets aside `bytes` of disk space beside a generation's backups
-    /// (`generations/N/reserve`), so that a run that fills the disk half-way
-    /// can free it and still put every file back.
-    pub fn reserve(&self, n: u64, bytes: u64) -> Result<()> {
-        let path = Self::path(&format!("generations/{n}/reserve"));
+    /// (`reserve` in `dir`, relative to the state dir: the generation's
+    /// staging dir while it is made), so that a run that fills the disk
+    /// half-way can free it and still put every file back.
+    pub fn reserve(&self, dir: &str, bytes: u64) -> Result<()> {
+        let path = Self::path(&format!("{dir}/reserve"));
         let r = self.host.resolve(&path)?;
         let shown = self.host.display(&r.logical);
         let file = std::fs::OpenOptions::new()

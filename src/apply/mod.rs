@@ -33,7 +33,8 @@ pub struct Outcome {
 }
 
 /// Test-only fault injection (documented in the README): abort the process
-/// right after step N of an apply, as a crash would.
+/// right after step N of an apply, as a crash would; 0: while its generation
+/// is being made (backups and journal written, not yet published).
 const FAULT_ENV: &str = "GDRPROV_FAULT_AFTER_STEP";
 
 pub fn execute(
@@ -73,20 +74,10 @@ pub fn execute_as(
         state_before: state_before.clone(),
         state_after: State::default(),
     };
-    // Backups first: nothing is touched until every copy is safely on disk.
-    // If that fails (a full disk), the half-made generation is removed: the
-    // host is untouched and the journal holds no trace of the attempt.
-    let prepared = (|| {
-        for (i, change) in plan.changes.iter().enumerate() {
-            generation
-                .steps
-                .push(prepare_step(host, store, n, i, change)?);
-        }
-        generation.state_after = finalize_state(&plan.state_after, &generation, n);
-        store.save_generation(&generation)?;
-        store.reserve(n, reserve_bytes(plan))
-    })();
-    if let Err(e) = prepared {
+    // If making the generation fails (a full disk), the half-made generation
+    // is removed: the host is untouched and the journal holds no trace of
+    // the attempt.
+    if let Err(e) = make_generation(host, store, plan, &mut generation) {
         return Err(match store.remove_generation_dir(n) {
             Ok(()) => Error::Refused(format!(
                 "{e}\nNothing was changed: the backups could not be saved, and the partial generation {n} was removed."
@@ -249,6 +240,31 @@ fn finalize_state(planned: &State, g: &Generation, n: u64) -> State {
     s
 }
 
+/// Backups first: nothing is touched until every copy is safely on disk.
+/// They and the journal are made in a staging dir that becomes the
+/// generation in one rename: a generation never lacks its journal, even after
+/// a power cut here.
+fn make_generation(
+    host: &Host,
+    store: &StateStore,
+    plan: &Plan,
+    generation: &mut Generation,
+) -> Result<()> {
+    let n = generation.generation;
+    store.remove_staged_leftovers()?;
+    for (i, change) in plan.changes.iter().enumerate() {
+        let step = prepare_step(host, store, n, i, change)?;
+        generation.steps.push(step);
+    }
+    generation.state_after = finalize_state(&plan.state_after, generation, n);
+    store.save_staged_generation(generation)?;
+    store.reserve(&journal::staging_dir(n), reserve_bytes(plan))?;
+    if std::env::var(FAULT_ENV).is_ok_and(|v| v == "0") {
+        std::process::abort();
+    }
+    store.publish_generation(n)
+}
+
 fn prepare_step(
     host: &Host,
     store: &StateStore,
@@ -285,16 +301,18 @@ fn prepare_step(
             host.display(path)
         )));
     }
+    // Written in the staging dir, recorded where they will be.
+    let staged = journal::staging_dir(n);
     if let Some(bytes) = current {
         let rel = format!("generations/{n}/{i}.before");
-        store.write_private(&rel, &bytes)?;
+        store.write_private(&format!("{staged}/{i}.before"), &bytes)?;
         step.before = Some(rel);
         step.before_sum = Some(journal::Sum::of(&bytes));
         step.before_meta = host.meta(path)?;
     }
     if let Action::WriteFile { after, .. } = &change.action {
         let rel = format!("generations/{n}/{i}.after");
-        store.write_private(&rel, after.as_bytes())?;
+        store.write_private(&format!("{staged}/{i}.after"), after.as_bytes())?;
         step.after = Some(rel);
         step.after_sum = Some(journal::Sum::of(after.as_bytes()));
         step.created_dirs = missing_dirs(host, path);

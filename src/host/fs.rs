@@ -448,6 +448,20 @@ impl Host {
         }
     }
 
+    /// Renames a directory gdrprov made to a name that must not exist yet
+    /// (never over another), then syncs the parent: the new name is on disk.
+    pub fn rename_dir(&self, from: &str, to: &str) -> Result<()> {
+        let (src, dst) = (self.resolve(from)?, self.resolve(to)?);
+        let (at, flag) = (
+            nix::fcntl::AT_FDCWD,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        );
+        nix::fcntl::renameat2(at, &src.real, at, &dst.real, flag)
+            .map_err(|e| Error::io("rename a directory to", self.display(to), e.into()))?;
+        sync_dir(dst.real.parent().unwrap_or(Path::new("/")))
+            .map_err(|e| Error::io("sync", self.display(to), e))
+    }
+
     /// Removes a directory if it is empty (one gdrprov created); gives
     /// whether it did. One already gone, not empty, or not a plain directory
     /// is left alone.

@@ -307,6 +307,62 @@ fn every_command_names_an_interrupted_generation_and_recover() {
     journal_ok(&root);
 }
 
+/// Killed while its generation is being made (backups and journal written,
+/// nothing changed yet; seen in the VM testbed as a power cut 10 s into an
+/// apply): no generation exists, so no command is stopped by it, `recover`
+/// has nothing to do, and the next apply removes the half-made one and runs
+/// as an uninterrupted apply would.
+#[test]
+fn a_run_killed_while_making_its_generation_leaves_no_generation() {
+    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let pristine = snapshot(&root);
+    gd_fault(&root, 0, &["apply", "rdma-dmabuf", "-y", "--no-exec"]);
+    let gens = root.join("var/lib/gdrprov/generations");
+    assert!(
+        gens.join(".1.new/journal.json").is_file(),
+        "no staged journal"
+    );
+    assert!(
+        !gens.join("1").exists(),
+        "a generation exists before it was published"
+    );
+    assert_eq!(
+        without_state(snapshot(&root)),
+        without_state(pristine.clone()),
+        "the root was changed before the generation existed"
+    );
+    journal_ok(&root);
+    let out = gd(&root, &["recover", "-y"]);
+    ok(&out, "recover");
+    assert!(
+        stdout_of(&out).contains("Nothing to recover"),
+        "{}",
+        stdout_of(&out)
+    );
+    ok(
+        &gd(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]),
+        "apply",
+    );
+    assert!(
+        !gens.join(".1.new").exists(),
+        "the half-made generation is still there"
+    );
+    assert!(gens.join("1/journal.json").is_file());
+    let (_t2, clean) = example_root("ubuntu-22.04-h100");
+    ok(
+        &gd(&clean, &["apply", "rdma-dmabuf", "-y", "--no-exec"]),
+        "uncut apply",
+    );
+    assert_eq!(
+        without_state(snapshot(&root)),
+        without_state(snapshot(&clean)),
+        "the apply after the cut differs from an uninterrupted one"
+    );
+    ok(&gd(&root, &["rollback", "-y", "--no-exec"]), "rollback");
+    assert_eq!(without_state(snapshot(&root)), without_state(pristine));
+    journal_ok(&root);
+}
+
 /// A rollback killed after its first step: recover puts its files back and
 /// rolls back again, ending as an uninterrupted rollback would (pristine).
 #[test]

@@ -320,7 +320,7 @@ if [ -n "$AT" ]; then
     w=$(window "$c"); say "$c: $AT seen over ${w:-no} s of its measured run$([ -n "$w" ] && echo ': its cuts are anchored on it')"
   done
 fi
-# GDRPROV_PC_ON=EVENT[,EVENT...] (sdboot): the cuts of apply and rollback come on an event in the guest instead
+# GDRPROV_PC_ON=EVENT[,EVENT...]: the cuts of apply and rollback come on an event in the guest instead
 # of at a drawn instant, the events taken in turn: `esp-tmp` (gdrprov's temporary copy of the new initrd has
 # appeared in the kernel's directory on the ESP: the copy is being written), `esp-renamed` (it has been
 # renamed over the initrd the entry loads: the instant after, before gdrprov's syncs are done). A watcher in
@@ -328,12 +328,17 @@ fi
 # to the kernel log, which the serial console carries to the host; the host cuts when it reads it. Where
 # gdrprov spends ~0.5 s after update-initramfs, a drawn instant almost never lands (and each look of the
 # progress stream takes 0.5 s). Commit rebuilds no initramfs: its cuts stay timed.
+# `gen-staged` (any flavor): gdrprov is making the generation (generations/.N.new exists: backups and journal
+# being written, the root not yet changed).
 ON=${GDRPROV_PC_ON:-}
 IFS=, read -ra on_events <<<"$ON"
 for e in "${on_events[@]}"; do
-  case $e in esp-tmp|esp-renamed) ;; *) fail "GDRPROV_PC_ON: unknown event '$e' (esp-tmp, esp-renamed)" ;; esac
+  case $e in
+    esp-tmp|esp-renamed) [ "$flavor" = sdboot ] || fail "GDRPROV_PC_ON: $e is for the sdboot flavor (the ESP)" ;;
+    gen-staged) ;;
+    *) fail "GDRPROV_PC_ON: unknown event '$e' (esp-tmp, esp-renamed, gen-staged)" ;;
+  esac
 done
-[ -z "$ON" ] || [ "$flavor" = sdboot ] || fail "GDRPROV_PC_ON is for the sdboot flavor (the ESP)"
 [ -z "$ON" ] || [ -z "$AT" ] || fail "GDRPROV_PC_ON and GDRPROV_PC_AT time cuts in two ways: set one"
 [ -z "$ON" ] || say "apply and rollback cut on guest events, in turn: $ON (GDRPROV_PC_ON)"
 RANDOM=$seed
