@@ -431,58 +431,6 @@ impl Host {
         Ok(removed)
     }
 
-    /// Removes a directory gdrprov made and everything in it (a generation
-    /// that could not be completed); one already gone is not an error.
-    pub fn remove_dir_all(&self, path: &str) -> Result<()> {
-        let r = self.resolve(path)?;
-        if r.real == self.root {
-            return Err(Error::BadPath {
-                path: self.display(&r.logical),
-                why: "refusing to remove the root".into(),
-            });
-        }
-        match std::fs::remove_dir_all(&r.real) {
-            Ok(()) => Ok(()),
-            Err(e) if is_absent(&e) => Ok(()),
-            Err(e) => Err(Error::io("remove", self.display(&r.logical), e)),
-        }
-    }
-
-    /// Renames a directory gdrprov made to a name that must not exist yet
-    /// (never over another), then syncs the parent: the new name is on disk.
-    pub fn rename_dir(&self, from: &str, to: &str) -> Result<()> {
-        let (src, dst) = (self.resolve(from)?, self.resolve(to)?);
-        let (at, flag) = (
-            nix::fcntl::AT_FDCWD,
-            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-        );
-        nix::fcntl::renameat2(at, &src.real, at, &dst.real, flag)
-            .map_err(|e| Error::io("rename a directory to", self.display(to), e.into()))?;
-        sync_dir(dst.real.parent().unwrap_or(Path::new("/")))
-            .map_err(|e| Error::io("sync", self.display(to), e))
-    }
-
-    /// Removes a directory if it is empty (one gdrprov created); gives
-    /// whether it did. One already gone, not empty, or not a plain directory
-    /// is left alone.
-    pub fn remove_empty_dir(&self, path: &str) -> Result<bool> {
-        let r = self.resolve(path)?;
-        if r.real == self.root || !std::fs::symlink_metadata(&r.real).is_ok_and(|m| m.is_dir()) {
-            return Ok(false);
-        }
-        match std::fs::remove_dir(&r.real) {
-            Ok(()) => {
-                let dir = r.real.parent().unwrap_or(Path::new("/"));
-                sync_dir(dir).map_err(|e| Error::io("sync", self.display(&r.logical), e))?;
-                Ok(true)
-            }
-            Err(e) if is_absent(&e) || e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
-                Ok(false)
-            }
-            Err(e) => Err(Error::io("remove directory", self.display(&r.logical), e)),
-        }
-    }
-
     /// Removes a file; a file already gone is not an error.
     pub fn remove(&self, path: &str) -> Result<()> {
         let r = self.resolve(path)?;
@@ -532,14 +480,14 @@ fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
     }
 }
 
-fn is_absent(e: &std::io::Error) -> bool {
+pub(super) fn is_absent(e: &std::io::Error) -> bool {
     matches!(
         e.kind(),
         std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
     )
 }
 
-fn split_parent(path: &str) -> Result<(&str, &str)> {
+pub(super) fn split_parent(path: &str) -> Result<(&str, &str)> {
     match path.rsplit_once('/') {
         Some((parent, name)) if !name.is_empty() => {
             Ok((if parent.is_empty() { "/" } else { parent }, name))
@@ -591,7 +539,7 @@ fn write_tmp(
     Ok(f)
 }
 
-fn sync_dir(dir: &Path) -> std::io::Result<()> {
+pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 

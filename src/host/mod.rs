@@ -3,6 +3,7 @@
 //! symlink can reach outside it; every command goes through one runner that
 //! chroots into an image root and can be told to run nothing.
 
+mod dirs;
 mod durable;
 mod fs;
 mod path;
