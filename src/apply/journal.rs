@@ -22,6 +22,7 @@ const STAGING_SUFFIX: &str = ".new";
 pub fn staging_dir(n: u64) -> String {
     format!("generations/.{n}{STAGING_SUFFIX}")
 }
+
 /// Placeholder in a planned state for "the backup this generation takes".
 pub const PENDING_BACKUP: &str = "<this generation>";
 const PRIVATE: WriteOptions = WriteOptions {
