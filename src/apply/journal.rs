@@ -23,6 +23,11 @@ pub fn staging_dir(n: u64) -> String {
     format!("generations/.{n}{STAGING_SUFFIX}")
 }
 
+/// Generation `n`'s directory (relative to [`DIR`]), once it exists.
+pub fn generation_dir(n: u64) -> String {
+    format!("generations/{n}")
+}
+
 /// Placeholder in a planned state for "the backup this generation takes".
 pub const PENDING_BACKUP: &str = "<this generation>";
 const PRIVATE: WriteOptions = WriteOptions {
@@ -360,15 +365,13 @@ impl<'a> StateStore<'a> {
     /// not all be written), made or half made, so that it leaves no trace.
     pub fn remove_generation_dir(&self, n: u64) -> Result<()> {
         self.host.remove_dir_all(&Self::path(&staging_dir(n)))?;
-        self.host
-            .remove_dir_all(&Self::path(&format!("generations/{n}")))
+        self.host.remove_dir_all(&Self::path(&generation_dir(n)))
     }
 
     /// Removes what a run cut short while making its generation left
     /// ([`staging_dir`]: backups, maybe a journal, never a change to the
-    /// root); gives their numbers. Called under the lock.
-    pub fn remove_staged_leftovers(&self) -> Result<Vec<u64>> {
-        let mut removed = Vec::new();
+    /// root). Called under the lock.
+    pub fn remove_staged_leftovers(&self) -> Result<()> {
         for name in self.host.list_dir(&Self::path("generations")) {
             let Some(n) = name
                 .strip_prefix('.')
@@ -378,9 +381,8 @@ impl<'a> StateStore<'a> {
                 continue;
             };
             self.host.remove_dir_all(&Self::path(&staging_dir(n)))?;
-            removed.push(n);
         }
-        Ok(removed)
+        Ok(())
     }
 
     /// Makes generation `n` exist: its [`staging_dir`], with its backups and
@@ -388,7 +390,7 @@ impl<'a> StateStore<'a> {
     pub fn publish_generation(&self, n: u64) -> Result<()> {
         self.host.rename_dir(
             &Self::path(&staging_dir(n)),
-            &Self::path(&format!("generations/{n}")),
+            &Self::path(&generation_dir(n)),
         )
     }
 

@@ -302,16 +302,16 @@ fn prepare_step(
         )));
     }
     // Written in the staging dir, recorded where they will be.
-    let staged = journal::staging_dir(n);
+    let (staged, dir) = (journal::staging_dir(n), journal::generation_dir(n));
     if let Some(bytes) = current {
-        let rel = format!("generations/{n}/{i}.before");
+        let rel = format!("{dir}/{i}.before");
         store.write_private(&format!("{staged}/{i}.before"), &bytes)?;
         step.before = Some(rel);
         step.before_sum = Some(journal::Sum::of(&bytes));
         step.before_meta = host.meta(path)?;
     }
     if let Action::WriteFile { after, .. } = &change.action {
-        let rel = format!("generations/{n}/{i}.after");
+        let rel = format!("{dir}/{i}.after");
         store.write_private(&format!("{staged}/{i}.after"), after.as_bytes())?;
         step.after = Some(rel);
         step.after_sum = Some(journal::Sum::of(after.as_bytes()));

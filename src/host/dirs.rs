@@ -35,7 +35,9 @@ impl Host {
                 why: why.into(),
             })
         };
-        if name == "." || name == ".." || real == self.root {
+        // `name` is one plain component (split_parent gives no empty one),
+        // so only these could reach the root or above.
+        if name == "." || name == ".." {
             return refuse("refusing to remove the root or a directory above this one");
         }
         match std::fs::symlink_metadata(&real) {
