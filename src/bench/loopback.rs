@@ -163,8 +163,8 @@ fn gpu_buffer<'g>(
     let mem = gpu.alloc(size)?;
     let dmabuf = if kind == MemoryKind::CudaDmabuf {
         let fd = mem.export_dmabuf()?;
-        info.dmabuf_bytes = dmabuf_size(&fd).or(Some(mem.size as u64));
-        info.dmabuf_exporter = dmabuf_exporter(&fd);
+        info.dmabuf_bytes = dmabuf_size(&LiveHost, &fd).or(Some(mem.size as u64));
+        info.dmabuf_exporter = dmabuf_exporter(&LiveHost, &fd);
         Some(fd)
     } else {
         mem.set_sync_memops()?;

@@ -24,6 +24,12 @@ impl HostView for LiveHost {
     fn nvidia_peermem_loaded(&self) -> bool {
         Host::open(Path::new("/"), true).is_ok_and(|host| host.exists("/sys/module/nvidia_peermem"))
     }
+
+    fn fd_info(&self, fd: std::os::fd::RawFd) -> Option<String> {
+        Host::open(Path::new("/"), true)
+            .ok()?
+            .read_fact(&format!("/proc/self/fdinfo/{fd}"))
+    }
 }
 
 /// RDMA devices the kernel shows under `/sys/class/infiniband`, sorted; None if the folder is absent.
@@ -84,6 +90,11 @@ pub fn diagnose_no_device(host: &Host) -> String {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
 

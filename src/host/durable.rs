@@ -300,21 +300,18 @@ fn durable_fs(dir: &File, live: bool) -> std::io::Result<(String, Method, Option
     }
 }
 
-nix::ioctl_write_ptr!(ext4_ioc_checkpoint, b'f', 43, u32);
-nix::ioctl_readwrite!(fifreeze, b'X', 119, nix::libc::c_int);
-nix::ioctl_readwrite!(fithaw, b'X', 120, nix::libc::c_int);
+/// A system call's error as nix gives it (the callers match on its errno).
+fn errno(e: std::io::Error) -> nix::Error {
+    nix::Error::from_raw(e.raw_os_error().unwrap_or(nix::libc::EIO))
+}
 
 /// Commits and checkpoints an ext4 journal (flags 0: no discard, no zeroing).
 fn checkpoint(dir: &File) -> nix::Result<()> {
-    let flags: u32 = 0;
-    // SAFETY: the fd is open for the call; the kernel reads one u32.
-    unsafe { ext4_ioc_checkpoint(dir.as_raw_fd(), &flags) }.map(|_| ())
+    gdrprov_rdma::sys::ext4_checkpoint(dir.as_fd()).map_err(errno)
 }
 
 fn thaw(fd: RawFd) -> nix::Result<()> {
-    let mut unused: nix::libc::c_int = 0;
-    // SAFETY: FITHAW ignores its argument; the pointer is valid anyway.
-    unsafe { fithaw(fd, &mut unused) }.map(|_| ())
+    gdrprov_rdma::sys::thaw(fd).map_err(errno)
 }
 
 /// How long the watchdog lets gdrprov keep the filesystem frozen.
@@ -334,26 +331,21 @@ enum Between {
 /// it was not frozen (or the watchdog could not be started).
 fn freeze_thaw(dir: &File, between: Between) -> nix::Result<()> {
     use nix::fcntl::OFlag;
-    use nix::unistd::{fork, pipe2, ForkResult};
+    use nix::unistd::pipe2;
     let (from_child_r, from_child_w) = pipe2(OFlag::O_CLOEXEC)?;
     let (to_child_r, to_child_w) = pipe2(OFlag::O_CLOEXEC)?;
     let dir_fd = dir.as_raw_fd();
-    // SAFETY: the child only makes async-signal-safe calls (watchdog).
-    match unsafe { fork() }? {
-        ForkResult::Child => watchdog(
-            dir_fd,
-            to_child_r.as_raw_fd(),
-            from_child_w.as_raw_fd(),
-            [from_child_r.as_raw_fd(), to_child_w.as_raw_fd()],
-        ),
-        ForkResult::Parent { child } => {
-            drop(from_child_w);
-            drop(to_child_r);
-            let result = guarded_freeze_thaw(dir_fd, &from_child_r, to_child_w, between);
-            let _ = nix::sys::wait::waitpid(child, None);
-            result
-        }
-    }
+    let pipes = gdrprov_rdma::sys::WatchdogPipes {
+        from_parent: to_child_r.as_raw_fd(),
+        to_parent: from_child_w.as_raw_fd(),
+        parent_ends: [from_child_r.as_raw_fd(), to_child_w.as_raw_fd()],
+    };
+    let child = gdrprov_rdma::sys::fork_thaw_watchdog(dir_fd, pipes, WATCHDOG_MS).map_err(errno)?;
+    drop(from_child_w);
+    drop(to_child_r);
+    let result = guarded_freeze_thaw(dir_fd, &from_child_r, to_child_w, between);
+    let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None);
+    result
 }
 
 fn guarded_freeze_thaw(
@@ -381,9 +373,7 @@ fn guarded_freeze_thaw(
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&block), Some(&mut old))?;
     // "About to freeze": from here on the watchdog thaws if this process goes.
     let result = nix::unistd::write(&to_child, b"F").and_then(|_| {
-        let mut unused: nix::libc::c_int = 0;
-        // SAFETY: FIFREEZE ignores its argument; the pointer is valid anyway.
-        unsafe { fifreeze(dir_fd, &mut unused) }?;
+        gdrprov_rdma::sys::freeze(dir_fd).map_err(errno)?;
         #[cfg(test)]
         if between == Between::DieFrozen {
             let _ = nix::sys::signal::raise(Signal::SIGKILL);
@@ -400,74 +390,6 @@ fn guarded_freeze_thaw(
     let _ = nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_SETMASK, Some(&old), None);
     result
 }
-
-/// The watchdog child: waits for "F" (about to freeze) and then "T"
-/// (thawed); thaws on EOF after "F" (this process died) and every 30 s while
-/// no "T" comes. Only async-signal-safe calls: it runs right after fork.
-fn watchdog(dir_fd: RawFd, from_parent: RawFd, to_parent: RawFd, close: [RawFd; 2]) -> ! {
-    use nix::libc;
-    // SAFETY: plain system calls on fds this process owns; no allocation.
-    unsafe {
-        for fd in close {
-            libc::close(fd);
-        }
-        libc::setsid();
-        for s in [
-            libc::SIGINT,
-            libc::SIGTERM,
-            libc::SIGHUP,
-            libc::SIGQUIT,
-            libc::SIGPIPE,
-        ] {
-            libc::signal(s, libc::SIG_IGN);
-        }
-        let ready = b'R';
-        libc::write(to_parent, (&ready as *const u8).cast(), 1);
-        libc::close(to_parent);
-        let mut armed = false;
-        loop {
-            let mut p = libc::pollfd {
-                fd: from_parent,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let r = libc::poll(&mut p, 1, if armed { WATCHDOG_MS } else { -1 });
-            if r == 0 {
-                // Stalled while frozen: thaw, and keep watching.
-                let mut unused: libc::c_int = 0;
-                libc::ioctl(dir_fd, FITHAW_REQ, &mut unused);
-                continue;
-            }
-            if r < 0 {
-                if *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                break;
-            }
-            let mut c = 0u8;
-            let n = libc::read(from_parent, (&mut c as *mut u8).cast(), 1);
-            if n == 1 && c == b'F' {
-                armed = true;
-            } else if n == 1 && c == b'T' {
-                libc::_exit(0);
-            } else if n < 0 && *libc::__errno_location() == libc::EINTR {
-                continue;
-            } else {
-                break;
-            }
-        }
-        // The parent is gone (EOF) or the pipe failed: thaw if it had begun to freeze.
-        if armed {
-            let mut unused: libc::c_int = 0;
-            libc::ioctl(dir_fd, FITHAW_REQ, &mut unused);
-        }
-        libc::_exit(0)
-    }
-}
-
-/// FITHAW's request number, for the raw ioctl in the watchdog.
-const FITHAW_REQ: nix::sys::ioctl::ioctl_num_type =
-    nix::request_code_readwrite!(b'X', 120, std::mem::size_of::<nix::libc::c_int>());
 
 #[cfg(test)]
 mod tests {
@@ -691,6 +613,10 @@ mod tests {
     /// A process SIGKILLed between FIFREEZE and FITHAW: its watchdog thaws
     /// the filesystem, so a write to it completes.
     #[test]
+    #[allow(
+        unsafe_code,
+        reason = "the test forks a child that must die frozen, as gdrprov would"
+    )]
     fn a_kill_while_frozen_does_not_leave_the_filesystem_frozen() {
         let Some(fs) = Ext4::new() else { return };
         let dir = fs.dir();

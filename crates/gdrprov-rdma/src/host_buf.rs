@@ -1,5 +1,6 @@
 //! Page-aligned host memory for RDMA buffers: what a queue pair registers
 //! locally and what `memory::Buffer` wraps for host-memory runs.
+#![allow(unsafe_code, reason = "page-aligned allocation and the slices over it")]
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 

@@ -2,9 +2,11 @@
 //! and NVML; each library is loaded at run time (the binary starts on a host that has none of
 //! them) and each missing piece is an [`Error`] that names it.
 //!
-//! This crate holds every `unsafe` block gdrprov needs for them, and it reads nothing of the host
-//! itself: what it needs to know of the machine (a port's line rate in sysfs, why no device is
-//! visible, whether nvidia_peermem is loaded) comes from the caller through [`HostView`].
+//! This crate holds every `unsafe` block gdrprov needs for them, and the few raw system calls of
+//! gdrprov's host layer ([`sys`]: `unsafe_code` is denied in the gdrprov crate). It reads nothing
+//! of the host itself: what it needs to know of the machine (a port's line rate in sysfs, why no
+//! device is visible, whether nvidia_peermem is loaded, a dma-buf's fdinfo) comes from the caller
+//! through [`HostView`].
 //!
 //! The pieces, from the bottom up:
 //! - [`verbs`]: is libibverbs there, the devices, opening one, its ports ([`verbs::PortInfo`],
@@ -16,6 +18,8 @@
 //!   regions the way their [`memory::MemoryKind`] requires (dma-buf or legacy peer memory).
 //! - [`cuda`]: GPUs and device memory through the CUDA driver API, dma-buf export, timed copies.
 //! - [`nvml`]: GPU health counters through NVML.
+//! - [`sys`]: ext4 checkpoint, filesystem freeze and thaw with its watchdog, SIGPIPE; for the
+//!   host layer.
 
 pub mod cuda;
 pub mod error;
@@ -24,6 +28,7 @@ pub mod host_buf;
 pub mod memory;
 pub mod nvml;
 pub mod qp;
+pub mod sys;
 pub mod verbs;
 
 pub use error::{errno_name, Error};
@@ -38,4 +43,7 @@ pub trait HostView {
     fn explain_no_device(&self) -> String;
     /// Whether the nvidia_peermem module is loaded (`/sys/module/nvidia_peermem`).
     fn nvidia_peermem_loaded(&self) -> bool;
+    /// The kernel's fdinfo of this process's file descriptor `fd` (`/proc/self/fdinfo/FD`: a
+    /// dma-buf's size and exporter); `None` when it cannot be read.
+    fn fd_info(&self, fd: std::os::fd::RawFd) -> Option<String>;
 }

@@ -1,6 +1,10 @@
 //! Buffers in host or GPU memory and their registration with an RDMA device the way their kind
 //! requires (dma-buf, legacy peer memory, plain host memory); every registration failure is
 //! mapped to its cause.
+#![allow(
+    unsafe_code,
+    reason = "memory-region registration over raw buffer addresses, getrlimit"
+)]
 
 use std::os::fd::{AsRawFd, OwnedFd};
 

@@ -1,6 +1,10 @@
 //! GPU health counters through NVML (libnvidia-ml.so.1, loaded at run time): uncorrectable ECC
 //! errors, pending or failed row remapping, retired pages, persistence mode, NVLink links down.
 //! gdrprov's `gpu-health` check judges them.
+#![allow(
+    unsafe_code,
+    reason = "NVML is C, loaded at run time: symbols and calls through libloading"
+)]
 
 use libloading::{Library, Symbol};
 use serde::Serialize;

@@ -5,6 +5,10 @@
 //!
 //! A buffer registered as a memory region must outlive every queue pair that uses it: drop the
 //! QPs first (the loopback keeps its buffers until its pairs are gone).
+#![allow(
+    unsafe_code,
+    reason = "memory-region registration and scatter-gather entries over raw addresses"
+)]
 
 use std::sync::Arc;
 

@@ -1,5 +1,9 @@
 //! RDMA devices and ports, over sideway (which loads libibverbs on the first verbs call through
 //! rdma-mummy-sys: a missing library shows as an empty device list, so it is checked here first).
+#![allow(
+    unsafe_code,
+    reason = "libibverbs loaded at run time (libloading) and registrations that probe dma-buf support"
+)]
 
 use std::sync::Arc;
 
@@ -390,34 +394,15 @@ pub fn reg_dmabuf_mr_errno(ctx: &Arc<DeviceContext>, name: &str) -> Result<Optio
     })
 }
 
-/// IPv4 addresses of a netdev (getifaddrs).
+/// IPv4 addresses of a netdev (getifaddrs, through nix).
 pub fn ipv4_of(netdev: &str) -> Vec<std::net::Ipv4Addr> {
-    let mut out = Vec::new();
-    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills head with a list freed below with freeifaddrs.
-    if unsafe { libc::getifaddrs(&mut head) } != 0 {
-        return out;
-    }
-    let mut cur = head;
-    while !cur.is_null() {
-        // SAFETY: cur is a node of the list getifaddrs returned.
-        let ifa = unsafe { &*cur };
-        if !ifa.ifa_addr.is_null() && !ifa.ifa_name.is_null() {
-            // SAFETY: ifa_name is a NUL-terminated string of the node.
-            let name = unsafe { std::ffi::CStr::from_ptr(ifa.ifa_name) }.to_string_lossy();
-            // SAFETY: ifa_addr is non-null; its family says which struct it is.
-            let family = i32::from(unsafe { (*ifa.ifa_addr).sa_family });
-            if name == netdev && family == libc::AF_INET {
-                // SAFETY: AF_INET addresses are sockaddr_in.
-                let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
-                out.push(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: head came from getifaddrs.
-    unsafe { libc::freeifaddrs(head) };
-    out
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter(|a| a.interface_name == netdev)
+        .filter_map(|a| a.address?.as_sockaddr_in().map(|sin| sin.ip()))
+        .collect()
 }
 
 #[cfg(test)]

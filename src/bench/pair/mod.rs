@@ -131,8 +131,8 @@ fn open_gpu(memory: MemoryKind, index: u32, notes: Notes<'_>) -> Result<Option<G
         let fd = probe.export_dmabuf()?;
         format!(
             ", exported as a dma-buf of {} bytes (exporter {})",
-            crate::bench::cuda::dmabuf_size(&fd).unwrap_or(0),
-            crate::bench::cuda::dmabuf_exporter(&fd).unwrap_or_else(|| "?".into())
+            crate::bench::cuda::dmabuf_size(&LiveHost, &fd).unwrap_or(0),
+            crate::bench::cuda::dmabuf_exporter(&LiveHost, &fd).unwrap_or_else(|| "?".into())
         )
     } else {
         String::new()

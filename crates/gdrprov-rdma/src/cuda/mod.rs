@@ -3,6 +3,10 @@
 //! public entry point starts with [`ensure_symbols`] for the symbols it (and what it returns)
 //! calls; the sets are [`SYMBOLS`] (GPUs, device memory, dma-buf), [`copy::SYMBOLS`] (timed
 //! copies) and [`inventory::SYMBOLS`] (the device list of `inventory` and `doctor`).
+#![allow(
+    unsafe_code,
+    reason = "the CUDA driver API is C: cudarc's raw calls, device pointers, dma-buf fds"
+)]
 
 pub mod copy;
 pub mod inventory;
@@ -13,6 +17,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use cudarc::driver::sys;
 
 use crate::error::Error;
+use crate::HostView;
 
 /// Every libcuda symbol this module calls (the `_v2` names are what the CUDA headers map to).
 pub const SYMBOLS: &[&str] = &[
@@ -339,28 +344,32 @@ pub fn page_size() -> usize {
     usize::try_from(p).ok().filter(|&p| p > 0).unwrap_or(4096)
 }
 
-/// Size of the dma-buf behind `fd`, from its fdinfo (the kernel's `size:` line), else lseek.
-pub fn dmabuf_size(fd: &OwnedFd) -> Option<u64> {
+/// Size of the dma-buf behind `fd`, from its fdinfo (the kernel's `size:` line, read through
+/// the caller's [`HostView`]), else lseek.
+pub fn dmabuf_size(host: &dyn HostView, fd: &OwnedFd) -> Option<u64> {
     use std::os::fd::AsRawFd;
     let raw = fd.as_raw_fd();
-    if let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{raw}")) {
-        for line in info.lines() {
-            if let Some(v) = line.strip_prefix("size:") {
-                if let Ok(n) = v.trim().parse() {
-                    return Some(n);
-                }
-            }
-        }
+    if let Some(n) = host
+        .fd_info(raw)
+        .as_deref()
+        .and_then(|info| fdinfo_field(info, "size:"))
+        .and_then(|v| v.parse().ok())
+    {
+        return Some(n);
     }
     // SAFETY: lseek on an owned fd.
     let end = unsafe { libc::lseek(raw, 0, libc::SEEK_END) };
     u64::try_from(end).ok().filter(|&n| n > 0)
 }
 
-/// The exporter's name for a dma-buf (`exp_name:` in fdinfo), e.g. "nvidia".
-pub fn dmabuf_exporter(fd: &OwnedFd) -> Option<String> {
+/// The exporter's name for a dma-buf (`exp_name:` in its fdinfo), e.g. "nvidia".
+pub fn dmabuf_exporter(host: &dyn HostView, fd: &OwnedFd) -> Option<String> {
     use std::os::fd::AsRawFd;
-    let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{}", fd.as_raw_fd())).ok()?;
+    fdinfo_field(&host.fd_info(fd.as_raw_fd())?, "exp_name:").map(str::to_string)
+}
+
+/// The value of the first `key` line of an fdinfo text, trimmed.
+fn fdinfo_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines()
-        .find_map(|l| l.strip_prefix("exp_name:").map(|v| v.trim().to_string()))
+        .find_map(|l| l.strip_prefix(key).map(str::trim))
 }
