@@ -136,10 +136,10 @@ pub fn trial_specs(specs: &[String]) -> Vec<String> {
         .iter()
         .map(|s| {
             let p = std::path::Path::new(s);
-            if p.is_file() {
-                std::fs::canonicalize(p)
+            if crate::host::is_local_file(p) {
+                crate::host::canonical_local(p)
                     .map(|c| c.display().to_string())
-                    .unwrap_or_else(|_| s.clone())
+                    .unwrap_or_else(|| s.clone())
             } else {
                 s.clone()
             }

@@ -5,10 +5,9 @@
 //! Everything here is 0600 in 0700 directories: backups can hold secrets.
 
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
+use crate::host::{CommandSpec, FileMeta, Host, ReadLimit, WriteOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 
 pub const DIR: &str = "/var/lib/gdrprov";
 const STAGING_SUFFIX: &str = ".new";
@@ -212,7 +211,10 @@ impl<'a> StateStore<'a> {
     }
 
     pub fn load_state(&self) -> Result<State> {
-        match self.host.read_text(&Self::path("state.json"))? {
+        match self
+            .host
+            .read_text_limited(&Self::path("state.json"), ReadLimit::State)?
+        {
             None => Ok(State::default()),
             Some(text) => serde_json::from_str(&text).map_err(|e| {
                 Error::Journal(format!(
@@ -339,7 +341,7 @@ impl<'a> StateStore<'a> {
         let rel = format!("generations/{n}/journal.json");
         let text = self
             .host
-            .read_text(&Self::path(&rel))?
+            .read_text_limited(&Self::path(&rel), ReadLimit::Journal)?
             .ok_or_else(|| Error::Journal(format!("generation {n} has no journal.json")))?;
         serde_json::from_str(&text)
             .map_err(|e| Error::Journal(format!("generation {n}: journal.json is damaged: {e}")))
@@ -399,21 +401,8 @@ impl<'a> StateStore<'a> {
     /// staging dir while it is made), so that a run that fills the disk
     /// half-way can free it and still put every file back.
     pub fn reserve(&self, dir: &str, bytes: u64) -> Result<()> {
-        let path = Self::path(&format!("{dir}/reserve"));
-        let r = self.host.resolve(&path)?;
-        let shown = self.host.display(&r.logical);
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .custom_flags_nofollow()
-            .open(&r.real)
-            .map_err(|e| Error::io("reserve space in", shown.clone(), e))?;
-        let len = i64::try_from(bytes).unwrap_or(i64::MAX);
-        nix::fcntl::posix_fallocate(&file, 0, len)
-            .map_err(|e| Error::io("reserve space in", shown.clone(), e.into()))?;
-        file.sync_all()
-            .map_err(|e| Error::io("reserve space in", shown, e))
+        self.host
+            .reserve_space(&Self::path(&format!("{dir}/reserve")), bytes)
     }
 
     /// Frees the space set aside by [`StateStore::reserve`].
@@ -426,79 +415,18 @@ impl<'a> StateStore<'a> {
     /// N)` (or empty when it wrote no pid), `None` when no one does. Takes
     /// nothing and creates nothing.
     pub fn lock_holder(&self) -> Option<String> {
-        let r = self.host.resolve(&Self::path("lock")).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags_nofollow()
-            .open(&r.real)
-            .ok()?;
-        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
-            Ok(_) => None,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(
-                std::fs::read_to_string(&r.real)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default(),
-            ),
-            Err(_) => None,
-        }
+        self.host.lock_holder(&Self::path("lock"))
     }
 
     /// Takes the apply lock of this root; fails at once if another run has it.
     pub fn lock(&self) -> Result<Lock> {
         self.create_private_dir(DIR)?;
-        let path = Self::path("lock");
-        let r = self.host.resolve(&path)?;
-        let shown = self.host.display(&r.logical);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags_nofollow()
-            .open(&r.real)
-            .map_err(|e| Error::io("open lock", shown.clone(), e))?;
-        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-            Ok(mut locked) => {
-                let _ = locked.set_len(0);
-                let _ = writeln!(&mut *locked, "{}", std::process::id());
-                Ok(Lock { _file: locked })
-            }
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                let holder = std::fs::read_to_string(&r.real)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default();
-                Err(Error::Locked {
-                    path: shown,
-                    holder,
-                })
-            }
-            Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
-        }
+        self.host.lock(&Self::path("lock"))
     }
 }
 
 /// Held for the whole apply or rollback; released when dropped.
-pub struct Lock {
-    _file: nix::fcntl::Flock<std::fs::File>,
-}
-
-trait NoFollow {
-    fn custom_flags_nofollow(&mut self) -> &mut Self;
-}
-
-impl NoFollow for std::fs::OpenOptions {
-    fn custom_flags_nofollow(&mut self) -> &mut Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-            .mode(0o600)
-    }
-}
+pub type Lock = crate::host::FileLock;
 
 fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     let mut s = serde_json::to_vec_pretty(v).map_err(|e| Error::Journal(e.to_string()))?;

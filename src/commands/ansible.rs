@@ -28,10 +28,10 @@ pub fn args_file_from_argv() -> Option<PathBuf> {
         return None;
     }
     let path = PathBuf::from(&args[1]);
-    if !path.is_file() {
+    if !crate::host::is_local_file(&path) {
         return None;
     }
-    let text = std::fs::read_to_string(&path).ok()?;
+    let text = crate::host::read_local_text(&path, crate::host::ReadLimit::Args).ok()?;
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(_)) => Some(path),
         _ => None,
@@ -264,8 +264,7 @@ fn boolish<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 fn run(args_file: &Path) -> Result<Value> {
-    let text = std::fs::read_to_string(args_file)
-        .map_err(|e| Error::io("read", args_file.display().to_string(), e))?;
+    let text = crate::host::read_local_text(args_file, crate::host::ReadLimit::Args)?;
     let (a, k) = parse(&text)?;
     let mut out = match a.state {
         State::Verified => verified(&a)?,

@@ -1,7 +1,7 @@
 //! `gdrprov doctor [PROFILE...] [--nccl-log FILE]`: which profile fits this
 //! host and what stands in the way (src/checks/doctor), for people or as JSON.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::facts::{Depth, Facts};
 use crate::ops::Target;
 use crate::output::{Format, Output};
@@ -16,8 +16,7 @@ pub fn run(
     let root = target.root.as_path();
     let log = match nccl_log {
         Some(p) => Some((
-            std::fs::read_to_string(p)
-                .map_err(|e| Error::io("read", p.display().to_string(), e))?,
+            crate::host::read_local_text(p, crate::host::ReadLimit::Log)?,
             p.display().to_string(),
         )),
         None => None,

@@ -46,7 +46,7 @@ fn write_snapshot(
 ) -> Result<i32> {
     let cpu = target.cpu_vendor;
     let rec = host.recorded().unwrap_or_default();
-    let s = crate::facts::snapshot::write(host, &rec, dir)?;
+    let s = crate::host::snapshot::write(host, &rec, dir)?;
     // Prove the copy answers the same.
     let again = Host::open(dir, true)
         .map(|h| Facts::gather_with(&h, cpu, Depth::WithCuda))

@@ -123,7 +123,7 @@ fn profiles(root: &Path, given: &[String]) -> Result<Option<Vec<String>>> {
                 return Ok(name.clone());
             }
             let file = root.join(PROFILE_DIR).join(format!("{name}.yaml"));
-            if file.is_file() {
+            if crate::host::is_local_file(&file) {
                 return Ok(file.display().to_string());
             }
             Err(Error::Refused(format!(

@@ -8,6 +8,7 @@ use crate::fleet::plan::{self, Round};
 use crate::fleet::render::{self, Context};
 use crate::fleet::results::Record;
 use crate::fleet::{remedy, simulate, slurm, Obs, Sweep};
+use crate::host::ReadLimit;
 use crate::output::{Format, Output};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -366,11 +367,11 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         None => HashMap::new(),
     };
     let drained = match &a.drained {
-        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, ReadLimit::List)?),
         None => Vec::new(),
     };
     let probation = match &a.probation {
-        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, ReadLimit::List)?),
         None => Vec::new(),
     };
     let ctx = Context {

@@ -6,15 +6,18 @@ use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
+use crate::host::{is_local_dir, list_local_dir, read_local_text, ReadLimit};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-pub fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|e| Error::io("read", path.display().to_string(), e))
+/// A file the sweep reads, through the host layer's door (a regular file,
+/// never blocking, at most `limit`'s size).
+pub fn read_text(path: &Path, limit: ReadLimit) -> Result<String> {
+    read_local_text(path, limit)
 }
 
-fn read_json(path: &Path) -> Result<serde_json::Value> {
-    serde_json::from_str(&read_text(path)?).map_err(|e| {
+fn read_json(path: &Path, limit: ReadLimit) -> Result<serde_json::Value> {
+    serde_json::from_str(&read_text(path, limit)?).map_err(|e| {
         Error::Usage(format!(
             "{}: not JSON ({e}); the runner must save `--format json` output there",
             path.display()
@@ -26,7 +29,7 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
     if let Some(f) = &h.hosts {
-        for line in read_text(f)?.lines() {
+        for line in read_text(f, ReadLimit::List)?.lines() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
                 continue;
@@ -55,12 +58,8 @@ pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
 
 /// Every `*.json` under DIR (recursively), sorted.
 fn json_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| Error::io("read", dir.display().to_string(), e))?;
-    for e in entries {
-        let e = e.map_err(|e| Error::io("read", dir.display().to_string(), e))?;
-        let p = e.path();
-        if p.is_dir() {
+    for (p, is_dir) in list_local_dir(dir)? {
+        if is_dir {
             json_files(&p, out)?;
         } else if p.extension().is_some_and(|x| x == "json") {
             out.push(p);
@@ -82,7 +81,7 @@ pub fn load_with_mtus(
 ) -> Result<(Sweep, Mtus)> {
     let mut files = Vec::new();
     for d in dirs {
-        if !d.is_dir() {
+        if !is_local_dir(d) {
             return Err(Error::Usage(format!(
                 "{} is not a directory of pair results (DIR/round-R/A+B.json)",
                 d.display()
@@ -105,7 +104,7 @@ pub fn load_with_mtus(
             .and_then(|n| n.to_str())
             .map(results::round_from_dir)
             .unwrap_or(0);
-        let doc = read_json(f)?;
+        let doc = read_json(f, ReadLimit::Results)?;
         records.extend(results::read(&doc, &a, &b, rail.as_deref(), round));
     }
     let mut sweep = Sweep::new(nodes, rails.to_vec());
@@ -121,7 +120,7 @@ pub fn load_results(dirs: &[PathBuf], nodes: Vec<String>, rails: &[String]) -> R
 /// DIR/NODE.json, each a `gdrprov verify --format json` document.
 pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
     let mut files = Vec::new();
-    if !dir.is_dir() {
+    if !is_local_dir(dir) {
         return Err(Error::Usage(format!(
             "--verify-dir {}: not a directory (the runner saves each node's `gdrprov verify --format json` as DIR/NODE.json)",
             dir.display()
@@ -135,7 +134,10 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
             .and_then(|s| s.to_str())
             .unwrap_or("")
             .to_string();
-        out.insert(node, remedy::from_verify(&read_json(&f)?));
+        out.insert(
+            node,
+            remedy::from_verify(&read_json(&f, ReadLimit::Report)?),
+        );
     }
     Ok(out)
 }

@@ -213,34 +213,12 @@ pub fn parse(source: &str, text: &str) -> KernelLog {
     }
 }
 
-/// The kernel ring buffer of the running system, read without blocking.
+/// The kernel ring buffer of the running system, read without blocking
+/// (through the host layer), at most a log's size.
 /// `None` when it cannot be opened (not root with dmesg_restrict).
 pub fn read_kmsg() -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open("/dev/kmsg")
-        .ok()?;
-    let mut out = String::new();
-    let mut buf = vec![0u8; 16 * 1024];
-    // Each read gives one record; EAGAIN at the end; EPIPE when records
-    // were overwritten while reading (go on with the next).
-    for _ in 0..1_000_000 {
-        match f.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                out.push_str(&String::from_utf8_lossy(&buf[..n]));
-                if !out.ends_with('\n') {
-                    out.push('\n');
-                }
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
-            Err(_) => break,
-        }
-    }
-    Some(out)
+    let max = usize::try_from(crate::host::ReadLimit::Log.max_bytes()).unwrap_or(usize::MAX);
+    crate::host::read_kmsg(max)
 }
 
 /// The one reading of the kernel log (see the module's header): the running

@@ -29,7 +29,6 @@ pub mod pcie;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
-pub mod snapshot;
 mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};

@@ -3,6 +3,7 @@
 //! replaced file held open until then), so a crash or a full disk leaves
 //! either the old file or the new one, never a mix, on FAT too.
 
+use super::read::ReadLimit;
 use super::Host;
 use crate::error::{Error, Result};
 use std::io::Write;
@@ -36,21 +37,15 @@ impl Default for WriteOptions {
 }
 
 impl Host {
-    /// Reads a file; `None` when it does not exist.
+    /// Reads a file of the root; `None` when it does not exist. At most
+    /// [`ReadLimit::RootFile`]'s size ([`Host::read_limited`] for others).
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
-        use std::io::Read;
-        let Some((mut file, logical)) = self.open_regular(path)? else {
-            return Ok(None);
-        };
-        let mut data = Vec::new();
-        file.read_to_end(&mut data)
-            .map_err(|e| Error::io("read", self.display(&logical), e))?;
-        Ok(Some(data))
+        self.read_limited(path, ReadLimit::RootFile)
     }
 
     /// Opens a regular file inside the root for reading, with the path it
     /// is shown by; `None` when it does not exist.
-    fn open_regular(&self, path: &str) -> Result<Option<(std::fs::File, String)>> {
+    pub(super) fn open_regular(&self, path: &str) -> Result<Option<(std::fs::File, String)>> {
         if let Some(opened) = self.open_in_root(path) {
             return opened;
         }
@@ -144,15 +139,7 @@ impl Host {
 
     /// Reads a text file that gdrprov may edit; it must be UTF-8.
     pub fn read_text(&self, path: &str) -> Result<Option<String>> {
-        match self.read(path)? {
-            None => Ok(None),
-            Some(bytes) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| Error::BadPath {
-                    path: self.display(path),
-                    why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
-                }),
-        }
+        self.read_text_limited(path, ReadLimit::RootFile)
     }
 
     /// Reads a file for a fact: missing or unreadable gives `None`, invalid
@@ -457,20 +444,8 @@ pub(super) fn open_root(root: &Path) -> Option<std::os::fd::OwnedFd> {
 
 /// The error for a path that is there but is not a regular file (a FIFO,
 /// socket, device node or directory where gdrprov reads or writes a file).
-fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    let kind = if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device node"
-    } else if t.is_dir() {
-        "a directory"
-    } else {
-        "a special file"
-    };
+pub(super) fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
+    let kind = super::read::kind_of(meta);
     Error::BadPath {
         path,
         why: format!(

@@ -1,18 +1,38 @@
 //! The host layer: the only code that touches the machine. Every path is a path
 //! *inside* the root (`/` or `--root DIR`), resolved so that neither `..` nor a
 //! symlink can reach outside it; every command goes through one runner that
-//! chroots into an image root and can be told to run nothing.
+//! chroots into an image root and can be told to run nothing. Everything
+//! gdrprov reads comes through one door ([`read`]): regular files only,
+//! never blocking, at most a stated size per kind of file.
+//!
+//! This is the only module that may touch the filesystem and run processes:
+//! clippy.toml disallows `std::fs`, `std::process::Command` and `duct` in the
+//! rest of the workspace, and Cargo.toml's lints make that an error.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    clippy::disallowed_macros,
+    reason = "the host layer is the door to the filesystem and to processes"
+)]
 
 mod dirs;
 mod durable;
 mod fs;
+mod lock;
 mod path;
+mod read;
 mod record;
 mod runner;
+pub mod snapshot;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
+pub use lock::{write_new_private, FileLock};
 pub use path::{check_profile_path, InRoot, Visit};
+pub use read::{
+    canonical_local, is_local_dir, is_local_file, list_local_dir, local_exists, random_bytes,
+    read_kmsg, read_local, read_local_text, ReadLimit,
+};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Placement};
 

@@ -15,7 +15,7 @@
 use crate::apply::journal::State;
 use crate::error::{Error, Result};
 use crate::facts::{Facts, OsFamily};
-use crate::host::Host;
+use crate::host::{Host, ReadLimit};
 use crate::profile::Composed;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -280,8 +280,8 @@ impl PlanFacts {
             if crate::profile::builtin::template(t).is_some() || pf.templates.contains_key(t) {
                 continue;
             }
-            let src = std::fs::read_to_string(t)
-                .map_err(|e| Error::io("read template", t.clone(), e).to_string());
+            let src = crate::host::read_local_text(std::path::Path::new(t), ReadLimit::Template)
+                .map_err(|e| e.to_string());
             pf.templates.insert(t.clone(), src);
         }
         // The files planning will certainly ask for.

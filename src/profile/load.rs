@@ -112,11 +112,11 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
     };
     let looks_like_path = spec.contains('/') || spec.ends_with(".yaml") || spec.ends_with(".yml");
     for c in &candidates {
-        if c.is_file() {
+        if crate::host::is_local_file(c) {
             return Ok(Origin::File(c.clone()));
         }
     }
-    if relative_to.is_none() && Path::new(spec).is_dir() {
+    if relative_to.is_none() && crate::host::is_local_dir(Path::new(spec)) {
         return Err(Error::ProfileInvalid {
             file: spec.to_string(),
             msg: format!(
@@ -150,8 +150,7 @@ fn read_origin(origin: &Origin) -> Result<String> {
                     known: builtin::names().join(", "),
                 })
         }
-        Origin::File(p) => std::fs::read_to_string(p)
-            .map_err(|e| Error::io("read profile", p.display().to_string(), e)),
+        Origin::File(p) => crate::host::read_local_text(p, crate::host::ReadLimit::Profile),
     }
 }
 
@@ -405,8 +404,11 @@ fn resolve_template(t: &str, origin: &Origin) -> std::result::Result<String, Str
     }
     if let Some(dir) = origin.dir() {
         let p = dir.join(t);
-        if p.is_file() {
-            return Ok(std::fs::canonicalize(&p).unwrap_or(p).display().to_string());
+        if crate::host::is_local_file(&p) {
+            return Ok(crate::host::canonical_local(&p)
+                .unwrap_or(p)
+                .display()
+                .to_string());
         }
     }
     let builtin_names: Vec<&str> = builtin::TEMPLATES.iter().map(|(n, _)| *n).collect();

@@ -48,7 +48,7 @@ fn a_snapshot_taken_while_planning_plans_the_same() {
             let rec = host.recorded().unwrap_or_default();
             let t = tempfile::tempdir().unwrap();
             let dir = t.path().join("snap");
-            gdrprov::facts::snapshot::write(&host, &rec, &dir).unwrap();
+            gdrprov::host::snapshot::write(&host, &rec, &dir).unwrap();
             let dir = dir.canonicalize().unwrap();
             let snap = Host::open(&dir, true).unwrap();
             let again = shown(&dir, plan_on(&snap, profile));

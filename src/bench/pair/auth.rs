@@ -1,8 +1,6 @@
 //! The shared secret and the mutual challenge-response: each end sends a fresh random nonce and
 //! proves the secret with HMAC-SHA256 over both nonces (its role first); the secret never travels.
 
-use std::io::{Read, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -45,11 +43,8 @@ impl Secret {
 
 /// `count` random bytes from the kernel.
 pub fn random_bytes(count: usize) -> Result<Vec<u8>, PairError> {
-    let mut out = vec![0u8; count];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut out))
-        .map_err(|e| PairError::Usage(format!("cannot read /dev/urandom: {e}")))?;
-    Ok(out)
+    crate::host::random_bytes(count)
+        .map_err(|e| PairError::Usage(format!("cannot read /dev/urandom: {e}")))
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -67,9 +62,15 @@ pub enum SecretSource {
 /// Read the secret from `--token-file`, else GDRPROV_PAIR_TOKEN; None when neither is given.
 pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>, PairError> {
     if let Some(p) = file {
-        let text = std::fs::read_to_string(p).map_err(|e| PairError::BadSecret {
-            path: p.display().to_string(),
-            why: e.to_string(),
+        let text = crate::host::read_local_text(p, crate::host::ReadLimit::Token).map_err(|e| {
+            PairError::BadSecret {
+                path: p.display().to_string(),
+                why: match e {
+                    crate::error::Error::Io { source, .. } => source.to_string(),
+                    crate::error::Error::BadPath { why, .. } => why,
+                    other => other.to_string(),
+                },
+            }
         })?;
         let s = Secret::from_text(&text, &p.display().to_string())?;
         return Ok(Some((s, SecretSource::File(p.to_path_buf()))));
@@ -87,18 +88,11 @@ pub fn generate_secret(dir: &Path) -> Result<(Secret, PathBuf), PairError> {
     let tag = hex(&random_bytes(4)?);
     let path = dir.join(format!("gdrprov-pair-{tag}.token"));
     let text = hex(&random_bytes(32)?);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| PairError::BadSecret {
+    crate::host::write_new_private(&path, &format!("{text}\n")).map_err(|e| {
+        PairError::BadSecret {
             path: path.display().to_string(),
             why: format!("cannot create it: {e}"),
-        })?;
-    writeln!(f, "{text}").map_err(|e| PairError::BadSecret {
-        path: path.display().to_string(),
-        why: e.to_string(),
+        }
     })?;
     Ok((Secret(text.into_bytes()), path))
 }
@@ -231,6 +225,11 @@ pub fn client_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairErro
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
 

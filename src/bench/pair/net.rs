@@ -9,9 +9,15 @@ use super::protocol::PortDesc;
 use crate::bench::gid::is_ipv4_mapped;
 use crate::bench::verbs::PortInfo;
 
+/// The running system, through the host layer.
+fn live() -> Option<crate::host::Host> {
+    crate::host::Host::open(std::path::Path::new("/"), true).ok()
+}
+
+/// A sysfs or procfs value of the running system, trimmed; `None` when absent or empty.
 fn read_trim(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
+    live()?
+        .read_fact(path)
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
 }
@@ -60,11 +66,10 @@ pub fn port_ipv4(desc: &PortDesc) -> Option<Ipv4Addr> {
         return Some(Ipv4Addr::new(raw[12], raw[13], raw[14], raw[15]));
     }
     let netdev = desc.netdev.clone().or_else(|| {
-        std::fs::read_dir(format!("/sys/class/infiniband/{}/device/net", desc.device))
-            .ok()?
-            .flatten()
+        live()?
+            .list_dir(&format!("/sys/class/infiniband/{}/device/net", desc.device))
+            .into_iter()
             .next()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
     })?;
     gdrprov_rdma::verbs::ipv4_of(&netdev).into_iter().next()
 }

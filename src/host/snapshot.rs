@@ -5,8 +5,8 @@
 //! nothing, so `inventory --root DIR` and `doctor --root DIR` give the same
 //! answers on any machine.
 
+use super::{Host, Recording, Visit, KEEP_FILE, SNAPSHOT_DIR};
 use crate::error::{Error, Result};
-use crate::host::{Host, Recording, Visit, KEEP_FILE, SNAPSHOT_DIR};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 

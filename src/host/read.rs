@@ -1,0 +1,351 @@
+//! The one door for reading. Everything gdrprov reads comes through here:
+//! files inside the root ([`Host::read`] and its kin, resolved in the root)
+//! and files named on the command line or found beside one (profiles and
+//! their templates, fleet results, verify reports, logs, token files, host
+//! lists, Ansible's arguments: [`read_local`]).
+//!
+//! Every read opens the file with `O_NONBLOCK` (opening a FIFO with no writer
+//! returns at once instead of waiting for one), checks the file opened
+//! (`fstat`, no race with a rename) and refuses what is not a regular file: a
+//! FIFO, socket or device node (`/dev/zero`) would block the read or never
+//! end. It then reads at most the stated size for its kind of file
+//! ([`ReadLimit`]) and refuses a larger file, naming it and the limit,
+//! instead of reading until memory runs out.
+//!
+//! A file named on the command line is opened as named: a symlink there is
+//! followed, as any tool follows a path its user gave (the user chose it; a
+//! profile kept in a repository and linked from /etc is common). What it
+//! reaches must still be a regular file within the limit. Paths *inside a
+//! root* never follow a symlink out of it ([`Host::resolve`]).
+
+use super::Host;
+use crate::error::{Error, Result};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+
+/// The kinds of file gdrprov reads, each with the most it reads of one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadLimit {
+    /// A file of the root (configuration, boot entries, sysfs and procfs,
+    /// backups of them). An initramfs or a UKI is copied streamed, never read
+    /// whole; the limit is above the largest of them all the same.
+    RootFile,
+    /// A generation's `journal.json`.
+    Journal,
+    /// `state.json`.
+    State,
+    /// The lock file (a process id).
+    Lock,
+    /// A profile.
+    Profile,
+    /// A template beside a profile.
+    Template,
+    /// One fleet results file (a `bench pair` or verify JSON document).
+    Results,
+    /// A `--verify-dir` report.
+    Report,
+    /// A log (`doctor --nccl-log`).
+    Log,
+    /// A shared secret (`--token-file`).
+    Token,
+    /// A list of hosts or nodes (`--hosts`, `--drained`).
+    List,
+    /// Ansible's module arguments.
+    Args,
+}
+
+impl ReadLimit {
+    /// The most bytes read of one such file.
+    pub const fn max_bytes(self) -> u64 {
+        match self {
+            ReadLimit::RootFile => 512 * MIB,
+            ReadLimit::Journal => 64 * MIB,
+            ReadLimit::State => 16 * MIB,
+            ReadLimit::Lock => 4 * KIB,
+            ReadLimit::Profile | ReadLimit::Template => MIB,
+            ReadLimit::Results => 16 * MIB,
+            ReadLimit::Report => 16 * MIB,
+            ReadLimit::Log => 256 * MIB,
+            ReadLimit::Token => 4 * KIB,
+            ReadLimit::List => 4 * MIB,
+            ReadLimit::Args => 4 * MIB,
+        }
+    }
+
+    /// What the file is, for messages.
+    pub const fn what(self) -> &'static str {
+        match self {
+            ReadLimit::RootFile => "a file of the root",
+            ReadLimit::Journal => "a journal",
+            ReadLimit::State => "a state file",
+            ReadLimit::Lock => "a lock file",
+            ReadLimit::Profile => "a profile",
+            ReadLimit::Template => "a template",
+            ReadLimit::Results => "a results file",
+            ReadLimit::Report => "a verify report",
+            ReadLimit::Log => "a log",
+            ReadLimit::Token => "a token file",
+            ReadLimit::List => "a host list",
+            ReadLimit::Args => "an arguments file",
+        }
+    }
+
+    /// The operation named in an I/O error.
+    const fn op(self) -> &'static str {
+        match self {
+            ReadLimit::Profile => "read profile",
+            ReadLimit::Template => "read template",
+            _ => "read",
+        }
+    }
+}
+
+/// `n` bytes as people read them: `4 KiB`, `16 MiB`.
+fn size(n: u64) -> String {
+    if n >= MIB && n % MIB == 0 {
+        format!("{} MiB", n / MIB)
+    } else if n >= KIB && n % KIB == 0 {
+        format!("{} KiB", n / KIB)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// Reads all of an open file, at most `limit`'s size; more is refused.
+pub(super) fn read_capped(file: impl Read, limit: ReadLimit, shown: &str) -> Result<Vec<u8>> {
+    let max = limit.max_bytes();
+    let mut data = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| Error::io(limit.op(), shown, e))?;
+    if data.len() as u64 > max {
+        return Err(too_big(shown, limit));
+    }
+    Ok(data)
+}
+
+fn too_big(shown: &str, limit: ReadLimit) -> Error {
+    Error::BadPath {
+        path: shown.to_string(),
+        why: format!(
+            "it is larger than {}, the most gdrprov reads of {}; name the right file (or cut it down) and run again",
+            size(limit.max_bytes()),
+            limit.what()
+        ),
+    }
+}
+
+/// The error for an opened file that is not a regular file.
+pub(super) fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device node"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "a special file"
+    }
+}
+
+/// Opens a file named by the user (not in a root) for reading, never
+/// blocking, and checks that it is a regular file.
+fn open_local(path: &Path, limit: ReadLimit) -> Result<std::fs::File> {
+    let shown = path.display().to_string();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| Error::io(limit.op(), &shown, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| Error::io(limit.op(), &shown, e))?;
+    if !meta.is_file() {
+        return Err(Error::BadPath {
+            path: shown,
+            why: format!(
+                "it is {}, not a regular file, so gdrprov will not read it as {} (it could block or never end); name a regular file",
+                kind_of(&meta),
+                limit.what()
+            ),
+        });
+    }
+    Ok(file)
+}
+
+/// Reads a file named on the command line (or found beside one): a regular
+/// file of at most `limit`'s size, opened without blocking.
+pub fn read_local(path: &Path, limit: ReadLimit) -> Result<Vec<u8>> {
+    let file = open_local(path, limit)?;
+    read_capped(file, limit, &path.display().to_string())
+}
+
+/// [`read_local`] for text: invalid UTF-8 is refused, as `read_to_string` did.
+pub fn read_local_text(path: &Path, limit: ReadLimit) -> Result<String> {
+    String::from_utf8(read_local(path, limit)?).map_err(|_| {
+        Error::io(
+            limit.op(),
+            path.display().to_string(),
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ),
+        )
+    })
+}
+
+/// Whether `path` names a regular file (a symlink followed), as
+/// `Path::is_file` says.
+pub fn is_local_file(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Whether `path` names a directory (a symlink followed).
+pub fn is_local_dir(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir())
+}
+
+/// Whether anything is at `path` (a dangling symlink counts).
+pub fn local_exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// The absolute path with every symlink resolved; `None` when it does not
+/// exist.
+pub fn canonical_local(path: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(path).ok()
+}
+
+/// The entries of a directory named by the user, sorted, each with whether
+/// it is a directory (a symlink followed).
+pub fn list_local_dir(dir: &Path) -> Result<Vec<(PathBuf, bool)>> {
+    let shown = || dir.display().to_string();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read", shown(), e))? {
+        let p = e.map_err(|e| Error::io("read", shown(), e))?.path();
+        let is_dir = is_local_dir(&p);
+        out.push((p, is_dir));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// `count` random bytes from the kernel (`/dev/urandom`: the one device
+/// gdrprov reads, and only that count).
+pub fn random_bytes(count: usize) -> std::io::Result<Vec<u8>> {
+    let mut out = vec![0u8; count];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut out)?;
+    Ok(out)
+}
+
+/// The kernel ring buffer of the running system (`/dev/kmsg`, a character
+/// device read record by record), without blocking: at most `max` bytes.
+/// `None` when it cannot be opened (not root with dmesg_restrict).
+pub fn read_kmsg(max: usize) -> Option<String> {
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open("/dev/kmsg")
+        .ok()?;
+    let mut out = String::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    // Each read gives one record; EAGAIN at the end; EPIPE when records
+    // were overwritten while reading (go on with the next).
+    for _ in 0..1_000_000 {
+        if out.len() >= max {
+            break;
+        }
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                out.push_str(&String::from_utf8_lossy(&buf[..n]));
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => continue,
+            Err(_) => break,
+        }
+    }
+    Some(out)
+}
+
+impl Host {
+    /// Reads a file of the root, at most `limit`'s size; `None` when it
+    /// does not exist.
+    pub fn read_limited(&self, path: &str, limit: ReadLimit) -> Result<Option<Vec<u8>>> {
+        let Some((file, logical)) = self.open_regular(path)? else {
+            return Ok(None);
+        };
+        read_capped(file, limit, &self.display(&logical)).map(Some)
+    }
+
+    /// [`Host::read_limited`] for a text file that gdrprov may edit; it must
+    /// be UTF-8.
+    pub fn read_text_limited(&self, path: &str, limit: ReadLimit) -> Result<Option<String>> {
+        match self.read_limited(path, limit)? {
+            None => Ok(None),
+            Some(bytes) => String::from_utf8(bytes)
+                .map(Some)
+                .map_err(|_| Error::BadPath {
+                    path: self.display(path),
+                    why: "it is not valid UTF-8 text, so gdrprov will not edit it".into(),
+                }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_as_people_say_them() {
+        assert_eq!(size(4 * KIB), "4 KiB");
+        assert_eq!(size(16 * MIB), "16 MiB");
+        assert_eq!(size(100), "100 bytes");
+    }
+
+    #[test]
+    fn a_file_over_its_limit_is_refused_naming_it_and_the_limit() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("token");
+        std::fs::write(&p, vec![b'a'; 4097]).unwrap();
+        let err = read_local(&p, ReadLimit::Token).unwrap_err().to_string();
+        assert!(
+            err.contains(&p.display().to_string()) && err.contains("larger than 4 KiB"),
+            "{err}"
+        );
+        std::fs::write(&p, vec![b'a'; 4096]).unwrap();
+        assert_eq!(read_local(&p, ReadLimit::Token).unwrap().len(), 4096);
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_refused_at_once() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for (p, kind) in [
+            (fifo.as_path(), "a FIFO"),
+            (Path::new("/dev/zero"), "a device node"),
+        ] {
+            let err = read_local_text(p, ReadLimit::Log).unwrap_err().to_string();
+            assert!(
+                err.contains(kind) && err.contains("not a regular file"),
+                "{err}"
+            );
+        }
+        let err = read_local(t.path(), ReadLimit::List)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("a directory"), "{err}");
+    }
+}
