@@ -166,6 +166,11 @@ fn from_dpkg_status(text: &str) -> Option<Arch> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
 

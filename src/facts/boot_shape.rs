@@ -464,6 +464,11 @@ fn starter(host: &Host, cmdline: &str, evidence: &mut Vec<String>) -> Starter {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
 

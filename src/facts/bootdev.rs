@@ -186,6 +186,11 @@ pub fn driver_class(host: &Host, module: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;

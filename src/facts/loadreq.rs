@@ -177,6 +177,11 @@ pub fn commented(text: &str, lines: &[usize]) -> String {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
 

@@ -1,4 +1,13 @@
 //! Output: text for people, JSON for machines, from the same data.
+//!
+//! The only module that prints: Cargo.toml's lints deny `print!`/`eprint!`
+//! and clippy.toml the `std::io::stdout`/`stderr` handles everywhere else.
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    clippy::disallowed_methods,
+    reason = "the output layer is where every line a user sees is printed"
+)]
 
 pub mod bench;
 pub mod copy;

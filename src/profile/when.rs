@@ -251,6 +251,11 @@ pub fn resolve(desired: &Composed, facts: &Facts) -> (Composed, Vec<String>) {
 }
 
 #[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
 mod tests {
     use super::*;
     use crate::facts::arch::Arch;
