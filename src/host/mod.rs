@@ -30,8 +30,8 @@ pub use fs::{FileMeta, WriteOptions};
 pub use lock::{write_new_private, FileLock};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
-    canonical_local, is_local_dir, is_local_file, list_local_dir, local_exists, random_bytes,
-    read_kmsg, read_local, read_local_text, ReadLimit,
+    canonical_local, is_local_dir, is_local_file, is_local_special, list_local_dir, local_exists,
+    random_bytes, read_kmsg, read_local, read_local_text, ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Placement};

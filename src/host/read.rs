@@ -208,6 +208,12 @@ pub fn is_local_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
+/// Whether `path` names a FIFO, socket or device node (a symlink followed):
+/// something there that is neither a regular file nor a directory.
+pub fn is_local_special(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 /// Whether `path` names a directory (a symlink followed).
 pub fn is_local_dir(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_dir())

@@ -111,8 +111,10 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
         None => vec![PathBuf::from(spec)],
     };
     let looks_like_path = spec.contains('/') || spec.ends_with(".yaml") || spec.ends_with(".yml");
+    // A FIFO or device node by that name is a file too: reading it is
+    // refused then, naming what it is (never a hang, never "unknown profile").
     for c in &candidates {
-        if crate::host::is_local_file(c) {
+        if crate::host::is_local_file(c) || crate::host::is_local_special(c) {
             return Ok(Origin::File(c.clone()));
         }
     }

@@ -41,6 +41,7 @@ mod openibd;
 mod pair_rails;
 mod plan_snapshot;
 mod profile_checks;
+mod read_door;
 mod recovery;
 mod reliability;
 mod scripts;
