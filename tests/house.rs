@@ -892,11 +892,14 @@ fn production_lines(f: &File) -> usize {
 
 // ---------------------------------------------------------------- allows
 
+/// Whether a file (its path in the repository) may allow a lint.
+type MayAllow = fn(&str) -> bool;
+
 /// The lints whose `allow` only some places may use: the compiler keeps the
 /// rules (Cargo.toml's `[workspace.lints]`, clippy.toml), this test keeps the
 /// exceptions where the rules say, so a rule cannot be switched off quietly.
 /// (lint, may a file at this path allow it?)
-const GUARDED: &[(&str, fn(&str) -> bool)] = &[
+const GUARDED: &[(&str, MayAllow)] = &[
     // unsafe code lives in the RDMA/GPU crate (its `sys` module holds the
     // host layer's raw system calls).
     ("unsafe_code", |rel| {
