@@ -394,17 +394,6 @@ pub fn reg_dmabuf_mr_errno(ctx: &Arc<DeviceContext>, name: &str) -> Result<Optio
     })
 }
 
-/// IPv4 addresses of a netdev (getifaddrs, through nix).
-pub fn ipv4_of(netdev: &str) -> Vec<std::net::Ipv4Addr> {
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
-    addrs
-        .filter(|a| a.interface_name == netdev)
-        .filter_map(|a| a.address?.as_sockaddr_in().map(|sin| sin.ip()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

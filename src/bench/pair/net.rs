@@ -71,7 +71,18 @@ pub fn port_ipv4(desc: &PortDesc) -> Option<Ipv4Addr> {
             .into_iter()
             .next()
     })?;
-    gdrprov_rdma::verbs::ipv4_of(&netdev).into_iter().next()
+    ipv4_of(&netdev).into_iter().next()
+}
+
+/// IPv4 addresses of a netdev of the running system (getifaddrs, through nix).
+fn ipv4_of(netdev: &str) -> Vec<Ipv4Addr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    addrs
+        .filter(|a| a.interface_name == netdev)
+        .filter_map(|a| a.address?.as_sockaddr_in().map(|sin| sin.ip()))
+        .collect()
 }
 
 /// Parse "IP", "IP:PORT", "[IPv6]:PORT"; None for "".
@@ -173,5 +184,20 @@ pub fn connect(peer: &str, port: u16, deadline: Instant) -> Result<TcpStream, Pa
             }
             Err(e) => return Err(unreachable(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_loopback_has_its_ipv4_address_and_a_missing_netdev_none() {
+        assert!(
+            ipv4_of("lo").contains(&Ipv4Addr::LOCALHOST),
+            "{:?}",
+            ipv4_of("lo")
+        );
+        assert!(ipv4_of("no-such-netdev0").is_empty());
     }
 }
