@@ -5,11 +5,11 @@
 //! metrics textfile, the node-feature file) and one short summary on stdout
 //! (the unit's journal). It changes nothing else and never writes the journal.
 
-use crate::apply::journal::StateStore;
 use crate::checks::verify::{Check, Report, Status};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::ops;
 use crate::output::{Format, Output};
 use clap::Args;

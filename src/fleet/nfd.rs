@@ -80,7 +80,7 @@ pub fn write(
         .and_then(|r| r.loopback.as_ref())
         .and_then(|l| serde_json::to_value(l.memory).ok())
         .and_then(|v| v.as_str().map(str::to_string));
-    let (present, absent) = match crate::ops::load_profiles(profiles) {
+    let (present, absent) = match crate::profile::load_profiles(profiles) {
         Ok(p) => (p.doc.modules.present.clone(), p.doc.modules.absent.clone()),
         Err(_) => (Vec::new(), Vec::new()),
     };
