@@ -14,8 +14,10 @@ use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod features;
 mod recover;
 pub use crate::apply::{Completed, Recovered};
+pub use features::write_nfd;
 pub use recover::{recover, RecoverRequest};
 
 /// Where and how a plan or apply acts.
