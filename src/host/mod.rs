@@ -24,6 +24,7 @@ mod read;
 mod record;
 mod runner;
 pub mod snapshot;
+pub mod textfile;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
