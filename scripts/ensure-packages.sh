@@ -31,7 +31,7 @@ has_libclang() {
 
 main() {
   local libdir=${ENSURE_PACKAGES_LIBDIR:-/usr/lib}
-  local all=() lines=() what
+  local all=() lines=() components=() what
   for what in "$@"; do
     local need=() why
     case "$what" in
@@ -52,6 +52,8 @@ main() {
         command -v strace >/dev/null || need+=(strace)
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+        # tests/lints.rs runs cargo clippy on a scratch crate (a rustup component, not a package).
+        cargo clippy --version >/dev/null 2>&1 || components+=(clippy)
         ;;
       package)
         # scripts/package.sh --lint and scripts/package-test-root.sh: the
@@ -82,6 +84,13 @@ main() {
       all+=("${need[@]}")
     fi
   done
+  if ((${#components[@]})); then
+    echo "ensure-packages.sh: installing rustup component ${components[*]} (tests/lints.rs runs cargo clippy)"
+    if [ "${ENSURE_PACKAGES_DRY_RUN:-0}" != 1 ]; then
+      rustup component add "${components[@]}" ||
+        { echo "ensure-packages.sh: rustup component add ${components[*]} failed; install clippy" >&2; return 1; }
+    fi
+  fi
   ((${#all[@]})) || return 0
   local line
   for line in "${lines[@]}"; do echo "ensure-packages.sh: installing $line"; done

@@ -111,6 +111,17 @@ mod tests {
         dir
     }
 
+    /// The fdinfo the rdma crate asks for (a dma-buf's size and exporter) comes through the host
+    /// layer: here of a pipe, which every process can make.
+    #[test]
+    fn fd_info_is_read_through_the_host_layer() {
+        use std::os::fd::AsRawFd;
+        let (r, _w) = nix::unistd::pipe().unwrap();
+        let info = LiveHost.fd_info(r.as_raw_fd()).unwrap();
+        assert!(info.contains("pos:") && info.contains("flags:"), "{info}");
+        assert!(LiveHost.fd_info(-1).is_none());
+    }
+
     #[test]
     fn diagnosis_names_the_cause() {
         let d = fixture(
