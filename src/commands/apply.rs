@@ -1,5 +1,6 @@
 //! `gdrprov apply`: the changes, as one journal generation.
 
+use crate::names;
 use crate::error::Result;
 use crate::exit;
 use crate::ops::{self, ProfilesRequest};
@@ -8,7 +9,7 @@ use crate::output::{self, Output};
 pub fn run(out: &Output, req: &ProfilesRequest, yes: bool) -> Result<i32> {
     let mut confirm = super::ask::confirmer(out, yes);
     let done = ops::apply(req, &mut confirm)?;
-    report(out, "apply", &done);
+    report(out, names::APPLY, &done);
     Ok(exit::OK)
 }
 

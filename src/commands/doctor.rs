@@ -1,6 +1,7 @@
 //! `gdrprov doctor [PROFILE...] [--nccl-log FILE]`: which profile fits this
 //! host and what stands in the way (src/checks/doctor), for people or as JSON.
 
+use crate::names;
 use crate::error::{Error, Result};
 use crate::facts::{Depth, Facts};
 use crate::ops::Target;
@@ -40,7 +41,7 @@ pub fn run(
         f.cause = crate::output::keep_options(&f.cause, root, out.format);
     }
     match out.format {
-        Format::Json => out.document("doctor", root, &report),
+        Format::Json => out.document(names::DOCTOR, root, &report),
         Format::Text | Format::Prometheus => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }

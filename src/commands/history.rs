@@ -1,5 +1,6 @@
 //! `gdrprov history`: the journal's generations: when, who, what, result.
 
+use crate::names;
 use crate::apply::journal::{Kind, StateStore};
 use crate::error::Result;
 use crate::exit;
@@ -64,7 +65,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(
-            "history",
+            names::HISTORY,
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),

@@ -1,5 +1,6 @@
 //! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
 
+use crate::names;
 use crate::error::Result;
 use crate::exit;
 use crate::ops::{self, Target};
@@ -18,7 +19,7 @@ pub fn run(
         trial,
     })?;
     out.report(&output::report(
-        "plan",
+        names::PLAN,
         &planned.host,
         planned.names.clone(),
         &planned.plan,

@@ -1,5 +1,6 @@
 //! `gdrprov profile list | show | validate | schema`.
 
+use crate::names;
 use crate::commands::cli::ProfileCommand;
 use crate::error::{Error, Result};
 use crate::exit;
@@ -21,7 +22,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    out.document("profile list", root, serde_json::json!({"profiles": v}));
+                    out.document(names::PROFILE_LIST, root, serde_json::json!({"profiles": v}));
                 }
                 Format::Text | Format::Prometheus => {
                     let lines: String = rows
@@ -41,7 +42,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             let loaded = profile::load(name)?;
             match out.format {
                 Format::Json => out.document(
-                    "profile show",
+                    names::PROFILE_SHOW,
                     root,
                     serde_json::json!({
                         "name": loaded.name,
@@ -80,7 +81,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             }
             if out.format == Format::Json {
                 out.document(
-                    "profile validate",
+                    names::PROFILE_VALIDATE,
                     root,
                     serde_json::json!({"ok": failed == 0, "files": results}),
                 );

@@ -1,5 +1,6 @@
 //! `gdrprov rollback`: restore the files of a generation byte for byte.
 
+use crate::names;
 use crate::error::Result;
 use crate::exit;
 use crate::ops::{self, RollbackRequest, RolledBack};
@@ -12,7 +13,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
         RolledBack::Nothing { host } => {
             if out.json() {
                 out.report(&output::report(
-                    "rollback",
+                    names::ROLLBACK,
                     &host,
                     Vec::new(),
                     &Plan::default(),
@@ -31,7 +32,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
             plan,
             outcome,
         } => out.report(&output::report(
-            "rollback",
+            names::ROLLBACK,
             &host,
             profiles,
             &plan,

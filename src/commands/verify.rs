@@ -1,5 +1,6 @@
 //! `gdrprov verify`: the host against profiles, down to the RDMA loopback.
 
+use crate::names;
 use crate::commands::cli::VerifyArgs;
 use crate::error::Result;
 use crate::exit;
@@ -32,7 +33,7 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
         write_textfile(path, &prometheus(&report))?;
     }
     match out.format {
-        Format::Json => out.document("verify", &req.root, &report),
+        Format::Json => out.document(names::VERIFY, &req.root, &report),
         Format::Text => out.text(&req.root, &crate::output::verify::text(&report)),
         Format::Prometheus => out.raw(&prometheus(&report)),
     }

@@ -5,6 +5,7 @@
 //! commit applied again, so that both end as if never interrupted. An
 //! interrupted apply stays undone: the operator applies again.
 
+use crate::names;
 use super::{check_boot_elsewhere, load_profiles, make_plan, require_chroot_rights, require_root};
 use super::{Ask, Confirm, Target};
 use crate::apply::journal::{Generation, Kind, StateStore};
@@ -78,7 +79,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             holder,
         });
     }
-    require_root(&host, "recover")?;
+    require_root(&host, names::RECOVER)?;
     let restored = apply::recovery_plan(&host, &store, &gens)?;
     let then = match gens.as_slice() {
         [g] => then_what(g),
@@ -91,7 +92,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let profiles: Vec<String> = gens.iter().flat_map(|g| g.profiles.clone()).collect();
     confirm(&Ask {
         host: &host,
-        command: "recover",
+        command: names::RECOVER,
         profiles: &profiles,
         plan: &restored,
         question: format!(
@@ -109,7 +110,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
                 "generation {} ({}) was put back, but carrying it out again failed: {e}. The host is as it was before that generation; run `gdrprov {}` again once the cause is fixed",
                 one.generation.generation,
                 apply::what_generation(&one.generation),
-                if one.generation.kind == Kind::Rollback { "rollback" } else { "commit" }
+                if one.generation.kind == Kind::Rollback { names::ROLLBACK } else { names::COMMIT }
             ))
         })?,
         _ => None,
@@ -128,7 +129,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
 fn then_what(g: &Generation) -> String {
     if g.kind == Kind::Rollback {
         ", then roll back again what it was rolling back".into()
-    } else if g.command.as_deref() == Some("commit") {
+    } else if g.command.as_deref() == Some(names::COMMIT) {
         ", then commit the trial boot again".into()
     } else {
         String::new()
@@ -153,13 +154,13 @@ fn complete(
         let profiles = store.load_state()?.profiles;
         let outcome = apply::execute(host, store, &plan, Kind::Rollback, undoes)?;
         return Ok(Some(Completed {
-            command: "rollback",
+            command: names::ROLLBACK,
             profiles,
             plan,
             outcome: Some(outcome),
         }));
     }
-    if g.command.as_deref() != Some("commit") {
+    if g.command.as_deref() != Some(names::COMMIT) {
         return Ok(None);
     }
     // The commit had checked that the trial entry runs; that decision stands.
@@ -188,11 +189,11 @@ fn complete(
             &plan,
             Kind::Apply,
             Vec::new(),
-            Some("commit"),
+            Some(names::COMMIT),
         )?)
     };
     Ok(Some(Completed {
-        command: "commit",
+        command: names::COMMIT,
         profiles: desired.names,
         plan,
         outcome,

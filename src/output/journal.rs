@@ -1,6 +1,7 @@
 //! What `gdrprov journal check` prints: each generation and how it stands,
 //! then every problem with its fix.
 
+use crate::names;
 use super::Output;
 use crate::checks::journal::Report;
 use std::fmt::Write as _;
@@ -8,7 +9,7 @@ use std::path::Path;
 
 pub fn print(out: &Output, root: &Path, r: &Report) {
     if out.json() {
-        out.document("journal check", root, r);
+        out.document(names::JOURNAL_CHECK, root, r);
         return;
     }
     out.text(root, &text(r));

@@ -117,7 +117,7 @@ fn discover_on_an_empty_root_has_no_rail() {
 
 #[test]
 fn all_nics_arguments() {
-    use crate::bench::pair::PairArgs;
+    use crate::commands::cli::PairArgs;
     use clap::Parser;
     #[derive(clap::Parser)]
     struct T {
@@ -137,7 +137,7 @@ fn all_nics_arguments() {
 #[test]
 fn each_rail_session_gets_its_nic_gpu_and_tag() {
     use crate::bench::pair::allnics::{describe, run_rails};
-    use crate::bench::pair::PairArgs;
+    use crate::commands::cli::PairArgs;
     use clap::Parser;
     #[derive(clap::Parser)]
     struct T {

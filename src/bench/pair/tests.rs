@@ -526,6 +526,7 @@ fn seeds_differ_per_iteration_size_and_direction() {
 
 #[test]
 fn arguments() {
+    use crate::commands::cli::PairArgs;
     use clap::Parser;
     #[derive(clap::Parser)]
     struct T {

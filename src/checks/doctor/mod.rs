@@ -5,6 +5,7 @@ pub mod health_rules;
 pub mod nccl_log;
 mod rules;
 
+use crate::names;
 use crate::checks::requirements::{self, ReqResult, Status};
 use crate::error::Result;
 use crate::facts::iommu::IommuState;
@@ -384,7 +385,7 @@ pub fn report(
     };
     Ok(Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
-        command: "doctor",
+        command: names::DOCTOR,
         root: host.root().display().to_string(),
         profile: composed.map(|c| c.names.join(" + ")),
         requirements,
