@@ -70,8 +70,10 @@ pub const ALL: &[&str] = &[
 
 /// Whether WORD is a group of commands (`boot` of `boot list`).
 pub fn is_group(word: &str) -> bool {
-    ALL.iter()
-        .any(|n| n.strip_prefix(word).is_some_and(|rest| rest.starts_with(' ')))
+    ALL.iter().any(|n| {
+        n.strip_prefix(word)
+            .is_some_and(|rest| rest.starts_with(' '))
+    })
 }
 
 #[cfg(test)]

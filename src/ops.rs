@@ -4,12 +4,12 @@
 //! Nothing here prints: a caller that wants to ask before changing anything
 //! passes a confirmation callback.
 
-use crate::names;
 use crate::apply;
 use crate::apply::journal::{Kind, StateStore};
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
+use crate::names;
 use crate::output;
 use crate::plan::Plan;
 use crate::profile::{self, Composed};

@@ -5,12 +5,12 @@
 //! `recover` operation, src/ops.rs, then completes an interrupted rollback or
 //! commit).
 
-use crate::names;
 use super::journal::journal_path;
 use super::journal::{self, Generation, Kind, StateStore, Status};
 use super::{check_backups, regen_note, revert};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::names;
 use crate::plan::{Action, Change, Plan};
 
 /// The generations left in progress or failed, oldest first. A journal that
@@ -41,7 +41,9 @@ pub fn recover_command(host: &Host) -> String {
 /// 1`, `commit of the trial boot (rdma-dmabuf)`.
 pub fn what_generation(g: &Generation) -> String {
     match (g.kind, g.command.as_deref()) {
-        (_, Some(names::COMMIT)) => format!("commit of the trial boot ({})", g.profiles.join(" + ")),
+        (_, Some(names::COMMIT)) => {
+            format!("commit of the trial boot ({})", g.profiles.join(" + "))
+        }
         (Kind::Rollback, _) => format!(
             "rollback of {}",
             g.undoes

@@ -1,8 +1,8 @@
 //! `gdrprov apply`: the changes, as one journal generation.
 
-use crate::names;
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, ProfilesRequest};
 use crate::output::{self, Output};
 

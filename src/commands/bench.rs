@@ -139,7 +139,11 @@ impl PairArgs {
                 }
             }
         }
-        if self.run.qps == 0 || self.run.qps > 64 || self.run.tx_depth == 0 || self.run.tx_depth > 8192 {
+        if self.run.qps == 0
+            || self.run.qps > 64
+            || self.run.tx_depth == 0
+            || self.run.tx_depth > 8192
+        {
             return Err(bad("--qps must be 1..64 and --tx-depth 1..8192".into()));
         }
         if self.check_iters == 0 {
@@ -353,6 +357,7 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::pair::protocol::Op;
     use crate::bench::parse::parse_size;
 
     #[test]
@@ -419,5 +424,58 @@ mod tests {
         assert_eq!(o.length, RunLength::Iterations(100));
         let t = T::try_parse_from(["t", "--min-fraction", "1.5"]).unwrap();
         assert!(t.a.to_options(BenchFormat::Text).is_err());
+    }
+
+    #[test]
+    fn pair_arguments() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: PairArgs,
+        }
+        let t = T::try_parse_from(["t", "--listen"]).unwrap();
+        assert_eq!(t.a.listen.as_deref(), Some(""));
+        let t = T::try_parse_from(["t", "--listen", "10.0.0.1"]).unwrap();
+        assert_eq!(t.a.listen.as_deref(), Some("10.0.0.1"));
+        assert!(T::try_parse_from(["t"]).is_err());
+        assert!(T::try_parse_from(["t", "--listen", "peer"]).is_ok());
+        assert!(T::try_parse_from(["t", "host", "--listen"]).is_err());
+        let t = T::try_parse_from([
+            "t", "host", "--size", "64K,1M", "--op", "read", "--iters", "9",
+        ])
+        .unwrap();
+        let o = t.a.to_options().unwrap();
+        assert_eq!(o.sizes, vec![65536, 1 << 20]);
+        assert_eq!(o.op, Op::Read);
+        assert_eq!(o.length, WireLength::Iterations(9));
+        let t =
+            T::try_parse_from(["t", "host", "--size", "1M,2M,4M", "--duration", "120"]).unwrap();
+        assert!(t
+            .a
+            .to_options()
+            .unwrap_err()
+            .to_string()
+            .contains("--timeout"));
+        let t = T::try_parse_from(["t", "host", "--check-iters", "0"]).unwrap();
+        assert!(t.a.to_options().is_err());
+    }
+
+    #[test]
+    fn all_nics_arguments() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: PairArgs,
+        }
+        let t = T::try_parse_from(["t", "--listen", "--all-nics"]).unwrap();
+        let e = t.a.to_options().unwrap_err().to_string();
+        assert!(e.contains("--all-nics --listen needs ADDR"), "{e}");
+        let t = T::try_parse_from(["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
+        assert!(t.a.to_options().unwrap().all_nics);
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--gpu", "1"]).is_err());
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
     }
 }

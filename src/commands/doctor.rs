@@ -1,9 +1,9 @@
 //! `gdrprov doctor [PROFILE...] [--nccl-log FILE]`: which profile fits this
 //! host and what stands in the way (src/checks/doctor), for people or as JSON.
 
-use crate::names;
 use crate::error::{Error, Result};
 use crate::facts::{Depth, Facts};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::path::Path;

@@ -1,9 +1,9 @@
 //! `gdrprov history`: the journal's generations: when, who, what, result.
 
-use crate::names;
 use crate::apply::journal::{Kind, StateStore};
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::fmt::Write as _;

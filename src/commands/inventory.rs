@@ -1,10 +1,10 @@
 //! `gdrprov inventory`: every fact, for people or as JSON; with `--snapshot`,
 //! a copy of everything the probes read. The text is in src/output/inventory.rs.
 
-use crate::names;
 use crate::error::Result;
 use crate::facts::{Depth, Facts};
 use crate::host::Host;
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::path::Path;

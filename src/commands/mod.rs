@@ -23,10 +23,10 @@ mod rollback;
 pub mod sweep;
 mod verify;
 
-use crate::names;
 use crate::commands::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use clap::Parser;

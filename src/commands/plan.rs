@@ -1,8 +1,8 @@
 //! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
 
-use crate::names;
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{self, Output};
 

@@ -1,9 +1,9 @@
 //! `gdrprov profile list | show | validate | schema`.
 
-use crate::names;
 use crate::commands::cli::ProfileCommand;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::names;
 use crate::output::{Format, Output};
 use crate::profile;
 use std::path::Path;
@@ -22,7 +22,11 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    out.document(names::PROFILE_LIST, root, serde_json::json!({"profiles": v}));
+                    out.document(
+                        names::PROFILE_LIST,
+                        root,
+                        serde_json::json!({"profiles": v}),
+                    );
                 }
                 Format::Text | Format::Prometheus => {
                     let lines: String = rows

@@ -7,13 +7,13 @@
 
 use crate::apply::journal::StateStore;
 use crate::checks::verify::{Check, Report, Status};
+use crate::commands::cli::RecheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
+use crate::names;
 use crate::ops;
 use crate::output::{Format, Output};
-use crate::commands::cli::RecheckArgs;
-use crate::names;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,8 +1,8 @@
 //! `gdrprov rollback`: restore the files of a generation byte for byte.
 
-use crate::names;
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, RollbackRequest, RolledBack};
 use crate::output::{self, Output};
 use crate::plan::Plan;

@@ -236,7 +236,11 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         )?;
     }
     match out.format {
-        Format::Json => out.document(names::FLEET_SWEEP_REPORT, std::path::Path::new("/"), &report),
+        Format::Json => out.document(
+            names::FLEET_SWEEP_REPORT,
+            std::path::Path::new("/"),
+            &report,
+        ),
         Format::Text => out.text(
             std::path::Path::new("/"),
             &crate::output::sweep::text(&report),

@@ -1,10 +1,10 @@
 //! `gdrprov verify`: the host against profiles, down to the RDMA loopback.
 
-use crate::names;
 use crate::commands::cli::VerifyArgs;
 use crate::error::Result;
 use crate::exit;
 use crate::fleet::files::{write_marker, write_textfile};
+use crate::names;
 use crate::ops::{self, VerifyRequest};
 use crate::output::metrics::{marker_text, prometheus};
 use crate::output::{Format, Output};

@@ -5,13 +5,13 @@
 //! commit applied again, so that both end as if never interrupted. An
 //! interrupted apply stays undone: the operator applies again.
 
-use crate::names;
 use super::{check_boot_elsewhere, load_profiles, make_plan, require_chroot_rights, require_root};
 use super::{Ask, Confirm, Target};
 use crate::apply::journal::{Generation, Kind, StateStore};
 use crate::apply::{self, Outcome};
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::names;
 use crate::plan::Plan;
 use std::path::PathBuf;
 

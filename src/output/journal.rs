@@ -1,9 +1,9 @@
 //! What `gdrprov journal check` prints: each generation and how it stands,
 //! then every problem with its fix.
 
-use crate::names;
 use super::Output;
 use crate::checks::journal::Report;
+use crate::names;
 use std::fmt::Write as _;
 use std::path::Path;
 

@@ -2,9 +2,9 @@
 //! files it put back, the rollback or commit it completed, and what is left
 //! to do (an undone apply is applied again by its operator).
 
-use crate::names;
 use super::{report, Done, Output, Report};
 use crate::apply::journal::{Generation, Kind, Status};
+use crate::names;
 use crate::ops::Recovered;
 use serde::Serialize;
 use std::fmt::Write as _;

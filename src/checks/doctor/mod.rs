@@ -5,7 +5,6 @@ pub mod health_rules;
 pub mod nccl_log;
 mod rules;
 
-use crate::names;
 use crate::checks::requirements::{self, ReqResult, Status};
 use crate::error::Result;
 use crate::facts::iommu::IommuState;
@@ -14,6 +13,7 @@ use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
 use crate::facts::Facts;
 use crate::host::Host;
+use crate::names;
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::profile::Composed;
 use crate::versions;

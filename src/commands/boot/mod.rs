@@ -11,12 +11,12 @@
 
 mod menu;
 
-use crate::names;
 use crate::apply;
 use crate::apply::journal::{Kind, StateStore};
 use crate::commands::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{Format, Output};
 use crate::plan::{Action, Change, Plan};

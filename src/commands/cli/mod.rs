@@ -15,8 +15,8 @@ pub mod verify;
 #[cfg(test)]
 mod tests;
 
-pub use crate::output::Color;
 use crate::names;
+pub use crate::output::Color;
 use crate::output::Format;
 pub use apply::{ApplyArgs, CommitArgs, PlanArgs, RecoverArgs, RollbackArgs, TargetArgs};
 pub use bench::{BenchArgs, BenchCommand, CopyArgs, LoopbackArgs, PairArgs, ProbeArgs};

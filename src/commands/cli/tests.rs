@@ -48,7 +48,10 @@ fn every_option_has_help() {
                 continue;
             }
             seen += 1;
-            let help = arg.get_help().or(arg.get_long_help()).map(|h| h.to_string());
+            let help = arg
+                .get_help()
+                .or(arg.get_long_help())
+                .map(|h| h.to_string());
             if help.is_none_or(|h| h.trim().is_empty()) {
                 missing.push(format!("gdrprov {path}: {}", arg.get_id()));
             }
@@ -58,8 +61,15 @@ fn every_option_has_help() {
     for (path, c) in all_leaves() {
         check(&path, &c);
     }
-    assert!(seen > 100, "only {seen} arguments found: the walk misses some");
-    assert!(missing.is_empty(), "options without help text:\n{}", missing.join("\n"));
+    assert!(
+        seen > 100,
+        "only {seen} arguments found: the walk misses some"
+    );
+    assert!(
+        missing.is_empty(),
+        "options without help text:\n{}",
+        missing.join("\n")
+    );
 }
 
 /// The walk above sees an argument without help (the test can fail).
