@@ -5,12 +5,12 @@
 //! metrics textfile, the node-feature file) and one short summary on stdout
 //! (the unit's journal). It changes nothing else and never writes the journal.
 
-use crate::apply::journal::StateStore;
 use crate::checks::verify::{Check, Report, Status};
 use crate::commands::cli::RecheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::names;
 use crate::ops;
 use crate::output::{Format, Output};
@@ -48,21 +48,21 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let report = match bounded(req, Duration::from_secs(a.timeout)) {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            let _ = crate::fleet::files::write_marker(&a.marker_dir, false, &e.to_string());
+            let _ = crate::host::textfile::write_marker(&a.marker_dir, false, &e.to_string());
             return Err(e);
         }
         None => timed_out(root, &specs, a.timeout),
     };
-    crate::fleet::files::write_marker(
+    crate::host::textfile::write_marker(
         &a.marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
     )?;
     if let Some(path) = &textfile {
-        crate::fleet::files::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
+        crate::host::textfile::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
     }
     if let Some(path) = &nfd_file {
-        crate::fleet::nfd::write(path, Some(&report), &specs, a.nfd_expiry)?;
+        crate::ops::write_nfd(path, Some(&report), &specs, a.nfd_expiry)?;
     }
     match out.format {
         Format::Json => out.document(names::RECHECK, root, &report),

@@ -226,7 +226,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     };
     let report = render::report(&sweep, &c, &ctx);
     if let Some(path) = &a.slurm_script {
-        crate::fleet::files::write_textfile(
+        crate::host::textfile::write_textfile(
             path,
             &format!(
                 "#!/bin/sh\n# gdrprov {}: the scheduler's actions\nset -e\n{}",
