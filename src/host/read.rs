@@ -181,6 +181,12 @@ fn open_local(path: &Path, limit: ReadLimit) -> Result<std::fs::File> {
     Ok(file)
 }
 
+/// [`open_local`] for the host layer's own copies (a snapshot of a root):
+/// the open regular file, or why not.
+pub(super) fn open_regular_local(path: &Path) -> Result<std::fs::File> {
+    open_local(path, ReadLimit::RootFile)
+}
+
 /// Reads a file named on the command line (or found beside one): a regular
 /// file of at most `limit`'s size, opened without blocking.
 pub fn read_local(path: &Path, limit: ReadLimit) -> Result<Vec<u8>> {

@@ -7,6 +7,7 @@
 //! opened on such a directory answers `query` from that file and runs nothing,
 //! so `inventory --root SNAP` gives the same answers on another machine.
 
+use super::read::ReadLimit;
 use super::{CommandOutput, Host};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,10 +80,12 @@ pub(super) fn load_replay(root: &Path) -> Option<Recording> {
         return None;
     }
     let mut rec = Recording::default();
-    if let Ok(text) = std::fs::read_to_string(dir.join("commands.json")) {
+    // Through the door: a FIFO planted there is refused, not waited on.
+    let read = |name: &str| super::read::read_local_text(&dir.join(name), ReadLimit::RootFile);
+    if let Ok(text) = read("commands.json") {
         rec.commands = serde_json::from_str(&text).unwrap_or_default();
     }
-    if let Ok(text) = std::fs::read_to_string(dir.join("probes.json")) {
+    if let Ok(text) = read("probes.json") {
         rec.probes = serde_json::from_str(&text).unwrap_or_default();
     }
     Some(rec)

@@ -78,19 +78,24 @@ impl Copier<'_> {
         let Some((s, d)) = self.materialize(path)? else {
             return Ok(());
         };
-        let meta = std::fs::metadata(&s)?;
-        if !meta.is_file() {
-            return Ok(());
-        }
-        // sysfs and procfs report sizes that are not the content's: read, then check.
-        let data = match std::fs::read(&s) {
-            Ok(d) => d,
+        // Through the door (a regular file, opened without blocking). sysfs
+        // and procfs report sizes that are not the content's: read at most
+        // one byte past the limit, then check.
+        let data = match super::read::open_regular_local(&s) {
+            Ok(f) => {
+                use std::io::Read;
+                let mut d = Vec::new();
+                if f.take(MAX_FILE + 1).read_to_end(&mut d).is_err() {
+                    return Ok(());
+                }
+                d
+            }
             Err(_) => return Ok(()),
         };
         if data.len() as u64 > MAX_FILE {
             self.summary
                 .skipped
-                .push(format!("{path} ({} bytes)", data.len()));
+                .push(format!("{path} (over {MAX_FILE} bytes)"));
             return Ok(());
         }
         if let Some(p) = d.parent() {
