@@ -5,10 +5,9 @@
 //! Everything here is 0600 in 0700 directories: backups can hold secrets.
 
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
+use crate::host::{holder_of, write_pid, CommandSpec, FileMeta, Host, WriteOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::io::Write;
 
 pub const DIR: &str = "/var/lib/gdrprov";
 const STAGING_SUFFIX: &str = ".new";
@@ -426,58 +425,34 @@ impl<'a> StateStore<'a> {
     /// N)` (or empty when it wrote no pid), `None` when no one does. Takes
     /// nothing and creates nothing.
     pub fn lock_holder(&self) -> Option<String> {
-        let r = self.host.resolve(&Self::path("lock")).ok()?;
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags_nofollow()
-            .open(&r.real)
-            .ok()?;
+        let (file, _) = self
+            .host
+            .open_lock_file(&Self::path("lock"), false)
+            .ok()??;
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
             Ok(_) => None,
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => Some(
-                std::fs::read_to_string(&r.real)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default(),
-            ),
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => Some(holder_of(&mut file)),
             Err(_) => None,
         }
     }
 
     /// Takes the apply lock of this root; fails at once if another run has it.
+    /// The lock must be a regular file: a device node, FIFO, socket, symlink
+    /// or directory there is refused before anything is written.
     pub fn lock(&self) -> Result<Lock> {
         self.create_private_dir(DIR)?;
-        let path = Self::path("lock");
-        let r = self.host.resolve(&path)?;
-        let shown = self.host.display(&r.logical);
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .custom_flags_nofollow()
-            .open(&r.real)
-            .map_err(|e| Error::io("open lock", shown.clone(), e))?;
+        let Some((file, shown)) = self.host.open_lock_file(&Self::path("lock"), true)? else {
+            return Err(Error::Journal("the lock file could not be created".into()));
+        };
         match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
             Ok(mut locked) => {
-                let _ = locked.set_len(0);
-                let _ = writeln!(&mut *locked, "{}", std::process::id());
+                write_pid(&mut locked);
                 Ok(Lock { _file: locked })
             }
-            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
-                let holder = std::fs::read_to_string(&r.real)
-                    .ok()
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default();
-                Err(Error::Locked {
-                    path: shown,
-                    holder,
-                })
-            }
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => Err(Error::Locked {
+                path: shown,
+                holder: holder_of(&mut file),
+            }),
             Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
         }
     }

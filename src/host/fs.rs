@@ -457,7 +457,7 @@ pub(super) fn open_root(root: &Path) -> Option<std::os::fd::OwnedFd> {
 
 /// The error for a path that is there but is not a regular file (a FIFO,
 /// socket, device node or directory where gdrprov reads or writes a file).
-fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
+pub(super) fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
     use std::os::unix::fs::FileTypeExt;
     let t = meta.file_type();
     let kind = if t.is_fifo() {

@@ -6,12 +6,14 @@
 mod dirs;
 mod durable;
 mod fs;
+mod lockfile;
 mod path;
 mod record;
 mod runner;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
+pub use lockfile::{holder_of, write_pid};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Placement};

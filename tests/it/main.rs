@@ -23,6 +23,7 @@ mod grub_corpus;
 mod guard_rails;
 mod health;
 mod hostile;
+mod hostile_lock;
 mod interface;
 mod journal_check;
 mod journal_sums;
