@@ -86,6 +86,12 @@ pub fn load(spec: &str) -> Result<LoadedProfile> {
     let mut chain = Vec::new();
     let doc = load_origin(&origin, &mut chain)?;
     let name = doc.name.clone().unwrap_or_else(|| default_name(&origin));
+    super::text::check_line("name", &name, super::text::MAX_NAME).map_err(|msg| {
+        Error::ProfileInvalid {
+            file: origin.label(),
+            msg: format!("{msg} (a profile without `name:` is named after its file)"),
+        }
+    })?;
     Ok(LoadedProfile {
         name,
         source: origin.label(),
@@ -206,6 +212,7 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         file: origin.label(),
         msg,
     };
+    check_text(doc).map_err(invalid)?;
     check_modules(doc).map_err(invalid)?;
     check_boot(doc).map_err(invalid)?;
     check_files(doc, origin).map_err(invalid)?;
@@ -222,6 +229,22 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
 }
 
 type Check = std::result::Result<(), String>;
+
+/// `name:` and `description:`: one line each, of a stated length (a folded
+/// YAML block's final newline is dropped).
+fn check_text(doc: &mut ProfileDoc) -> Check {
+    use super::text::{check_line, MAX_DESCRIPTION, MAX_NAME};
+    if let Some(n) = &doc.name {
+        check_line("name", n, MAX_NAME)?;
+    }
+    if let Some(d) = &mut doc.description {
+        d.truncate(d.trim_end_matches('\n').len());
+        check_line("description", d, MAX_DESCRIPTION).map_err(|e| {
+            format!("{e} (a folded block, `description: >-`, makes one line of several)")
+        })?;
+    }
+    Ok(())
+}
 
 /// `modules:` and `services:`: names and options.
 fn check_modules(doc: &ProfileDoc) -> Check {
@@ -328,8 +351,11 @@ fn check_nccl(doc: &ProfileDoc) -> Check {
                 "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
             ));
         }
+        if let Some(s) = v.as_str() {
+            super::text::check_line(&format!("nccl.{k}"), s, super::text::MAX_VALUE)?;
+        }
         let ok = match v {
-            serde_json::Value::String(s) => !s.chars().any(|c| c.is_control()),
+            serde_json::Value::String(_) => true,
             serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
             _ => false,
         };

@@ -24,6 +24,7 @@ mod guard_rails;
 mod health;
 mod hostile;
 mod hostile_lock;
+mod hostile_text;
 mod interface;
 mod journal_check;
 mod journal_sums;

@@ -75,3 +75,38 @@ pub fn file_targets(ctx: &Context) -> Result<()> {
     }
     Ok(())
 }
+
+/// Refuses text that would reach a generated file or a command line and is
+/// not one line of printable text (issue 37): the profiles' names (every
+/// generated file's header, the verify unit's `ExecStart`), NCCL values and
+/// the variables a built-in template renders. Loading checks them too; this
+/// is the plan's own check, so a generated file is built from validated
+/// pieces whatever made the context.
+pub fn text(ctx: &Context) -> Result<()> {
+    use crate::profile::text::{check_line, MAX_NAME, MAX_VALUE};
+    let refuse = |why: String| Error::Refused(format!("{why} (nothing was changed)"));
+    for n in &ctx.desired.names {
+        check_line("profile name", n, MAX_NAME).map_err(refuse)?;
+    }
+    let doc = &ctx.desired.doc;
+    for (k, v) in &doc.nccl {
+        if let Some(s) = v.as_str() {
+            check_line(&format!("nccl.{k}"), s, MAX_VALUE).map_err(refuse)?;
+        }
+    }
+    for f in &doc.files {
+        let builtin = f
+            .template
+            .as_deref()
+            .is_some_and(|t| crate::profile::builtin::template(t).is_some());
+        if !builtin {
+            continue;
+        }
+        for (k, v) in doc.vars.iter().chain(f.vars.iter()) {
+            if let Some(s) = v.as_str() {
+                check_line(&format!("vars.{k}"), s, MAX_VALUE).map_err(refuse)?;
+            }
+        }
+    }
+    Ok(())
+}
