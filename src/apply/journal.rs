@@ -190,6 +190,10 @@ pub struct Generation {
     /// `recover` completes an interrupted commit instead of undoing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Its own directory, relative to the state dir (`generations/N`),
+    /// checked when it is read; absent in journals of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
     pub status: Status,
     pub steps: Vec<Step>,
     pub state_before: State,
@@ -306,21 +310,38 @@ impl<'a> StateStore<'a> {
         self.all_dirs()
     }
 
-    /// Generations with a journal, ascending.
+    /// Generations with a journal, ascending; a generation directory that
+    /// is a symlink or past the bound is one too, so that reading it fails
+    /// ([`StateStore::load_generation`]) instead of it being passed over.
     pub fn generation_numbers(&self) -> Vec<u64> {
         self.all_dirs()
             .into_iter()
             .filter(|n| {
                 self.host
                     .exists(&Self::path(&format!("generations/{n}/journal.json")))
+                    || super::proof::directory_problem(self.host, DIR, *n).is_some()
             })
             .collect()
     }
 
     /// The number for a new generation: past every directory, even one a
-    /// failed run left without a journal.
-    pub fn next_generation(&self) -> u64 {
-        self.all_dirs().last().copied().unwrap_or(0) + 1
+    /// failed run left without a journal. Refused past the bound.
+    pub fn next_generation(&self) -> Result<u64> {
+        let n = self
+            .all_dirs()
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(1);
+        if n > super::proof::MAX_GENERATION {
+            return Err(Error::Journal(format!(
+                "{} holds a generation numbered {}, past the highest gdrprov makes ({}); it was not made by gdrprov, so nothing was changed. Run `gdrprov journal check`, and remove that directory if it is not gdrprov's",
+                self.host.display(&Self::path("generations")),
+                n - 1,
+                super::proof::MAX_GENERATION
+            )));
+        }
+        Ok(n)
     }
 
     fn all_dirs(&self) -> Vec<u64> {
@@ -334,7 +355,27 @@ impl<'a> StateStore<'a> {
         v
     }
 
+    /// Reads generation `n`'s journal and proves it is `n`'s own
+    /// ([`super::proof`]): its directory real and in bounds, its number,
+    /// directory and backups its own.
     pub fn load_generation(&self, n: u64) -> Result<Generation> {
+        let refuse = |why: String| {
+            Error::Journal(format!(
+                "generation {n}: {why}; gdrprov will not act on it (nothing was changed). Put {} back from a backup of the host",
+                self.host.display(&Self::path("generations"))
+            ))
+        };
+        if let Some(why) = super::proof::directory_problem(self.host, DIR, n) {
+            return Err(refuse(why));
+        }
+        let g = self.load_generation_unproven(n)?;
+        match super::proof::identity_problem(n, &g) {
+            Some(why) => Err(refuse(why)),
+            None => Ok(g),
+        }
+    }
+
+    fn load_generation_unproven(&self, n: u64) -> Result<Generation> {
         let rel = format!("generations/{n}/journal.json");
         let text = self
             .host

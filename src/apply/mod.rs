@@ -5,6 +5,7 @@
 //! by the next run (`recover`), so a host is never left half-configured.
 
 pub mod journal;
+pub mod proof;
 mod recover;
 
 use crate::error::{Error, Result};
@@ -58,7 +59,7 @@ pub fn execute_as(
     command: Option<&str>,
 ) -> Result<Outcome> {
     let state_before = store.load_state()?;
-    let n = store.next_generation();
+    let n = store.next_generation()?;
     let mut generation = Generation {
         generation: n,
         kind,
@@ -69,6 +70,7 @@ pub fn execute_as(
         user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         command: command.map(str::to_string),
+        directory: Some(journal::generation_dir(n)),
         status: Status::InProgress,
         steps: Vec::new(),
         state_before: state_before.clone(),

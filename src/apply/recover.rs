@@ -123,13 +123,15 @@ pub fn refuse_unfinished(host: &Host, store: &StateStore) -> Result<()> {
         path: host.display(&format!("{}/lock", journal::DIR)),
         holder,
     })?;
-    refuse(host, &gens)
+    refuse(host, &gens)?;
+    super::proof::refuse_unproven(host, store)
 }
 
 /// [`refuse_unfinished`] for a caller that holds the lock itself: every
 /// unfinished generation is one left so.
 pub fn refuse_unfinished_locked(host: &Host, store: &StateStore) -> Result<()> {
-    refuse(host, &unfinished(store))
+    refuse(host, &unfinished(store))?;
+    super::proof::refuse_unproven(host, store)
 }
 
 fn refuse(host: &Host, gens: &[Generation]) -> Result<()> {

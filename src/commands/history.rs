@@ -54,6 +54,7 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
 pub fn run(out: &Output, target: &Target) -> Result<i32> {
     let host = target.open()?;
     let store = StateStore::new(&host);
+    crate::apply::proof::refuse_unproven(&host, &store)?;
     let gens = store
         .generation_numbers()
         .into_iter()

@@ -70,6 +70,9 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
                 host.display(crate::apply::journal::DIR)
             )));
         }
+        // Nothing unfinished: "the host is as it was" only if the state
+        // agrees with the journal.
+        crate::apply::proof::refuse_unproven(&host, &store)?;
         return Ok(Recovered::Nothing { host });
     }
     if let Some(holder) = store.lock_holder() {
