@@ -1,7 +1,7 @@
 //! `gdrprov doctor [PROFILE...] [--nccl-log FILE]`: which profile fits this
 //! host and what stands in the way (src/checks/doctor), for people or as JSON.
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::facts::{Depth, Facts};
 use crate::ops::Target;
 use crate::output::{Format, Output};
@@ -15,9 +15,11 @@ pub fn run(
 ) -> Result<i32> {
     let root = target.root.as_path();
     let log = match nccl_log {
+        // Bounded, regular files only; an invalid byte is replaced, not a
+        // reason to refuse the whole log.
         Some(p) => Some((
-            std::fs::read_to_string(p)
-                .map_err(|e| Error::io("read", p.display().to_string(), e))?,
+            String::from_utf8_lossy(&crate::host::read_input(p, crate::host::Input::NcclLog)?)
+                .into_owned(),
             p.display().to_string(),
         )),
         None => None,

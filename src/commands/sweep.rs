@@ -366,11 +366,11 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         None => HashMap::new(),
     };
     let drained = match &a.drained {
-        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::Input::NodeList)?),
         None => Vec::new(),
     };
     let probation = match &a.probation {
-        Some(f) => slurm::parse_drained(&io::read_text(f)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::Input::NodeList)?),
         None => Vec::new(),
     };
     let ctx = Context {
@@ -403,23 +403,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
 }
 
 fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
-    if a.nodes < 2 || a.rails < 1 {
-        return Err(Error::Usage(
-            "--nodes must be at least 2 and --rails at least 1".into(),
-        ));
-    }
-    if a.bad_nodes > a.nodes / 2 {
-        return Err(Error::Usage(format!(
-            "--bad-nodes {} is more than half of {} nodes: the fleet median would be the bad nodes'; give fewer",
-            a.bad_nodes, a.nodes
-        )));
-    }
-    if !(0.0..1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.slow) {
-        return Err(Error::Usage(
-            "--noise must be in [0, 1) and --slow in [0, 1]".into(),
-        ));
-    }
-    let o = simulate::run(&simulate::Model {
+    let model = simulate::Model {
         nodes: a.nodes,
         rails: a.rails,
         bad_nodes: a.bad_nodes,
@@ -428,10 +412,14 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         noise: a.noise,
         slow: a.slow,
         seed: a.seed,
-        max_rounds: a.max_rounds.max(1),
+        max_rounds: a.max_rounds,
         pair_seconds: a.pair_seconds,
         ..simulate::Model::default()
-    });
+    };
+    if let Some(why) = model.problem() {
+        return Err(Error::Usage(why));
+    }
+    let o = simulate::run(&model);
     if out.json() {
         out.document("fleet sweep simulate", std::path::Path::new("/"), &o);
     } else {

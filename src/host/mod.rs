@@ -6,6 +6,7 @@
 mod dirs;
 mod durable;
 mod fs;
+mod input;
 mod lockfile;
 mod path;
 mod record;
@@ -13,6 +14,7 @@ mod runner;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
+pub use input::{open_input, read_input, read_input_text, Input};
 pub use lockfile::{holder_of, write_pid};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};

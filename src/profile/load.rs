@@ -84,7 +84,7 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
 pub fn load(spec: &str) -> Result<LoadedProfile> {
     let origin = locate(spec, None)?;
     let mut chain = Vec::new();
-    let doc = load_origin(&origin, &mut chain)?;
+    let doc = load_origin(&origin, &mut chain, &mut Loaded::default())?;
     let name = doc.name.clone().unwrap_or_else(|| default_name(&origin));
     super::text::check_line("name", &name, super::text::MAX_NAME).map_err(|msg| {
         Error::ProfileInvalid {
@@ -161,12 +161,38 @@ fn read_origin(origin: &Origin) -> Result<String> {
     }
 }
 
-fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
+/// How deep `extends` may go (a profile, its parent, the parent's parent...).
+pub const MAX_EXTENDS_DEPTH: usize = 32;
+/// How many profile files one load may read, each once.
+pub const MAX_EXTENDS_FILES: usize = 256;
+
+/// Every profile file a load has resolved, by label: each is read, parsed
+/// and resolved once, however often `extends` names it (issue 37: a file
+/// extending the same parent twice at each of 20 levels took 54 s).
+type Loaded = std::collections::HashMap<String, ProfileDoc>;
+
+fn load_origin(
+    origin: &Origin,
+    chain: &mut Vec<String>,
+    loaded: &mut Loaded,
+) -> Result<ProfileDoc> {
     let label = origin.label();
     if chain.contains(&label) {
         chain.push(label);
         return Err(Error::ExtendsCycle {
             chain: chain.join(" -> "),
+        });
+    }
+    if let Some(doc) = loaded.get(&label) {
+        return Ok(doc.clone());
+    }
+    if chain.len() >= MAX_EXTENDS_DEPTH || loaded.len() >= MAX_EXTENDS_FILES {
+        return Err(Error::ProfileInvalid {
+            file: label,
+            msg: format!(
+                "extends: more than {MAX_EXTENDS_DEPTH} levels deep or {MAX_EXTENDS_FILES} files in all ({}); flatten the chain",
+                chain.join(" -> ")
+            ),
         });
     }
     chain.push(label.clone());
@@ -195,7 +221,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
                 msg: format!("extends: {why}"),
             }
         })?;
-        let parent_doc = load_origin(&parent_origin, chain)?;
+        let parent_doc = load_origin(&parent_origin, chain, loaded)?;
         merged = super::merge::extend(merged, parent_doc);
     }
     chain.pop();
@@ -203,6 +229,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
     let mut result = super::merge::extend(merged, doc);
     result.name = own_name;
     result.extends.clear();
+    loaded.insert(label, result.clone());
     Ok(result)
 }
 

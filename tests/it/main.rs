@@ -23,6 +23,7 @@ mod grub_corpus;
 mod guard_rails;
 mod health;
 mod hostile;
+mod hostile_bounds;
 mod hostile_journal;
 mod hostile_lock;
 mod hostile_text;

@@ -212,12 +212,12 @@ fn new_engine<'g>(
 pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
     let start = Instant::now();
     let deadline = start + opts.timeout;
-    let (secret, generated) = match auth::load_secret(opts.token_file.as_deref())? {
-        Some((s, _)) => (s, None),
-        None => {
-            let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
-            (s, Some(p))
-        }
+    // A secret given is read now; one to make is made once the listener
+    // is bound (a listener that cannot start leaves no token file behind),
+    // at --token-file when that names a file not there yet, else in $TMPDIR.
+    let given = match &opts.token_file {
+        Some(p) if std::fs::symlink_metadata(p).is_err() => None,
+        f => Some(auth::load_secret(f.as_deref())?),
     };
     // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
     // the client (so both ends move on to the next rail together).
@@ -246,6 +246,16 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             l.desc.mtu
         ));
     }
+    let (secret, generated) = match given.flatten() {
+        Some((s, _)) => (s, None),
+        None => match &opts.token_file {
+            Some(p) => (auth::generate_secret_at(p)?, Some(p.clone())),
+            None => {
+                let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
+                (s, Some(p))
+            }
+        },
+    };
     if let Some(p) = &generated {
         notes(&format!(
             "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
