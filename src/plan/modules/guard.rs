@@ -15,7 +15,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
         return Ok(warnings);
     };
     let allowed = |m: &str| doc.allow_blocking.iter().any(|a| super::kmod::norm(a) == m);
-    for m in doc.absent.iter().map(|m| super::kmod::norm(m)) {
+    for (m, key) in blocked(ctx) {
         if allowed(&m) {
             continue;
         }
@@ -34,7 +34,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
             match facts {
                 Ok(d) if d.modules.contains(&m) => {
                     return Err(Error::Refused(format!(
-                        "modules.absent: `{m}` drives {role} ({}: {}); blocked, the host {then}. Remove it from modules.absent; or, if this profile really must block it, say so: `modules.allow-blocking: [{m}]` (nothing was changed)",
+                        "{key}: `{m}` drives {role} ({}: {}); blocked, the host {then}. Remove it from {key}; or, if this profile really must block it, say so: `modules.allow-blocking: [{m}]` (nothing was changed)",
                         d.what,
                         d.modules.join(", ")
                     )));
@@ -48,7 +48,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
                     };
                     if relevant {
                         warnings.push(format!(
-                            "modules.absent: `{m}` is a {} driver, and whether it drives {role} cannot be told here ({why}); check before booting this root, and name it in `modules.allow-blocking` to say it is meant",
+                            "{key}: `{m}` is a {} driver, and whether it drives {role} cannot be told here ({why}); check before booting this root, and name it in `modules.allow-blocking` to say it is meant",
                             class.unwrap_or("")
                         ));
                     }
@@ -57,6 +57,12 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
         }
     }
     Ok(warnings)
+}
+
+/// Every module the profile blocks, with the key that blocks it
+/// (`modules.absent`, or a kernel argument that blocks by another spelling).
+fn blocked(ctx: &Context) -> Vec<(String, String)> {
+    crate::profile::guard::blocked_modules(&ctx.desired)
 }
 
 /// Refuses a `files:` path that leads through a symlink where `files:` may
