@@ -269,6 +269,18 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
         // aside is freed or any file is put back.
         check_backups(store, &g.steps)?;
         let _ = store.release_reserve(n);
+        // What a kill during a write leaves first: its temporary file beside
+        // the target (in a directory the step may have made); then the
+        // revert puts files back and removes the directories the steps
+        // made, which the temporary file would keep (issue 37: a kill in a
+        // file step left `etc/modprobe.d` behind).
+        let mut leftovers = Vec::new();
+        for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
+            journal_path(path)?;
+            leftovers.extend(host.remove_leftover_temps(path)?);
+        }
+        leftovers.sort();
+        leftovers.dedup();
         let r = match revert(host, store, &mut g) {
             Ok(r) => r,
             Err(e) => {
@@ -293,13 +305,6 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
             what_generation(&g),
             regen_note(&r)
         )];
-        // A kill during a write leaves its temporary file beside the target.
-        let mut leftovers = Vec::new();
-        for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
-            leftovers.extend(host.remove_leftover_temps(path)?);
-        }
-        leftovers.sort();
-        leftovers.dedup();
         if !leftovers.is_empty() {
             notes.push(format!(
                 "removed what the interrupted write left behind: {}",

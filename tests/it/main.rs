@@ -30,6 +30,7 @@ mod hostile_text;
 mod interface;
 mod journal_check;
 mod journal_sums;
+mod kills;
 mod kmod;
 mod nic;
 mod openibd;
