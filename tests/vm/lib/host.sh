@@ -41,13 +41,15 @@ vm_install_host_deps() {
 # --- image -----------------------------------------------------------------------------------------------
 
 # vm_recipe_key [FLAVOR]: sha256 of every file that decides what the image contains: image/* in name order
-# (grub), then image-sdboot/* in name order (sdboot, whose recipe builds on image/).
+# (grub: the one recipe, image/build.sh, and the GRUB flavor's files), then image-FLAVOR/* in name order
+# (every other flavor: its package list or additions, hooks and installer).
+# shellcheck disable=SC2046 # the recipe files' names, split on purpose (none has a space)
 vm_recipe_key() {
   case ${1:-grub} in
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
-    sdboot|slurm|uki) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
+    sdboot|slurm|uki|arm64) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
               sha256sum | cut -c1-16 ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm)" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm, arm64)" ;;
   esac
 }
 
@@ -60,7 +62,8 @@ vm_image_dir() {
     sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
     uki) echo "${VM_IMAGE_DIR_UKI:-$VM_CACHE/uki-trixie-$(vm_recipe_key uki)}" ;;
     slurm) echo "${VM_IMAGE_DIR_SLURM:-$VM_CACHE/slurm-bookworm-$(vm_recipe_key slurm)}" ;;
-    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm)" ;;
+    arm64) echo "${VM_ARM64_IMAGE_DIR:-$VM_CACHE/arm64-bookworm-$(vm_recipe_key arm64)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm, arm64)" ;;
   esac
 }
 
