@@ -52,6 +52,7 @@ main() {
         command -v strace >/dev/null || need+=(strace)
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+        command -v shellcheck >/dev/null || need+=(shellcheck)   # scripts/shellcheck.sh
         ;;
       package)
         # scripts/package.sh --lint and scripts/package-test-root.sh: the

@@ -94,7 +94,9 @@ vm_arm64_firmware_args() {
 # /etc/default/grub, as changed by gdrprov), then powers off.
 vm_arm64_install() {
   local rootfs=$1 disk=$2 log=$3 kernel initrd qpid t0; t0=$(date +%s)
+  # shellcheck disable=SC2012 # Debian's kernel and initramfs names, newest version last
   kernel=$(ls "$rootfs"/boot/vmlinuz-* | sort -V | tail -1)
+  # shellcheck disable=SC2012
   initrd=$(ls "$rootfs"/boot/initrd.img-* | sort -V | tail -1)
   # shellcheck disable=SC2046
   qemu-system-aarch64 -name gdrprov-vm-arm64-install -M "${VM_ARM64_MACHINE%%,*}" \
@@ -115,6 +117,7 @@ vm_arm64_install() {
 # options where they apply): the virt machine, AAVMF with the guest's own variable store, the disk through
 # firmware and GRUB. A scenario that sources arm64.sh gets it as vm_qemu, so vm_launch, vm_reboot and
 # vm_powercut of lib.sh drive arm64 guests unchanged.
+# shellcheck disable=SC2034 # port2: vm_qemu's signature (the caller's extra args carry the second port)
 vm_arm64_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d; d=$(vm_gdir "$name")
@@ -136,7 +139,9 @@ vm_arm64_qemu() {
 vm_arm64_use() {
   local dir=$1 img; img=$(vm_arm64_image_dir)
   ln -sf "$img/id_ed25519" "$dir/id_ed25519"
+  # shellcheck disable=SC2034 # read by lib's vm_image_dir
   VM_IMAGE_DIR=$dir
+  # shellcheck disable=SC2317 # called by lib's vm_launch, vm_reboot and vm_powercut
   vm_qemu() { vm_arm64_qemu "$@"; }
 }
 

@@ -67,8 +67,8 @@ vm_launch() {
     install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd" || vm_die "no OVMF_VARS.fd in $idir"
   fi
   qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
-  local port port2 port3 try a args
-  for try in 1 2 3 4 5; do
+  local port port2 port3 a args
+  for _ in 1 2 3 4 5; do
     port=$(vm_free_port) || vm_die "no free loopback port"
     port2=$(vm_free_port) || vm_die "no free loopback port"
     port3=$(vm_free_port) || vm_die "no free loopback port"
@@ -190,6 +190,7 @@ vm_rxe() {
 # vm_rxe_gid_index NAME DEV IPV4: the GID table index of DEV port 1 that holds RoCE v2 ::ffff:IPV4.
 vm_rxe_gid_index() {
   local name=$1 dev=$2 ip=$3 hex
+  # shellcheck disable=SC2046,SC2183 # the address's four numbers, split on purpose
   hex=$(printf '%02x%02x:%02x%02x' $(echo "$ip" | tr . ' '))
   vm_ssh "$name" "cd /sys/class/infiniband/$dev/ports/1 && for i in \$(seq 0 15); do
       g=\$(cat gids/\$i 2>/dev/null) || continue

@@ -33,7 +33,9 @@ vm_install_host_deps() {
     pkgs=("${pkgs[@]/qemu-utils/}")
     [ -n "$v" ] && [ "$v" != "(none)" ] && extra=(--allow-downgrades "qemu-utils=$v")
   fi
-  # A second try covers a dpkg run that another process disturbed.
+  # A second try covers a dpkg run that another process disturbed. pkgs unquoted on purpose: the element
+  # emptied above (qemu-utils) must vanish, not become an empty argument.
+  # shellcheck disable=SC2068
   "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null ||
     "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null || vm_die "apt-get install ${pkgs[*]} failed"
 }
@@ -43,7 +45,7 @@ vm_install_host_deps() {
 # vm_recipe_key [FLAVOR]: sha256 of every file that decides what the image contains: image/* in name order
 # (grub: the one recipe, image/build.sh, and the GRUB flavor's files), then image-FLAVOR/* in name order
 # (every other flavor: its package list or additions, hooks and installer).
-# shellcheck disable=SC2046 # the recipe files' names, split on purpose (none has a space)
+# shellcheck disable=SC2046,SC2002 # the recipe files' names, split on purpose (none has a space), cat joins them
 vm_recipe_key() {
   case ${1:-grub} in
     grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;

@@ -50,7 +50,7 @@ vm_powercut() {
 # for ssh to answer with a boot id other than OLD (any, when OLD is empty); WHAT ("the reboot") names the
 # event in messages. On a timeout it says why as far as the host can see (vm_why_not_back), then dies.
 vm_restart() {
-  local name=$1 old=$2 what=$3 d t1 m new login_at= args=()
+  local name=$1 old=$2 what=$3 d t1 m new login_at='' args=()
   d=$(vm_gdir "$name"); t1=$(date +%s)
   m=$(stat -c %s "$d/serial.log" 2>/dev/null || echo 0)
   [ -s "$d/args" ] && mapfile -t args < "$d/args"

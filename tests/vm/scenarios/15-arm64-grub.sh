@@ -77,6 +77,7 @@ dom=$(vm_ssh $g "dmesg | grep -i 'default domain type'" || true)
 info "kernel: ${dom#*] }"
 assert_contains "$dom" "Passthrough" "kernel reports IOMMU default domain type Passthrough"
 smmu=$(vm_ssh $g "ls /sys/class/iommu/; for t in /sys/kernel/iommu_groups/*/type; do cat \$t; done | sort | uniq -c" || true)
+# shellcheck disable=SC2086,SC2116 # the lines joined into one (split and echoed on purpose)
 info "iommus and group types: $(echo $smmu)"
 assert_contains "$smmu" "smmu" "the guest has an SMMUv3 (/sys/class/iommu)"
 assert_contains "$smmu" "identity" "its IOMMU groups are identity-mapped (passthrough)"
