@@ -12,6 +12,7 @@
 
 pub mod classify;
 pub mod files;
+pub mod grid;
 pub mod nfd;
 pub mod plan;
 pub mod remedy;
