@@ -52,6 +52,11 @@ main() {
         command -v strace >/dev/null || need+=(strace)
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+        # tests/it/monitoring_*.rs: promtool tests the alert rules, a real
+        # Prometheus scrapes a real node-exporter, Chromium loads the HTML report.
+        command -v promtool >/dev/null || need+=(prometheus)
+        command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
+        command -v chromium >/dev/null || need+=(chromium)
         ;;
       package)
         # scripts/package.sh --lint and scripts/package-test-root.sh: the

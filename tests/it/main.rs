@@ -27,6 +27,8 @@ mod interface;
 mod journal_check;
 mod journal_sums;
 mod kmod;
+mod monitoring;
+mod monitoring_rules;
 mod nic;
 mod openibd;
 mod pair_rails;
