@@ -11,6 +11,7 @@ pub mod exit;
 pub mod facts;
 pub mod fleet;
 pub mod host;
+pub mod journal;
 pub mod ops;
 pub mod output;
 pub mod plan;

@@ -5,17 +5,20 @@
 //! passes a confirmation callback.
 
 use crate::apply;
-use crate::apply::journal::{Kind, StateStore};
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
+use crate::journal::{Kind, StateStore};
 use crate::output;
 use crate::plan::Plan;
-use crate::profile::{self, Composed};
+use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod features;
 mod recover;
-pub use recover::{recover, Completed, RecoverRequest, Recovered};
+pub use crate::apply::{Completed, Recovered};
+pub use features::write_nfd;
+pub use recover::{recover, RecoverRequest};
 
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]
@@ -120,14 +123,7 @@ pub fn yes(_: &Ask) -> Result<()> {
     Ok(())
 }
 
-/// Loads and composes profiles (names or files), in order.
-pub fn load_profiles(specs: &[String]) -> Result<Composed> {
-    let loaded = specs
-        .iter()
-        .map(|s| profile::load(s))
-        .collect::<Result<Vec<_>>>()?;
-    profile::compose(&loaded)
-}
+pub use crate::profile::load_profiles;
 
 /// The profile specs a trial records: files made absolute, so that `commit`
 /// finds them from any directory (a systemd unit runs in `/`).

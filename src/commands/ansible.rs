@@ -9,9 +9,9 @@
 //! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
 
-use crate::apply::journal::{Kind, StateStore, Status};
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::journal::{Kind, StateStore, Status};
 use crate::ops;
 use crate::output;
 use crate::plan::{Action, Plan};

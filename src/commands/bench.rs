@@ -324,7 +324,7 @@ pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let text = crate::output::pair_metrics::prometheus(&done.report, done.role, now);
-        crate::fleet::files::write_textfile(path, &text)
+        crate::host::textfile::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
     show(

@@ -25,7 +25,7 @@ pub fn run(
     let composed = if profiles.is_empty() {
         None
     } else {
-        Some(crate::ops::load_profiles(profiles)?)
+        Some(crate::profile::load_profiles(profiles)?)
     };
     let host = target.open()?;
     let facts = Facts::gather_with(&host, target.cpu_vendor, Depth::WithCuda);

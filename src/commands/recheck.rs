@@ -5,11 +5,11 @@
 //! metrics textfile, the node-feature file) and one short summary on stdout
 //! (the unit's journal). It changes nothing else and never writes the journal.
 
-use crate::apply::journal::StateStore;
 use crate::checks::verify::{Check, Report, Status};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::ops;
 use crate::output::{Format, Output};
 use clap::Args;
@@ -78,13 +78,13 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let (report, finished) = match bounded(req, Duration::from_secs(a.timeout)) {
         Some(Ok(r)) => (r, true),
         Some(Err(e)) => {
-            let _ = crate::fleet::files::write_marker(&a.marker_dir, false, &e.to_string());
+            let _ = crate::host::textfile::write_marker(&a.marker_dir, false, &e.to_string());
             return Err(e);
         }
         None => (timed_out(root, &specs, a.timeout), false),
     };
     let took = start.elapsed().as_secs_f64();
-    crate::fleet::files::write_marker(
+    crate::host::textfile::write_marker(
         &a.marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
@@ -98,10 +98,10 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         let trigger = metrics::trigger(a.reason.as_deref());
         let text =
             metrics::prometheus(&report) + &metrics::recheck(&report, trigger, finished, took, now);
-        crate::fleet::files::write_textfile(path, &text)?;
+        crate::host::textfile::write_textfile(path, &text)?;
     }
     if let Some(path) = &nfd_file {
-        crate::fleet::nfd::write(path, Some(&report), &specs, a.nfd_expiry)?;
+        crate::ops::write_nfd(path, Some(&report), &specs, a.nfd_expiry)?;
     }
     match out.format {
         Format::Json => out.document("recheck", root, &report),

@@ -383,7 +383,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     };
     let report = render::report(&sweep, &c, &ctx);
     if let Some(path) = &a.slurm_script {
-        crate::fleet::files::write_textfile(
+        crate::host::textfile::write_textfile(
             path,
             &format!(
                 "#!/bin/sh\n# gdrprov fleet sweep report: the scheduler's actions\nset -e\n{}",

@@ -7,11 +7,10 @@
 
 use super::{check_boot_elsewhere, load_profiles, make_plan, require_chroot_rights, require_root};
 use super::{Ask, Confirm, Target};
-use crate::apply::journal::{Generation, Kind, StateStore};
-use crate::apply::{self, Outcome};
+use crate::apply::{self, Completed, Recovered};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::plan::Plan;
+use crate::journal::{Generation, Kind, StateStore};
 use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
@@ -19,33 +18,6 @@ pub struct RecoverRequest {
     pub root: PathBuf,
     /// Run no command (regeneration is left pending, as apply's --no-exec).
     pub no_exec: bool,
-}
-
-/// What `recover` did.
-#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
-pub enum Recovered {
-    /// No generation is unfinished: nothing was written.
-    Nothing { host: Host },
-    Done {
-        host: Host,
-        /// The generations put back, as they were when found.
-        generations: Vec<Generation>,
-        /// The files put back (each a change, with its diff).
-        restored: Plan,
-        notes: Vec<String>,
-        /// The interrupted rollback or commit, carried out again.
-        completed: Option<Completed>,
-    },
-}
-
-/// A rollback or commit that `recover` completed.
-pub struct Completed {
-    /// `rollback` or `commit`.
-    pub command: &'static str,
-    pub profiles: Vec<String>,
-    pub plan: Plan,
-    /// `None` when there was nothing left to write.
-    pub outcome: Option<Outcome>,
 }
 
 /// `recover`: asks first (`confirm` sees the files to put back), takes the
@@ -67,14 +39,14 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             return Err(Error::Journal(format!(
                 "{}; gdrprov cannot tell whether that run finished, so it recovers nothing (nothing was changed). Run `gdrprov journal check` to see what is wrong, and restore {} from a backup of the host",
                 damaged.join("; "),
-                host.display(crate::apply::journal::DIR)
+                host.display(crate::journal::DIR)
             )));
         }
         return Ok(Recovered::Nothing { host });
     }
     if let Some(holder) = store.lock_holder() {
         return Err(Error::Locked {
-            path: host.display(&format!("{}/lock", crate::apply::journal::DIR)),
+            path: host.display(&format!("{}/lock", crate::journal::DIR)),
             holder,
         });
     }

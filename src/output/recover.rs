@@ -3,8 +3,8 @@
 //! to do (an undone apply is applied again by its operator).
 
 use super::{report, Done, Output, Report};
-use crate::apply::journal::{Generation, Kind, Status};
-use crate::ops::Recovered;
+use crate::apply::Recovered;
+use crate::journal::{Generation, Kind, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -11,11 +11,11 @@ mod table;
 pub use crate::checks::{Check, Status};
 pub use table::{Cx, Entry, Run, TABLE};
 
-use crate::apply::journal::StateStore;
 use crate::bench::LoopbackReport;
 use crate::checks::requirements::ReqResult;
 use crate::error::Result;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::plan::Plan;
 use crate::profile::Composed;
 use serde::Serialize;

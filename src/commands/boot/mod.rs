@@ -12,10 +12,10 @@
 mod menu;
 
 use crate::apply;
-use crate::apply::journal::{Kind, StateStore};
 use crate::commands::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::journal::{Kind, StateStore};
 use crate::ops::{self, Target};
 use crate::output::{Format, Output};
 use crate::plan::{Action, Change, Plan};
