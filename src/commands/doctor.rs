@@ -41,7 +41,7 @@ pub fn run(
     }
     match out.format {
         Format::Json => out.document("doctor", root, &report),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }
     }

@@ -105,7 +105,7 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document("recheck", root, &report),
-        Format::Text | Format::Prometheus => out.raw(&summary(&report, reason)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&summary(&report, reason)),
     }
     Ok(if report.ready {
         exit::OK

@@ -13,6 +13,7 @@ pub mod pair_metrics;
 pub mod recover;
 pub mod report;
 pub mod sweep;
+pub mod sweep_html;
 pub mod verify;
 
 pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
@@ -137,6 +138,8 @@ pub enum Format {
     Json,
     /// Prometheus text exposition (node-exporter textfile); `verify` only.
     Prometheus,
+    /// One self-contained HTML page; `fleet sweep report` and `simulate` only.
+    Html,
 }
 
 /// `--color`.
@@ -184,7 +187,9 @@ impl Output {
     pub fn report(&self, r: &Report) {
         match self.format {
             Format::Json => println!("{}", report::json(r)),
-            Format::Text | Format::Prometheus => print!("{}", report::text(r, self.style())),
+            Format::Text | Format::Prometheus | Format::Html => {
+                print!("{}", report::text(r, self.style()))
+            }
         }
     }
 

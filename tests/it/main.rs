@@ -28,6 +28,7 @@ mod journal_check;
 mod journal_sums;
 mod kmod;
 mod monitoring;
+mod monitoring_html;
 mod monitoring_prometheus;
 mod monitoring_rules;
 mod nic;

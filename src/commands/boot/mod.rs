@@ -45,7 +45,7 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
             });
             out.document("boot list", &target.root, v);
         }
-        Format::Text | Format::Prometheus => out.raw(&list_text(&host, &info)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&list_text(&host, &info)),
     }
     Ok(crate::exit::OK)
 }
@@ -133,7 +133,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
                 &target.root,
                 serde_json::json!({"run": shown, "ran": false}),
             ),
-            Format::Text | Format::Prometheus => {
+            Format::Text | Format::Prometheus | Format::Html => {
                 out.raw(&format!("Would run (--no-exec): {line}\n"))
             }
         }
@@ -161,7 +161,9 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
             &target.root,
             serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
-        Format::Text | Format::Prometheus => out.raw(&format!("Ran: {line}\n{}.\n", spec.why)),
+        Format::Text | Format::Prometheus | Format::Html => {
+            out.raw(&format!("Ran: {line}\n{}.\n", spec.why))
+        }
     }
     Ok(())
 }
