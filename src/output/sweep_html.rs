@@ -157,11 +157,10 @@ mod tests {
         let evil = "<script>alert(1)</script>&\"'";
         let names = ["a", "b", "c", "d", evil].map(String::from).to_vec();
         let mut s = Sweep::new(names, vec!["mlx5_0".into()]);
-        let mut round = 0;
         let good = [(0, 1), (2, 3), (0, 2), (1, 3), (0, 3), (1, 2)];
         let low = [(0, 4), (1, 4), (2, 4), (3, 4)];
-        for (a, b) in good.into_iter().chain(good).chain(low) {
-            round += 1;
+        for (i, (a, b)) in good.into_iter().chain(good).chain(low).enumerate() {
+            let round = i as u32 + 1;
             let gbps = if b == 4 { 40.0 } else { 100.0 };
             s.obs.push(Obs {
                 round,
