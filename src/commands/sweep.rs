@@ -297,7 +297,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         }
         plan.nodes = sweep.nodes;
     } else {
-        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails)?;
+        let bar = crate::output::progress("reading pair results", !out.json());
+        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
         if sweep.obs.is_empty() {
             return Err(Error::Usage(format!(
                 "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
@@ -359,7 +360,8 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     } else {
         Vec::new()
     };
-    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[])?;
+    let bar = crate::output::progress("reading pair results", !out.json());
+    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[], &bar)?;
     if sweep.obs.is_empty() {
         return Err(Error::Usage(format!(
             "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`)",

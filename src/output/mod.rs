@@ -270,6 +270,24 @@ pub fn error_line(message: &str) {
     eprintln!("gdrprov: error: {}", message.trim_end_matches('\n'));
 }
 
+/// A bar for long work on standard error (reading thousands of pair
+/// results): drawn only when `wanted` (callers pass false under JSON) and
+/// standard error is a terminal; a hidden bar, drawing nothing, otherwise.
+pub fn progress(what: &str, wanted: bool) -> indicatif::ProgressBar {
+    if !(wanted && stderr_is_terminal()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    // Styled before it may draw: no empty bar flashes first.
+    let bar =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::hidden());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar
+}
+
 /// Whether standard error is a terminal (progress bars only draw there).
 pub fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()

@@ -36,6 +36,7 @@ mod openibd;
 mod pair_rails;
 mod plan_snapshot;
 mod profile_checks;
+mod progress;
 mod recovery;
 mod reliability;
 mod scripts;
