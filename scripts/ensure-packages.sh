@@ -4,6 +4,7 @@
 #   bash scripts/ensure-packages.sh build        # what `cargo build` needs
 #   bash scripts/ensure-packages.sh build test   # plus the tools the tests drive
 #   bash scripts/ensure-packages.sh package      # the package linters and test roots
+#   bash scripts/ensure-packages.sh package-build  # what scripts/package.sh needs to build both
 #   bash scripts/ensure-packages.sh slurm        # slurm-wlm's daemons and munge (tests/slurm)
 # build: cmake and libclang (sideway's rdma-mummy-sys builds a small C shim
 # with cmake and generates its bindings with bindgen; libibverbs itself is
@@ -71,6 +72,16 @@ main() {
         command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
         command -v strip >/dev/null || need+=(binutils)
         ;;
+      package-build)
+        # scripts/package.sh itself: the .rpm is re-wrapped by RPM's own
+        # builder (rpmbuild, rpm2archive: scripts/package-rpm-triggers.sh),
+        # a --binary is stripped first.
+        why="scripts/package.sh builds the .rpm with RPM's own tools"
+        command -v rpmbuild >/dev/null || need+=(rpm)
+        command -v rpm2archive >/dev/null || need+=(rpm2cpio)
+        command -v strip >/dev/null || need+=(binutils)
+        command -v gzip >/dev/null || need+=(gzip)
+        ;;
       slurm)
         why="tests/slurm/healthcheck.sh runs real Slurm daemons"
         command -v slurmctld >/dev/null || need+=(slurmctld)
@@ -80,7 +91,7 @@ main() {
         command -v jq >/dev/null || need+=(jq)
         command -v bc >/dev/null || need+=(bc)
         ;;
-      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package, slurm)" >&2; return 1 ;;
+      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package, package-build, slurm)" >&2; return 1 ;;
     esac
     if ((${#need[@]})); then
       lines+=("${need[*]} ($why)")
