@@ -76,11 +76,18 @@ main() {
         # scripts/package.sh itself: the .rpm is re-wrapped by RPM's own
         # builder (rpmbuild, rpm2archive: scripts/package-rpm-triggers.sh),
         # a --binary is stripped first.
-        why="scripts/package.sh builds the .rpm with RPM's own tools"
+        why="scripts/package.sh needs them: RPM's own tools for the .rpm; cc, libc headers and CA certificates to cargo install cargo-deb and cargo-generate-rpm"
         command -v rpmbuild >/dev/null || need+=(rpm)
         command -v rpm2archive >/dev/null || need+=(rpm2cpio)
         command -v strip >/dev/null || need+=(binutils)
         command -v gzip >/dev/null || need+=(gzip)
+        # cargo install (cargo-deb, cargo-generate-rpm, when missing) fetches
+        # from crates.io over TLS and links with cc (crt files from libc6-dev).
+        if ! command -v cargo-deb >/dev/null || ! command -v cargo-generate-rpm >/dev/null; then
+          [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+          command -v cc >/dev/null || need+=(gcc)
+          [ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+        fi
         ;;
       slurm)
         why="tests/slurm/healthcheck.sh runs real Slurm daemons"
