@@ -130,13 +130,23 @@ fn package_build_names_what_package_sh_needs() {
         .env("ENSURE_PACKAGES_DRY_RUN", "1")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let said = String::from_utf8(out.stdout).unwrap();
     assert!(
         said.starts_with("ensure-packages.sh: installing rpm rpm2cpio binutils gzip "),
         "{said}"
     );
-    assert!(said.contains(" gcc "), "cargo install links with cc: {said}");
-    assert!(said.contains("(scripts/package.sh needs them: RPM's own tools"), "{said}");
+    assert!(
+        said.contains(" gcc "),
+        "cargo install links with cc: {said}"
+    );
+    assert!(
+        said.contains("(scripts/package.sh needs them: RPM's own tools"),
+        "{said}"
+    );
     assert_eq!(said.lines().count(), 1, "{said}");
 }
