@@ -3,20 +3,13 @@
 //! the BLS entries lag behind the wanted command line, and the command that
 //! regenerates grub.cfg.
 
+use super::bootcfg_extra::Extra;
 use crate::error::{Error, Result};
 use crate::host::CommandSpec;
 use crate::plan::inputs::PlanFacts;
 use gdrprov_boot::{cmdline, entries, grub_defaults};
 
 pub(super) const DEFAULTS: &str = "/etc/default/grub";
-
-/// An extra entry to write: its name, its profile's own arguments (for the
-/// title) and its whole command line.
-pub(super) struct Extra {
-    pub(super) name: String,
-    pub(super) own: Vec<String>,
-    pub(super) args: Vec<String>,
-}
 
 /// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra
 /// entry `name` of a profile.

@@ -4,6 +4,7 @@
 pub mod bootcfg;
 pub mod bootcfg_arch;
 pub mod bootcfg_elsewhere;
+pub mod bootcfg_extra;
 pub mod bootcfg_grub;
 pub mod bootcfg_sdboot;
 pub mod bootcfg_trial;
