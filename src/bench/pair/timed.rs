@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use super::engine::Xfer;
 use super::error::PairError;
-use super::report::Measured;
 use crate::bench::error::BenchError;
 use crate::bench::loopback::{gbps, RunLength};
+use crate::bench::report::SizeResult;
 
 /// What the loop needs of an engine.
 pub trait Poster {
@@ -101,7 +101,7 @@ pub fn run<P: Poster>(
     length: RunLength,
     deadline: Instant,
     peer_gone: &dyn Fn() -> bool,
-) -> Result<Measured, PairError> {
+) -> Result<SizeResult, PairError> {
     let n_qps = p.qps();
     let (depth, batch) = p.depth(len);
     let mut outstanding = vec![0u32; n_qps];
@@ -194,7 +194,7 @@ pub fn run<P: Poster>(
         count = done;
     }
     let average = gbps(count * len, secs);
-    Ok(Measured {
+    Ok(SizeResult {
         bytes: len,
         iterations: done,
         peak_gbps: peak.max(average),
@@ -204,6 +204,7 @@ pub fn run<P: Poster>(
         } else {
             0.0
         },
+        line_rate_fraction: None,
         seconds: secs,
         writes_in_flight: depth,
         writes_per_completion: batch,
