@@ -19,8 +19,8 @@ use gdrprov_boot::{cmdline, entries, grub_defaults};
 use super::bootcfg_extra::{self as extra, EntryFile, Extra};
 pub use super::bootcfg_grub::bls_default_entry;
 use super::bootcfg_grub::{
-    bls_needing_change, grub_cfg_stale, grub_error, names_entry, read_defaults, regenerate_command,
-    DEFAULTS,
+    bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
+    regenerate_command, DEFAULTS,
 };
 
 pub const MODULE: &str = "boot";
@@ -206,28 +206,16 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
             .map_err(|e| grub_error(seen, e))?;
         edited = !edits.is_empty();
         for e in edits {
-            let before = files
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, c)| c.clone());
-            part.edits.push(Change {
-                module: MODULE.into(),
-                description: format!(
-                    "Edit the kernel command line in {}: {}",
-                    e.name, reboot_reason
-                ),
-                action: Action::WriteFile {
-                    path: e.name.clone(),
-                    before,
-                    after: e.new_content,
-                    new_mode: 0o644,
-                    meta: None,
-                },
-                // Not when the running kernel already has it (`commit` of a
-                // trial that runs).
-                reboot: (args.reboot.is_none() || args.reboot_needed())
-                    .then(|| format!("kernel command line: {reboot_reason}")),
-            });
+            let description = format!(
+                "Edit the kernel command line in {}: {}",
+                e.name, reboot_reason
+            );
+            // Not when the running kernel already has it (`commit` of a
+            // trial that runs).
+            let reboot = (args.reboot.is_none() || args.reboot_needed())
+                .then(|| format!("kernel command line: {reboot_reason}"));
+            part.edits
+                .push(defaults_edit(MODULE, files, e, description, reboot));
         }
         if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
             let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
