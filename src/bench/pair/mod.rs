@@ -267,18 +267,13 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
         }
     };
     let expect = opts.rail.clone();
-    let Local {
-        side,
-        desc,
-        memory,
-        gpu,
-    } = local;
-    let gpu_ref = gpu.as_ref();
+    // The engine borrows the GPU; the closure takes the rest.
+    let gpu_ref = local.gpu.as_ref();
     let served = session::serve(
         &mut conn,
         Box::new(move |p: &Params| {
             rails::check_tag(p.rail.as_ref(), expect.as_ref()).map_err(PairError::Usage)?;
-            new_engine(side, desc, memory, gpu_ref, p, notes)
+            new_engine(local.side, local.desc, local.memory, gpu_ref, p, notes)
         }),
     )?;
     let report = served.report.ok_or_else(|| PairError::Protocol {
@@ -321,17 +316,14 @@ pub fn run_client(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, P
         check_iters: opts.check_iters,
         rail: opts.rail.clone(),
     };
-    let Local {
-        side,
-        desc,
-        memory,
-        gpu,
-    } = local;
-    let gpu_ref = gpu.as_ref();
+    // The engine borrows the GPU; the closure takes the rest.
+    let gpu_ref = local.gpu.as_ref();
     let driven = session::drive(
         &mut conn,
         &params,
-        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
+        Box::new(move |p: &Params| {
+            new_engine(local.side, local.desc, local.memory, gpu_ref, p, notes)
+        }),
     )?;
     let report = build_report(opts, &params, &driven, my_addr, peer_addr);
     session::finish(&mut conn, &report)?;
