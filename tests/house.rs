@@ -1,6 +1,10 @@
-//! The rules of the house (docs: DESIGN.md), checked on the source tree with
-//! no tool but Rust, so a regression fails `cargo test`:
+//! The rules of the house (CONTRIBUTING.md says why; docs/how-it-works.md
+//! draws the folders), checked on the source tree with no tool but Rust, so
+//! a regression fails `cargo test`:
 //! - no import cycle between the files of `src/` and `crates/*/src`;
+//! - no two folders of `src/` (or crates) that import each other, directly or
+//!   around a longer loop;
+//! - every folder of `src/` has its row in docs/how-it-works.md;
 //! - no function over 120 lines, no file over 600 lines (a trailing
 //!   `#[cfg(test)] mod` block not counted; test code not checked);
 //! - no print (`print!`, `println!`, `eprint!`, `eprintln!`,

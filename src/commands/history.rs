@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::exit;
 use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::fmt::Write as _;
@@ -64,7 +65,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(
-            "history",
+            names::HISTORY,
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),

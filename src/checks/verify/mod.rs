@@ -87,7 +87,7 @@ pub fn run(
         .as_deref()
         .filter(|_| runs_loopback || runs_pair)
     {
-        let (dev, port) = crate::commands::bench::parse_dev_port(d)
+        let (dev, port) = crate::bench::parse::parse_dev_port(d)
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
     }
