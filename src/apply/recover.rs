@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
 use crate::journal::journal_path;
 use crate::journal::{self, Generation, Kind, StateStore, Status};
+use crate::names;
 use crate::plan::{Action, Change, Plan};
 
 /// The generations left in progress or failed, oldest first. A journal that
@@ -36,19 +37,20 @@ pub fn recover_command(host: &Host) -> String {
     }
 }
 
+/// A rollback, for people: `rollback of 3, 2` (the generations it undid).
+pub fn rollback_of(undoes: &[u64]) -> String {
+    let undone: Vec<String> = undoes.iter().map(u64::to_string).collect();
+    format!("rollback of {}", undone.join(", "))
+}
+
 /// What a generation was, for people: `apply of rdma-dmabuf`, `rollback of
 /// 1`, `commit of the trial boot (rdma-dmabuf)`.
 pub fn what_generation(g: &Generation) -> String {
     match (g.kind, g.command.as_deref()) {
-        (_, Some("commit")) => format!("commit of the trial boot ({})", g.profiles.join(" + ")),
-        (Kind::Rollback, _) => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        (_, Some(names::COMMIT)) => {
+            format!("commit of the trial boot ({})", g.profiles.join(" + "))
+        }
+        (Kind::Rollback, _) => rollback_of(&g.undoes),
         (Kind::Apply, _) => format!("apply of {}", g.profiles.join(" + ")),
     }
 }
@@ -56,7 +58,7 @@ pub fn what_generation(g: &Generation) -> String {
 /// What `recover` does with it: undo an apply, complete a rollback or commit.
 fn remedy(g: &Generation) -> &'static str {
     match (g.kind, g.command.as_deref()) {
-        (_, Some("commit")) | (Kind::Rollback, _) => "complete it",
+        (_, Some(names::COMMIT)) | (Kind::Rollback, _) => "complete it",
         (Kind::Apply, _) => "put back every file it changed",
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::facts::{Depth, Facts};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::path::Path;
@@ -40,8 +41,8 @@ pub fn run(
         f.cause = crate::output::keep_options(&f.cause, root, out.format);
     }
     match out.format {
-        Format::Json => out.document("doctor", root, &report),
-        Format::Text | Format::Prometheus => {
+        Format::Json => out.document(names::DOCTOR, root, &report),
+        Format::Text | Format::Prometheus | Format::Html => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }
     }

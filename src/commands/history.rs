@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::exit;
 use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::fmt::Write as _;
@@ -64,11 +65,11 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(
-            "history",
+            names::HISTORY,
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             let mut t = String::new();
             if gens.is_empty() {
                 let _ = writeln!(
@@ -90,14 +91,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
 fn line(g: &HistoryEntry) -> String {
     let what = match g.kind {
         Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-        Kind::Rollback => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Kind::Rollback => crate::apply::rollback_of(&g.undoes),
     };
     let result = match g.rolled_back_by {
         Some(by) => format!("rolled back by {by}"),

@@ -4,6 +4,7 @@ use crate::commands::cli::VerifyArgs;
 use crate::error::Result;
 use crate::exit;
 use crate::host::textfile::{write_marker, write_textfile};
+use crate::names;
 use crate::ops::{self, VerifyRequest};
 use crate::output::metrics::{marker_text, prometheus};
 use crate::output::{Format, Output};
@@ -32,8 +33,8 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
         write_textfile(path, &prometheus(&report))?;
     }
     match out.format {
-        Format::Json => out.document("verify", &req.root, &report),
-        Format::Text => out.text(&req.root, &crate::output::verify::text(&report)),
+        Format::Json => out.document(names::VERIFY, &req.root, &report),
+        Format::Text | Format::Html => out.text(&req.root, &crate::output::verify::text(&report)),
         Format::Prometheus => out.raw(&prometheus(&report)),
     }
     Ok(if report.ready {

@@ -11,6 +11,7 @@ use crate::apply::{self, Completed, Recovered};
 use crate::error::{Error, Result};
 use crate::host::Host;
 use crate::journal::{Generation, Kind, StateStore};
+use crate::names;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
@@ -50,7 +51,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             holder,
         });
     }
-    require_root(&host, "recover")?;
+    require_root(&host, names::RECOVER)?;
     let restored = apply::recovery_plan(&host, &store, &gens)?;
     let then = match gens.as_slice() {
         [g] => then_what(g),
@@ -63,7 +64,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let profiles: Vec<String> = gens.iter().flat_map(|g| g.profiles.clone()).collect();
     confirm(&Ask {
         host: &host,
-        command: "recover",
+        command: names::RECOVER,
         profiles: &profiles,
         plan: &restored,
         question: format!(
@@ -81,7 +82,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
                 "generation {} ({}) was put back, but carrying it out again failed: {e}. The host is as it was before that generation; run `gdrprov {}` again once the cause is fixed",
                 one.generation.generation,
                 apply::what_generation(&one.generation),
-                if one.generation.kind == Kind::Rollback { "rollback" } else { "commit" }
+                if one.generation.kind == Kind::Rollback { names::ROLLBACK } else { names::COMMIT }
             ))
         })?,
         _ => None,
@@ -100,7 +101,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
 fn then_what(g: &Generation) -> String {
     if g.kind == Kind::Rollback {
         ", then roll back again what it was rolling back".into()
-    } else if g.command.as_deref() == Some("commit") {
+    } else if g.command.as_deref() == Some(names::COMMIT) {
         ", then commit the trial boot again".into()
     } else {
         String::new()
@@ -125,13 +126,13 @@ fn complete(
         let profiles = store.load_state()?.profiles;
         let outcome = apply::execute(host, store, &plan, Kind::Rollback, undoes)?;
         return Ok(Some(Completed {
-            command: "rollback",
+            command: names::ROLLBACK,
             profiles,
             plan,
             outcome: Some(outcome),
         }));
     }
-    if g.command.as_deref() != Some("commit") {
+    if g.command.as_deref() != Some(names::COMMIT) {
         return Ok(None);
     }
     // The commit had checked that the trial entry runs; that decision stands.
@@ -160,11 +161,11 @@ fn complete(
             &plan,
             Kind::Apply,
             Vec::new(),
-            Some("commit"),
+            Some(names::COMMIT),
         )?)
     };
     Ok(Some(Completed {
-        command: "commit",
+        command: names::COMMIT,
         profiles: desired.names,
         plan,
         outcome,

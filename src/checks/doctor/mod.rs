@@ -13,6 +13,7 @@ use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
 use crate::facts::Facts;
 use crate::host::Host;
+use crate::names;
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::profile::Composed;
 use crate::versions;
@@ -384,7 +385,7 @@ pub fn report(
     };
     Ok(Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
-        command: "doctor",
+        command: names::DOCTOR,
         root: host.root().display().to_string(),
         profile: composed.map(|c| c.names.join(" + ")),
         requirements,
