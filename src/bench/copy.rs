@@ -26,6 +26,9 @@ pub struct CopyOptions {
     pub runs: u32,
     pub min_fraction: Option<f64>,
     pub min_gbs: Option<f64>,
+    /// A bar per GPU measured, on standard error (callers pass true only on a
+    /// terminal and never with JSON output).
+    pub progress: bool,
 }
 
 impl Default for CopyOptions {
@@ -36,6 +39,7 @@ impl Default for CopyOptions {
             runs: DEFAULT_RUNS,
             min_fraction: None,
             min_gbs: None,
+            progress: false,
         }
     }
 }
@@ -102,6 +106,27 @@ pub struct GpuCopy {
     pub floor_gbs: Option<f64>,
     pub floor_source: String,
     pub passed: bool,
+}
+
+impl GpuCopy {
+    /// One GPU's copy: `GPU 0 NAME (PCI), link L (max M): H2D x GB/s, D2H y
+    /// GB/s, floor F GB/s (where the floor comes from)`.
+    pub fn summary(&self) -> String {
+        format!(
+            "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}",
+            self.index,
+            self.name,
+            self.pci,
+            self.link.under_load(),
+            self.link.maximum(),
+            self.h2d_gbs,
+            self.d2h_gbs,
+            match self.floor_gbs {
+                Some(f) => format!("floor {f:.1} GB/s ({})", self.floor_source),
+                None => format!("no floor ({})", self.floor_source),
+            }
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -253,10 +278,21 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
             hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
         });
     }
+    let bar = if opts.progress {
+        indicatif::ProgressBar::with_draw_target(
+            Some(indexes.len() as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_message("GPU copy bandwidth");
     let mut gpus = Vec::new();
     for i in indexes {
         gpus.push(run_gpu(i, opts)?);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(CopyReport {
         bytes: opts.size,
         runs: opts.runs,

@@ -1,8 +1,9 @@
 //! `gdrprov history`: the journal's generations: when, who, what, result.
 
-use crate::apply::journal::{Kind, StateStore};
 use crate::error::Result;
 use crate::exit;
+use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::fmt::Write as _;
@@ -28,8 +29,8 @@ struct HistoryEntry {
     steps: usize,
 }
 
-fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
-    use crate::apply::journal::Status;
+fn history_entry(g: &crate::journal::Generation) -> HistoryEntry {
+    use crate::journal::Status;
     let result = match (g.status, g.rolled_back_by) {
         (_, Some(_)) => "rolled-back",
         (Status::Complete, None) => "complete",
@@ -40,8 +41,8 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
     HistoryEntry {
         generation: g.generation,
         kind: g.kind,
-        started: crate::apply::journal::rfc3339(g.started),
-        finished: g.finished.map(crate::apply::journal::rfc3339),
+        started: crate::journal::rfc3339(g.started),
+        finished: g.finished.map(crate::journal::rfc3339),
         user: g.user.clone(),
         profiles: g.profiles.clone(),
         result: result.into(),
@@ -54,7 +55,7 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
 pub fn run(out: &Output, target: &Target) -> Result<i32> {
     let host = target.open()?;
     let store = StateStore::new(&host);
-    crate::apply::proof::refuse_unproven(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let gens = store
         .generation_numbers()
         .into_iter()
@@ -65,11 +66,11 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(
-            "history",
+            names::HISTORY,
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             let mut t = String::new();
             if gens.is_empty() {
                 let _ = writeln!(
@@ -91,14 +92,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
 fn line(g: &HistoryEntry) -> String {
     let what = match g.kind {
         Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-        Kind::Rollback => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Kind::Rollback => crate::apply::rollback_of(&g.undoes),
     };
     let result = match g.rolled_back_by {
         Some(by) => format!("rolled back by {by}"),

@@ -3,6 +3,7 @@
 use crate::commands::cli::ProfileCommand;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::names;
 use crate::output::{Format, Output};
 use crate::profile;
 use std::path::Path;
@@ -21,9 +22,13 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    out.document("profile list", root, serde_json::json!({"profiles": v}));
+                    out.document(
+                        names::PROFILE_LIST,
+                        root,
+                        serde_json::json!({"profiles": v}),
+                    );
                 }
-                Format::Text | Format::Prometheus => {
+                Format::Text | Format::Prometheus | Format::Html => {
                     let lines: String = rows
                         .iter()
                         .map(|(n, d)| {
@@ -41,7 +46,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             let loaded = profile::load(name)?;
             match out.format {
                 Format::Json => out.document(
-                    "profile show",
+                    names::PROFILE_SHOW,
                     root,
                     serde_json::json!({
                         "name": loaded.name,
@@ -49,7 +54,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         "profile": loaded.doc,
                     }),
                 ),
-                Format::Text | Format::Prometheus => {
+                Format::Text | Format::Prometheus | Format::Html => {
                     let yaml = serde_saphyr::to_string(&loaded.doc)
                         .map_err(|e| Error::Usage(e.to_string()))?;
                     out.raw(&format!(
@@ -80,7 +85,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             }
             if out.format == Format::Json {
                 out.document(
-                    "profile validate",
+                    names::PROFILE_VALIDATE,
                     root,
                     serde_json::json!({"ok": failed == 0, "files": results}),
                 );

@@ -1,7 +1,8 @@
 //! The files `fleet sweep` reads: host lists, pair results, verify reports,
 //! Slurm's drained nodes. Every problem names the file and the fix.
 
-use super::{add_records, HostsArgs};
+use super::add_records;
+use crate::commands::cli::fleet::HostsArgs;
 use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;
@@ -174,6 +175,7 @@ pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
+    bar: &indicatif::ProgressBar,
 ) -> Result<(Sweep, Mtus)> {
     let mut files = JsonFiles::new();
     for d in dirs {
@@ -188,7 +190,9 @@ pub fn load_with_mtus(
     let mut records = Vec::new();
     // Each measurement once: keyed by round, pair (either order) and rail.
     let mut measured = HashSet::new();
+    bar.set_length(files.files.len() as u64);
     for f in &files.files {
+        bar.inc(1);
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let Some((a, b, rail)) = results::names_from_stem(stem) else {
             return Err(Error::Usage(format!(
@@ -215,14 +219,20 @@ pub fn load_with_mtus(
             }
         }
     }
+    bar.finish_and_clear();
     let mut sweep = Sweep::new(nodes, rails.to_vec());
     let mut mtus = HashMap::new();
     add_records(&mut sweep, &records, &mut mtus);
     Ok((sweep, mtus))
 }
 
-pub fn load_results(dirs: &[PathBuf], nodes: Vec<String>, rails: &[String]) -> Result<Sweep> {
-    Ok(load_with_mtus(dirs, nodes, rails)?.0)
+pub fn load_results(
+    dirs: &[PathBuf],
+    nodes: Vec<String>,
+    rails: &[String],
+    bar: &indicatif::ProgressBar,
+) -> Result<Sweep> {
+    Ok(load_with_mtus(dirs, nodes, rails, bar)?.0)
 }
 
 /// DIR/NODE.json, each a `gdrprov verify --format json` document.

@@ -48,10 +48,14 @@ pub struct HealthReport {
 /// are measured too (and the GPU links judged under load); elsewhere those
 /// two are skipped with the reason.
 pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
+    let timer = std::time::Instant::now;
     let (copy_check, loads, copy, nvml_check, nvml) = if live {
+        let start = timer();
         let (c, loads, r) = copy::run(facts);
+        let c = c.timed(start.elapsed());
+        let start = timer();
         let n = nvml::read();
-        let nc = nvml::check(n.as_ref().map_err(String::as_str));
+        let nc = nvml::check(n.as_ref().map_err(String::as_str)).timed(start.elapsed());
         (c, loads, r, nc, n.ok())
     } else {
         let why = "not the running system";
@@ -63,14 +67,18 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
             None,
         )
     };
+    let timed = |f: &dyn Fn() -> HealthCheck| {
+        let start = timer();
+        f().timed(start.elapsed())
+    };
     HealthReport {
         checks: vec![
-            links::check(facts, &loads),
+            timed(&|| links::check(facts, &loads)),
             copy_check,
-            kernel_log::check(facts),
+            timed(&|| kernel_log::check(facts)),
             nvml_check,
-            ports::check(facts),
-            affinity::check(facts),
+            timed(&|| ports::check(facts)),
+            timed(&|| affinity::check(facts)),
         ],
         copy,
         nvml,

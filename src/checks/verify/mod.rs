@@ -11,11 +11,11 @@ mod table;
 pub use crate::checks::{Check, Status};
 pub use table::{Cx, Entry, Run, TABLE};
 
-use crate::apply::journal::StateStore;
 use crate::bench::LoopbackReport;
 use crate::checks::requirements::ReqResult;
 use crate::error::Result;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::plan::Plan;
 use crate::profile::Composed;
 use serde::Serialize;
@@ -87,11 +87,22 @@ pub fn run(
         .as_deref()
         .filter(|_| runs_loopback || runs_pair)
     {
-        let (dev, port) = crate::commands::bench::parse_dev_port(d)
+        let (dev, port) = crate::bench::parse::parse_dev_port(d)
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
     }
-    let mut checks: Vec<Check> = TABLE.iter().filter_map(|e| e.check(&cx)).collect();
+    // Each check timed; a health check keeps the time its measurement took.
+    let mut checks: Vec<Check> = TABLE
+        .iter()
+        .filter_map(|e| {
+            let start = std::time::Instant::now();
+            let c = e.check(&cx)?;
+            Some(match c.duration {
+                Some(_) => c,
+                None => c.timed(start.elapsed()),
+            })
+        })
+        .collect();
     // A generation left unfinished: the host is in no known state.
     if let Some(n) = crate::apply::notice(host, &StateStore::new(host)) {
         checks.insert(0, Check::fail_with_cause("journal", n));

@@ -12,10 +12,11 @@
 mod menu;
 
 use crate::apply;
-use crate::apply::journal::{Kind, StateStore};
 use crate::commands::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{Format, Output};
 use crate::plan::{Action, Change, Plan};
@@ -43,9 +44,9 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
                 "next_entry": info.next_entry,
                 "entries": info.entries,
             });
-            out.document("boot list", &target.root, v);
+            out.document(names::BOOT_LIST, &target.root, v);
         }
-        Format::Text | Format::Prometheus => out.raw(&list_text(&host, &info)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&list_text(&host, &info)),
     }
     Ok(crate::exit::OK)
 }
@@ -129,11 +130,11 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
     if host.no_exec() {
         match out.format {
             Format::Json => out.document(
-                "boot once",
+                names::BOOT_ONCE,
                 &target.root,
                 serde_json::json!({"run": shown, "ran": false}),
             ),
-            Format::Text | Format::Prometheus => {
+            Format::Text | Format::Prometheus | Format::Html => {
                 out.raw(&format!("Would run (--no-exec): {line}\n"))
             }
         }
@@ -157,11 +158,13 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
     let durable = host.make_boot_durable(&[])?;
     match out.format {
         Format::Json => out.document(
-            "boot once",
+            names::BOOT_ONCE,
             &target.root,
             serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
-        Format::Text | Format::Prometheus => out.raw(&format!("Ran: {line}\n{}.\n", spec.why)),
+        Format::Text | Format::Prometheus | Format::Html => {
+            out.raw(&format!("Ran: {line}\n{}.\n", spec.why))
+        }
     }
     Ok(())
 }
@@ -202,25 +205,11 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
     Ok(edits
         .into_iter()
         .map(|e| {
-            let before = files
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, c)| c.clone());
-            Change {
-                module: "boot".into(),
-                description: format!(
-                    "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
-                    e.name
-                ),
-                action: Action::WriteFile {
-                    path: e.name.clone(),
-                    before,
-                    after: e.new_content,
-                    new_mode: 0o644,
-                    meta: None,
-                },
-                reboot: None,
-            }
+            let description = format!(
+                "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
+                e.name
+            );
+            crate::plan::modules::bootcfg_grub::defaults_edit("boot", &files, e, description, None)
         })
         .collect())
 }
@@ -230,6 +219,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let store = StateStore::new(&host);
     // Planned against half-changed files otherwise: `gdrprov recover` first.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
     let state = store.load_state()?;
@@ -300,7 +290,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     };
     if host.no_exec() {
         out.report(&crate::output::report(
-            "boot set-default",
+            names::BOOT_SET_DEFAULT,
             &host,
             state.profiles.clone(),
             &plan,
@@ -311,13 +301,14 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     ops::require_root(&host, "changing the boot entries")?;
     let _lock = store.lock()?;
     apply::refuse_unfinished_locked(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
-    g.profiles = vec![format!("boot set-default {id}")];
+    g.profiles = vec![format!("{} {id}", names::BOOT_SET_DEFAULT)];
     store.save_generation(&g)?;
     out.report(&crate::output::report(
-        "boot set-default",
+        names::BOOT_SET_DEFAULT,
         &host,
         state.profiles,
         &plan,
@@ -331,6 +322,7 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
     let store = StateStore::new(&host);
     // An interrupted commit (or any unfinished run) first: `gdrprov recover`.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
         return Err(Error::Refused(
@@ -380,8 +372,8 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
             trial: false,
         },
         &mut ops::yes,
-        Some("commit"),
+        Some(names::COMMIT),
     )?;
-    super::apply::report(out, "commit", &done);
+    super::apply::report(out, names::COMMIT, &done);
     Ok(crate::exit::OK)
 }

@@ -319,7 +319,7 @@ impl<'a> StateStore<'a> {
             .filter(|n| {
                 self.host
                     .exists(&Self::path(&format!("generations/{n}/journal.json")))
-                    || super::proof::directory_problem(self.host, DIR, *n).is_some()
+                    || crate::journal_proof::directory_problem(self.host, DIR, *n).is_some()
             })
             .collect()
     }
@@ -333,12 +333,12 @@ impl<'a> StateStore<'a> {
             .copied()
             .unwrap_or(0)
             .saturating_add(1);
-        if n > super::proof::MAX_GENERATION {
+        if n > crate::journal_proof::MAX_GENERATION {
             return Err(Error::Journal(format!(
                 "{} holds a generation numbered {}, past the highest gdrprov makes ({}); it was not made by gdrprov, so nothing was changed. Run `gdrprov journal check`, and remove that directory if it is not gdrprov's",
                 self.host.display(&Self::path("generations")),
                 n - 1,
-                super::proof::MAX_GENERATION
+                crate::journal_proof::MAX_GENERATION
             )));
         }
         Ok(n)
@@ -356,7 +356,7 @@ impl<'a> StateStore<'a> {
     }
 
     /// Reads generation `n`'s journal and proves it is `n`'s own
-    /// ([`super::proof`]): its directory real and in bounds, its number,
+    /// ([`crate::journal_proof`]): its directory real and in bounds, its number,
     /// directory and backups its own.
     pub fn load_generation(&self, n: u64) -> Result<Generation> {
         let refuse = |why: String| {
@@ -365,11 +365,21 @@ impl<'a> StateStore<'a> {
                 self.host.display(&Self::path("generations"))
             ))
         };
-        if let Some(why) = super::proof::directory_problem(self.host, DIR, n) {
+        if let Some(why) = crate::journal_proof::directory_problem(self.host, DIR, n) {
             return Err(refuse(why));
         }
         let g = self.load_generation_unproven(n)?;
-        match super::proof::identity_problem(n, &g) {
+        let seen = crate::journal_proof::Generation {
+            generation: g.generation,
+            directory: g.directory.as_deref(),
+            backups: g
+                .steps
+                .iter()
+                .flat_map(|s| [s.before.as_deref(), s.after.as_deref()])
+                .flatten()
+                .collect(),
+        };
+        match crate::journal_proof::identity_problem(n, &seen) {
             Some(why) => Err(refuse(why)),
             None => Ok(g),
         }
