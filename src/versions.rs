@@ -144,7 +144,7 @@ pub fn parse(spec: &str) -> Result<Vec<Constraint>, String> {
         let v = rest.trim();
         if let Some(why) = version_problem(v) {
             return Err(format!(
-                "{p:?} is not a version constraint ({why}); write an operator (>=, >, <=, <, =, !=) and a version, like \">= 5.12\""
+                "{p:?} is not a version constraint; write an operator (>=, >, <=, <, =, !=) and a version, like \">= 5.12\" ({why})"
             ));
         }
         out.push(Constraint {
@@ -266,7 +266,7 @@ mod tests {
             "!5",
             &format!(">= {}", "1".repeat(20)),
             &format!(">= 1.{}", "2".repeat(70)),
-            &vec![">= 1"; 9].join(","),
+            &[">= 1"; 9].join(","),
         ] {
             let e = parse(bad).unwrap_err();
             assert!(

@@ -98,9 +98,9 @@ impl Model {
                 m.bad_paths, m.nodes
             ));
         }
-        if !(m.noise.is_finite() && (0.0..1.0).contains(&m.noise))
-            || !(m.slow.is_finite() && (0.0..=1.0).contains(&m.slow))
-        {
+        let noise_ok = m.noise.is_finite() && (0.0..1.0).contains(&m.noise);
+        let slow_ok = m.slow.is_finite() && (0.0..=1.0).contains(&m.slow);
+        if !(noise_ok && slow_ok) {
             return Some("--noise must be in [0, 1) and --slow in [0, 1]".into());
         }
         if !(m.pair_seconds.is_finite() && m.pair_seconds > 0.0 && m.pair_seconds <= 86_400.0) {

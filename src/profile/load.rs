@@ -382,11 +382,12 @@ fn check_nccl(doc: &ProfileDoc) -> Check {
         if let Some(s) = v.as_str() {
             super::text::check_line(&format!("nccl.{k}"), s, super::text::MAX_VALUE)?;
         }
-        let ok = match v {
-            serde_json::Value::String(_) => true,
-            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
-            _ => false,
-        };
+        let ok = matches!(
+            v,
+            serde_json::Value::String(_)
+                | serde_json::Value::Number(_)
+                | serde_json::Value::Bool(_)
+        );
         if !ok {
             return Err(format!("nccl.{k}: give a single-line string or a number"));
         }

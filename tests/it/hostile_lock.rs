@@ -115,7 +115,8 @@ fn every_command_refuses(root: &Root, kind: &str, make: &dyn Fn(&Path)) {
 
 #[test]
 fn a_fifo_socket_directory_or_symlink_at_the_lock_is_refused_without_hanging() {
-    let cases: [(&str, fn(&Path)); 4] = [
+    type Make = fn(&Path);
+    let cases: [(&str, Make); 4] = [
         ("a FIFO", |p| {
             nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
         }),

@@ -139,7 +139,7 @@ pub fn generate_secret_at(path: &Path) -> Result<Secret, PairError> {
         .write(true)
         .create_new(true)
         .mode(0o600)
-        .open(&path)
+        .open(path)
         .map_err(|e| PairError::BadSecret {
             path: path.display().to_string(),
             why: format!("cannot create it: {e}"),
@@ -339,7 +339,7 @@ mod tests {
         assert!(load_secret(Some(&p)).unwrap().is_some());
         for bad in [
             "\0".repeat(17),
-            format!("0123456789abcdef\u{1b}[2J"),
+            "0123456789abcdef\u{1b}[2J".to_string(),
             "a\nb".repeat(9),
         ] {
             let e = Secret::from_text(&bad, "x").unwrap_err().to_string();

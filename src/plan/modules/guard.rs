@@ -62,7 +62,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
 /// Every module the profile blocks, with the key that blocks it
 /// (`modules.absent`, or a kernel argument that blocks by another spelling).
 fn blocked(ctx: &Context) -> Vec<(String, String)> {
-    crate::profile::guard::blocked_modules(&ctx.desired)
+    crate::profile::guard::blocked_modules(ctx.desired)
 }
 
 /// Refuses a `files:` path that leads through a symlink where `files:` may
