@@ -34,6 +34,8 @@ pub enum BenchCommand {
     Copy(CopyArgs),
     /// RDMA between two hosts: `--listen` on one, `pair PEER` on the other; with a data check.
     Pair(crate::bench::pair::PairArgs),
+    /// GPU -> GPU copy-engine bandwidth of every ordered pair: read, write, bidirectional, peer access and path.
+    P2p(crate::commands::bench_node::P2pArgs),
 }
 
 /// `gdrprov bench copy`
@@ -54,6 +56,8 @@ pub struct CopyArgs {
     /// Pass at this many GB/s each way.
     #[arg(long, value_name = "GBS")]
     pub min_gbs: Option<f64>,
+    #[command(flatten)]
+    pub node: crate::commands::bench_node::ConcurrentArgs,
 }
 
 /// `gdrprov bench loopback`
@@ -196,7 +200,7 @@ fn to_json<T: serde::Serialize>(command: &str, v: &T) -> Result<String, BenchErr
 }
 
 /// Prints a bench's text, or its JSON document (in the envelope).
-fn show<T: serde::Serialize>(
+pub(crate) fn show<T: serde::Serialize>(
     out: &Output,
     command: &str,
     text: impl FnOnce() -> String,
@@ -209,7 +213,7 @@ fn show<T: serde::Serialize>(
     Ok(())
 }
 
-fn format_of(out: &Output) -> BenchFormat {
+pub(crate) fn format_of(out: &Output) -> BenchFormat {
     if out.format == Format::Json {
         BenchFormat::Json
     } else {
@@ -341,7 +345,11 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, out),
         BenchCommand::Probe(a) => run_probe(a, out),
+        BenchCommand::Copy(a) if a.node.concurrent => {
+            crate::commands::bench_node::run_concurrent(a, out)
+        }
         BenchCommand::Copy(a) => run_copy(a, out),
+        BenchCommand::P2p(a) => crate::commands::bench_node::run_p2p(a, out),
         BenchCommand::Pair(a) => run_pair(a, out),
     }
 }

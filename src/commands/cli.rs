@@ -50,6 +50,7 @@ impl Command {
                 BenchCommand::Loopback(_) => "bench loopback",
                 BenchCommand::Probe(_) => "bench probe",
                 BenchCommand::Copy(_) => "bench copy",
+                BenchCommand::P2p(_) => "bench p2p",
                 BenchCommand::Pair(_) => "bench pair",
             },
             Command::Fleet(f) => crate::commands::sweep::name(&f.command),

@@ -7,6 +7,7 @@
 pub mod ansible;
 mod apply;
 mod ask;
+pub mod bench_node;
 pub mod bench;
 pub mod boot;
 pub mod cli;

@@ -12,7 +12,10 @@ pub mod affinity;
 pub mod copy;
 pub mod kernel_log;
 pub mod links;
+pub mod node;
+pub mod nvlink;
 pub mod nvml;
+pub mod p2p;
 pub mod ports;
 
 use serde::Serialize;
@@ -29,6 +32,9 @@ pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {
         kernel_log::check(facts),
         ports::check(facts),
         affinity::check(facts),
+        nvlink::check(facts),
+        nvlink::fabric(facts),
+        p2p::from_facts(facts),
     ]
 }
 
@@ -41,6 +47,14 @@ pub struct HealthReport {
     pub copy: Option<crate::bench::copy::CopyReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvml: Option<nvml::NvmlReport>,
+    /// Every GPU at once, and every GPU pair (2+ GPUs, running system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrent: Option<crate::bench::concurrent::ConcurrentReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<crate::bench::p2p::P2pReport>,
+    /// Seconds the multi-GPU part took (concurrent copy, every pair, NVLink counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_seconds: Option<f64>,
     pub links: Vec<crate::facts::links::PcieLink>,
 }
 
@@ -48,8 +62,11 @@ pub struct HealthReport {
 /// are measured too (and the GPU links judged under load); elsewhere those
 /// two are skipped with the reason.
 pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
+    let mut multi = node::NodeRun::default();
     let (copy_check, loads, copy, nvml_check, nvml) = if live {
         let (c, loads, r) = copy::run(facts);
+        multi = node::run(facts, r.as_ref());
+        let c = node::fold_copy(c, multi.concurrent.as_ref());
         let n = nvml::read();
         let nc = nvml::check(n.as_ref().map_err(String::as_str));
         (c, loads, r, nc, n.ok())
@@ -71,9 +88,18 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
             nvml_check,
             ports::check(facts),
             affinity::check(facts),
+            multi.nvlink.take().unwrap_or_else(|| nvlink::check(facts)),
+            nvlink::fabric(facts),
+            multi
+                .p2p_check
+                .take()
+                .unwrap_or_else(|| p2p::from_facts(facts)),
         ],
         copy,
         nvml,
+        concurrent: multi.concurrent,
+        p2p: multi.p2p,
+        node_seconds: (multi.seconds > 0.0).then_some(multi.seconds),
         links: facts.links.clone(),
     }
 }

@@ -455,6 +455,48 @@ fn pattern(copy: usize, sample: u32) -> u8 {
     (v as u8).wrapping_add(0x10) | 1
 }
 
+/// For every ordered pair of visible GPUs (CUDA ordinals): whether CUDA lets the first reach
+/// the second's memory directly (`cuDeviceCanAccessPeer`) and the link's performance rank.
+/// Needs no context: nothing is allocated.
+pub fn peer_matrix() -> Result<Vec<(u32, u32, bool, Option<i32>)>, Error> {
+    let n = u32::try_from(super::gpu_count()?).unwrap_or(0);
+    ensure_libcuda()?;
+    let mut devs = Vec::new();
+    for i in 0..n {
+        let mut d: sys::CUdevice = 0;
+        // SAFETY: symbols checked; ordinal below the count.
+        unsafe { check("cuDeviceGet", sys::cuDeviceGet(&mut d, i as c_int))? };
+        devs.push(d);
+    }
+    let mut out = Vec::new();
+    for (a, da) in devs.iter().enumerate() {
+        for (b, db) in devs.iter().enumerate() {
+            if a == b {
+                continue;
+            }
+            let (mut can, mut rank): (c_int, c_int) = (0, -1);
+            // SAFETY: symbols checked; out-pointers valid.
+            unsafe {
+                check(
+                    "cuDeviceCanAccessPeer",
+                    sys::cuDeviceCanAccessPeer(&mut can, *da, *db),
+                )?;
+                let r = sys::cuDeviceGetP2PAttribute(
+                    &mut rank,
+                    sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK,
+                    *da,
+                    *db,
+                );
+                if r != sys::CUresult::CUDA_SUCCESS {
+                    rank = -1;
+                }
+            }
+            out.push((a as u32, b as u32, can == 1, (rank >= 0).then_some(rank)));
+        }
+    }
+    Ok(out)
+}
+
 /// The median of `v` (0 when empty).
 pub fn median(v: &[f64]) -> f64 {
     let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();

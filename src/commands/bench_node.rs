@@ -1,0 +1,113 @@
+//! The whole node's benchmarks: `gdrprov bench copy --concurrent` (every GPU at once) and
+//! `gdrprov bench p2p` (every ordered GPU pair). Their arguments live here, self-contained, so
+//! that `bench copy` gains one flattened field and `bench` one subcommand.
+
+use crate::bench::concurrent;
+use crate::bench::copy::CopyOptions;
+use crate::bench::error::BenchError;
+use crate::bench::p2p;
+use crate::commands::bench::{parse_size, show, CopyArgs};
+use crate::output::Output;
+use gdrprov_rdma::cuda::node::Method;
+
+/// `bench copy --concurrent` (flattened into `bench copy`'s arguments).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ConcurrentArgs {
+    /// Host -> device and device -> host on every GPU at once (each alone first), per GPU and in
+    /// sum, floors from the topology (512 MiB copies, median of --samples, nvbandwidth's method).
+    #[arg(long)]
+    pub concurrent: bool,
+    /// Samples whose median counts (with --concurrent).
+    #[arg(long, default_value_t = 3, value_name = "N", requires = "concurrent")]
+    pub samples: u32,
+}
+
+/// `gdrprov bench p2p`
+#[derive(Debug, Clone, clap::Args)]
+pub struct P2pArgs {
+    /// CUDA device indexes (default: every GPU); every ordered pair of them is measured.
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub gpu: Vec<u32>,
+    /// Bytes per copy; K/M/G suffixes [default: 512MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub size: Option<u64>,
+    /// Samples whose median counts.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub samples: u32,
+}
+
+fn method(samples: u32) -> Result<Method, BenchError> {
+    if samples == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--samples must be > 0".into(),
+        ));
+    }
+    Ok(Method {
+        samples,
+        ..Method::default()
+    })
+}
+
+fn size(v: Option<u64>) -> Result<usize, BenchError> {
+    let s = v.unwrap_or(concurrent::DEFAULT_SIZE as u64);
+    if s == 0 {
+        return Err(BenchError::InvalidArgument("--size must be > 0".into()));
+    }
+    usize::try_from(s).map_err(|_| BenchError::InvalidArgument("--size is too large".into()))
+}
+
+/// The GPUs to use: those named, else every one CUDA sees; no GPU is an error.
+fn indexes(named: &[u32]) -> Result<Vec<u32>, BenchError> {
+    gdrprov_rdma::cuda::node::ensure_libcuda()?;
+    let count = u32::try_from(gdrprov_rdma::cuda::gpu_count()?).unwrap_or(0);
+    if count == 0 {
+        return Err(BenchError::Cuda {
+            op: "cuDeviceGetCount",
+            code: 100,
+            name: "CUDA_ERROR_NO_DEVICE".into(),
+            message: "no CUDA device".into(),
+            hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
+        });
+    }
+    if named.is_empty() {
+        return Ok((0..count).collect());
+    }
+    if let Some(&bad) = named.iter().find(|&&i| i >= count) {
+        return Err(BenchError::GpuNotFound {
+            index: bad,
+            count: count as i32,
+        });
+    }
+    Ok(named.to_vec())
+}
+
+/// Runs `bench copy --concurrent`: Ok(0) unless a GPU failed its floor (warnings pass).
+pub fn run_concurrent(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
+    let m = method(args.node.samples)?;
+    let gpus = indexes(&args.gpu)?;
+    let opts = CopyOptions {
+        gpus: gpus.clone(),
+        min_fraction: args.min_fraction,
+        min_gbs: args.min_gbs,
+        ..CopyOptions::default()
+    };
+    let topo = crate::facts::gpu_topo::of_running_system();
+    let r = concurrent::run(&gpus, size(args.size)?, &m, None, &opts, &topo)?;
+    show(
+        out,
+        "bench copy",
+        || crate::output::node::concurrent_text(&r),
+        &r,
+    )?;
+    Ok(if r.passed { 0 } else { 1 })
+}
+
+/// Runs `bench p2p`: Ok(0) when every pair reached its floor with peer access, else Ok(1).
+pub fn run_p2p(args: &P2pArgs, out: &Output) -> Result<i32, BenchError> {
+    let m = method(args.samples)?;
+    let gpus = indexes(&args.gpu)?;
+    let topo = crate::facts::gpu_topo::of_running_system();
+    let r = p2p::run(&gpus, size(args.size)?, &m, &topo)?;
+    show(out, "bench p2p", || crate::output::node::p2p_text(&r), &r)?;
+    Ok(if r.passed { 0 } else { 1 })
+}

@@ -1,0 +1,224 @@
+//! The whole node's reports as text: `bench copy --concurrent`, `bench p2p`, and the GPU
+//! topology section of `inventory` (NVLink per GPU, GPU pairs, shared upstream ports, fabric).
+
+use crate::bench::concurrent::{ConcurrentReport, GpuTogether};
+use crate::bench::p2p::{P2pReport, PairResult};
+use crate::facts::gpu_topo::GpuTopology;
+
+fn f1(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "?".into())
+}
+
+/// One GPU of the concurrent copy, the same words in `bench copy --concurrent` and `verify`.
+pub fn together_line(g: &GpuTogether) -> String {
+    format!(
+        "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}",
+        g.index,
+        g.name,
+        g.pci,
+        f1(g.h2d.alone_gbs),
+        g.h2d.together_gbs,
+        f1(g.d2h.alone_gbs),
+        g.d2h.together_gbs,
+        f1(g.floor_alone_gbs),
+        f1(g.floor_together_gbs),
+        g.floor_source,
+        g.shared_port
+            .as_deref()
+            .map(|p| format!("; shares {p}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The sums line.
+pub fn sums(r: &ConcurrentReport) -> String {
+    format!(
+        "all {} GPUs together: H2D {:.1} GB/s, D2H {:.1} GB/s in sum",
+        r.gpus.len(),
+        r.h2d_sum_gbs,
+        r.d2h_sum_gbs
+    )
+}
+
+pub fn concurrent_text(r: &ConcurrentReport) -> String {
+    let mut s = format!(
+        "Every GPU at once, {} MiB copies ({})\n",
+        r.bytes >> 20,
+        r.method
+    );
+    if let Some(n) = &r.note {
+        s.push_str(&format!("  {n}\n"));
+    }
+    for g in &r.gpus {
+        s.push_str(&format!(
+            "  {}: {}\n",
+            together_line(g),
+            g.verdict.to_ascii_uppercase()
+        ));
+        if let Some(f) = &g.finding {
+            s.push_str(&format!("    {f}\n"));
+        }
+    }
+    s.push_str(&format!("  {}\n", sums(r)));
+    s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
+    s
+}
+
+/// One pair, the same words in `bench p2p` and `verify`.
+pub fn pair_line(p: &PairResult) -> String {
+    let path = match p.path.kind {
+        "nvlink" => format!(
+            "NVLink {} x{}{}",
+            p.path.nvlink_generation.as_deref().unwrap_or("?"),
+            p.path.nvlinks,
+            if p.path.via_switch {
+                " via NVSwitch"
+            } else {
+                ""
+            }
+        ),
+        k => k.to_string(),
+    };
+    format!(
+        "GPU {} -> GPU {} over {path}, peer access {}: read {:.1}, write {:.1}, bidirectional {:.1} GB/s, floor {} one way ({}){}",
+        p.a,
+        p.b,
+        match p.path.peer_access {
+            Some(true) => "on",
+            Some(false) => "OFF",
+            None => "?",
+        },
+        p.read_gbs,
+        p.write_gbs,
+        p.bidir_gbs,
+        f1(p.floor_gbs),
+        p.floor_source,
+        p.efficiency
+            .map(|e| format!("; efficiency {e:.3} of the raw rate"))
+            .unwrap_or_default()
+    )
+}
+
+pub fn p2p_text(r: &P2pReport) -> String {
+    let mut s = format!("GPU to GPU, {} MiB copies ({})\n", r.bytes >> 20, r.method);
+    if let Some(n) = &r.note {
+        s.push_str(&format!("  {n}\n"));
+    }
+    for p in &r.pairs {
+        s.push_str(&format!(
+            "  {}: {}\n",
+            pair_line(p),
+            p.verdict.to_ascii_uppercase()
+        ));
+        if let Some(f) = &p.finding {
+            s.push_str(&format!("    {f}\n"));
+        }
+    }
+    s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
+    s
+}
+
+/// The GPU topology section of `inventory`: lines without a heading.
+pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
+    let mut out = Vec::new();
+    match t.live.as_ref().map(|l| &l.nvml) {
+        None => out.push("NVLink, fabric, GPU pairs: not asked (not the running system, or a snapshot without them)".into()),
+        Some(n) if n.error.is_some() => {
+            out.push(format!("NVML: {}", n.error.as_deref().unwrap_or("")))
+        }
+        Some(n) => {
+            for g in &n.gpus {
+                let up = g.links.iter().filter(|l| l.up).count();
+                let remote: Vec<String> = {
+                    let mut v: Vec<String> = g
+                        .links
+                        .iter()
+                        .filter(|l| l.up)
+                        .map(|l| {
+                            l.remote_pci
+                                .clone()
+                                .or_else(|| l.remote_type.clone())
+                                .unwrap_or_else(|| "?".into())
+                        })
+                        .collect();
+                    v.sort();
+                    v.dedup();
+                    v
+                };
+                out.push(format!(
+                    "GPU {} {} ({}): NVLink {} of {} up{}{}, to {}; fabric {}",
+                    g.index,
+                    g.name,
+                    g.pci,
+                    up,
+                    g.links.len(),
+                    g.links
+                        .iter()
+                        .find_map(|l| l.generation.clone())
+                        .map(|v| format!(", NVLink {v}"))
+                        .unwrap_or_default(),
+                    g.link_speed_mbps
+                        .map(|m| format!(" at {:.2} GB/s each", m as f64 / 1000.0))
+                        .unwrap_or_default(),
+                    if remote.is_empty() {
+                        "nothing".into()
+                    } else {
+                        remote.join(", ")
+                    },
+                    g.fabric
+                        .as_ref()
+                        .map(|f| f.state.clone())
+                        .unwrap_or_else(|| "n/a".into())
+                ));
+            }
+            for m in &n.missing {
+                out.push(format!("NVML lacks {m}"));
+            }
+        }
+    }
+    if let Some(l) = &t.live {
+        for p in &l.peers {
+            let path = crate::bench::p2p::path(t, &p.a_pci, &p.b_pci);
+            out.push(format!(
+                "GPU {} -> GPU {}: peer access {}, path {}{}{}",
+                p.a,
+                p.b,
+                if p.can_access { "yes" } else { "NO" },
+                path.kind,
+                if path.nvlinks > 0 {
+                    format!(" ({} links)", path.nvlinks)
+                } else {
+                    String::new()
+                },
+                path.common_ancestor
+                    .map(|c| format!(", common PCIe ancestor {c}"))
+                    .unwrap_or_default()
+            ));
+        }
+        if let Some(e) = &l.peers_error {
+            out.push(format!("CUDA peer access: {e}"));
+        }
+    }
+    for s in &t.shared {
+        out.push(format!(
+            "{} {} shared by GPUs {}{}{}",
+            if s.kind == "bridge" {
+                "PCIe port"
+            } else {
+                "host bridge"
+            },
+            s.port,
+            s.gpus.join(", "),
+            if s.nics.is_empty() {
+                String::new()
+            } else {
+                format!(" and NICs {}", s.nics.join(", "))
+            },
+            s.link
+                .as_deref()
+                .map(|l| format!(" (uplink {l}, {} GB/s)", f1(s.link_gbs)))
+                .unwrap_or_else(|| " (rate not in sysfs)".into())
+        ));
+    }
+    out
+}
