@@ -112,20 +112,16 @@ fn together_floor(
 /// Judges one GPU: fail below the floor where the floor is the link's or a known port's share,
 /// or below it alone; warn when only together and only behind a host bridge of unknown rate.
 pub fn judge(g: &mut GpuTogether, topo: &GpuTopology) {
-    let (floor_together, source, shared) = together_floor(
-        g.floor_alone_gbs,
-        &g.floor_source,
-        &g.pci,
-        topo,
-    );
+    let (floor_together, source, shared) =
+        together_floor(g.floor_alone_gbs, &g.floor_source, &g.pci, topo);
     g.floor_together_gbs = floor_together;
     g.floor_source = source;
     g.shared_port = shared.clone();
     let alone_low = g.floor_alone_gbs.is_some_and(|f| {
         g.h2d.alone_gbs.is_some_and(|x| x < f) || g.d2h.alone_gbs.is_some_and(|x| x < f)
     });
-    let together_low = floor_together
-        .is_some_and(|f| g.h2d.together_gbs < f || g.d2h.together_gbs < f);
+    let together_low =
+        floor_together.is_some_and(|f| g.h2d.together_gbs < f || g.d2h.together_gbs < f);
     let who = format!("GPU {} ({})", g.index, g.pci);
     let figures = format!(
         "H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s",
@@ -135,7 +131,10 @@ pub fn judge(g: &mut GpuTogether, topo: &GpuTopology) {
         g.d2h.together_gbs
     );
     (g.verdict, g.finding) = if !g.data_ok {
-        ("fail", Some(format!("{who}: the data copied did not arrive intact")))
+        (
+            "fail",
+            Some(format!("{who}: the data copied did not arrive intact")),
+        )
     } else if alone_low {
         ("fail", Some(format!("{who} is slow even alone: {figures}")))
     } else if together_low {
@@ -273,4 +272,107 @@ pub fn run(
         judge(g, topo);
     }
     Ok(finish(gpus, node.size(), note))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::gpu_topo::SharedPort;
+
+    fn gpu(pci: &str, alone: f64, together: f64) -> GpuTogether {
+        GpuTogether {
+            index: 0,
+            name: "NVIDIA H200".into(),
+            pci: pci.into(),
+            link: LinkReading::default(),
+            h2d: Direction {
+                alone_gbs: Some(alone),
+                together_gbs: together,
+                together_samples: vec![together],
+            },
+            d2h: Direction {
+                alone_gbs: Some(alone),
+                together_gbs: together,
+                together_samples: vec![together],
+            },
+            data_ok: true,
+            floor_alone_gbs: Some(48.0),
+            floor_together_gbs: None,
+            floor_source: "Azure's floor for H100/H200 at Gen5 x16".into(),
+            shared_port: None,
+            verdict: "pass",
+            finding: None,
+        }
+    }
+
+    fn topo(port: &str, kind: &'static str, gbs: Option<f64>) -> GpuTopology {
+        GpuTopology {
+            live: None,
+            shared: vec![SharedPort {
+                port: port.into(),
+                kind,
+                gpus: vec!["0000:00:06.0".into(), "0000:00:07.0".into()],
+                nics: vec!["0000:00:10.0".into()],
+                link: gbs.map(|_| "Gen5 x16".to_string()),
+                link_gbs: gbs,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_lent_machine_passes() {
+        // 2x H200 behind the VM's host bridge: 55.5 alone, 55.0 together (nvbandwidth 55.3).
+        let t = topo("pci0000:00", "host-bridge", None);
+        let mut g = gpu("0000:00:06.0", 55.5, 55.0);
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "pass");
+        assert_eq!(g.floor_together_gbs, Some(48.0));
+        assert!(g.shared_port.unwrap().contains("host bridge pci0000:00"));
+    }
+
+    #[test]
+    fn slow_only_together_names_the_shared_port() {
+        // Behind a host bridge whose rate sysfs does not give: a warning with the port.
+        let t = topo("pci0000:00", "host-bridge", None);
+        let mut g = gpu("0000:00:06.0", 55.5, 33.2);
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "warn");
+        let f = g.finding.unwrap();
+        assert!(f.contains("fine alone and slow together"), "{f}");
+        assert!(
+            f.contains("host bridge pci0000:00 (shared by 2 GPUs and 1 NIC(s))"),
+            "{f}"
+        );
+        // Behind a switch uplink of known rate: its share is the floor (0.75 x 63 / 2).
+        let t = topo("0000:01:00.0", "bridge", Some(63.0));
+        let mut g = gpu("0000:00:06.0", 55.5, 25.0);
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "pass", "{:?}", g.finding);
+        assert!((g.floor_together_gbs.unwrap() - 23.625).abs() < 0.01);
+        assert!(g.floor_source.contains("uplink of PCIe port 0000:01:00.0"));
+        let mut g = gpu("0000:00:06.0", 55.5, 20.0);
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "fail");
+        assert!(g.finding.unwrap().contains("PCIe port 0000:01:00.0"));
+    }
+
+    #[test]
+    fn slow_alone_fails_and_data_errors_fail() {
+        let t = GpuTopology::default();
+        let mut g = gpu("0000:00:06.0", 30.0, 30.0);
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "fail");
+        assert!(g.finding.unwrap().contains("slow even alone"));
+        let mut g = gpu("0000:00:06.0", 55.0, 55.0);
+        g.data_ok = false;
+        judge(&mut g, &t);
+        assert_eq!(g.verdict, "fail");
+        let r = finish(
+            vec![gpu("a", 55.0, 55.0), gpu("b", 55.0, 54.0)],
+            1 << 29,
+            None,
+        );
+        assert!((r.h2d_sum_gbs - 109.0).abs() < 1e-9);
+        assert_eq!(r.verdict, "pass");
+    }
 }

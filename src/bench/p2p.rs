@@ -93,7 +93,11 @@ pub fn path(topo: &GpuTopology, a: &str, b: &str) -> Path {
         (switched(ga).min(switched(gb)), true)
     };
     if links > 0 && access != Some(false) {
-        let gen = ga.links.iter().find(|l| l.up).and_then(|l| l.generation.clone());
+        let gen = ga
+            .links
+            .iter()
+            .find(|l| l.up)
+            .and_then(|l| l.generation.clone());
         p.kind = "nvlink";
         p.nvlinks = links;
         p.nvlink_rate_gbs = ga
@@ -128,10 +132,7 @@ pub fn floor(p: &Path, pcie_gbs: Option<f64>) -> (Option<f64>, String) {
             ),
             None => (None, "no PCIe link attributes: no floor".into()),
         },
-        _ => (
-            None,
-            "no peer access: copies go through host memory".into(),
-        ),
+        _ => (None, "no peer access: copies go through host memory".into()),
     }
 }
 
@@ -206,7 +207,10 @@ pub fn judge(r: &mut PairResult, pcie_gbs: Option<f64>) {
     };
     let who = format!("GPU {} -> GPU {}", r.a, r.b);
     (r.verdict, r.finding) = if !r.data_ok {
-        ("fail", Some(format!("{who}: the data copied did not arrive intact")))
+        (
+            "fail",
+            Some(format!("{who}: the data copied did not arrive intact")),
+        )
     } else if r.path.peer_access == Some(false) {
         let (cause, fix) = no_access_cause(&r.path);
         (
@@ -216,9 +220,9 @@ pub fn judge(r: &mut PairResult, pcie_gbs: Option<f64>) {
                 r.read_gbs
             )),
         )
-    } else if let Some(fl) = f.filter(|fl| {
-        r.read_gbs < *fl || r.write_gbs < *fl || r.bidir_gbs < 2.0 * fl
-    }) {
+    } else if let Some(fl) =
+        f.filter(|fl| r.read_gbs < *fl || r.write_gbs < *fl || r.bidir_gbs < 2.0 * fl)
+    {
         (
             "fail",
             Some(format!(
@@ -343,4 +347,105 @@ fn measure(
     };
     judge(&mut r, narrow);
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nvlink_path(links: u32) -> Path {
+        Path {
+            kind: "nvlink",
+            peer_access: Some(true),
+            nvlinks: links,
+            nvlink_generation: Some("4.0".into()),
+            nvlink_rate_gbs: nvlink_rate("4.0"),
+            via_switch: true,
+            ..Path::default()
+        }
+    }
+
+    fn result(path: Path, read: f64, write: f64, bidir: f64) -> PairResult {
+        PairResult {
+            a: 0,
+            b: 1,
+            path,
+            read_gbs: read,
+            write_gbs: write,
+            bidir_gbs: bidir,
+            data_ok: true,
+            floor_gbs: None,
+            floor_source: String::new(),
+            efficiency: None,
+            verdict: "pass",
+            finding: None,
+        }
+    }
+
+    #[test]
+    fn nvlink_floor_and_efficiency() {
+        // The lent 2x H200, same run as nvbandwidth (393.7 / 396.2 / 778.6).
+        let mut r = result(nvlink_path(18), 393.7, 396.2, 778.6);
+        judge(&mut r, Some(63.0));
+        assert_eq!(r.verdict, "pass", "{:?}", r.finding);
+        let f = r.floor_gbs.unwrap();
+        assert!((f - 18.0 * 26.5625 * 0.75).abs() < 0.01, "{f}");
+        assert!(
+            (r.efficiency.unwrap() - 0.823).abs() < 0.002,
+            "{:?}",
+            r.efficiency
+        );
+        assert!(r
+            .floor_source
+            .contains("18 NVLink 4.0 link(s) via NVSwitch"));
+        // Nine links down: the floor halves, 300 GB/s still passes; 150 does not.
+        let mut r = result(nvlink_path(9), 150.0, 396.2, 778.6);
+        judge(&mut r, Some(63.0));
+        assert_eq!(r.verdict, "fail");
+        assert!(r.finding.unwrap().contains("below 179.3 one way"));
+        // Bidirectional is judged against twice the one-way floor.
+        let mut r = result(nvlink_path(18), 393.7, 396.2, 600.0);
+        judge(&mut r, None);
+        assert_eq!(r.verdict, "fail");
+    }
+
+    #[test]
+    fn pcie_and_host_memory_paths() {
+        let pcie = Path {
+            kind: "pcie",
+            peer_access: Some(true),
+            ..Path::default()
+        };
+        let mut r = result(pcie.clone(), 50.0, 50.0, 100.0);
+        judge(&mut r, Some(63.0));
+        assert_eq!(r.verdict, "pass");
+        assert!((r.floor_gbs.unwrap() - 47.25).abs() < 0.01);
+        let mut r = result(pcie, 30.0, 50.0, 100.0);
+        judge(&mut r, Some(63.0));
+        assert_eq!(r.verdict, "fail");
+        let none = Path {
+            kind: "host-memory",
+            peer_access: Some(false),
+            nvml_read: Some("chipset-not-supported".into()),
+            common_ancestor: Some("hostbridge".into()),
+            ..Path::default()
+        };
+        let mut r = result(none, 20.0, 20.0, 40.0);
+        judge(&mut r, Some(63.0));
+        assert_eq!(r.verdict, "fail");
+        let f = r.finding.unwrap();
+        assert!(
+            f.contains("no peer access") && f.contains("ACS redirect"),
+            "{f}"
+        );
+        assert!(f.contains("iommu=pt"), "{f}");
+    }
+
+    #[test]
+    fn a_data_error_fails_whatever_the_speed() {
+        let mut r = result(nvlink_path(18), 393.7, 396.2, 778.6);
+        r.data_ok = false;
+        judge(&mut r, None);
+        assert_eq!(r.verdict, "fail");
+    }
 }

@@ -38,9 +38,7 @@ pub struct P2pArgs {
 
 fn method(samples: u32) -> Result<Method, BenchError> {
     if samples == 0 {
-        return Err(BenchError::InvalidArgument(
-            "--samples must be > 0".into(),
-        ));
+        return Err(BenchError::InvalidArgument("--samples must be > 0".into()));
     }
     Ok(Method {
         samples,

@@ -7,8 +7,8 @@
 pub mod ansible;
 mod apply;
 mod ask;
-pub mod bench_node;
 pub mod bench;
+pub mod bench_node;
 pub mod boot;
 pub mod cli;
 mod doctor;

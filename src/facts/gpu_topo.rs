@@ -64,7 +64,10 @@ pub struct GpuTopology {
 impl GpuTopology {
     /// The NVML reading, when there is one that answered.
     pub fn nvml(&self) -> Option<&NodeLinks> {
-        self.live.as_ref().map(|l| &l.nvml).filter(|n| n.error.is_none())
+        self.live
+            .as_ref()
+            .map(|l| &l.nvml)
+            .filter(|n| n.error.is_none())
     }
 
     /// Whether CUDA lets the GPU at PCI `a` reach the one at `b` (None: not asked).
@@ -139,7 +142,9 @@ fn shared_ports(gpus: &[Gpu], nics: &[RdmaDevice], links: &[PcieLink]) -> Vec<Sh
             links.iter().any(|l| {
                 &l.address == *b
                     && l.role == Role::Bridge
-                    && l.serves.iter().any(|s| s != &g.pci && gpus.iter().any(|o| &o.pci == s))
+                    && l.serves
+                        .iter()
+                        .any(|s| s != &g.pci && gpus.iter().any(|o| &o.pci == s))
             })
         });
         let (port, kind) = match bridge {

@@ -10,16 +10,15 @@
 //! and a snapshot replays it.
 
 use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, P2pStatus, TopologyLevel};
-use nvml_wrapper::enum_wrappers::nv_link::{ErrorCounter, IntDeviceType};
-use nvml_wrapper::enums::device::SampleValue;
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::FieldValueSample;
-use nvml_wrapper::structs::device::FieldId;
 use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings as sys;
 use serde::{Deserialize, Serialize};
 
-/// NVML's field for the common speed of the active links, in MB/s one way
-/// (`NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`).
+/// NVML's fields for a link's speed (scoped to the link) and the common speed of the active
+/// links, in MB/s one way (`NVML_FI_DEV_NVLINK_GET_SPEED`, `NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`).
+const FI_NVLINK_GET_SPEED: u32 = 164;
 const FI_NVLINK_SPEED_COMMON: u32 = 90;
 /// `NVML_NVLINK_MAX_LINKS` of the headers the binding was made from; links past the device's
 /// own count answer "not supported" and are left out.
@@ -66,7 +65,7 @@ pub struct GpuNode {
     /// sysfs form, `0000:3b:00.0`.
     pub pci: String,
     pub links: Vec<NvLink>,
-    /// MB/s one way of each active link (`NVML_FI_DEV_NVLINK_SPEED_MBPS_COMMON`).
+    /// MB/s one way of an active link (NVML's field values).
     pub link_speed_mbps: Option<u64>,
     pub fabric: Option<Fabric>,
 }
@@ -176,12 +175,14 @@ impl Ask<'_> {
 pub fn read() -> NodeLinks {
     let nvml = match Nvml::init() {
         Ok(n) => n,
-        Err(e) => return NodeLinks {
-            error: Some(format!(
+        Err(e) => {
+            return NodeLinks {
+                error: Some(format!(
                 "NVML could not be started ({e}); libnvidia-ml.so.1 comes with the NVIDIA driver"
             )),
-            ..NodeLinks::default()
-        },
+                ..NodeLinks::default()
+            }
+        }
     };
     let mut missing = Vec::new();
     let mut ask = Ask {
@@ -299,20 +300,7 @@ fn gpu(nvml: &Nvml, index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
             Err(_) => continue,
         };
         let version_raw = ask.ok("nvmlDeviceGetNvLinkVersion", link.version());
-        let remote_type = ask
-            .ok(
-                "nvmlDeviceGetNvLinkRemoteDeviceType",
-                link.remote_device_type(l),
-            )
-            .map(|t| {
-                match t {
-                    IntDeviceType::Gpu => "gpu",
-                    IntDeviceType::Ibmnpu => "ibmnpu",
-                    IntDeviceType::Switch => "switch",
-                    IntDeviceType::Unknown => "unknown",
-                }
-                .to_string()
-            });
+        let remote_type = remote_type(nvml, d, l, ask);
         let remote_pci = ask
             .ok(
                 "nvmlDeviceGetNvLinkRemotePciInfo_v2",
@@ -340,29 +328,83 @@ fn gpu(nvml: &Nvml, index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
         index,
         name,
         pci,
-        link_speed_mbps: if links.is_empty() {
-            None
-        } else {
-            speed(d, ask)
-        },
+        link_speed_mbps: links
+            .iter()
+            .find(|l| l.up)
+            .and_then(|l| speed(nvml, d, l.link, ask)),
         links,
         fabric: fabric(nvml, d, ask),
     }
 }
 
-/// The links' common speed through the field-value API.
-fn speed(d: &Device, ask: &mut Ask) -> Option<u64> {
-    let v: Vec<Result<FieldValueSample, NvmlError>> = ask.ok(
-        "nvmlDeviceGetFieldValues",
-        d.field_values_for(&[FieldId(FI_NVLINK_SPEED_COMMON)]),
-    )?;
-    match v.into_iter().next()?.ok()?.value.ok()? {
-        SampleValue::U32(x) => Some(u64::from(x)),
-        SampleValue::U64(x) => Some(x),
-        SampleValue::I64(x) => u64::try_from(x).ok(),
-        SampleValue::F64(x) if x >= 0.0 => Some(x as u64),
-        SampleValue::F64(_) => None,
+/// What is at the far end of a link. (nvml-wrapper 0.13's `remote_device_type` reads its answer
+/// into a temporary and always says "unknown", so the function is called directly.)
+fn remote_type(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<String> {
+    let lib = nvml.lib();
+    if lib.nvmlDeviceGetNvLinkRemoteDeviceType.is_err() {
+        ask.ok::<()>(
+            "nvmlDeviceGetNvLinkRemoteDeviceType",
+            Err(NvmlError::FailedToLoadSymbol("not in this driver".into())),
+        );
+        return None;
     }
+    let mut t: sys::nvmlIntNvLinkDeviceType_t = 0xff;
+    // SAFETY: the symbol is present (checked above); the handle is a live device of `nvml`;
+    // `t` is the enum-sized out-parameter the function writes.
+    let r = unsafe { lib.nvmlDeviceGetNvLinkRemoteDeviceType(d.handle(), link, &mut t) };
+    if r != 0 {
+        return None;
+    }
+    Some(
+        match t {
+            sys::nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_GPU => "gpu",
+            sys::nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_IBMNPU => "ibmnpu",
+            sys::nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_SWITCH => "switch",
+            _ => "unknown",
+        }
+        .to_string(),
+    )
+}
+
+/// A link's speed in MB/s one way: `NVML_FI_DEV_NVLINK_GET_SPEED` scoped to the link, else the
+/// links' common speed. (nvml-wrapper's field API cannot set the scope.)
+fn speed(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<u64> {
+    let lib = nvml.lib();
+    if lib.nvmlDeviceGetFieldValues.is_err() {
+        ask.ok::<()>(
+            "nvmlDeviceGetFieldValues",
+            Err(NvmlError::FailedToLoadSymbol("not in this driver".into())),
+        );
+        return None;
+    }
+    for (field, scope) in [(FI_NVLINK_GET_SPEED, link), (FI_NVLINK_SPEED_COMMON, 0)] {
+        // SAFETY: plain C data; zero is a valid bit pattern for every field of the struct.
+        let mut v: sys::nvmlFieldValue_t = unsafe { std::mem::zeroed() };
+        v.fieldId = field;
+        v.scopeId = scope;
+        // SAFETY: symbol present; one value in, one out; the handle is a live device.
+        let r = unsafe { lib.nvmlDeviceGetFieldValues(d.handle(), 1, &mut v) };
+        if r != 0 || v.nvmlReturn != 0 {
+            continue;
+        }
+        // SAFETY: the union member read is the one `valueType` names.
+        let got = unsafe {
+            match v.valueType {
+                0 => Some(v.value.dVal as u64),
+                1 => Some(u64::from(v.value.uiVal)),
+                2 => Some(v.value.ulVal),
+                3 => Some(v.value.ullVal),
+                4 => u64::try_from(v.value.sllVal).ok(),
+                5 => u64::try_from(v.value.siVal).ok(),
+                6 => Some(u64::from(v.value.usVal)),
+                _ => None,
+            }
+        };
+        if let Some(x) = got.filter(|x| *x > 0) {
+            return Some(x);
+        }
+    }
+    None
 }
 
 fn fabric(nvml: &Nvml, d: &Device, ask: &mut Ask) -> Option<Fabric> {
@@ -374,7 +416,7 @@ fn fabric(nvml: &Nvml, d: &Device, ask: &mut Ask) -> Option<Fabric> {
         );
         return None;
     }
-    let mut info = nvml_wrapper_sys::bindings::nvmlGpuFabricInfo_t {
+    let mut info = sys::nvmlGpuFabricInfo_t {
         clusterUuid: [0; 16],
         status: 0,
         cliqueId: 0,
@@ -387,10 +429,10 @@ fn fabric(nvml: &Nvml, d: &Device, ask: &mut Ask) -> Option<Fabric> {
         return None;
     }
     let state = match u32::from(info.state) {
-        nvml_wrapper_sys::bindings::NVML_GPU_FABRIC_STATE_NOT_SUPPORTED => "not-supported",
-        nvml_wrapper_sys::bindings::NVML_GPU_FABRIC_STATE_NOT_STARTED => "not-started",
-        nvml_wrapper_sys::bindings::NVML_GPU_FABRIC_STATE_IN_PROGRESS => "in-progress",
-        nvml_wrapper_sys::bindings::NVML_GPU_FABRIC_STATE_COMPLETED => "completed",
+        sys::NVML_GPU_FABRIC_STATE_NOT_SUPPORTED => "not-supported",
+        sys::NVML_GPU_FABRIC_STATE_NOT_STARTED => "not-started",
+        sys::NVML_GPU_FABRIC_STATE_IN_PROGRESS => "in-progress",
+        sys::NVML_GPU_FABRIC_STATE_COMPLETED => "completed",
         _ => "unknown",
     };
     Some(Fabric {

@@ -28,7 +28,9 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
                 ("nvlink", Sev::Error) => "an NVLink link is down or erroring",
                 ("nvlink", _) => "NVLink errors or an NVML function missing",
                 ("gpu-fabric", _) => "the NVSwitch fabric is not ready (Fabric Manager)",
-                ("gpu-p2p", _) => "a GPU pair has no peer access: its traffic goes through host memory",
+                ("gpu-p2p", _) => {
+                    "a GPU pair has no peer access: its traffic goes through host memory"
+                }
                 _ => c.name.as_ref(),
             };
             Some(Finding::new(

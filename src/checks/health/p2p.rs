@@ -57,7 +57,10 @@ pub fn from_facts(facts: &Facts) -> HealthCheck {
             continue;
         }
         let (cause, fix) = p2p::no_access_cause(&path);
-        bad.push(format!("GPU {} -> GPU {}: no peer access ({cause})", pa.a, pa.b));
+        bad.push(format!(
+            "GPU {} -> GPU {}: no peer access ({cause})",
+            pa.a, pa.b
+        ));
         if !fixes.contains(&fix) {
             fixes.push(fix);
         }
@@ -72,7 +75,10 @@ pub fn from_facts(facts: &Facts) -> HealthCheck {
             fixes.join("; "),
         );
     }
-    HealthCheck::pass(NAME, format!("peer access on every pair: {}", ok.join(", ")))
+    HealthCheck::pass(
+        NAME,
+        format!("peer access on every pair: {}", ok.join(", ")),
+    )
 }
 
 /// From a measured `bench p2p` (verify, running system); a failed run is a failure that says
@@ -91,11 +97,7 @@ pub fn measured(r: Result<&P2pReport, &crate::bench::BenchError>) -> HealthCheck
     if let Some(n) = &r.note {
         return HealthCheck::skip(NAME, n.clone());
     }
-    let lines: Vec<String> = r
-        .pairs
-        .iter()
-        .map(crate::output::node::pair_line)
-        .collect();
+    let lines: Vec<String> = r.pairs.iter().map(crate::output::node::pair_line).collect();
     if r.passed {
         return HealthCheck::pass(NAME, lines.join("; "));
     }
