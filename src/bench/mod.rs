@@ -11,6 +11,7 @@ pub mod copy;
 pub mod error;
 pub mod loopback;
 mod measure;
+pub mod nccl;
 pub mod p2p;
 pub mod pair;
 pub mod parse;

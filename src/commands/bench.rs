@@ -36,6 +36,8 @@ pub enum BenchCommand {
     Pair(crate::bench::pair::PairArgs),
     /// GPU -> GPU copy-engine bandwidth of every ordered pair: read, write, bidirectional, peer access and path.
     P2p(crate::commands::bench_node::P2pArgs),
+    /// NCCL all_reduce over every local GPU in one process: busbw per size, the transports NCCL chose.
+    Nccl(crate::commands::bench_node::NcclArgs),
 }
 
 /// `gdrprov bench copy`
@@ -350,6 +352,7 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
         }
         BenchCommand::Copy(a) => run_copy(a, out),
         BenchCommand::P2p(a) => crate::commands::bench_node::run_p2p(a, out),
+        BenchCommand::Nccl(a) => crate::commands::bench_node::run_nccl(a, out),
         BenchCommand::Pair(a) => run_pair(a, out),
     }
 }

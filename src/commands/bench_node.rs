@@ -109,3 +109,47 @@ pub fn run_p2p(args: &P2pArgs, out: &Output) -> Result<i32, BenchError> {
     show(out, "bench p2p", || crate::output::node::p2p_text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
+
+/// `gdrprov bench nccl`
+#[derive(Debug, Clone, clap::Args)]
+pub struct NcclArgs {
+    /// CUDA device indexes (default: every GPU); one communicator each, in this process.
+    #[arg(long, value_name = "N", value_delimiter = ',')]
+    pub gpu: Vec<u32>,
+    /// Message size(s) in bytes; K/M/G suffixes, comma lists [default: 1MiB,8MiB,64MiB,256MiB].
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size)]
+    pub size: Vec<u64>,
+    /// Timed all_reduce steps per size (after 5 warm-ups).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub iters: u32,
+}
+
+/// Runs `bench nccl`: Ok(0) when the all_reduce was right, GPU to GPU and above its floor.
+pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
+    if args.iters == 0 {
+        return Err(BenchError::InvalidArgument("--iters must be > 0".into()));
+    }
+    let sizes: Vec<usize> = if args.size.is_empty() {
+        crate::bench::nccl::SIZES.to_vec()
+    } else {
+        args.size
+            .iter()
+            .map(|s| usize::try_from(*s).unwrap_or(usize::MAX))
+            .collect()
+    };
+    if sizes.iter().any(|s| *s < 4096) {
+        return Err(BenchError::InvalidArgument(
+            "--size: each size must be at least 4KiB".into(),
+        ));
+    }
+    let gpus = indexes(&args.gpu)?;
+    let pcis = crate::bench::nccl::pci_addresses(&gpus);
+    let r = if gpus.len() < 2 {
+        crate::bench::nccl::one_gpu(pcis.first().map(String::as_str).unwrap_or("?"))
+    } else {
+        let topo = crate::facts::gpu_topo::of_running_system();
+        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo)?
+    };
+    show(out, "bench nccl", || crate::output::node::nccl_text(&r), &r)?;
+    Ok(if r.verdict == "fail" { 1 } else { 0 })
+}

@@ -51,6 +51,7 @@ impl Command {
                 BenchCommand::Probe(_) => "bench probe",
                 BenchCommand::Copy(_) => "bench copy",
                 BenchCommand::P2p(_) => "bench p2p",
+                BenchCommand::Nccl(_) => "bench nccl",
                 BenchCommand::Pair(_) => "bench pair",
             },
             Command::Fleet(f) => crate::commands::sweep::name(&f.command),

@@ -2,6 +2,7 @@
 //! topology section of `inventory` (NVLink per GPU, GPU pairs, shared upstream ports, fabric).
 
 use crate::bench::concurrent::{ConcurrentReport, GpuTogether};
+use crate::bench::nccl::NcclReport;
 use crate::bench::p2p::{P2pReport, PairResult};
 use crate::facts::gpu_topo::GpuTopology;
 
@@ -113,6 +114,55 @@ pub fn p2p_text(r: &P2pReport) -> String {
         if let Some(f) = &p.finding {
             s.push_str(&format!("    {f}\n"));
         }
+    }
+    s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
+    s
+}
+
+/// One line for verify: busbw at the largest size, path, transports.
+pub fn nccl_line(r: &NcclReport) -> String {
+    let last = r.sizes.last();
+    format!(
+        "NCCL {} all_reduce over {} GPUs: busbw {} GB/s at {} MiB, {} ({}), floor {} ({})",
+        r.nccl_version,
+        r.ranks,
+        f1(last.map(|s| s.busbw_gbs)),
+        last.map(|s| s.bytes >> 20).unwrap_or(0),
+        match r.path {
+            "p2p" => "GPU to GPU",
+            "host-memory" => "THROUGH HOST MEMORY",
+            "network" => "THROUGH THE NETWORK",
+            _ => "transport unknown",
+        },
+        if r.transports.is_empty() {
+            "no channel line in NCCL's log".to_string()
+        } else {
+            r.transports.join(", ")
+        },
+        f1(r.floor_busbw_gbs),
+        r.floor_source
+    )
+}
+
+pub fn nccl_text(r: &NcclReport) -> String {
+    let mut s = String::from("NCCL all_reduce, float32 sum, one process over every GPU\n");
+    if let Some(n) = &r.note {
+        s.push_str(&format!("  {n}\nResult: SKIP\n"));
+        return s;
+    }
+    s.push_str("  size MiB    time us   algbw GB/s   busbw GB/s\n");
+    for z in &r.sizes {
+        s.push_str(&format!(
+            "  {:>8.1} {:>10.1} {:>12.1} {:>12.1}\n",
+            z.bytes as f64 / (1u64 << 20) as f64,
+            z.time_us,
+            z.algbw_gbs,
+            z.busbw_gbs
+        ));
+    }
+    s.push_str(&format!("  {}\n", nccl_line(r)));
+    if let Some(f) = &r.finding {
+        s.push_str(&format!("  {f}\n"));
     }
     s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
     s

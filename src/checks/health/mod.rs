@@ -52,6 +52,8 @@ pub struct HealthReport {
     pub concurrent: Option<crate::bench::concurrent::ConcurrentReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub p2p: Option<crate::bench::p2p::P2pReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::bench::nccl::NcclReport>,
     /// Seconds the multi-GPU part took (concurrent copy, every pair, NVLink counters).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node_seconds: Option<f64>,
@@ -94,11 +96,22 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
                 .p2p_check
                 .take()
                 .unwrap_or_else(|| p2p::from_facts(facts)),
+            multi.nccl_check.take().unwrap_or_else(|| {
+                HealthCheck::skip(
+                    node::NCCL,
+                    if live {
+                        "fewer than two GPUs: no all_reduce between GPUs"
+                    } else {
+                        "not the running system"
+                    },
+                )
+            }),
         ],
         copy,
         nvml,
         concurrent: multi.concurrent,
         p2p: multi.p2p,
+        nccl: multi.nccl,
         node_seconds: (multi.seconds > 0.0).then_some(multi.seconds),
         links: facts.links.clone(),
     }

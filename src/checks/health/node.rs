@@ -18,6 +18,8 @@ pub struct NodeRun {
     pub p2p: Option<P2pReport>,
     pub nvlink: Option<HealthCheck>,
     pub p2p_check: Option<HealthCheck>,
+    pub nccl: Option<crate::bench::nccl::NcclReport>,
+    pub nccl_check: Option<HealthCheck>,
     pub seconds: f64,
 }
 
@@ -56,6 +58,19 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
         topo,
     );
     let pairs = crate::bench::p2p::run(&all, concurrent::DEFAULT_SIZE, &m, topo);
+    let nccl = match gdrprov_rdma::cuda::nccl::ensure_libnccl() {
+        Ok(()) => {
+            let pcis = crate::bench::nccl::pci_addresses(&all);
+            Ok(crate::bench::nccl::run(
+                &all,
+                &pcis,
+                &[8 << 20, 256 << 20],
+                20,
+                topo,
+            ))
+        }
+        Err(e) => Err(e.to_string()),
+    };
     let after = gdrprov_rdma::nvlink::read_errors().ok();
     let nvlink = match (before, after) {
         (Some(b), Some(a)) => {
@@ -80,7 +95,10 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
         }
         _ => None,
     };
+    let nccl_check = Some(nccl_verdict(&nccl));
     NodeRun {
+        nccl_check,
+        nccl: nccl.ok().and_then(Result::ok),
         p2p_check: Some(p2p::measured(pairs.as_ref())),
         p2p: pairs.ok(),
         concurrent: concurrent.ok(),
@@ -112,5 +130,33 @@ pub fn fold_copy(alone: HealthCheck, together: Option<&ConcurrentReport>) -> Hea
         (_, "warn") => HealthCheck::warn(COPY, format!("{}; {evidence}", findings.join("; ")), fix),
         (Outcome::Warn, _) => alone,
         _ => HealthCheck::pass(COPY, evidence),
+    }
+}
+
+pub const NCCL: &str = "nccl-allreduce";
+
+/// The `nccl-allreduce` check: skipped without libnccl, failed when NCCL went through host
+/// memory, below its floor or wrong.
+pub fn nccl_verdict(
+    r: &Result<Result<crate::bench::nccl::NcclReport, crate::bench::BenchError>, String>,
+) -> HealthCheck {
+    match r {
+        Err(why) => HealthCheck::skip(NCCL, format!("cannot run NCCL: {why}")),
+        Ok(Err(e)) => HealthCheck::fail(
+            NCCL,
+            format!("the all_reduce did not run: {e}"),
+            "run `gdrprov bench nccl` to see the error (NCCL_DEBUG=INFO)",
+        ),
+        Ok(Ok(r)) => {
+            let line = crate::output::node::nccl_line(r);
+            match &r.finding {
+                None => HealthCheck::pass(NCCL, line),
+                Some(f) => HealthCheck::fail(
+                    NCCL,
+                    format!("{f}; {line}"),
+                    "unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL=LOC in the job's environment; give the GPUs peer access (see gpu-p2p); below the floor: see nvlink and gpu-p2p",
+                ),
+            }
+        }
     }
 }

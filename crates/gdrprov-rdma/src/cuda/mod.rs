@@ -6,6 +6,7 @@
 
 pub mod copy;
 pub mod inventory;
+pub mod nccl;
 pub mod node;
 
 use std::ffi::{c_char, c_int, c_void, CStr};

@@ -34,6 +34,7 @@ pub const SYMBOLS: &[&str] = &[
     "cuDeviceCanAccessPeer",
     "cuDeviceGetP2PAttribute",
     "cuCtxEnablePeerAccess",
+    "cuMemsetD32_v2",
 ];
 
 /// libcuda with every symbol the node copies need; the first missing one is the error.
