@@ -202,7 +202,7 @@ fn to_json<T: serde::Serialize>(command: &str, v: &T) -> Result<String, BenchErr
 }
 
 /// Prints a bench's text, or its JSON document (in the envelope).
-pub(crate) fn show<T: serde::Serialize>(
+fn show<T: serde::Serialize>(
     out: &Output,
     command: &str,
     text: impl FnOnce() -> String,
@@ -215,7 +215,7 @@ pub(crate) fn show<T: serde::Serialize>(
     Ok(())
 }
 
-pub(crate) fn format_of(out: &Output) -> BenchFormat {
+fn format_of(out: &Output) -> BenchFormat {
     if out.format == Format::Json {
         BenchFormat::Json
     } else {
@@ -348,7 +348,13 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
         BenchCommand::Loopback(a) => run(a, out),
         BenchCommand::Probe(a) => run_probe(a, out),
         BenchCommand::Copy(a) if a.node.concurrent => {
-            crate::commands::bench_node::run_concurrent(a, out)
+            let choice = crate::commands::bench_node::CopyChoice {
+                gpu: a.gpu.clone(),
+                size: a.size,
+                min_fraction: a.min_fraction,
+                min_gbs: a.min_gbs,
+            };
+            crate::commands::bench_node::run_concurrent(&choice, &a.node, out)
         }
         BenchCommand::Copy(a) => run_copy(a, out),
         BenchCommand::P2p(a) => crate::commands::bench_node::run_p2p(a, out),

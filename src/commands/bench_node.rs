@@ -6,8 +6,8 @@ use crate::bench::concurrent;
 use crate::bench::copy::CopyOptions;
 use crate::bench::error::BenchError;
 use crate::bench::p2p;
-use crate::commands::bench::{parse_size, show, CopyArgs};
-use crate::output::Output;
+use crate::bench::parse::parse_size;
+use crate::output::{Format, Output};
 use gdrprov_rdma::cuda::node::Method;
 
 /// `bench copy --concurrent` (flattened into `bench copy`'s arguments).
@@ -34,6 +34,34 @@ pub struct P2pArgs {
     /// Samples whose median counts.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub samples: u32,
+}
+
+/// `bench copy`'s own options that `--concurrent` uses (passed in, so that this file needs
+/// nothing of `bench copy`'s argument struct).
+#[derive(Debug, Clone, Default)]
+pub struct CopyChoice {
+    pub gpu: Vec<u32>,
+    pub size: Option<u64>,
+    pub min_fraction: Option<f64>,
+    pub min_gbs: Option<f64>,
+}
+
+/// Text, or the JSON document in gdrprov's envelope (bench runs on the running system: root `/`).
+fn show<T: serde::Serialize>(
+    out: &Output,
+    command: &str,
+    text: impl FnOnce() -> String,
+    v: &T,
+) -> Result<(), BenchError> {
+    if out.format == Format::Json {
+        let v = crate::output::envelope(command, std::path::Path::new("/"), v);
+        let json = serde_json::to_string_pretty(&v)
+            .map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))?;
+        out.raw(&format!("{json}\n"));
+    } else {
+        out.raw(&text());
+    }
+    Ok(())
 }
 
 fn method(samples: u32) -> Result<Method, BenchError> {
@@ -80,8 +108,24 @@ fn indexes(named: &[u32]) -> Result<Vec<u32>, BenchError> {
 }
 
 /// Runs `bench copy --concurrent`: Ok(0) unless a GPU failed its floor (warnings pass).
-pub fn run_concurrent(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
-    let m = method(args.node.samples)?;
+pub fn run_concurrent(
+    args: &CopyChoice,
+    node: &ConcurrentArgs,
+    out: &Output,
+) -> Result<i32, BenchError> {
+    let m = method(node.samples)?;
+    for (name, v) in [
+        ("--min-fraction", args.min_fraction),
+        ("--min-gbs", args.min_gbs),
+    ] {
+        if let Some(x) = v {
+            if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{name} {x} is out of range"
+                )));
+            }
+        }
+    }
     let gpus = indexes(&args.gpu)?;
     let opts = CopyOptions {
         gpus: gpus.clone(),

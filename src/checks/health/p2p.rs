@@ -31,10 +31,10 @@ pub fn from_facts(facts: &Facts) -> HealthCheck {
     if live.peers.is_empty() {
         return HealthCheck::skip(
             NAME,
-            format!(
-                "CUDA could not say: {}",
-                live.peers_error.as_deref().unwrap_or("no answer")
-            ),
+            match &live.peers_error {
+                Some(e) => format!("CUDA could not say: {e}"),
+                None => "CUDA sees fewer than two GPUs (CUDA_VISIBLE_DEVICES?): no GPU pair".into(),
+            },
         );
     }
     let mut bad = Vec::new();

@@ -456,10 +456,13 @@ fn pattern(copy: usize, sample: u32) -> u8 {
     (v as u8).wrapping_add(0x10) | 1
 }
 
+/// (a, b, whether a can reach b's memory, CUDA's performance rank of the link).
+pub type PeerPair = (u32, u32, bool, Option<i32>);
+
 /// For every ordered pair of visible GPUs (CUDA ordinals): whether CUDA lets the first reach
 /// the second's memory directly (`cuDeviceCanAccessPeer`) and the link's performance rank.
 /// Needs no context: nothing is allocated.
-pub fn peer_matrix() -> Result<Vec<(u32, u32, bool, Option<i32>)>, Error> {
+pub fn peer_matrix() -> Result<Vec<PeerPair>, Error> {
     let n = u32::try_from(super::gpu_count()?).unwrap_or(0);
     ensure_libcuda()?;
     let mut devs = Vec::new();
