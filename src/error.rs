@@ -90,7 +90,7 @@ pub enum Error {
 
     /// `gdrprov bench` could not run or measure.
     #[error(transparent)]
-    Bench(#[from] crate::bench::BenchError),
+    Bench(#[from] gdrprov_rdma::error::Error),
 
     #[error("journal: {0}")]
     Journal(String),

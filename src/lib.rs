@@ -11,6 +11,8 @@ pub mod exit;
 pub mod facts;
 pub mod fleet;
 pub mod host;
+pub mod journal;
+pub mod names;
 pub mod ops;
 pub mod output;
 pub mod plan;

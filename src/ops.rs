@@ -5,17 +5,21 @@
 //! passes a confirmation callback.
 
 use crate::apply;
-use crate::apply::journal::{Kind, StateStore};
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
+use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::output;
 use crate::plan::Plan;
-use crate::profile::{self, Composed};
+use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod features;
 mod recover;
-pub use recover::{recover, Completed, RecoverRequest, Recovered};
+pub use crate::apply::{Completed, Recovered};
+pub use features::write_nfd;
+pub use recover::{recover, RecoverRequest};
 
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]
@@ -120,14 +124,7 @@ pub fn yes(_: &Ask) -> Result<()> {
     Ok(())
 }
 
-/// Loads and composes profiles (names or files), in order.
-pub fn load_profiles(specs: &[String]) -> Result<Composed> {
-    let loaded = specs
-        .iter()
-        .map(|s| profile::load(s))
-        .collect::<Result<Vec<_>>>()?;
-    profile::compose(&loaded)
-}
+pub use crate::profile::load_profiles;
 
 /// The profile specs a trial records: files made absolute, so that `commit`
 /// finds them from any directory (a systemd unit runs in `/`).
@@ -295,7 +292,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     let trial = req.trial.then_some(req.profiles.as_slice());
     let desired = load_profiles(&req.profiles)?;
     let host = req.target.open()?;
-    require_root(&host, "apply")?;
+    require_root(&host, names::APPLY)?;
     let store = StateStore::new(&host);
     // A generation left unfinished is recovered first, by `gdrprov recover`.
     apply::refuse_unfinished(&host, &store)?;
@@ -315,7 +312,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     require_chroot_rights(&host, &plan)?;
     confirm(&Ask {
         host: &host,
-        command: "plan",
+        command: names::PLAN,
         profiles: &names,
         plan: &plan,
         question: "Apply these changes?".into(),
@@ -358,7 +355,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
 fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
     let shown = |p: &Plan| {
         serde_json::to_string(
-            &output::report("plan", host, Vec::new(), p, output::Done::Planned).changes,
+            &output::report(names::PLAN, host, Vec::new(), p, output::Done::Planned).changes,
         )
         .unwrap_or_default()
     };
@@ -393,14 +390,14 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
             return Ok(RolledBack::Nothing { host });
         }
     }
-    require_root(&host, "rollback")?;
+    require_root(&host, names::ROLLBACK)?;
     // Planned before the lock too, so that a refused rollback (a generation
     // not in effect) writes nothing.
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     let profiles = store.load_state()?.profiles;
     confirm(&Ask {
         host: &host,
-        command: "rollback",
+        command: names::ROLLBACK,
         profiles: &profiles,
         plan: &plan,
         question: format!("Roll back generation(s) {undoes:?}?"),
@@ -443,7 +440,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         }
     }
     if let Some(d) = &req.device {
-        crate::commands::bench::parse_dev_port(d)
+        crate::bench::parse::parse_dev_port(d)
             .map_err(|e| Error::Usage(format!("--device: {e}")))?;
     }
     // The loopback runs on this machine's devices; on another root verify

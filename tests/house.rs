@@ -1,6 +1,10 @@
-//! The rules of the house (docs: DESIGN.md), checked on the source tree with
-//! no tool but Rust, so a regression fails `cargo test`:
+//! The rules of the house (CONTRIBUTING.md says why; docs/how-it-works.md
+//! draws the folders), checked on the source tree with no tool but Rust, so
+//! a regression fails `cargo test`:
 //! - no import cycle between the files of `src/` and `crates/*/src`;
+//! - no two folders of `src/` (or crates) that import each other, directly or
+//!   around a longer loop;
+//! - every folder of `src/` has its row in docs/how-it-works.md;
 //! - no function over 120 lines, no file over 600 lines (a trailing
 //!   `#[cfg(test)] mod` block not counted; test code not checked);
 //! - no print (`print!`, `println!`, `eprint!`, `eprintln!`,
@@ -1023,6 +1027,158 @@ fn no_import_cycles() {
         "the import graph is implausibly small ({edges} edges); the walk is broken"
     );
     assert!(report.is_empty(), "import cycles:\n{}", report.join("\n"));
+}
+
+/// The folder (or top file) of `src/`, or the crate, that a file belongs to:
+/// `src/plan/modules/kmod.rs` -> `plan`, `src/ops.rs` and `src/ops/recover.rs`
+/// -> `ops`, `crates/gdrprov-boot/src/x.rs` -> `gdrprov_boot`.
+fn folder(f: &File) -> String {
+    match f.krate.as_str() {
+        "gdrprov" => f.module.first().cloned().unwrap_or_else(|| "lib".into()),
+        "gdrprov_main" => "main".into(),
+        k => k.to_string(),
+    }
+}
+
+/// The import graph between folders: an arrow wherever one file of a folder
+/// imports a file of another, with the files and names that make it.
+fn folder_graph(tree: &Tree) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let mut out: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for (i, to) in graph(tree) {
+        let (a, from) = (folder(&tree.files[i]), &tree.files[i].rel);
+        for j in to {
+            let b = folder(&tree.files[j]);
+            if a != b {
+                let why = format!("{from} -> {}", tree.files[j].rel);
+                out.entry(a.clone())
+                    .or_default()
+                    .entry(b)
+                    .or_default()
+                    .insert(why);
+            }
+        }
+    }
+    out
+}
+
+/// One way for every arrow between folders: no two folders import each
+/// other, directly or around a longer loop (a loop between folders means one
+/// of them is not the layer it says it is).
+#[test]
+fn no_folders_that_import_each_other() {
+    let tree = load_tree();
+    let fg = folder_graph(&tree);
+    let names: Vec<&String> = fg
+        .keys()
+        .chain(fg.values().flat_map(|m| m.keys()))
+        .collect();
+    let index: BTreeMap<&String, usize> = names
+        .iter()
+        .copied()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| (n, i))
+        .collect();
+    let by_index: BTreeMap<usize, &String> = index.iter().map(|(n, i)| (*i, *n)).collect();
+    let mut g: BTreeMap<usize, BTreeSet<usize>> = BTreeMap::new();
+    for (a, to) in &fg {
+        for b in to.keys() {
+            g.entry(index[a]).or_default().insert(index[b]);
+        }
+    }
+    let mut report = Vec::new();
+    let arrow = |a: &String, b: &String| fg.get(a).and_then(|m| m.get(b));
+    for comp in cycles(&g) {
+        let mut members: Vec<&String> = comp.iter().map(|i| by_index[i]).collect();
+        members.sort();
+        let path = one_cycle(&g, &comp);
+        let mut lines = vec![format!(
+            "folders in a loop: {} (e.g. {})",
+            members
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            path.iter()
+                .map(|i| by_index[i].as_str())
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        )];
+        // Each arrow inside the loop: a two-way pair's lighter side with all
+        // its files (the side to remove), any other arrow with its count.
+        for a in &members {
+            for b in &members {
+                let Some(why) = arrow(a, b) else { continue };
+                let back = arrow(b, a).map_or(0, BTreeSet::len);
+                if back > 0 && why.len() <= back {
+                    lines.push(format!("  {a} <-> {b}, {a} -> {b}:"));
+                    lines.extend(why.iter().map(|w| format!("    {w}")));
+                } else {
+                    let first = why.iter().next().map_or("", String::as_str);
+                    lines.push(format!("  {a} -> {b}: {} imports, e.g. {first}", why.len()));
+                }
+            }
+        }
+        report.push(lines.join("\n"));
+    }
+    for (a, to) in &fg {
+        println!(
+            "{a} -> {}",
+            to.keys().cloned().collect::<Vec<_>>().join(", ")
+        );
+    }
+    let arrows: usize = fg.values().map(BTreeMap::len).sum();
+    println!(
+        "folder graph: {} folders, {arrows} arrows, {} loops",
+        index.len(),
+        report.len()
+    );
+    assert!(
+        index.len() > 10 && arrows > 30,
+        "the folder graph is implausibly small ({} folders, {arrows} arrows); the walk is broken",
+        index.len()
+    );
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// docs/how-it-works.md has a row for every folder and top file of `src/`
+/// (its first cell names `src/X/` or `src/X.rs`), and every path a first cell
+/// names exists: the guide cannot fall behind the tree unnoticed.
+#[test]
+fn every_folder_of_src_has_a_row_in_how_it_works() {
+    let doc = std::fs::read_to_string(repo().join("docs/how-it-works.md")).unwrap();
+    let named: Vec<String> = doc
+        .lines()
+        .filter(|l| l.starts_with("| `src/"))
+        .filter_map(|l| l.split('|').nth(1))
+        .flat_map(|cell| cell.split('`').skip(1).step_by(2).map(str::to_string))
+        .collect();
+    let mut missing = Vec::new();
+    for p in &named {
+        if !repo().join(p.trim_end_matches('/')).exists() {
+            missing.push(format!(
+                "docs/how-it-works.md names {p}, which does not exist"
+            ));
+        }
+    }
+    let tree = load_tree();
+    let folders: BTreeSet<String> = tree
+        .files
+        .iter()
+        .filter(|f| f.krate == "gdrprov" || f.krate == "gdrprov_main")
+        .map(folder)
+        .collect();
+    for f in &folders {
+        let (dir, file) = (format!("src/{f}/"), format!("src/{f}.rs"));
+        if !named.iter().any(|n| *n == dir || *n == file) {
+            missing.push(format!(
+                "src/{f} has no row in docs/how-it-works.md's folder table"
+            ));
+        }
+    }
+    assert!(folders.len() > 10, "implausibly few folders: {folders:?}");
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
 
 #[test]

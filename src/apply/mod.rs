@@ -4,17 +4,17 @@
 //! every file already written. A run killed half-way is finished the same way
 //! by the next run (`recover`), so a host is never left half-configured.
 
-pub mod journal;
 mod recover;
 
 use crate::error::{Error, Result};
 use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
+use crate::journal::{self, Generation, Kind, State, StateStore, Status, Step};
 pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
-use journal::{Generation, Kind, State, StateStore, Status, Step};
 pub use recover::{
     any_in_effect, check_nothing_owned, notice, recover_command, recovery_plan, refuse_unfinished,
-    refuse_unfinished_locked, undo_unfinished, unfinished, what_generation, Undone,
+    refuse_unfinished_locked, undo_unfinished, unfinished, what_generation, Completed, Recovered,
+    Undone,
 };
 
 /// What an apply or rollback did.

@@ -5,11 +5,12 @@
 //! `recover` operation, src/ops.rs, then completes an interrupted rollback or
 //! commit).
 
-use super::journal::journal_path;
-use super::journal::{self, Generation, Kind, StateStore, Status};
-use super::{check_backups, regen_note, revert};
+use super::{check_backups, regen_note, revert, Outcome};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::journal::journal_path;
+use crate::journal::{self, Generation, Kind, StateStore, Status};
+use crate::names;
 use crate::plan::{Action, Change, Plan};
 
 /// The generations left in progress or failed, oldest first. A journal that
@@ -40,7 +41,9 @@ pub fn recover_command(host: &Host) -> String {
 /// 1`, `commit of the trial boot (rdma-dmabuf)`.
 pub fn what_generation(g: &Generation) -> String {
     match (g.kind, g.command.as_deref()) {
-        (_, Some("commit")) => format!("commit of the trial boot ({})", g.profiles.join(" + ")),
+        (_, Some(names::COMMIT)) => {
+            format!("commit of the trial boot ({})", g.profiles.join(" + "))
+        }
         (Kind::Rollback, _) => format!(
             "rollback of {}",
             g.undoes
@@ -56,7 +59,7 @@ pub fn what_generation(g: &Generation) -> String {
 /// What `recover` does with it: undo an apply, complete a rollback or commit.
 fn remedy(g: &Generation) -> &'static str {
     match (g.kind, g.command.as_deref()) {
-        (_, Some("commit")) | (Kind::Rollback, _) => "complete it",
+        (_, Some(names::COMMIT)) | (Kind::Rollback, _) => "complete it",
         (Kind::Apply, _) => "put back every file it changed",
     }
 }
@@ -310,4 +313,31 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
         });
     }
     Ok(done)
+}
+
+/// What `recover` did.
+#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
+pub enum Recovered {
+    /// No generation is unfinished: nothing was written.
+    Nothing { host: Host },
+    Done {
+        host: Host,
+        /// The generations put back, as they were when found.
+        generations: Vec<Generation>,
+        /// The files put back (each a change, with its diff).
+        restored: Plan,
+        notes: Vec<String>,
+        /// The interrupted rollback or commit, carried out again.
+        completed: Option<Completed>,
+    },
+}
+
+/// A rollback or commit that `recover` completed.
+pub struct Completed {
+    /// `rollback` or `commit`.
+    pub command: &'static str,
+    pub profiles: Vec<String>,
+    pub plan: Plan,
+    /// `None` when there was nothing left to write.
+    pub outcome: Option<Outcome>,
 }

@@ -9,6 +9,7 @@
 //! port it shares; where the only shared port is the host bridge (its rate is the CPU's and
 //! memory's, which sysfs does not give), that is a warning with the sum measured, not a failure.
 
+use crate::bench::units::one_decimal;
 use serde::Serialize;
 
 use super::copy::{floor, read_link, sysfs_address, CopyOptions, LinkReading, DEFAULT_FRACTION};
@@ -59,6 +60,41 @@ pub struct ConcurrentReport {
     pub passed: bool,
     /// Set when fewer than two GPUs: what was (not) run.
     pub note: Option<String>,
+}
+
+impl GpuTogether {
+    /// One GPU of the concurrent copy, the same words in `bench copy --concurrent` and `verify`.
+    pub fn summary(&self) -> String {
+        format!(
+            "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}",
+            self.index,
+            self.name,
+            self.pci,
+            one_decimal(self.h2d.alone_gbs),
+            self.h2d.together_gbs,
+            one_decimal(self.d2h.alone_gbs),
+            self.d2h.together_gbs,
+            one_decimal(self.floor_alone_gbs),
+            one_decimal(self.floor_together_gbs),
+            self.floor_source,
+            self.shared_port
+                .as_deref()
+                .map(|p| format!("; shares {p}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+impl ConcurrentReport {
+    /// The sums line.
+    pub fn sums(&self) -> String {
+        format!(
+            "all {} GPUs together: H2D {:.1} GB/s, D2H {:.1} GB/s in sum",
+            self.gpus.len(),
+            self.h2d_sum_gbs,
+            self.d2h_sum_gbs
+        )
+    }
 }
 
 /// What one GPU measured alone (from this module or from `bench copy`).
@@ -125,9 +161,9 @@ pub fn judge(g: &mut GpuTogether, topo: &GpuTopology) {
     let who = format!("GPU {} ({})", g.index, g.pci);
     let figures = format!(
         "H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s",
-        fmt(g.h2d.alone_gbs),
+        one_decimal(g.h2d.alone_gbs),
         g.h2d.together_gbs,
-        fmt(g.d2h.alone_gbs),
+        one_decimal(g.d2h.alone_gbs),
         g.d2h.together_gbs
     );
     (g.verdict, g.finding) = if !g.data_ok {
@@ -158,10 +194,6 @@ pub fn judge(g: &mut GpuTogether, topo: &GpuTopology) {
     } else {
         ("pass", None)
     };
-}
-
-fn fmt(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "?".into())
 }
 
 /// The report's verdict over its GPUs.

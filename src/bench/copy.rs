@@ -104,6 +104,27 @@ pub struct GpuCopy {
     pub passed: bool,
 }
 
+impl GpuCopy {
+    /// One GPU's copy: `GPU 0 NAME (PCI), link L (max M): H2D x GB/s, D2H y
+    /// GB/s, floor F GB/s (where the floor comes from)`.
+    pub fn summary(&self) -> String {
+        format!(
+            "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}",
+            self.index,
+            self.name,
+            self.pci,
+            self.link.under_load(),
+            self.link.maximum(),
+            self.h2d_gbs,
+            self.d2h_gbs,
+            match self.floor_gbs {
+                Some(f) => format!("floor {f:.1} GB/s ({})", self.floor_source),
+                None => format!("no floor ({})", self.floor_source),
+            }
+        )
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CopyReport {
     pub bytes: usize,

@@ -2,6 +2,7 @@
 //! number of iterations, sampled into average and peak bandwidth; then the data check (write a
 //! known pattern, flush with a READ, read the destination back, compare).
 
+use indicatif::ProgressDrawTarget;
 use std::time::{Duration, Instant};
 
 use gdrprov_rdma::memory::Buffer;
@@ -172,7 +173,9 @@ impl Sampler {
     }
 }
 
-/// The progress bar of one size (callers ask for it only on a terminal).
+/// The progress bar of one size, drawn by indicatif on standard error. Callers
+/// (through the output layer's `stderr_is_terminal`) ask for it only on a
+/// terminal and never with JSON output, so nothing is drawn into a log.
 struct Progress {
     bar: indicatif::ProgressBar,
     length: RunLength,
@@ -186,7 +189,7 @@ impl Progress {
             RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
         };
         let bar =
-            indicatif::ProgressBar::with_draw_target(Some(total), crate::output::progress_target());
+            indicatif::ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
         bar.set_message(format!("{} B", size));
         Progress {
             bar,

@@ -9,6 +9,7 @@
 //! The floor comes from the GPU pairs' path: [`BUSBW_FRACTION`] of the narrowest pair's NVLink
 //! (or PCIe) raw rate, judged at the largest size.
 
+use crate::bench::units::one_decimal;
 use serde::Serialize;
 
 use super::error::BenchError;
@@ -45,6 +46,33 @@ pub struct NcclReport {
     pub finding: Option<String>,
     pub log: Option<String>,
     pub note: Option<String>,
+}
+
+impl NcclReport {
+    /// One line for verify: busbw at the largest size, path, transports.
+    pub fn summary(&self) -> String {
+        let last = self.sizes.last();
+        format!(
+            "NCCL {} all_reduce over {} GPUs: busbw {} GB/s at {} MiB, {} ({}), floor {} ({})",
+            self.nccl_version,
+            self.ranks,
+            one_decimal(last.map(|s| s.busbw_gbs)),
+            last.map(|s| s.bytes >> 20).unwrap_or(0),
+            match self.path {
+                "p2p" => "GPU to GPU",
+                "host-memory" => "THROUGH HOST MEMORY",
+                "network" => "THROUGH THE NETWORK",
+                _ => "transport unknown",
+            },
+            if self.transports.is_empty() {
+                "no channel line in NCCL's log".to_string()
+            } else {
+                self.transports.join(", ")
+            },
+            one_decimal(self.floor_busbw_gbs),
+            self.floor_source
+        )
+    }
 }
 
 /// The transports of an NCCL log's channel lines, each once, in order.

@@ -9,6 +9,7 @@
 //! links x the links' rate (NVML's, else the generation's) x [`NVLINK_EFFICIENCY`]; PCIe the
 //! narrower of the two GPUs' links x the copy floor's fraction.
 
+use crate::bench::units::one_decimal;
 use serde::Serialize;
 
 use super::copy::{read_link, sysfs_address, DEFAULT_FRACTION};
@@ -190,6 +191,43 @@ pub struct P2pReport {
     pub verdict: &'static str,
     pub passed: bool,
     pub note: Option<String>,
+}
+
+impl PairResult {
+    /// One pair, the same words in `bench p2p` and `verify`.
+    pub fn summary(&self) -> String {
+        let path = match self.path.kind {
+            "nvlink" => format!(
+                "NVLink {} x{}{}",
+                self.path.nvlink_generation.as_deref().unwrap_or("?"),
+                self.path.nvlinks,
+                if self.path.via_switch {
+                    " via NVSwitch"
+                } else {
+                    ""
+                }
+            ),
+            k => k.to_string(),
+        };
+        format!(
+            "GPU {} -> GPU {} over {path}, peer access {}: read {:.1}, write {:.1}, bidirectional {:.1} GB/s, floor {} one way ({}){}",
+            self.a,
+            self.b,
+            match self.path.peer_access {
+                Some(true) => "on",
+                Some(false) => "OFF",
+                None => "?",
+            },
+            self.read_gbs,
+            self.write_gbs,
+            self.bidir_gbs,
+            one_decimal(self.floor_gbs),
+            self.floor_source,
+            self.efficiency
+                .map(|e| format!("; efficiency {e:.3} of the raw rate"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 pub const METHOD: &str = "cuMemcpyAsync device to device, one ordered pair at a time, read on the reader's stream, write on the writer's, bidirectional both at once (sum); 4 warm-ups, 16 copies a sample, median of 3 (nvbandwidth's device_to_device_*_ce)";

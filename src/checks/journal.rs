@@ -4,8 +4,8 @@
 //! its journal recorded; the files of the applies in effect still as gdrprov
 //! wrote them; the state file agreeing with the generations. Reads only.
 
-use crate::apply::journal::{Generation, Kind, State, StateStore, Status, Sum};
 use crate::host::Host;
+use crate::journal::{Generation, Kind, State, StateStore, Status, Sum};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -60,7 +60,7 @@ pub fn check(host: &Host) -> Report {
         Err(e) => {
             problems.push(Problem {
                 generation: None,
-                path: Some(host.display(&format!("{}/state.json", crate::apply::journal::DIR))),
+                path: Some(host.display(&format!("{}/state.json", crate::journal::DIR))),
                 kind: "state-unreadable",
                 message: e.to_string(),
                 fix: "restore it from the latest generation's journal.json (its state_after), or from a backup of the host".into(),
@@ -84,7 +84,7 @@ pub fn check(host: &Host) -> Report {
                     message: e.to_string(),
                     fix: format!(
                         "restore {} from a backup of the host; gdrprov cannot undo what this generation did without it",
-                        host.display(&format!("{}/generations/{n}", crate::apply::journal::DIR))
+                        host.display(&format!("{}/generations/{n}", crate::journal::DIR))
                     ),
                 });
                 checked.push(Checked {
@@ -214,7 +214,7 @@ fn check_backup(
     rel: &str,
     sum: Option<&Sum>,
 ) -> Result<bool, Problem> {
-    let shown = host.display(&format!("{}/{rel}", crate::apply::journal::DIR));
+    let shown = host.display(&format!("{}/{rel}", crate::journal::DIR));
     let problem = |kind, message: String| {
         Problem {
         generation: Some(n),
@@ -223,7 +223,7 @@ fn check_backup(
         message,
         fix: format!(
             "put the original copy back from a backup of {}; until then gdrprov will not restore from it",
-            host.display(crate::apply::journal::DIR)
+            host.display(crate::journal::DIR)
         ),
     }
     };
@@ -325,7 +325,7 @@ fn check_state(host: &Host, state: &State, gens: &[Generation], problems: &mut V
     let unfinished = gens
         .iter()
         .any(|g| matches!(g.status, Status::InProgress | Status::Failed));
-    let shown = host.display(&format!("{}/state.json", crate::apply::journal::DIR));
+    let shown = host.display(&format!("{}/state.json", crate::journal::DIR));
     // While a run is unfinished, the state is the one before it (recover
     // restores it); compare only a settled journal.
     if unfinished {
@@ -380,7 +380,7 @@ fn check_state(host: &Host, state: &State, gens: &[Generation], problems: &mut V
             message: format!("{shown} says gdrprov owns changes on this root, but no apply in the journal is in effect"),
             fix: format!(
                 "restore {} from a backup of the host; or put those files back by hand, then remove it to start over",
-                host.display(crate::apply::journal::DIR)
+                host.display(crate::journal::DIR)
             ),
         });
     }

@@ -9,9 +9,10 @@
 //! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
 
-use crate::apply::journal::{Kind, StateStore, Status};
 use crate::error::{Error, Result};
 use crate::host::Host;
+use crate::journal::{Kind, StateStore, Status};
+use crate::names;
 use crate::ops;
 use crate::output;
 use crate::plan::{Action, Plan};
@@ -272,7 +273,14 @@ fn run(args_file: &Path) -> Result<Value> {
         State::RolledBack => rolled_back(&a, &k)?,
         State::Applied if k.check_mode => {
             let p = ops::plan(&a.profiles_request())?;
-            result(&p.host, p.names, &p.plan, output::Done::Planned, &k, "plan")
+            result(
+                &p.host,
+                p.names,
+                &p.plan,
+                output::Done::Planned,
+                &k,
+                names::PLAN,
+            )
         }
         State::Applied => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
@@ -282,7 +290,7 @@ fn run(args_file: &Path) -> Result<Value> {
                 &applied.plan,
                 applied.done(),
                 &k,
-                "apply",
+                names::APPLY,
             );
             v
         }
@@ -416,7 +424,14 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
     if k.check_mode {
         let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
         let profiles = store.load_state()?.profiles;
-        let mut v = result(&host, profiles, &plan, output::Done::Planned, k, "rollback");
+        let mut v = result(
+            &host,
+            profiles,
+            &plan,
+            output::Done::Planned,
+            k,
+            names::ROLLBACK,
+        );
         if let Some(obj) = v.as_object_mut() {
             // Undoing a generation is a change even when its files are already back.
             obj.insert("changed".into(), Value::Bool(true));
@@ -447,7 +462,7 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
         &plan,
         output::Done::Ran(&outcome),
         k,
-        "rollback",
+        names::ROLLBACK,
     );
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));

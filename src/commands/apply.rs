@@ -2,13 +2,14 @@
 
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, ProfilesRequest};
 use crate::output::{self, Output};
 
 pub fn run(out: &Output, req: &ProfilesRequest, yes: bool) -> Result<i32> {
     let mut confirm = super::ask::confirmer(out, yes);
     let done = ops::apply(req, &mut confirm)?;
-    report(out, "apply", &done);
+    report(out, names::APPLY, &done);
     Ok(exit::OK)
 }
 

@@ -1,123 +1,29 @@
-//! Command-line arguments of `gdrprov bench` and their execution.
+//! `gdrprov bench ...`: its arguments (src/commands/cli/bench.rs) turned into
+//! run options, and the runs.
 
 use std::time::Duration;
 
 use crate::bench::error::BenchError;
 use crate::bench::loopback::{export_only, run_loopback, LoopbackOptions, RunLength};
 use crate::bench::memory::MemoryKind;
+use crate::bench::pair::error::PairError;
+use crate::bench::pair::protocol::WireLength;
+use crate::bench::pair::PairOptions;
+use crate::bench::parse::parse_dev_port;
 use crate::bench::probe::{probe_all, probe_dmabuf_support, DmabufSupport};
+use crate::commands::cli::bench::{
+    BenchArgs, BenchCommand, CopyArgs, LoopbackArgs, PairArgs, ProbeArgs,
+};
+use crate::names;
 use crate::output::bench::{render_export_text, render_text};
 use crate::output::{Format, Output};
 
-/// Output format.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+/// Output format of a bench command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BenchFormat {
     Text,
     Json,
 }
-
-/// `gdrprov bench ...`
-#[derive(Debug, clap::Args)]
-pub struct BenchArgs {
-    #[command(subcommand)]
-    pub command: BenchCommand,
-}
-
-/// The benchmarks.
-#[derive(Debug, clap::Subcommand)]
-pub enum BenchCommand {
-    /// RDMA WRITE bandwidth between two QPs of this host (like ib_write_bw against itself), with a data check.
-    Loopback(LoopbackArgs),
-    /// Does the RDMA device accept dma-buf memory regions? (needs no GPU)
-    Probe(ProbeArgs),
-    /// GPU <-> host copy bandwidth (pinned memory, 256 MiB, best of several runs) per GPU.
-    Copy(CopyArgs),
-    /// RDMA between two hosts: `--listen` on one, `pair PEER` on the other; with a data check.
-    Pair(crate::bench::pair::PairArgs),
-    /// GPU -> GPU copy-engine bandwidth of every ordered pair: read, write, bidirectional, peer access and path.
-    P2p(crate::commands::bench_node::P2pArgs),
-    /// NCCL all_reduce over every local GPU in one process: busbw per size, the transports NCCL chose.
-    Nccl(crate::commands::bench_node::NcclArgs),
-}
-
-/// `gdrprov bench copy`
-#[derive(Debug, Clone, clap::Args)]
-pub struct CopyArgs {
-    /// CUDA device index(es) (default: every GPU).
-    #[arg(long, value_name = "N", value_delimiter = ',')]
-    pub gpu: Vec<u32>,
-    /// Bytes per copy; K/M/G suffixes [default: 256MiB].
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Timed runs per direction; the best counts.
-    #[arg(long, default_value_t = crate::bench::copy::DEFAULT_RUNS, value_name = "N")]
-    pub runs: u32,
-    /// Pass at this fraction of the link's raw rate [default: Azure's floor for the GPU, else 0.75].
-    #[arg(long, value_name = "FRACTION")]
-    pub min_fraction: Option<f64>,
-    /// Pass at this many GB/s each way.
-    #[arg(long, value_name = "GBS")]
-    pub min_gbs: Option<f64>,
-    #[command(flatten)]
-    pub node: crate::commands::bench_node::ConcurrentArgs,
-}
-
-/// `gdrprov bench loopback`
-#[derive(Debug, Clone, clap::Args)]
-pub struct LoopbackArgs {
-    /// RDMA device and port that sends (default: the first ACTIVE port).
-    #[arg(long, value_name = "DEV[:PORT]")]
-    pub device: Option<String>,
-    /// RDMA device and port that receives (default: the sending port itself).
-    #[arg(long, value_name = "DEV[:PORT]")]
-    pub to: Option<String>,
-    /// Where the buffers live (default: cuda-dmabuf when a GPU is present, else host).
-    #[arg(long, value_enum)]
-    pub memory: Option<MemoryKind>,
-    /// CUDA device index for GPU memory.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub gpu: u32,
-    /// Message size(s) in bytes; K/M/G (binary) suffixes and comma lists are accepted [default: 8MiB].
-    #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size, conflicts_with = "sweep")]
-    pub size: Vec<u64>,
-    /// Every power of two from 4 KiB to 8 MiB.
-    #[arg(long)]
-    pub sweep: bool,
-    /// Seconds per message size [default: 5, or 1 with --sweep].
-    #[arg(long, value_name = "SECS", conflicts_with = "iters")]
-    pub duration: Option<f64>,
-    /// Iterations (messages per QP) per message size, instead of a duration.
-    #[arg(long, value_name = "N")]
-    pub iters: Option<u64>,
-    /// Number of QP pairs.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub qps: u32,
-    /// Outstanding WRITEs per QP (capped so that at most 32 MiB are in flight per QP).
-    #[arg(long, default_value_t = 128, value_name = "N")]
-    pub tx_depth: u32,
-    /// GID index on RoCE (default: the RoCE v2 IPv4 GID).
-    #[arg(long, value_name = "N")]
-    pub gid_index: Option<u32>,
-    /// Pass when the average reaches this fraction of line rate [default: 0.90 GPU memory, 0.95 host].
-    #[arg(long, value_name = "FRACTION")]
-    pub min_fraction: Option<f64>,
-    /// Pass when the average reaches this many Gb/s (also on software RDMA devices).
-    #[arg(long, value_name = "GBPS")]
-    pub min_gbps: Option<f64>,
-    /// Allocate GPU memory and export it as dma-buf, then stop (test mode; needs no RDMA device).
-    #[arg(long)]
-    pub export_only: bool,
-}
-
-/// `gdrprov bench probe`
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProbeArgs {
-    /// RDMA device (default: every device).
-    #[arg(long, value_name = "DEV")]
-    pub device: Option<String>,
-}
-
-pub use crate::bench::parse::{parse_dev_port, parse_size};
 
 /// The sizes of --sweep: 4 KiB .. 8 MiB.
 pub fn sweep_sizes() -> Vec<u64> {
@@ -127,7 +33,7 @@ pub fn sweep_sizes() -> Vec<u64> {
 impl LoopbackArgs {
     /// Turn the arguments into run options.
     pub fn to_options(&self, format: BenchFormat) -> Result<LoopbackOptions, BenchError> {
-        let (device, port) = match &self.device {
+        let (device, port) = match &self.end.device {
             Some(d) => {
                 let (d, p) = parse_dev_port(d)?;
                 (Some(d), p)
@@ -143,12 +49,12 @@ impl LoopbackArgs {
         };
         let sizes = if self.sweep {
             sweep_sizes()
-        } else if self.size.is_empty() {
+        } else if self.run.size.is_empty() {
             vec![8 << 20]
         } else {
-            self.size.clone()
+            self.run.size.clone()
         };
-        let length = match (self.iters, self.duration) {
+        let length = match (self.run.iters, self.run.duration) {
             (Some(n), _) if n > 0 => RunLength::Iterations(n),
             (Some(_), _) => return Err(BenchError::InvalidArgument("--iters must be > 0".into())),
             (None, Some(d)) if d.is_finite() && d > 0.0 && d < 86_400.0 => {
@@ -164,8 +70,8 @@ impl LoopbackArgs {
             }
         };
         for (name, v) in [
-            ("--min-fraction", self.min_fraction),
-            ("--min-gbps", self.min_gbps),
+            ("--min-fraction", self.run.min_fraction),
+            ("--min-gbps", self.run.min_gbps),
         ] {
             if let Some(x) = v {
                 if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
@@ -180,16 +86,112 @@ impl LoopbackArgs {
             port,
             to_device,
             to_port,
-            memory: self.memory,
-            gpu: self.gpu,
+            memory: self.end.memory,
+            gpu: self.end.gpu,
             sizes,
             length,
-            qps: self.qps,
-            tx_depth: self.tx_depth,
-            gid_index: self.gid_index,
-            min_line_rate_fraction: self.min_fraction,
-            min_gbps: self.min_gbps,
+            qps: self.run.qps,
+            tx_depth: self.run.tx_depth,
+            gid_index: self.run.gid_index,
+            min_line_rate_fraction: self.run.min_fraction,
+            min_gbps: self.run.min_gbps,
             progress: format == BenchFormat::Text && crate::output::stderr_is_terminal(),
+        })
+    }
+}
+
+fn bad(s: String) -> PairError {
+    PairError::Usage(s)
+}
+
+impl PairArgs {
+    /// The pair's run options, every value checked.
+    pub fn to_options(&self) -> Result<PairOptions, PairError> {
+        let (device, port) = match &self.end.device {
+            Some(d) => {
+                let (d, p) = parse_dev_port(d)?;
+                (Some(d), p)
+            }
+            None => (None, None),
+        };
+        let sizes = if self.run.size.is_empty() {
+            vec![8 << 20]
+        } else {
+            self.run.size.clone()
+        };
+        if sizes.iter().any(|&s| s > u64::from(u32::MAX)) {
+            return Err(bad("--size: a message is at most 4 GiB - 1".into()));
+        }
+        let length = match (self.run.iters, self.run.duration) {
+            (Some(0), _) => return Err(bad("--iters must be > 0".into())),
+            (Some(n), _) => WireLength::Iterations(n),
+            (None, Some(d)) if d.is_finite() && d > 0.0 && d < 86_400.0 => WireLength::Seconds(d),
+            (None, Some(d)) => return Err(bad(format!("--duration {d}: must be > 0 seconds"))),
+            (None, None) => WireLength::Seconds(5.0),
+        };
+        for (name, v) in [
+            ("--min-fraction", self.run.min_fraction),
+            ("--min-gbps", self.run.min_gbps),
+        ] {
+            if let Some(x) = v {
+                if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
+                    return Err(bad(format!("{name} {x} is out of range")));
+                }
+            }
+        }
+        if self.run.qps == 0
+            || self.run.qps > 64
+            || self.run.tx_depth == 0
+            || self.run.tx_depth > 8192
+        {
+            return Err(bad("--qps must be 1..64 and --tx-depth 1..8192".into()));
+        }
+        if self.check_iters == 0 {
+            return Err(bad(
+                "--check-iters must be > 0 (every run checks its data)".into()
+            ));
+        }
+        if self.all_nics && self.listen.as_deref() == Some("") {
+            return Err(bad(
+                "--all-nics --listen needs ADDR: the address the client reaches for every rail's set-up (each rail's RDMA goes over its own NIC)".into(),
+            ));
+        }
+        if self.timeout == 0 || self.timeout > 86_400 {
+            return Err(bad("--timeout must be 1..86400 seconds".into()));
+        }
+        if let WireLength::Seconds(d) = length {
+            let need = d * sizes.len() as f64;
+            if need >= self.timeout as f64 {
+                return Err(bad(format!(
+                    "{} size(s) x {d} s do not fit in --timeout {} s; raise --timeout",
+                    sizes.len(),
+                    self.timeout
+                )));
+            }
+        }
+        Ok(PairOptions {
+            listen: self.listen.clone(),
+            peer: self.peer.clone(),
+            port: self.port,
+            token_file: self.token_file.clone(),
+            timeout: Duration::from_secs(self.timeout),
+            device,
+            dev_port: port,
+            memory: self.end.memory,
+            gpu: self.end.gpu,
+            op: self.op,
+            sizes,
+            length,
+            qps: self.run.qps,
+            tx_depth: self.run.tx_depth,
+            check_iters: self.check_iters,
+            gid_index: self.run.gid_index,
+            min_fraction: self.run.min_fraction,
+            min_gbps: self.run.min_gbps,
+            all_nics: self.all_nics,
+            rail: None,
+            gpu_pci: None,
+            rail_note: None,
         })
     }
 }
@@ -228,19 +230,19 @@ pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32, BenchError> {
     let format = format_of(out);
     let opts = args.to_options(format)?;
     if args.export_only {
-        if args.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
+        if args.end.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
             return Err(BenchError::InvalidArgument(
                 "--export-only needs --memory cuda-dmabuf".into(),
             ));
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
-        let r = export_only(args.gpu, size)?;
-        show(out, "bench loopback", || render_export_text(&r), &r)?;
+        let r = export_only(args.end.gpu, size)?;
+        show(out, names::BENCH_LOOPBACK, || render_export_text(&r), &r)?;
         return Ok(if r.passed { 0 } else { 1 });
     }
     let mut notes = |s: &str| crate::output::stderr_line(s);
     let r = run_loopback(&opts, &mut notes)?;
-    show(out, "bench loopback", || render_text(&r), &r)?;
+    show(out, names::BENCH_LOOPBACK, || render_text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
@@ -267,7 +269,7 @@ pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32, BenchError> {
     };
     show(
         out,
-        "bench probe",
+        names::BENCH_PROBE,
         text,
         &serde_json::json!({ "devices": probes }),
     )?;
@@ -304,20 +306,20 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         min_gbs: args.min_gbs,
     };
     let r = crate::bench::copy::run(&opts)?;
-    show(out, "bench copy", || crate::output::copy::text(&r), &r)?;
+    show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
 /// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
 /// threshold failed; every other failure is an error naming it.
-pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32, BenchError> {
     let opts = args.to_options()?;
     let notes = |s: &str| crate::output::stderr_line(s);
     if opts.all_nics {
         let done = crate::bench::pair::allnics::run_live(&opts, &notes)?;
         show(
             out,
-            "bench pair",
+            names::BENCH_PAIR,
             || crate::output::pair::render_rails(&done),
             &done,
         )?;
@@ -330,12 +332,12 @@ pub fn run_pair(args: &crate::bench::pair::PairArgs, out: &Output) -> Result<i32
             .map(|d| d.as_secs())
             .unwrap_or(0);
         let text = crate::output::pair_metrics::prometheus(&done.report, done.role, now);
-        crate::fleet::files::write_textfile(path, &text)
+        crate::host::textfile::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
     show(
         out,
-        "bench pair",
+        names::BENCH_PAIR,
         || crate::output::pair::render_text(&done.report, done.role),
         &done,
     )?;
@@ -366,6 +368,8 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::pair::protocol::Op;
+    use crate::bench::parse::parse_size;
 
     #[test]
     fn sizes() {
@@ -431,5 +435,58 @@ mod tests {
         assert_eq!(o.length, RunLength::Iterations(100));
         let t = T::try_parse_from(["t", "--min-fraction", "1.5"]).unwrap();
         assert!(t.a.to_options(BenchFormat::Text).is_err());
+    }
+
+    #[test]
+    fn pair_arguments() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: PairArgs,
+        }
+        let t = T::try_parse_from(["t", "--listen"]).unwrap();
+        assert_eq!(t.a.listen.as_deref(), Some(""));
+        let t = T::try_parse_from(["t", "--listen", "10.0.0.1"]).unwrap();
+        assert_eq!(t.a.listen.as_deref(), Some("10.0.0.1"));
+        assert!(T::try_parse_from(["t"]).is_err());
+        assert!(T::try_parse_from(["t", "--listen", "peer"]).is_ok());
+        assert!(T::try_parse_from(["t", "host", "--listen"]).is_err());
+        let t = T::try_parse_from([
+            "t", "host", "--size", "64K,1M", "--op", "read", "--iters", "9",
+        ])
+        .unwrap();
+        let o = t.a.to_options().unwrap();
+        assert_eq!(o.sizes, vec![65536, 1 << 20]);
+        assert_eq!(o.op, Op::Read);
+        assert_eq!(o.length, WireLength::Iterations(9));
+        let t =
+            T::try_parse_from(["t", "host", "--size", "1M,2M,4M", "--duration", "120"]).unwrap();
+        assert!(t
+            .a
+            .to_options()
+            .unwrap_err()
+            .to_string()
+            .contains("--timeout"));
+        let t = T::try_parse_from(["t", "host", "--check-iters", "0"]).unwrap();
+        assert!(t.a.to_options().is_err());
+    }
+
+    #[test]
+    fn all_nics_arguments() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct T {
+            #[command(flatten)]
+            a: PairArgs,
+        }
+        let t = T::try_parse_from(["t", "--listen", "--all-nics"]).unwrap();
+        let e = t.a.to_options().unwrap_err().to_string();
+        assert!(e.contains("--all-nics --listen needs ADDR"), "{e}");
+        let t = T::try_parse_from(["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
+        assert!(t.a.to_options().unwrap().all_nics);
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--gpu", "1"]).is_err());
+        assert!(T::try_parse_from(["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
     }
 }

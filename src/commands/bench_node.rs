@@ -1,40 +1,15 @@
-//! The whole node's benchmarks: `gdrprov bench copy --concurrent` (every GPU at once) and
-//! `gdrprov bench p2p` (every ordered GPU pair). Their arguments live here, self-contained, so
-//! that `bench copy` gains one flattened field and `bench` one subcommand.
+//! The whole node's benchmarks: `gdrprov bench copy --concurrent` (every GPU at once),
+//! `gdrprov bench p2p` (every ordered GPU pair) and `gdrprov bench nccl` (all_reduce over every
+//! GPU). Their arguments are in src/commands/cli/bench_node.rs.
 
 use crate::bench::concurrent;
 use crate::bench::copy::CopyOptions;
 use crate::bench::error::BenchError;
 use crate::bench::p2p;
-use crate::bench::parse::parse_size;
+use crate::commands::cli::bench_node::{ConcurrentArgs, NcclArgs, P2pArgs};
+use crate::names;
 use crate::output::{Format, Output};
 use gdrprov_rdma::cuda::node::Method;
-
-/// `bench copy --concurrent` (flattened into `bench copy`'s arguments).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct ConcurrentArgs {
-    /// Host -> device and device -> host on every GPU at once (each alone first), per GPU and in
-    /// sum, floors from the topology (512 MiB copies, median of --samples, nvbandwidth's method).
-    #[arg(long)]
-    pub concurrent: bool,
-    /// Samples whose median counts (with --concurrent).
-    #[arg(long, default_value_t = 3, value_name = "N", requires = "concurrent")]
-    pub samples: u32,
-}
-
-/// `gdrprov bench p2p`
-#[derive(Debug, Clone, clap::Args)]
-pub struct P2pArgs {
-    /// CUDA device indexes (default: every GPU); every ordered pair of them is measured.
-    #[arg(long, value_name = "N", value_delimiter = ',')]
-    pub gpu: Vec<u32>,
-    /// Bytes per copy; K/M/G suffixes [default: 512MiB].
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
-    pub size: Option<u64>,
-    /// Samples whose median counts.
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub samples: u32,
-}
 
 /// `bench copy`'s own options that `--concurrent` uses (passed in, so that this file needs
 /// nothing of `bench copy`'s argument struct).
@@ -137,7 +112,7 @@ pub fn run_concurrent(
     let r = concurrent::run(&gpus, size(args.size)?, &m, None, &opts, &topo)?;
     show(
         out,
-        "bench copy",
+        names::BENCH_COPY,
         || crate::output::node::concurrent_text(&r),
         &r,
     )?;
@@ -150,22 +125,13 @@ pub fn run_p2p(args: &P2pArgs, out: &Output) -> Result<i32, BenchError> {
     let gpus = indexes(&args.gpu)?;
     let topo = crate::facts::gpu_topo::of_running_system();
     let r = p2p::run(&gpus, size(args.size)?, &m, &topo)?;
-    show(out, "bench p2p", || crate::output::node::p2p_text(&r), &r)?;
+    show(
+        out,
+        names::BENCH_P2P,
+        || crate::output::node::p2p_text(&r),
+        &r,
+    )?;
     Ok(if r.passed { 0 } else { 1 })
-}
-
-/// `gdrprov bench nccl`
-#[derive(Debug, Clone, clap::Args)]
-pub struct NcclArgs {
-    /// CUDA device indexes (default: every GPU); one communicator each, in this process.
-    #[arg(long, value_name = "N", value_delimiter = ',')]
-    pub gpu: Vec<u32>,
-    /// Message size(s) in bytes; K/M/G suffixes, comma lists [default: 1MiB,8MiB,64MiB,256MiB].
-    #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size)]
-    pub size: Vec<u64>,
-    /// Timed all_reduce steps per size (after 5 warm-ups).
-    #[arg(long, default_value_t = 20, value_name = "N")]
-    pub iters: u32,
 }
 
 /// Runs `bench nccl`: Ok(0) when the all_reduce was right, GPU to GPU and above its floor.
@@ -194,6 +160,11 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
         let topo = crate::facts::gpu_topo::of_running_system();
         crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo)?
     };
-    show(out, "bench nccl", || crate::output::node::nccl_text(&r), &r)?;
+    show(
+        out,
+        names::BENCH_NCCL,
+        || crate::output::node::nccl_text(&r),
+        &r,
+    )?;
     Ok(if r.verdict == "fail" { 1 } else { 0 })
 }

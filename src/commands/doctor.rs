@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::facts::{Depth, Facts};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::path::Path;
@@ -25,7 +26,7 @@ pub fn run(
     let composed = if profiles.is_empty() {
         None
     } else {
-        Some(crate::ops::load_profiles(profiles)?)
+        Some(crate::profile::load_profiles(profiles)?)
     };
     let host = target.open()?;
     let facts = Facts::gather_with(&host, target.cpu_vendor, Depth::WithCuda);
@@ -40,7 +41,7 @@ pub fn run(
         f.cause = crate::output::keep_options(&f.cause, root, out.format);
     }
     match out.format {
-        Format::Json => out.document("doctor", root, &report),
+        Format::Json => out.document(names::DOCTOR, root, &report),
         Format::Text | Format::Prometheus => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }

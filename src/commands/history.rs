@@ -1,8 +1,9 @@
 //! `gdrprov history`: the journal's generations: when, who, what, result.
 
-use crate::apply::journal::{Kind, StateStore};
 use crate::error::Result;
 use crate::exit;
+use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::fmt::Write as _;
@@ -28,8 +29,8 @@ struct HistoryEntry {
     steps: usize,
 }
 
-fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
-    use crate::apply::journal::Status;
+fn history_entry(g: &crate::journal::Generation) -> HistoryEntry {
+    use crate::journal::Status;
     let result = match (g.status, g.rolled_back_by) {
         (_, Some(_)) => "rolled-back",
         (Status::Complete, None) => "complete",
@@ -40,8 +41,8 @@ fn history_entry(g: &crate::apply::journal::Generation) -> HistoryEntry {
     HistoryEntry {
         generation: g.generation,
         kind: g.kind,
-        started: crate::apply::journal::rfc3339(g.started),
-        finished: g.finished.map(crate::apply::journal::rfc3339),
+        started: crate::journal::rfc3339(g.started),
+        finished: g.finished.map(crate::journal::rfc3339),
         user: g.user.clone(),
         profiles: g.profiles.clone(),
         result: result.into(),
@@ -64,7 +65,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(
-            "history",
+            names::HISTORY,
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),

@@ -4,6 +4,7 @@
 use crate::error::Result;
 use crate::facts::{Depth, Facts};
 use crate::host::Host;
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use std::path::Path;
@@ -25,7 +26,7 @@ pub fn run(out: &Output, target: &Target, snapshot: Option<&Path>) -> Result<i32
     }
     match out.format {
         Format::Json => out.document(
-            "inventory",
+            names::INVENTORY,
             &target.root,
             serde_json::json!({ "facts": facts }),
         ),
@@ -54,7 +55,7 @@ fn write_snapshot(
     let differs = again.map(|a| differing(facts, &a)).unwrap_or_default();
     match out.format {
         Format::Json => out.document(
-            "inventory",
+            names::INVENTORY,
             &target.root,
             serde_json::json!({
                 "snapshot": dir.display().to_string(),

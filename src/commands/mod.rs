@@ -1,5 +1,5 @@
-//! The commands: parsing the command line, one file per command, and the
-//! errors. Each command turns its clap arguments into what it acts on (an
+//! The commands: the command line's types (src/commands/cli/), one file per
+//! command, and the errors. Each command turns its clap arguments into what it acts on (an
 //! `ops::Target` or an operations request, src/ops.rs, made from `--root`
 //! and its options) and prints through the one output sink
 //! (`output::Output`, which knows the format and colour only).
@@ -27,6 +27,7 @@ mod verify;
 use crate::commands::cli::{Cli, Command};
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
 use clap::Parser;
@@ -137,12 +138,7 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1
-            && matches!(
-                a.as_str(),
-                "profile" | "boot" | "bench" | "fleet" | "journal"
-            ))
-        {
+        if !(words.len() == 1 && crate::names::is_group(a)) {
             break;
         }
     }
@@ -175,9 +171,9 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             a.detailed_exitcode,
             a.trial,
         ),
-        Command::Apply(a) => apply::run(out, &a.request(root), a.yes),
-        Command::Rollback(a) => rollback::run(out, &a.request(root), a.yes),
-        Command::Recover(a) => recover::run(out, &a.request(root), a.yes),
+        Command::Apply(a) => apply::run(out, &a.request(root), a.yes.yes),
+        Command::Rollback(a) => rollback::run(out, &a.request(root), a.yes.yes),
+        Command::Recover(a) => recover::run(out, &a.request(root), a.yes.yes),
         Command::Verify(a) => verify::run(out, &a.request(root), a),
         Command::History => history::run(out, &Target::read_only(root.clone(), None)),
         Command::Journal(cli::JournalCommand::Check) => {
@@ -187,7 +183,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::Bench(b) => {
             crate::ops::refuse_other_root(
                 root,
-                "bench",
+                names::BENCH,
                 "run it on the host itself without --root",
             )?;
             Ok(bench::run_bench(b, out)?)
@@ -195,12 +191,12 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::Fleet(f) => sweep::run(out, f),
         Command::Inventory(a) => inventory::run(
             out,
-            &Target::probing(root.clone(), a.cpu_vendor),
+            &Target::probing(root.clone(), a.cpu.cpu_vendor),
             a.snapshot.as_deref(),
         ),
         Command::Doctor(a) => doctor::run(
             out,
-            &Target::probing(root.clone(), a.cpu_vendor),
+            &Target::probing(root.clone(), a.cpu.cpu_vendor),
             &a.profiles,
             a.nccl_log.as_deref(),
         ),

@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{self, Output};
 
@@ -18,7 +19,7 @@ pub fn run(
         trial,
     })?;
     out.report(&output::report(
-        "plan",
+        names::PLAN,
         &planned.host,
         planned.names.clone(),
         &planned.plan,

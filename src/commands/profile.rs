@@ -3,6 +3,7 @@
 use crate::commands::cli::ProfileCommand;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::names;
 use crate::output::{Format, Output};
 use crate::profile;
 use std::path::Path;
@@ -21,7 +22,11 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         .iter()
                         .map(|(n, d)| serde_json::json!({"name": n, "description": d}))
                         .collect();
-                    out.document("profile list", root, serde_json::json!({"profiles": v}));
+                    out.document(
+                        names::PROFILE_LIST,
+                        root,
+                        serde_json::json!({"profiles": v}),
+                    );
                 }
                 Format::Text | Format::Prometheus => {
                     let lines: String = rows
@@ -41,7 +46,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             let loaded = profile::load(name)?;
             match out.format {
                 Format::Json => out.document(
-                    "profile show",
+                    names::PROFILE_SHOW,
                     root,
                     serde_json::json!({
                         "name": loaded.name,
@@ -80,7 +85,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
             }
             if out.format == Format::Json {
                 out.document(
-                    "profile validate",
+                    names::PROFILE_VALIDATE,
                     root,
                     serde_json::json!({"ok": failed == 0, "files": results}),
                 );

@@ -5,50 +5,21 @@
 //! metrics textfile, the node-feature file) and one short summary on stdout
 //! (the unit's journal). It changes nothing else and never writes the journal.
 
-use crate::apply::journal::StateStore;
 use crate::checks::verify::{Check, Report, Status};
+use crate::commands::cli::RecheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
+use crate::journal::StateStore;
+use crate::names;
 use crate::ops;
 use crate::output::{Format, Output};
-use clap::Args;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Where a profile that is not built in is looked for (relative to the root).
 const PROFILE_DIR: &str = "etc/gdrprov";
-
-#[derive(Debug, Args)]
-pub struct RecheckArgs {
-    /// Profiles to check (default: those of the last apply in effect, from /var/lib/gdrprov;
-    /// one that is not built in is read from /etc/gdrprov/NAME.yaml).
-    #[arg(value_name = "PROFILE")]
-    pub profiles: Vec<String>,
-    /// Readiness marker directory: `ready` or `failed` (as `verify --marker-dir`).
-    #[arg(long, value_name = "DIR", default_value = "/run/gdrprov")]
-    pub marker_dir: PathBuf,
-    /// Prometheus textfile to refresh (default: the profile's `vars.gdrprov-textfile`, the file
-    /// the first-boot unit writes; none when unset).
-    #[arg(long, value_name = "FILE")]
-    pub textfile: Option<PathBuf>,
-    /// node-feature-discovery feature file to refresh, e.g.
-    /// /etc/kubernetes/node-feature-discovery/features.d/gdrprov (default: the profile's
-    /// `vars.gdrprov-nfd-file`; none when unset).
-    #[arg(long, value_name = "FILE")]
-    pub nfd_file: Option<PathBuf>,
-    /// How long the node-feature labels live unless refreshed (they carry NFD's
-    /// `# +expiry-time`); a re-check runs only when modules change, so a day.
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = humantime::parse_duration)]
-    pub nfd_expiry: Duration,
-    /// Give up after SECS: the marker then says `failed` (the re-check did not finish).
-    #[arg(long, value_name = "SECS", default_value_t = 60)]
-    pub timeout: u64,
-    /// What caused the re-check, for the summary line (e.g. `dpkg trigger /lib/modules`).
-    #[arg(long, value_name = "TEXT")]
-    pub reason: Option<String>,
-}
 
 pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     if a.timeout == 0 || a.timeout > 3600 {
@@ -77,24 +48,24 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let report = match bounded(req, Duration::from_secs(a.timeout)) {
         Some(Ok(r)) => r,
         Some(Err(e)) => {
-            let _ = crate::fleet::files::write_marker(&a.marker_dir, false, &e.to_string());
+            let _ = crate::host::textfile::write_marker(&a.marker_dir, false, &e.to_string());
             return Err(e);
         }
         None => timed_out(root, &specs, a.timeout),
     };
-    crate::fleet::files::write_marker(
+    crate::host::textfile::write_marker(
         &a.marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
     )?;
     if let Some(path) = &textfile {
-        crate::fleet::files::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
+        crate::host::textfile::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
     }
     if let Some(path) = &nfd_file {
-        crate::fleet::nfd::write(path, Some(&report), &specs, a.nfd_expiry)?;
+        crate::ops::write_nfd(path, Some(&report), &specs, a.nfd_expiry)?;
     }
     match out.format {
-        Format::Json => out.document("recheck", root, &report),
+        Format::Json => out.document(names::RECHECK, root, &report),
         Format::Text | Format::Prometheus => out.raw(&summary(&report, reason)),
     }
     Ok(if report.ready {

@@ -2,6 +2,7 @@
 
 use crate::error::Result;
 use crate::exit;
+use crate::names;
 use crate::ops::{self, RollbackRequest, RolledBack};
 use crate::output::{self, Output};
 use crate::plan::Plan;
@@ -12,7 +13,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
         RolledBack::Nothing { host } => {
             if out.json() {
                 out.report(&output::report(
-                    "rollback",
+                    names::ROLLBACK,
                     &host,
                     Vec::new(),
                     &Plan::default(),
@@ -31,7 +32,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
             plan,
             outcome,
         } => out.report(&output::report(
-            "rollback",
+            names::ROLLBACK,
             &host,
             profiles,
             &plan,

@@ -1,6 +1,9 @@
 //! `gdrprov fleet sweep plan|report|simulate`: the pair sweep's command
 //! line over the pure core in src/fleet (docs/fleets.md).
 
+use super::cli::fleet::{
+    FleetArgs, FleetCommand, Mode, PlanArgs, ReportArgs, SimulateArgs, SweepCommand, ThresholdArgs,
+};
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::fleet::classify::{classify, Thresholds};
@@ -8,132 +11,10 @@ use crate::fleet::plan::{self, Round};
 use crate::fleet::render::{self, Context};
 use crate::fleet::results::Record;
 use crate::fleet::{remedy, simulate, slurm, Obs, Sweep};
+use crate::names;
 use crate::output::{Format, Output};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::PathBuf;
-
-/// `gdrprov fleet ...`
-#[derive(Debug, clap::Args)]
-pub struct FleetArgs {
-    #[command(subcommand)]
-    pub command: FleetCommand,
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum FleetCommand {
-    /// The pair sweep: find the bad node, rail and fabric path across a fleet.
-    #[command(subcommand)]
-    Sweep(SweepCommand),
-}
-
-#[derive(Debug, clap::Subcommand)]
-pub enum SweepCommand {
-    /// Rounds of disjoint pairs to run (`bench pair`), from a host list; or, with --retest, the
-    /// next retest round from the results so far.
-    Plan(PlanArgs),
-    /// Classify the results: every pair per rail, bad nodes, rails and paths with their
-    /// evidence, suspects, and the Slurm drains and resumes (under a cap).
-    Report(ReportArgs),
-    /// Run the planner and classifier on a seeded model of a rail-optimized fleet.
-    Simulate(SimulateArgs),
-}
-
-/// Where the nodes come from.
-#[derive(Debug, clap::Args)]
-pub struct HostsArgs {
-    /// A file of host names, one a line (`#` starts a comment).
-    #[arg(long, value_name = "FILE")]
-    pub hosts: Option<PathBuf>,
-    /// A Slurm host list, e.g. "$SLURM_JOB_NODELIST" or gpu[001-064].
-    #[arg(long, value_name = "LIST")]
-    pub nodelist: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Mode {
-    /// A few rounds in which every node meets --partners different partners; then retests.
-    Quick,
-    /// Every pair once: N-1 rounds (round robin).
-    AllPairs,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct PlanArgs {
-    #[command(flatten)]
-    pub hosts: HostsArgs,
-    /// The rails (RDMA devices) each pair runs, comma-separated; none: the runner's choice (all).
-    #[arg(long, value_name = "DEV,...", value_delimiter = ',')]
-    pub rails: Vec<String>,
-    #[arg(long, value_enum, default_value_t = Mode::Quick)]
-    pub mode: Mode,
-    /// Different partners each node meets in the quick rounds.
-    #[arg(long, default_value_t = 3, value_name = "N")]
-    pub partners: usize,
-    /// The results so far (directories of pair JSON): plan the next retest round.
-    #[arg(long, value_name = "DIR")]
-    pub retest: Vec<PathBuf>,
-    /// No retest round past this many rounds.
-    #[arg(long, default_value_t = 6, value_name = "N")]
-    pub max_rounds: u32,
-    /// The suspects to retest come from the report's classification: give the same thresholds.
-    #[command(flatten)]
-    pub thresholds: ThresholdArgs,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ReportArgs {
-    /// Directories of pair results: DIR/round-R/A+B.json (or A+B+RAIL.json).
-    #[arg(required = true, value_name = "DIR")]
-    pub results: Vec<PathBuf>,
-    /// The sweep's hosts, so that a node with no result is named (optional).
-    #[command(flatten)]
-    pub hosts: HostsArgs,
-    /// Each node's `gdrprov verify --format json` as DIR/NODE.json: configuration causes
-    /// make a bad node fixable by `gdrprov apply` instead of drained.
-    #[arg(long, value_name = "DIR")]
-    pub verify_dir: Option<PathBuf>,
-    /// Nodes drained now, `NODE|REASON` a line (`sinfo -h -N -t drain -o '%N|%E'`): the
-    /// sweep's own drains that this sweep clears are resumed.
-    #[arg(long, value_name = "FILE")]
-    pub drained: Option<PathBuf>,
-    /// Nodes an earlier sweep drained and resumed for this one (examples/slurm/
-    /// gdrprov-sweep-submit.sh), `NODE|REASON` a line: kept in service when this sweep clears
-    /// them, drained again otherwise.
-    #[arg(long, value_name = "FILE")]
-    pub probation: Option<PathBuf>,
-    /// Drain at most N nodes (default: --drain-percent of the nodes, at least one).
-    #[arg(long, value_name = "N")]
-    pub max_drain: Option<usize>,
-    #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
-    pub drain_percent: f64,
-    /// Write the scontrol command lines (drain, resume) to FILE, for `sh FILE`.
-    #[arg(long, value_name = "FILE")]
-    pub slurm_script: Option<PathBuf>,
-    /// List every measurement in the JSON.
-    #[arg(long)]
-    pub pairs: bool,
-    #[command(flatten)]
-    pub thresholds: ThresholdArgs,
-}
-
-#[derive(Debug, clap::Args)]
-pub struct ThresholdArgs {
-    /// A pair is low below this fraction of its rail's median (ClusterKit's 0.93).
-    #[arg(long, default_value_t = 0.93, value_name = "FRACTION")]
-    pub relative: f64,
-    /// A rail whose median is below this fraction of line rate is a fleet-wide problem.
-    #[arg(long, default_value_t = 0.90, value_name = "FRACTION")]
-    pub floor: f64,
-    /// Different partners, fine elsewhere, that a bad verdict needs.
-    #[arg(long, default_value_t = 2, value_name = "N")]
-    pub min_partners: usize,
-    /// Also low below this many Gb/s, whatever the median (an absolute cut: for a fleet of a
-    /// few nodes, where a bad node is in most pairs, and for ports with no real line rate).
-    #[arg(long, value_name = "GBPS")]
-    pub min_gbps: Option<f64>,
-}
 
 impl ThresholdArgs {
     /// The classifier's thresholds, the same for `report` and `plan --retest`.
@@ -159,44 +40,6 @@ impl ThresholdArgs {
             min_gbps: self.min_gbps,
             ..Thresholds::default()
         })
-    }
-}
-
-#[derive(Debug, clap::Args)]
-pub struct SimulateArgs {
-    #[arg(long, default_value_t = 4096)]
-    pub nodes: usize,
-    #[arg(long, default_value_t = 8)]
-    pub rails: usize,
-    /// Nodes slow on every rail.
-    #[arg(long, default_value_t = 41)]
-    pub bad_nodes: usize,
-    /// Node rails slow (a cable, a transceiver, a NIC).
-    #[arg(long, default_value_t = 164)]
-    pub bad_rails: usize,
-    /// Pairs slow on one rail (among the pairs the first rounds measure).
-    #[arg(long, default_value_t = 0)]
-    pub bad_paths: usize,
-    /// Relative standard deviation of every measurement.
-    #[arg(long, default_value_t = 0.05)]
-    pub noise: f64,
-    /// A slow rail's speed as a fraction of a good one's.
-    #[arg(long, default_value_t = 0.6)]
-    pub slow: f64,
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    #[arg(long, default_value_t = 6)]
-    pub max_rounds: u32,
-    /// Seconds one `bench pair` run takes on one rail (measure it), for the wall time.
-    #[arg(long, default_value_t = 10.0, value_name = "SECS")]
-    pub pair_seconds: f64,
-}
-
-pub fn name(c: &FleetCommand) -> &'static str {
-    match c {
-        FleetCommand::Sweep(SweepCommand::Plan(_)) => "fleet sweep plan",
-        FleetCommand::Sweep(SweepCommand::Report(_)) => "fleet sweep report",
-        FleetCommand::Sweep(SweepCommand::Simulate(_)) => "fleet sweep simulate",
     }
 }
 
@@ -321,7 +164,7 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         plan.nodes = sweep.nodes;
     }
     if out.json() {
-        out.document("fleet sweep plan", std::path::Path::new("/"), &plan);
+        out.document(names::FLEET_SWEEP_PLAN, std::path::Path::new("/"), &plan);
     } else {
         // One line a pair, for shell runners: ROUND LISTENER CLIENT RAILS (`all` for every rail).
         let mut s = String::new();
@@ -383,16 +226,21 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     };
     let report = render::report(&sweep, &c, &ctx);
     if let Some(path) = &a.slurm_script {
-        crate::fleet::files::write_textfile(
+        crate::host::textfile::write_textfile(
             path,
             &format!(
-                "#!/bin/sh\n# gdrprov fleet sweep report: the scheduler's actions\nset -e\n{}",
+                "#!/bin/sh\n# gdrprov {}: the scheduler's actions\nset -e\n{}",
+                names::FLEET_SWEEP_REPORT,
                 report.slurm.script()
             ),
         )?;
     }
     match out.format {
-        Format::Json => out.document("fleet sweep report", std::path::Path::new("/"), &report),
+        Format::Json => out.document(
+            names::FLEET_SWEEP_REPORT,
+            std::path::Path::new("/"),
+            &report,
+        ),
         Format::Text => out.text(
             std::path::Path::new("/"),
             &crate::output::sweep::text(&report),
@@ -433,7 +281,7 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         ..simulate::Model::default()
     });
     if out.json() {
-        out.document("fleet sweep simulate", std::path::Path::new("/"), &o);
+        out.document(names::FLEET_SWEEP_SIMULATE, std::path::Path::new("/"), &o);
     } else {
         out.text(std::path::Path::new("/"), &format!(
             "{} nodes x {} rails, {} bad nodes, {} bad rails, {} bad paths, noise {}, slow rails at {} (seed {})\n\

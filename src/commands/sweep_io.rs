@@ -1,7 +1,8 @@
 //! The files `fleet sweep` reads: host lists, pair results, verify reports,
 //! Slurm's drained nodes. Every problem names the file and the fix.
 
-use super::{add_records, HostsArgs};
+use super::add_records;
+use crate::commands::cli::fleet::HostsArgs;
 use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;

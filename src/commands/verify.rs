@@ -3,7 +3,8 @@
 use crate::commands::cli::VerifyArgs;
 use crate::error::Result;
 use crate::exit;
-use crate::fleet::files::{write_marker, write_textfile};
+use crate::host::textfile::{write_marker, write_textfile};
+use crate::names;
 use crate::ops::{self, VerifyRequest};
 use crate::output::metrics::{marker_text, prometheus};
 use crate::output::{Format, Output};
@@ -17,7 +18,7 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
                 let _ = write_marker(dir, false, &e.to_string());
             }
             if let Some(path) = &a.nfd_file {
-                let _ = crate::fleet::nfd::write(path, None, &a.profiles, a.nfd_expiry);
+                let _ = crate::ops::write_nfd(path, None, &a.profiles, a.nfd_expiry);
             }
             return Err(e);
         }
@@ -26,13 +27,13 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
         write_marker(dir, report.ready, &marker_text(&report))?;
     }
     if let Some(path) = &a.nfd_file {
-        crate::fleet::nfd::write(path, Some(&report), &a.profiles, a.nfd_expiry)?;
+        crate::ops::write_nfd(path, Some(&report), &a.profiles, a.nfd_expiry)?;
     }
     if let Some(path) = &a.textfile {
         write_textfile(path, &prometheus(&report))?;
     }
     match out.format {
-        Format::Json => out.document("verify", &req.root, &report),
+        Format::Json => out.document(names::VERIFY, &req.root, &report),
         Format::Text => out.text(&req.root, &crate::output::verify::text(&report)),
         Format::Prometheus => out.raw(&prometheus(&report)),
     }

@@ -94,7 +94,7 @@ pub fn live_probe() -> LiveTopology {
             .iter()
             .find(|d| d.ordinal == i as i32)
             .and_then(|d| d.pci_bus_id.as_deref())
-            .map(crate::bench::copy::sysfs_address)
+            .map(gdrprov_rdma::nvlink::sysfs_pci)
             .unwrap_or_default()
     };
     let (peers, peers_error) = match gdrprov_rdma::cuda::node::peer_matrix() {

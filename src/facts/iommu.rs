@@ -17,6 +17,18 @@ pub enum IommuState {
     Unknown,
 }
 
+impl IommuState {
+    /// The state in words, for people.
+    pub fn words(self) -> &'static str {
+        match self {
+            IommuState::Off => "off",
+            IommuState::Passthrough => "passthrough",
+            IommuState::Translated => "translating DMA",
+            IommuState::Unknown => "state unknown",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct IommuFacts {
     pub state: IommuState,

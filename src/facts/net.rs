@@ -4,8 +4,32 @@
 
 use super::rdma::RdmaDevice;
 use crate::host::Host;
-use crate::profile::NetMatch;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// One way of naming interfaces; exactly one key. `*` and `?` are wildcards.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NetMatch {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl std::fmt::Display for NetMatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match (&self.rdma, &self.driver, &self.name) {
+            (Some(r), _, _) => write!(f, "rdma: {r}"),
+            (_, Some(d), _) => write!(f, "driver: {d}"),
+            (_, _, Some(n)) => write!(f, "name: {n}"),
+            _ => f.write_str("(nothing)"),
+        }
+    }
+}
 
 /// One network interface as sysfs shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -6,12 +6,12 @@
 //! their evidence, [`remedy`] tells a configuration fault (fixable by
 //! `gdrprov apply`) from a hardware suspect, [`slurm`] decides drains and
 //! resumes under a cap, [`simulate`] drives the same planner and classifier
-//! with a seeded model of a fleet. Reading files is the command's job
-//! (src/commands/sweep.rs); the shape of a pair result it reads is in
-//! [`results`], in one place.
+//! with a seeded model of a fleet, [`nfd`] composes Kubernetes feature labels.
+//! Reading files is the command's job (src/commands/sweep_io.rs), writing
+//! them the host layer's (src/host/textfile.rs, through `ops::write_nfd`);
+//! the shape of a pair result read is in [`results`], in one place.
 
 pub mod classify;
-pub mod files;
 pub mod nfd;
 pub mod plan;
 pub mod remedy;

@@ -68,31 +68,6 @@ pub fn features(
     s
 }
 
-/// Writes the feature file for a verify REPORT (None: verify failed before
-/// it had one: not ready) atomically, expiring after EXPIRY.
-pub fn write(
-    path: &std::path::Path,
-    report: Option<&crate::checks::verify::Report>,
-    profiles: &[String],
-    expiry: std::time::Duration,
-) -> crate::error::Result<()> {
-    let memory = report
-        .and_then(|r| r.loopback.as_ref())
-        .and_then(|l| serde_json::to_value(l.memory).ok())
-        .and_then(|v| v.as_str().map(str::to_string));
-    let (present, absent) = match crate::ops::load_profiles(profiles) {
-        Ok(p) => (p.doc.modules.present.clone(), p.doc.modules.absent.clone()),
-        Err(_) => (Vec::new(), Vec::new()),
-    };
-    let text = features(
-        report.is_some_and(|r| r.ready),
-        profiles,
-        rdma_path(memory.as_deref(), &present, &absent),
-        std::time::SystemTime::now() + expiry,
-    );
-    crate::fleet::files::write_textfile(path, &text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ mod fs;
 mod path;
 mod record;
 mod runner;
+pub mod textfile;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};

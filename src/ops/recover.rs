@@ -7,11 +7,11 @@
 
 use super::{check_boot_elsewhere, load_profiles, make_plan, require_chroot_rights, require_root};
 use super::{Ask, Confirm, Target};
-use crate::apply::journal::{Generation, Kind, StateStore};
-use crate::apply::{self, Outcome};
+use crate::apply::{self, Completed, Recovered};
 use crate::error::{Error, Result};
 use crate::host::Host;
-use crate::plan::Plan;
+use crate::journal::{Generation, Kind, StateStore};
+use crate::names;
 use std::path::PathBuf;
 
 #[derive(Debug, Clone)]
@@ -19,33 +19,6 @@ pub struct RecoverRequest {
     pub root: PathBuf,
     /// Run no command (regeneration is left pending, as apply's --no-exec).
     pub no_exec: bool,
-}
-
-/// What `recover` did.
-#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
-pub enum Recovered {
-    /// No generation is unfinished: nothing was written.
-    Nothing { host: Host },
-    Done {
-        host: Host,
-        /// The generations put back, as they were when found.
-        generations: Vec<Generation>,
-        /// The files put back (each a change, with its diff).
-        restored: Plan,
-        notes: Vec<String>,
-        /// The interrupted rollback or commit, carried out again.
-        completed: Option<Completed>,
-    },
-}
-
-/// A rollback or commit that `recover` completed.
-pub struct Completed {
-    /// `rollback` or `commit`.
-    pub command: &'static str,
-    pub profiles: Vec<String>,
-    pub plan: Plan,
-    /// `None` when there was nothing left to write.
-    pub outcome: Option<Outcome>,
 }
 
 /// `recover`: asks first (`confirm` sees the files to put back), takes the
@@ -67,18 +40,18 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             return Err(Error::Journal(format!(
                 "{}; gdrprov cannot tell whether that run finished, so it recovers nothing (nothing was changed). Run `gdrprov journal check` to see what is wrong, and restore {} from a backup of the host",
                 damaged.join("; "),
-                host.display(crate::apply::journal::DIR)
+                host.display(crate::journal::DIR)
             )));
         }
         return Ok(Recovered::Nothing { host });
     }
     if let Some(holder) = store.lock_holder() {
         return Err(Error::Locked {
-            path: host.display(&format!("{}/lock", crate::apply::journal::DIR)),
+            path: host.display(&format!("{}/lock", crate::journal::DIR)),
             holder,
         });
     }
-    require_root(&host, "recover")?;
+    require_root(&host, names::RECOVER)?;
     let restored = apply::recovery_plan(&host, &store, &gens)?;
     let then = match gens.as_slice() {
         [g] => then_what(g),
@@ -91,7 +64,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let profiles: Vec<String> = gens.iter().flat_map(|g| g.profiles.clone()).collect();
     confirm(&Ask {
         host: &host,
-        command: "recover",
+        command: names::RECOVER,
         profiles: &profiles,
         plan: &restored,
         question: format!(
@@ -109,7 +82,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
                 "generation {} ({}) was put back, but carrying it out again failed: {e}. The host is as it was before that generation; run `gdrprov {}` again once the cause is fixed",
                 one.generation.generation,
                 apply::what_generation(&one.generation),
-                if one.generation.kind == Kind::Rollback { "rollback" } else { "commit" }
+                if one.generation.kind == Kind::Rollback { names::ROLLBACK } else { names::COMMIT }
             ))
         })?,
         _ => None,
@@ -128,7 +101,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
 fn then_what(g: &Generation) -> String {
     if g.kind == Kind::Rollback {
         ", then roll back again what it was rolling back".into()
-    } else if g.command.as_deref() == Some("commit") {
+    } else if g.command.as_deref() == Some(names::COMMIT) {
         ", then commit the trial boot again".into()
     } else {
         String::new()
@@ -153,13 +126,13 @@ fn complete(
         let profiles = store.load_state()?.profiles;
         let outcome = apply::execute(host, store, &plan, Kind::Rollback, undoes)?;
         return Ok(Some(Completed {
-            command: "rollback",
+            command: names::ROLLBACK,
             profiles,
             plan,
             outcome: Some(outcome),
         }));
     }
-    if g.command.as_deref() != Some("commit") {
+    if g.command.as_deref() != Some(names::COMMIT) {
         return Ok(None);
     }
     // The commit had checked that the trial entry runs; that decision stands.
@@ -188,11 +161,11 @@ fn complete(
             &plan,
             Kind::Apply,
             Vec::new(),
-            Some("commit"),
+            Some(names::COMMIT),
         )?)
     };
     Ok(Some(Completed {
-        command: "commit",
+        command: names::COMMIT,
         profiles: desired.names,
         plan,
         outcome,

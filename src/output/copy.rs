@@ -1,26 +1,7 @@
 //! The GPU <-> host copy report (`bench copy`, and verify's copy-bandwidth
 //! check): one line per GPU, the same words in both.
 
-use crate::bench::copy::{CopyReport, GpuCopy};
-
-/// One GPU's copy: `GPU 0 NAME (PCI), link L (max M): H2D x GB/s, D2H y
-/// GB/s, floor F GB/s (where the floor comes from)`.
-pub fn gpu_line(g: &GpuCopy) -> String {
-    format!(
-        "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}",
-        g.index,
-        g.name,
-        g.pci,
-        g.link.under_load(),
-        g.link.maximum(),
-        g.h2d_gbs,
-        g.d2h_gbs,
-        match g.floor_gbs {
-            Some(f) => format!("floor {f:.1} GB/s ({})", g.floor_source),
-            None => format!("no floor ({})", g.floor_source),
-        }
-    )
-}
+use crate::bench::copy::CopyReport;
 
 /// `bench copy` as text: the method, a line per GPU with its verdict, the result.
 pub fn text(r: &CopyReport) -> String {
@@ -33,7 +14,7 @@ pub fn text(r: &CopyReport) -> String {
     for g in &r.gpus {
         s.push_str(&format!(
             "  {}: {}\n",
-            gpu_line(g),
+            g.summary(),
             if g.passed { "PASS" } else { "FAIL" }
         ));
     }
@@ -48,7 +29,7 @@ pub fn text(r: &CopyReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::copy::LinkReading;
+    use crate::bench::copy::{GpuCopy, LinkReading};
 
     fn gpu(passed: bool, floor: Option<f64>) -> GpuCopy {
         GpuCopy {
@@ -77,7 +58,7 @@ mod tests {
     #[test]
     fn bench_and_verify_say_a_gpu_in_the_same_words() {
         let g = gpu(true, Some(48.0));
-        let line = gpu_line(&g);
+        let line = g.summary();
         assert!(
             line.starts_with("GPU 0 NVIDIA H100 80GB HBM3 (0000:1b:00.0), link "),
             "{line}"

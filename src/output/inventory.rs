@@ -128,15 +128,6 @@ fn efi(f: &Facts) -> bool {
         || (grub && f.arch.arch == Arch::Aarch64 && !f.boot.cmdline_home.is_elsewhere())
 }
 
-pub fn iommu_words(s: IommuState) -> &'static str {
-    match s {
-        IommuState::Off => "off",
-        IommuState::Passthrough => "passthrough",
-        IommuState::Translated => "translating DMA",
-        IommuState::Unknown => "state unknown",
-    }
-}
-
 fn or_absent(v: Option<&str>) -> &str {
     v.unwrap_or("absent")
 }

@@ -3,12 +3,13 @@
 
 use super::Output;
 use crate::checks::journal::Report;
+use crate::names;
 use std::fmt::Write as _;
 use std::path::Path;
 
 pub fn print(out: &Output, root: &Path, r: &Report) {
     if out.json() {
-        out.document("journal check", root, r);
+        out.document(names::JOURNAL_CHECK, root, r);
         return;
     }
     out.text(root, &text(r));

@@ -266,11 +266,6 @@ pub fn error_line(message: &str) {
     eprintln!("gdrprov: error: {}", message.trim_end_matches('\n'));
 }
 
-/// Where progress bars draw (the bench engine's): standard error.
-pub fn progress_target() -> indicatif::ProgressDrawTarget {
-    indicatif::ProgressDrawTarget::stderr()
-}
-
 /// Whether standard error is a terminal (progress bars only draw there).
 pub fn stderr_is_terminal() -> bool {
     std::io::stderr().is_terminal()

@@ -1,45 +1,11 @@
 //! The whole node's reports as text: `bench copy --concurrent`, `bench p2p`, and the GPU
 //! topology section of `inventory` (NVLink per GPU, GPU pairs, shared upstream ports, fabric).
 
-use crate::bench::concurrent::{ConcurrentReport, GpuTogether};
+use crate::bench::concurrent::ConcurrentReport;
 use crate::bench::nccl::NcclReport;
-use crate::bench::p2p::{P2pReport, PairResult};
+use crate::bench::p2p::P2pReport;
+use crate::bench::units::one_decimal;
 use crate::facts::gpu_topo::GpuTopology;
-
-fn f1(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "?".into())
-}
-
-/// One GPU of the concurrent copy, the same words in `bench copy --concurrent` and `verify`.
-pub fn together_line(g: &GpuTogether) -> String {
-    format!(
-        "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}",
-        g.index,
-        g.name,
-        g.pci,
-        f1(g.h2d.alone_gbs),
-        g.h2d.together_gbs,
-        f1(g.d2h.alone_gbs),
-        g.d2h.together_gbs,
-        f1(g.floor_alone_gbs),
-        f1(g.floor_together_gbs),
-        g.floor_source,
-        g.shared_port
-            .as_deref()
-            .map(|p| format!("; shares {p}"))
-            .unwrap_or_default()
-    )
-}
-
-/// The sums line.
-pub fn sums(r: &ConcurrentReport) -> String {
-    format!(
-        "all {} GPUs together: H2D {:.1} GB/s, D2H {:.1} GB/s in sum",
-        r.gpus.len(),
-        r.h2d_sum_gbs,
-        r.d2h_sum_gbs
-    )
-}
 
 pub fn concurrent_text(r: &ConcurrentReport) -> String {
     let mut s = format!(
@@ -53,51 +19,16 @@ pub fn concurrent_text(r: &ConcurrentReport) -> String {
     for g in &r.gpus {
         s.push_str(&format!(
             "  {}: {}\n",
-            together_line(g),
+            g.summary(),
             g.verdict.to_ascii_uppercase()
         ));
         if let Some(f) = &g.finding {
             s.push_str(&format!("    {f}\n"));
         }
     }
-    s.push_str(&format!("  {}\n", sums(r)));
+    s.push_str(&format!("  {}\n", r.sums()));
     s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
     s
-}
-
-/// One pair, the same words in `bench p2p` and `verify`.
-pub fn pair_line(p: &PairResult) -> String {
-    let path = match p.path.kind {
-        "nvlink" => format!(
-            "NVLink {} x{}{}",
-            p.path.nvlink_generation.as_deref().unwrap_or("?"),
-            p.path.nvlinks,
-            if p.path.via_switch {
-                " via NVSwitch"
-            } else {
-                ""
-            }
-        ),
-        k => k.to_string(),
-    };
-    format!(
-        "GPU {} -> GPU {} over {path}, peer access {}: read {:.1}, write {:.1}, bidirectional {:.1} GB/s, floor {} one way ({}){}",
-        p.a,
-        p.b,
-        match p.path.peer_access {
-            Some(true) => "on",
-            Some(false) => "OFF",
-            None => "?",
-        },
-        p.read_gbs,
-        p.write_gbs,
-        p.bidir_gbs,
-        f1(p.floor_gbs),
-        p.floor_source,
-        p.efficiency
-            .map(|e| format!("; efficiency {e:.3} of the raw rate"))
-            .unwrap_or_default()
-    )
 }
 
 pub fn p2p_text(r: &P2pReport) -> String {
@@ -108,7 +39,7 @@ pub fn p2p_text(r: &P2pReport) -> String {
     for p in &r.pairs {
         s.push_str(&format!(
             "  {}: {}\n",
-            pair_line(p),
+            p.summary(),
             p.verdict.to_ascii_uppercase()
         ));
         if let Some(f) = &p.finding {
@@ -117,31 +48,6 @@ pub fn p2p_text(r: &P2pReport) -> String {
     }
     s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
     s
-}
-
-/// One line for verify: busbw at the largest size, path, transports.
-pub fn nccl_line(r: &NcclReport) -> String {
-    let last = r.sizes.last();
-    format!(
-        "NCCL {} all_reduce over {} GPUs: busbw {} GB/s at {} MiB, {} ({}), floor {} ({})",
-        r.nccl_version,
-        r.ranks,
-        f1(last.map(|s| s.busbw_gbs)),
-        last.map(|s| s.bytes >> 20).unwrap_or(0),
-        match r.path {
-            "p2p" => "GPU to GPU",
-            "host-memory" => "THROUGH HOST MEMORY",
-            "network" => "THROUGH THE NETWORK",
-            _ => "transport unknown",
-        },
-        if r.transports.is_empty() {
-            "no channel line in NCCL's log".to_string()
-        } else {
-            r.transports.join(", ")
-        },
-        f1(r.floor_busbw_gbs),
-        r.floor_source
-    )
 }
 
 pub fn nccl_text(r: &NcclReport) -> String {
@@ -160,7 +66,7 @@ pub fn nccl_text(r: &NcclReport) -> String {
             z.busbw_gbs
         ));
     }
-    s.push_str(&format!("  {}\n", nccl_line(r)));
+    s.push_str(&format!("  {}\n", r.summary()));
     if let Some(f) = &r.finding {
         s.push_str(&format!("  {f}\n"));
     }
@@ -266,7 +172,7 @@ pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
             },
             s.link
                 .as_deref()
-                .map(|l| format!(" (uplink {l}, {} GB/s)", f1(s.link_gbs)))
+                .map(|l| format!(" (uplink {l}, {} GB/s)", one_decimal(s.link_gbs)))
                 .unwrap_or_else(|| " (rate not in sysfs)".into())
         ));
     }

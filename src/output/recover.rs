@@ -3,8 +3,9 @@
 //! to do (an undone apply is applied again by its operator).
 
 use super::{report, Done, Output, Report};
-use crate::apply::journal::{Generation, Kind, Status};
-use crate::ops::Recovered;
+use crate::apply::Recovered;
+use crate::journal::{Generation, Kind, Status};
+use crate::names;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,7 +43,7 @@ pub fn print(out: &Output, root: &Path, r: &Recovered) {
         Recovered::Nothing { host } => {
             if out.json() {
                 out.document(
-                    "recover",
+                    names::RECOVER,
                     root,
                     serde_json::json!({"changed": false, "generations": [], "restored": [], "notes": [], "completed": null}),
                 );
@@ -73,10 +74,10 @@ pub fn print(out: &Output, root: &Path, r: &Recovered) {
         )
     });
     let next = next_step(gens, completed.is_some());
-    let restored_report = report("recover", host, Vec::new(), restored, Done::Planned);
+    let restored_report = report(names::RECOVER, host, Vec::new(), restored, Done::Planned);
     if out.json() {
         out.document(
-            "recover",
+            names::RECOVER,
             root,
             Body {
                 changed: true,

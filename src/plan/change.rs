@@ -142,7 +142,7 @@ pub struct Part {
     pub reboot_pending: Vec<String>,
     pub warnings: Vec<String>,
     /// The trial boot this plan sets up (`apply --trial`); `None` clears one.
-    pub trial: Option<crate::apply::journal::Trial>,
+    pub trial: Option<crate::journal::Trial>,
     /// Paths whose changes must come after the commands (BLS entries that
     /// grubby would otherwise rewrite), and extra such rewrites.
     pub late_paths: Vec<String>,

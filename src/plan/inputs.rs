@@ -12,10 +12,10 @@
 //! caller (`prepare`) reads it and plans again. A plan is only used once
 //! nothing was missed, so it is exactly the plan of the host.
 
-use crate::apply::journal::State;
 use crate::error::{Error, Result};
 use crate::facts::{Facts, OsFamily};
 use crate::host::Host;
+use crate::journal::State;
 use crate::profile::Composed;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -311,7 +311,7 @@ impl PlanFacts {
         }
     }
 
-    pub fn read_backups(&mut self, store: &crate::apply::journal::StateStore, rels: &[String]) {
+    pub fn read_backups(&mut self, store: &crate::journal::StateStore, rels: &[String]) {
         for rel in rels {
             if !self.backups.contains_key(rel) {
                 let r = store.read_backup(rel).map_err(|e| e.to_string());

@@ -7,9 +7,9 @@ pub mod modules;
 pub mod prepare;
 pub mod rollback;
 
-use crate::apply::journal::State;
 use crate::error::Result;
 use crate::host::CommandSpec;
+use crate::journal::State;
 pub use crate::plan::change::{Action, Change};
 pub use crate::plan::modules::Context;
 use serde::Serialize;
@@ -141,13 +141,14 @@ pub fn build(ctx: &Context) -> Result<Plan> {
 fn own_after(state_after: &mut State, c: &Change, wanted: &[crate::plan::change::ManagedFile]) {
     match &c.action {
         Action::WriteFile { path, before, .. } if wanted.iter().any(|f| &f.path == path) => {
-            state_after.files.entry(path.clone()).or_insert_with(|| {
-                crate::apply::journal::OwnedFile {
+            state_after
+                .files
+                .entry(path.clone())
+                .or_insert_with(|| crate::journal::OwnedFile {
                     original: before
                         .as_ref()
-                        .map(|_| crate::apply::journal::PENDING_BACKUP.to_string()),
-                }
-            });
+                        .map(|_| crate::journal::PENDING_BACKUP.to_string()),
+                });
         }
         Action::WriteFile { path, .. } | Action::RemoveFile { path, .. } => {
             // An edit of a file gdrprov does not own (GRUB defaults) leaves

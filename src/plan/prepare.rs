@@ -7,10 +7,10 @@
 //! options really change. `when:` is resolved here, once, on the facts:
 //! what is gathered and planned is the profile as it holds on this host.
 
-use crate::apply::journal::{State, StateStore};
 use crate::error::Result;
 use crate::facts::Facts;
 use crate::host::Host;
+use crate::journal::{State, StateStore};
 use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::{self, Context};
 use crate::plan::{self, Plan};

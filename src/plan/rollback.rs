@@ -1,9 +1,9 @@
 //! Rollback planning: the plan that puts back the files of the generations
 //! still in effect, from the journal's copies. Carried out by `apply`.
 
-use crate::apply::journal::{Generation, Kind, StateStore, Status};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::journal::{Generation, Kind, StateStore, Status};
 use crate::plan::{Action, Change, Plan};
 
 /// The plan that undoes generations `target..=latest` (those still in
@@ -121,7 +121,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
             }
             let Some(path) = &step.path else { continue };
             // A path that climbs (an edited journal) is refused, never skipped.
-            crate::apply::journal::journal_path(path)?;
+            crate::journal::journal_path(path)?;
             let current = host.read_text(path)?;
             let wrote = match &step.after {
                 Some(rel) => Some(store.read_backup(rel)?),

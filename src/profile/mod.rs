@@ -14,6 +14,15 @@ pub use load::{load, parse};
 pub use merge::{compose, Composed};
 pub use model::*;
 
+/// Loads and composes profiles (names or files), in order.
+pub fn load_profiles(specs: &[String]) -> crate::error::Result<Composed> {
+    let loaded = specs
+        .iter()
+        .map(|s| load(s))
+        .collect::<crate::error::Result<Vec<_>>>()?;
+    compose(&loaded)
+}
+
 /// The JSON schema of the profile format, for editors.
 pub fn schema_json() -> String {
     let schema = schemars::schema_for!(ProfileDoc);

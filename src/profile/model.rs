@@ -394,28 +394,8 @@ pub struct MtuSpec {
     pub value: MtuValue,
 }
 
-/// One way of naming interfaces; exactly one key. `*` and `?` are wildcards.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct NetMatch {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rdma: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub driver: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-}
-
-impl std::fmt::Display for NetMatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        match (&self.rdma, &self.driver, &self.name) {
-            (Some(r), _, _) => write!(f, "rdma: {r}"),
-            (_, Some(d), _) => write!(f, "driver: {d}"),
-            (_, _, Some(n)) => write!(f, "name: {n}"),
-            _ => f.write_str("(nothing)"),
-        }
-    }
-}
+/// One way of naming interfaces (the network facts resolve it).
+pub use crate::facts::net::NetMatch;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(untagged)]

@@ -3,9 +3,9 @@
 //! snapshot taken while planning carries all of them. Checked for every
 //! built-in profile on every example root, errors included.
 
-use gdrprov::apply::journal::StateStore;
 use gdrprov::facts::Facts;
 use gdrprov::host::Host;
+use gdrprov::journal::StateStore;
 use gdrprov::plan::Plan;
 use std::path::{Path, PathBuf};
 

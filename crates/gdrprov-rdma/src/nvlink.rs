@@ -141,8 +141,8 @@ fn level_text(l: TopologyLevel) -> String {
     .to_string()
 }
 
-/// `00000000:3B:00.0` -> `0000:3b:00.0`.
-fn sysfs_pci(bus_id: &str) -> String {
+/// `00000000:3B:00.0` -> `0000:3b:00.0` (CUDA's and NVML's bus ids in sysfs form).
+pub fn sysfs_pci(bus_id: &str) -> String {
     let s = bus_id.to_ascii_lowercase();
     match s.split_once(':') {
         Some((dom, rest)) if dom.len() > 4 => format!("{}:{rest}", &dom[dom.len() - 4..]),

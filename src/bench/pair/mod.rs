@@ -8,7 +8,6 @@
 //! exactly where it is told; and no second library is loaded at run time.
 
 pub mod allnics;
-pub mod args;
 pub mod auth;
 pub mod engine;
 pub mod error;
@@ -25,7 +24,6 @@ use std::net::TcpListener;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use args::PairArgs;
 pub use error::PairError;
 use protocol::{Conn, Op, Params, Setup, WireLength};
 use report::{Direction, End, PairCheck, PairReport, PairSize};
@@ -36,6 +34,9 @@ use crate::bench::sysfs::LiveHost;
 use crate::bench::verbs::select_port;
 use gdrprov_rdma::cuda::Gpu;
 use gdrprov_rdma::qp::Side;
+
+/// The TCP port a listener uses unless told otherwise (perftest's is 18515).
+pub const DEFAULT_PORT: u16 = 18516;
 
 /// Where a run's progress lines go (standard error, through the output layer).
 pub type Notes<'a> = &'a dyn Fn(&str);
@@ -79,7 +80,7 @@ impl PairOptions {
         PairOptions {
             listen: None,
             peer: Some(peer.to_string()),
-            port: args::DEFAULT_PORT,
+            port: DEFAULT_PORT,
             token_file: None,
             timeout: Duration::from_secs(120),
             device: None,

@@ -116,39 +116,14 @@ fn discover_on_an_empty_root_has_no_rail() {
 }
 
 #[test]
-fn all_nics_arguments() {
-    use crate::bench::pair::PairArgs;
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct T {
-        #[command(flatten)]
-        a: PairArgs,
-    }
-    let t = T::try_parse_from(["t", "--listen", "--all-nics"]).unwrap();
-    let e = t.a.to_options().unwrap_err().to_string();
-    assert!(e.contains("--all-nics --listen needs ADDR"), "{e}");
-    let t = T::try_parse_from(["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
-    assert!(t.a.to_options().unwrap().all_nics);
-    assert!(T::try_parse_from(["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
-    assert!(T::try_parse_from(["t", "h", "--all-nics", "--gpu", "1"]).is_err());
-    assert!(T::try_parse_from(["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
-}
-
-#[test]
 fn each_rail_session_gets_its_nic_gpu_and_tag() {
     use crate::bench::pair::allnics::{describe, run_rails};
-    use crate::bench::pair::PairArgs;
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct T {
-        #[command(flatten)]
-        a: PairArgs,
-    }
-    let opts = T::try_parse_from(["t", "h", "--all-nics"])
-        .unwrap()
-        .a
-        .to_options()
-        .unwrap();
+    use crate::bench::pair::PairOptions;
+    // `bench pair h --all-nics` (src/commands/bench.rs tests the parsing).
+    let opts = PairOptions {
+        all_nics: true,
+        ..PairOptions::client("h")
+    };
     let rail = Rail {
         index: 1,
         nic: "mlx5_1".into(),

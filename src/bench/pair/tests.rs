@@ -525,40 +525,6 @@ fn seeds_differ_per_iteration_size_and_direction() {
 }
 
 #[test]
-fn arguments() {
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct T {
-        #[command(flatten)]
-        a: PairArgs,
-    }
-    let t = T::try_parse_from(["t", "--listen"]).unwrap();
-    assert_eq!(t.a.listen.as_deref(), Some(""));
-    let t = T::try_parse_from(["t", "--listen", "10.0.0.1"]).unwrap();
-    assert_eq!(t.a.listen.as_deref(), Some("10.0.0.1"));
-    assert!(T::try_parse_from(["t"]).is_err());
-    assert!(T::try_parse_from(["t", "--listen", "peer"]).is_ok());
-    assert!(T::try_parse_from(["t", "host", "--listen"]).is_err());
-    let t = T::try_parse_from([
-        "t", "host", "--size", "64K,1M", "--op", "read", "--iters", "9",
-    ])
-    .unwrap();
-    let o = t.a.to_options().unwrap();
-    assert_eq!(o.sizes, vec![65536, 1 << 20]);
-    assert_eq!(o.op, Op::Read);
-    assert_eq!(o.length, WireLength::Iterations(9));
-    let t = T::try_parse_from(["t", "host", "--size", "1M,2M,4M", "--duration", "120"]).unwrap();
-    assert!(t
-        .a
-        .to_options()
-        .unwrap_err()
-        .to_string()
-        .contains("--timeout"));
-    let t = T::try_parse_from(["t", "host", "--check-iters", "0"]).unwrap();
-    assert!(t.a.to_options().is_err());
-}
-
-#[test]
 fn metrics_name_both_ends_and_every_size() {
     let r = run(Op::Write, S, S, 1024, None);
     let rep = r.listener.unwrap().report.unwrap();

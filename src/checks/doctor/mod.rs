@@ -13,6 +13,7 @@ use crate::facts::ofed::OfedKindFact;
 use crate::facts::pcie::Distance;
 use crate::facts::Facts;
 use crate::host::Host;
+use crate::names;
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::profile::Composed;
 use crate::versions;
@@ -303,7 +304,7 @@ fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
 /// A generation of the journal left unfinished (killed, a power loss, a
 /// failed restore): files may be half-changed; `gdrprov recover` is the fix.
 fn unfinished_run(host: &Host) -> Option<Finding> {
-    let store = crate::apply::journal::StateStore::new(host);
+    let store = crate::journal::StateStore::new(host);
     let notice = crate::apply::notice(host, &store)?;
     Some(Finding::new(
         "journal-unfinished",
@@ -354,7 +355,7 @@ pub fn report(
         Some(c) => evaluate(host, facts, c),
         None => {
             for name in crate::profile::builtin::names() {
-                let p = crate::ops::load_profiles(&[name.to_string()])?;
+                let p = crate::profile::load_profiles(&[name.to_string()])?;
                 fits.push(fit(name, &evaluate(host, facts, &p).1));
             }
             let mut f = diagnose(facts, Intent::general(), &[]);
@@ -384,7 +385,7 @@ pub fn report(
     };
     Ok(Report {
         gdrprov: env!("CARGO_PKG_VERSION"),
-        command: "doctor",
+        command: names::DOCTOR,
         root: host.root().display().to_string(),
         profile: composed.map(|c| c.names.join(" + ")),
         requirements,

@@ -196,11 +196,7 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
     let Cx { facts, intent, .. } = *cx;
     if let Some(want) = intent.iommu {
         let have = facts.iommu.state;
-        let ev = format!(
-            "IOMMU {}: {}",
-            crate::output::inventory::iommu_words(have),
-            facts.iommu.evidence
-        );
+        let ev = format!("IOMMU {}: {}", have.words(), facts.iommu.evidence);
         let arm = facts.arch.arch == crate::facts::arch::Arch::Aarch64;
         match (want, have) {
             // Grace: GDS wants the SMMU translating, passthrough off.

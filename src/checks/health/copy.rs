@@ -25,7 +25,7 @@ pub fn verdict(result: Result<&CopyReport, &BenchError>) -> HealthCheck {
             )
         }
     };
-    let lines: Vec<String> = r.gpus.iter().map(crate::output::copy::gpu_line).collect();
+    let lines: Vec<String> = r.gpus.iter().map(|g| g.summary()).collect();
     if r.passed {
         HealthCheck::pass(NAME, lines.join("; "))
     } else {

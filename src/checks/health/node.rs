@@ -111,17 +111,13 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
 /// (slow together behind a host bridge of unknown rate) warns.
 pub fn fold_copy(alone: HealthCheck, together: Option<&ConcurrentReport>) -> HealthCheck {
     let Some(r) = together else { return alone };
-    let lines: Vec<String> = r
-        .gpus
-        .iter()
-        .map(crate::output::node::together_line)
-        .collect();
+    let lines: Vec<String> = r.gpus.iter().map(|g| g.summary()).collect();
     let findings: Vec<String> = r.gpus.iter().filter_map(|g| g.finding.clone()).collect();
     let evidence = format!(
         "{}; together: {}; {}",
         alone.evidence,
         lines.join("; "),
-        crate::output::node::sums(r)
+        r.sums()
     );
     let fix = "GPUs slow only together share a port: a PCIe switch uplink (spread the jobs, or accept the shared rate), or host memory (populate every channel; NUMA placement); a GPU slow alone: see its link (pcie-links)";
     match (alone.status, r.verdict) {
@@ -148,7 +144,7 @@ pub fn nccl_verdict(
             "run `gdrprov bench nccl` to see the error (NCCL_DEBUG=INFO)",
         ),
         Ok(Ok(r)) => {
-            let line = crate::output::node::nccl_line(r);
+            let line = r.summary();
             match &r.finding {
                 None => HealthCheck::pass(NCCL, line),
                 Some(f) => HealthCheck::fail(

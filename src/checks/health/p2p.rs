@@ -97,7 +97,7 @@ pub fn measured(r: Result<&P2pReport, &crate::bench::BenchError>) -> HealthCheck
     if let Some(n) = &r.note {
         return HealthCheck::skip(NAME, n.clone());
     }
-    let lines: Vec<String> = r.pairs.iter().map(crate::output::node::pair_line).collect();
+    let lines: Vec<String> = r.pairs.iter().map(|p| p.summary()).collect();
     if r.passed {
         return HealthCheck::pass(NAME, lines.join("; "));
     }

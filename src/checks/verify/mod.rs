@@ -11,11 +11,11 @@ mod table;
 pub use crate::checks::{Check, Status};
 pub use table::{Cx, Entry, Run, TABLE};
 
-use crate::apply::journal::StateStore;
 use crate::bench::LoopbackReport;
 use crate::checks::requirements::ReqResult;
 use crate::error::Result;
 use crate::host::Host;
+use crate::journal::StateStore;
 use crate::plan::Plan;
 use crate::profile::Composed;
 use serde::Serialize;
@@ -87,7 +87,7 @@ pub fn run(
         .as_deref()
         .filter(|_| runs_loopback || runs_pair)
     {
-        let (dev, port) = crate::commands::bench::parse_dev_port(d)
+        let (dev, port) = crate::bench::parse::parse_dev_port(d)
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
     }

@@ -3,7 +3,6 @@
 //! does not apply to this host gives no result and is not listed.
 
 use super::{efa, LoopbackChoice};
-use crate::apply::journal::{State, Trial};
 use crate::bench::{LoopbackOptions, LoopbackReport, RunLength};
 use crate::checks::health::HealthReport;
 use crate::checks::requirements::ReqResult;
@@ -12,6 +11,7 @@ use crate::facts::boot::BootFacts;
 use crate::facts::rdma::RdmaDevice;
 use crate::facts::Facts;
 use crate::host::Host;
+use crate::journal::{State, Trial};
 use crate::plan::inputs::PlanFacts;
 use crate::plan::Plan;
 use crate::profile::Composed;

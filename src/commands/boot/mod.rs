@@ -12,10 +12,11 @@
 mod menu;
 
 use crate::apply;
-use crate::apply::journal::{Kind, StateStore};
 use crate::commands::cli::{BootCommand, EntryArgs};
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
+use crate::journal::{Kind, StateStore};
+use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{Format, Output};
 use crate::plan::{Action, Change, Plan};
@@ -43,7 +44,7 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
                 "next_entry": info.next_entry,
                 "entries": info.entries,
             });
-            out.document("boot list", &target.root, v);
+            out.document(names::BOOT_LIST, &target.root, v);
         }
         Format::Text | Format::Prometheus => out.raw(&list_text(&host, &info)),
     }
@@ -129,7 +130,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
     if host.no_exec() {
         match out.format {
             Format::Json => out.document(
-                "boot once",
+                names::BOOT_ONCE,
                 &target.root,
                 serde_json::json!({"run": shown, "ran": false}),
             ),
@@ -157,7 +158,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
     let durable = host.make_boot_durable(&[])?;
     match out.format {
         Format::Json => out.document(
-            "boot once",
+            names::BOOT_ONCE,
             &target.root,
             serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
@@ -300,7 +301,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     };
     if host.no_exec() {
         out.report(&crate::output::report(
-            "boot set-default",
+            names::BOOT_SET_DEFAULT,
             &host,
             state.profiles.clone(),
             &plan,
@@ -314,10 +315,10 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
-    g.profiles = vec![format!("boot set-default {id}")];
+    g.profiles = vec![format!("{} {id}", names::BOOT_SET_DEFAULT)];
     store.save_generation(&g)?;
     out.report(&crate::output::report(
-        "boot set-default",
+        names::BOOT_SET_DEFAULT,
         &host,
         state.profiles,
         &plan,
@@ -380,8 +381,8 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
             trial: false,
         },
         &mut ops::yes,
-        Some("commit"),
+        Some(names::COMMIT),
     )?;
-    super::apply::report(out, "commit", &done);
+    super::apply::report(out, names::COMMIT, &done);
     Ok(crate::exit::OK)
 }

@@ -4,8 +4,8 @@
 //! and picks its own one-shot tool.
 
 use super::Part;
-use crate::apply::journal::Trial;
 use crate::host::CommandSpec;
+use crate::journal::Trial;
 use crate::plan::change::Change;
 use crate::plan::modules::Context;
 

@@ -157,8 +157,8 @@ fn render(ctx: &Context, spec: &crate::profile::FileSpec) -> Result<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::apply::journal::OwnedFile;
     use crate::facts::OsFamily;
+    use crate::journal::OwnedFile;
     use crate::plan::change::Action;
     use crate::plan::modules::testkit::{desired, written, World};
 

@@ -19,8 +19,8 @@ pub mod services;
 
 pub use crate::plan::change::Part;
 
-use crate::apply::journal::State;
 use crate::facts::Facts;
+use crate::journal::State;
 use crate::plan::inputs::PlanFacts;
 use crate::profile::Composed;
 
@@ -51,9 +51,9 @@ pub struct Context<'a> {
 #[cfg(test)]
 pub(crate) mod testkit {
     use super::Context;
-    use crate::apply::journal::State;
     use crate::error::Result;
     use crate::facts::{CpuVendor, Facts, OsFamily};
+    use crate::journal::State;
     use crate::plan::inputs::{Missed, PlanFacts};
     use crate::plan::Plan;
     use crate::profile::{Composed, LoadedProfile};

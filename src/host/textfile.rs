@@ -1,7 +1,7 @@
-//! The files verify and recheck leave for
-//! machines (the readiness marker for the first-boot unit, metrics for
-//! node-exporter's textfile collector; their text is rendered in
-//! src/output/metrics.rs).
+//! The files verify and recheck leave for machines (the readiness marker for
+//! the first-boot unit, metrics for node-exporter's textfile collector, the
+//! node-feature-discovery file; their text is rendered in src/output and
+//! src/fleet).
 
 use crate::error::{Error, Result};
 use crate::host::{Host, WriteOptions};
