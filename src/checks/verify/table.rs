@@ -152,13 +152,13 @@ pub static TABLE: &[Entry] = &[
         run: Run::Health,
     },
     Entry {
-        name: "nccl-allreduce",
-        description: "NCCL all_reduce over every GPU: GPU to GPU (not through host memory), busbw against its floor",
+        name: "gpu-p2p",
+        description: "every GPU pair: peer access, path and copy bandwidth against the path's floor",
         run: Run::Health,
     },
     Entry {
-        name: "gpu-p2p",
-        description: "every GPU pair: peer access, path and copy bandwidth against the path's floor",
+        name: "nccl-allreduce",
+        description: "NCCL all_reduce over every GPU: GPU to GPU (not through host memory), busbw against its floor",
         run: Run::Health,
     },
     Entry {
