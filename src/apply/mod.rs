@@ -13,8 +13,8 @@ pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
 pub use recover::{
     any_in_effect, check_nothing_owned, notice, recover_command, recovery_plan, refuse_unfinished,
-    refuse_unfinished_locked, undo_unfinished, unfinished, what_generation, Completed, Recovered,
-    Undone,
+    refuse_unfinished_locked, rollback_of, undo_unfinished, unfinished, what_generation, Completed,
+    Recovered, Undone,
 };
 
 /// What an apply or rollback did.

@@ -37,6 +37,12 @@ pub fn recover_command(host: &Host) -> String {
     }
 }
 
+/// A rollback, for people: `rollback of 3, 2` (the generations it undid).
+pub fn rollback_of(undoes: &[u64]) -> String {
+    let undone: Vec<String> = undoes.iter().map(u64::to_string).collect();
+    format!("rollback of {}", undone.join(", "))
+}
+
 /// What a generation was, for people: `apply of rdma-dmabuf`, `rollback of
 /// 1`, `commit of the trial boot (rdma-dmabuf)`.
 pub fn what_generation(g: &Generation) -> String {
@@ -44,14 +50,7 @@ pub fn what_generation(g: &Generation) -> String {
         (_, Some(names::COMMIT)) => {
             format!("commit of the trial boot ({})", g.profiles.join(" + "))
         }
-        (Kind::Rollback, _) => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        (Kind::Rollback, _) => rollback_of(&g.undoes),
         (Kind::Apply, _) => format!("apply of {}", g.profiles.join(" + ")),
     }
 }

@@ -18,6 +18,7 @@ pub mod parse;
 pub mod pattern;
 pub mod probe;
 pub mod report;
+mod sampler;
 pub mod sysfs;
 pub mod units;
 

@@ -91,14 +91,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
 fn line(g: &HistoryEntry) -> String {
     let what = match g.kind {
         Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-        Kind::Rollback => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Kind::Rollback => crate::apply::rollback_of(&g.undoes),
     };
     let result = match g.rolled_back_by {
         Some(by) => format!("rolled back by {by}"),

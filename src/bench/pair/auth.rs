@@ -103,28 +103,34 @@ pub fn generate_secret(dir: &Path) -> Result<(Secret, PathBuf), PairError> {
     Ok((Secret(text.into_bytes()), path))
 }
 
-fn proof(secret: &Secret, role: &str, first: &str, second: &str) -> Result<String, PairError> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)
-        .map_err(|e| PairError::Usage(format!("HMAC key: {e}")))?;
+/// The HMAC-SHA256 of one end's proof: keyed by the secret, over the protocol's tag, the end's role
+/// and the two nonces.
+fn mac(
+    secret: &Secret,
+    role: &str,
+    first: &str,
+    second: &str,
+) -> Result<Hmac<Sha256>, hmac::digest::InvalidLength> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)?;
     mac.update(b"gdrprov-pair v1 ");
     mac.update(role.as_bytes());
     mac.update(b" ");
     mac.update(first.as_bytes());
     mac.update(b" ");
     mac.update(second.as_bytes());
+    Ok(mac)
+}
+
+fn proof(secret: &Secret, role: &str, first: &str, second: &str) -> Result<String, PairError> {
+    let mac =
+        mac(secret, role, first, second).map_err(|e| PairError::Usage(format!("HMAC key: {e}")))?;
     Ok(hex(&mac.finalize().into_bytes()))
 }
 
 fn verify(secret: &Secret, role: &str, first: &str, second: &str, got: &str) -> bool {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret.0) else {
+    let Ok(mac) = mac(secret, role, first, second) else {
         return false;
     };
-    mac.update(b"gdrprov-pair v1 ");
-    mac.update(role.as_bytes());
-    mac.update(b" ");
-    mac.update(first.as_bytes());
-    mac.update(b" ");
-    mac.update(second.as_bytes());
     match unhex(got) {
         Some(bytes) => mac.verify_slice(&bytes).is_ok(),
         None => false,

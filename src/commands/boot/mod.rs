@@ -203,25 +203,11 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
     Ok(edits
         .into_iter()
         .map(|e| {
-            let before = files
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, c)| c.clone());
-            Change {
-                module: "boot".into(),
-                description: format!(
-                    "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
-                    e.name
-                ),
-                action: Action::WriteFile {
-                    path: e.name.clone(),
-                    before,
-                    after: e.new_content,
-                    new_mode: 0o644,
-                    meta: None,
-                },
-                reboot: None,
-            }
+            let description = format!(
+                "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
+                e.name
+            );
+            crate::plan::modules::bootcfg_grub::defaults_edit("boot", &files, e, description, None)
         })
         .collect())
 }
