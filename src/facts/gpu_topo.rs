@@ -57,6 +57,8 @@ pub struct SharedPort {
 pub struct GpuTopology {
     /// `None`: not asked (plan, an image root) or not recorded in this snapshot.
     pub live: Option<LiveTopology>,
+    /// The Fabric Manager package installed in the root, and its version.
+    pub fabric_manager: Option<(String, String)>,
     /// Ports that two or more GPUs share (each GPU at most once, at its deepest shared port).
     pub shared: Vec<SharedPort>,
 }
@@ -129,7 +131,34 @@ pub fn probe(
 ) -> GpuTopology {
     GpuTopology {
         live,
+        fabric_manager: None,
         shared: shared_ports(gpus, nics, links),
+    }
+}
+
+/// The Fabric Manager package of driver branch `major` (Debian/Ubuntu name it per branch,
+/// `nvidia-fabricmanager-580`; RHEL `nvidia-fabric-manager`), asked only where the GPUs'
+/// NVLinks end at NVSwitches.
+pub fn fabric_manager(
+    packages: &super::packages::Packages,
+    major: Option<u32>,
+) -> Option<(String, String)> {
+    let branch = major.map(|m| format!("nvidia-fabricmanager-{m}"));
+    let mut names: Vec<&str> = branch.iter().map(String::as_str).collect();
+    names.extend(["nvidia-fabricmanager", "nvidia-fabric-manager"]);
+    packages.version(&names)
+}
+
+impl GpuTopology {
+    /// Whether any GPU's NVLink ends at an NVSwitch (an HGX board).
+    pub fn nvswitch(&self) -> bool {
+        self.nvml().is_some_and(|n| {
+            n.gpus.iter().any(|g| {
+                g.links
+                    .iter()
+                    .any(|l| l.remote_type.as_deref() == Some("switch"))
+            })
+        })
     }
 }
 

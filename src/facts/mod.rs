@@ -143,10 +143,14 @@ impl Facts {
             _ if host.is_snapshot() => gpu_topo::recorded(host),
             _ => None,
         };
-        let gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
+        let mut gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
         let roce_gids = gids::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
+        if gpu_topology.nvswitch() {
+            gpu_topology.fabric_manager =
+                gpu_topo::fabric_manager(&packages, nvidia_driver.major());
+        }
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),

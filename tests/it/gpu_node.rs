@@ -86,6 +86,13 @@ fn the_healthy_snapshot_passes_and_shows_its_topology() {
     );
     let fab = check_named(&v, "gpu-fabric");
     assert_eq!(fab["status"], "pass", "{fab}");
+    assert!(
+        fab["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("no Fabric Manager package in this root"),
+        "{fab}"
+    );
     // Measured checks need the running system.
     assert_eq!(check_named(&v, "copy-bandwidth")["status"], "skip");
     for id in ["nvlink", "gpu-p2p", "gpu-fabric"] {
@@ -279,4 +286,40 @@ fn nvml_that_could_not_start_skips_with_the_reason() {
             "{c}"
         );
     }
+}
+
+/// Adds dpkg-query's recorded answer for `package` (installed at `version`) to the snapshot.
+fn with_package(root: &Path, package: &str, version: &str) {
+    let p = root.join(".gdrprov-snapshot/commands.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    v.as_array_mut().unwrap().push(serde_json::json!({
+        "argv": ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Version}\\n", package],
+        "code": 0,
+        "stdout": format!("ii  {version}\n"),
+        "stderr": "",
+        "ran": true
+    }));
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn fabric_manager_of_another_version_than_the_driver_is_refused() {
+    let (_t, root) = root_with(switched);
+    with_package(&root, "nvidia-fabricmanager-580", "570.86.15-1");
+    let c = check_named(&verify(&root), "gpu-fabric");
+    assert_eq!(c["status"], "fail", "{c}");
+    let ev = c["evidence"].as_str().unwrap();
+    assert!(
+        ev.contains("nvidia-fabricmanager-580 570.86.15-1 is not the driver's version 580.159.04"),
+        "{ev}"
+    );
+    // The driver's own version passes, and says so.
+    let (_t, root) = root_with(switched);
+    with_package(&root, "nvidia-fabricmanager-580", "580.159.04-1");
+    let c = check_named(&verify(&root), "gpu-fabric");
+    assert_eq!(c["status"], "pass", "{c}");
+    assert!(c["evidence"]
+        .as_str()
+        .unwrap()
+        .contains("580.159.04-1, the driver's version"));
 }

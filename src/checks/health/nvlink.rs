@@ -157,6 +157,18 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
 /// The `gpu-fabric` check: on a board whose NVLinks end at NVSwitches every GPU's fabric
 /// registration must have completed, else CUDA fails with "system not yet initialized".
 pub fn fabric(facts: &Facts) -> HealthCheck {
+    let fm = facts.gpu_topology.fabric_manager.as_ref();
+    let driver = facts.nvidia_driver.version.as_deref();
+    // Fabric Manager must be the driver's own version, or it refuses to start.
+    if let (Some((pkg, v)), Some(d)) = (fm, driver) {
+        if !v.starts_with(d) {
+            return HealthCheck::fail(
+                FABRIC,
+                format!("Fabric Manager {pkg} {v} is not the driver's version {d}: it refuses to start, and the GPUs' fabric never completes"),
+                format!("install the Fabric Manager of the driver's version ({pkg} {d}), then `systemctl enable --now nvidia-fabricmanager`"),
+            );
+        }
+    }
     let n = match nvml_or_skip(&facts.gpus, &facts.gpu_topology, FABRIC) {
         Ok(n) => n,
         Err(c) => return c,
@@ -188,13 +200,21 @@ pub fn fabric(facts: &Facts) -> HealthCheck {
             None => bad.push(format!("{who}: fabric state unknown (NVML did not say)")),
         }
     }
+    let fm_words = match fm {
+        Some((pkg, v)) => format!("Fabric Manager {pkg} {v}, the driver's version"),
+        None => "no Fabric Manager package in this root (on a virtual machine it runs on the host)"
+            .into(),
+    };
     if bad.is_empty() {
-        return HealthCheck::pass(FABRIC, format!("NVSwitch board: {}", ok.join("; ")));
+        return HealthCheck::pass(
+            FABRIC,
+            format!("NVSwitch board: {}; {fm_words}", ok.join("; ")),
+        );
     }
     HealthCheck::fail(
         FABRIC,
         format!(
-            "NVSwitch board: {}; until every GPU's fabric is completed CUDA answers \"system not yet initialized\" (error 802)",
+            "NVSwitch board: {}; until every GPU's fabric is completed CUDA answers \"system not yet initialized\" (error 802); {fm_words}",
             bad.join("; ")
         ),
         "enable and start nvidia-fabricmanager (and nvidia-persistenced), of the same version as the driver: `systemctl enable --now nvidia-fabricmanager`; `nv-fabricmanager --version` must match `nvidia-smi`'s driver",
