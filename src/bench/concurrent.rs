@@ -340,6 +340,7 @@ mod tests {
     fn topo(port: &str, kind: &'static str, gbs: Option<f64>) -> GpuTopology {
         GpuTopology {
             live: None,
+            fabric_manager: None,
             shared: vec![SharedPort {
                 port: port.into(),
                 kind,
