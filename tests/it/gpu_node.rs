@@ -288,11 +288,14 @@ fn nvml_that_could_not_start_skips_with_the_reason() {
     }
 }
 
-/// Adds dpkg-query's recorded answer for `package` (installed at `version`) to the snapshot.
+/// Makes dpkg-query's recorded answer for `package` say it is installed at `version` (the lent
+/// machine recorded "not installed": Fabric Manager runs on the VM's host).
 fn with_package(root: &Path, package: &str, version: &str) {
     let p = root.join(".gdrprov-snapshot/commands.json");
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    v.as_array_mut().unwrap().push(serde_json::json!({
+    let answers = v.as_array_mut().unwrap();
+    answers.retain(|c| c["argv"].as_array().and_then(|a| a.last()) != Some(&package.into()));
+    answers.push(serde_json::json!({
         "argv": ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Version}\\n", package],
         "code": 0,
         "stdout": format!("ii  {version}\n"),
