@@ -15,10 +15,11 @@
 #   bash scripts/package.sh --deb-only --fast --deb-dir DIR   # the .deb alone, light
 #                                        # compression, into DIR (the VM testbed)
 #
-# Needs cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
-# cargo-generate-rpm`; installed here when missing), rpmbuild and rpm2archive
-# (the .rpm's file triggers: scripts/package-rpm-triggers.sh) and, for --lint, lintian,
-# rpm and rpmlint (scripts/ensure-packages.sh package).
+# Installs what it needs when missing, one line each saying what and why:
+# the Debian packages through scripts/ensure-packages.sh (the release build's
+# cmake and libclang; rpmbuild and rpm2archive for the .rpm's file triggers,
+# scripts/package-rpm-triggers.sh; for --lint and --test-root lintian, rpmlint
+# and mmdebstrap), then cargo-deb and cargo-generate-rpm (cargo install --locked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,6 +38,12 @@ while (($#)); do
   esac
   shift
 done
+
+sets=()
+[ -z "$binary" ] && ((build)) && sets+=(build)
+((rpm_too)) && sets+=(package-build)
+((lint || test_root)) && sets+=(package)
+((${#sets[@]})) && bash scripts/ensure-packages.sh "${sets[@]}"
 
 tools=(cargo-deb)
 ((rpm_too)) && tools+=(cargo-generate-rpm)

@@ -304,6 +304,7 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         runs: args.runs,
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
+        progress: !out.json() && crate::output::stderr_is_terminal(),
     };
     let r = crate::bench::copy::run(&opts)?;
     show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;

@@ -42,7 +42,7 @@ pub fn run(
     }
     match out.format {
         Format::Json => out.document(names::DOCTOR, root, &report),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }
     }

@@ -69,7 +69,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             let mut t = String::new();
             if gens.is_empty() {
                 let _ = writeln!(

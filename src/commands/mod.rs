@@ -155,6 +155,11 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
         ));
     }
+    if cli.format == Format::Html && !matches!(cli.command, Command::Fleet(_)) {
+        return Err(Error::Usage(
+            "--format html is only for `gdrprov fleet sweep report` and `simulate` (the sweep as a map); use text or json here".into(),
+        ));
+    }
     let root = &cli.root;
     match &cli.command {
         Command::Plan(a) => plan::run(

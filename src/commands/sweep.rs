@@ -51,6 +51,12 @@ pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
                 .into(),
         ));
     }
+    if out.format == Format::Html && matches!(c, SweepCommand::Plan(_)) {
+        return Err(Error::Usage(
+            "--format html is for `fleet sweep report` and `simulate`; use text or json for the plan"
+                .into(),
+        ));
+    }
     match c {
         SweepCommand::Plan(p) => plan_cmd(out, p),
         SweepCommand::Report(r) => report_cmd(out, r),
@@ -134,7 +140,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         }
         plan.nodes = sweep.nodes;
     } else {
-        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails)?;
+        let bar = crate::output::progress("reading pair results", !out.json());
+        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
         if sweep.obs.is_empty() {
             return Err(Error::Usage(format!(
                 "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
@@ -196,7 +203,8 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     } else {
         Vec::new()
     };
-    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[])?;
+    let bar = crate::output::progress("reading pair results", !out.json());
+    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[], &bar)?;
     if sweep.obs.is_empty() {
         return Err(Error::Usage(format!(
             "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`)",
@@ -246,6 +254,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
             &crate::output::sweep::text(&report),
         ),
         Format::Prometheus => out.raw(&crate::output::sweep::prometheus(&report)),
+        Format::Html => out.raw(&crate::output::sweep_html::render(&report)?),
     }
     Ok(exit::OK)
 }
@@ -267,7 +276,7 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
             "--noise must be in [0, 1) and --slow in [0, 1]".into(),
         ));
     }
-    let o = simulate::run(&simulate::Model {
+    let (o, sweep, c) = simulate::run_with_sweep(&simulate::Model {
         nodes: a.nodes,
         rails: a.rails,
         bad_nodes: a.bad_nodes,
@@ -280,7 +289,16 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         pair_seconds: a.pair_seconds,
         ..simulate::Model::default()
     });
-    if out.json() {
+    if out.format == Format::Html {
+        // The report of the simulated fleet, as `report` makes it from results.
+        let ctx = Context {
+            cap: slurm::cap(sweep.nodes.len(), 10.0, None),
+            ..Context::default()
+        };
+        out.raw(&crate::output::sweep_html::render(&render::report(
+            &sweep, &c, &ctx,
+        ))?);
+    } else if out.json() {
         out.document(names::FLEET_SWEEP_SIMULATE, std::path::Path::new("/"), &o);
     } else {
         out.text(std::path::Path::new("/"), &format!(

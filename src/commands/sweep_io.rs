@@ -80,6 +80,7 @@ pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
+    bar: &indicatif::ProgressBar,
 ) -> Result<(Sweep, Mtus)> {
     let mut files = Vec::new();
     for d in dirs {
@@ -92,7 +93,9 @@ pub fn load_with_mtus(
         json_files(d, &mut files)?;
     }
     let mut records = Vec::new();
+    bar.set_length(files.len() as u64);
     for f in &files {
+        bar.inc(1);
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let Some((a, b, rail)) = results::names_from_stem(stem) else {
             return Err(Error::Usage(format!(
@@ -109,14 +112,20 @@ pub fn load_with_mtus(
         let doc = read_json(f)?;
         records.extend(results::read(&doc, &a, &b, rail.as_deref(), round));
     }
+    bar.finish_and_clear();
     let mut sweep = Sweep::new(nodes, rails.to_vec());
     let mut mtus = HashMap::new();
     add_records(&mut sweep, &records, &mut mtus);
     Ok((sweep, mtus))
 }
 
-pub fn load_results(dirs: &[PathBuf], nodes: Vec<String>, rails: &[String]) -> Result<Sweep> {
-    Ok(load_with_mtus(dirs, nodes, rails)?.0)
+pub fn load_results(
+    dirs: &[PathBuf],
+    nodes: Vec<String>,
+    rails: &[String],
+    bar: &indicatif::ProgressBar,
+) -> Result<Sweep> {
+    Ok(load_with_mtus(dirs, nodes, rails, bar)?.0)
 }
 
 /// DIR/NODE.json, each a `gdrprov verify --format json` document.

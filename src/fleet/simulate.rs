@@ -201,6 +201,12 @@ pub fn next_round(sweep: &Sweep, c: &Classified, salt: usize) -> Round {
 /// Runs the model through the planner and the classifier until nothing is
 /// left to retest or the rounds run out, and scores the verdicts.
 pub fn run(m: &Model) -> Outcome {
+    run_with_sweep(m).0
+}
+
+/// [`run`], with the sweep it measured and its last classification (for
+/// the report of a simulated fleet: `fleet sweep simulate --format html`).
+pub fn run_with_sweep(m: &Model) -> (Outcome, Sweep, Classified) {
     let mut rng = Rng::new(m.seed);
     let truth = inject(m, &mut rng);
     let names = (0..m.nodes).map(|i| format!("node{i:05}")).collect();
@@ -239,9 +245,10 @@ pub fn run(m: &Model) -> Outcome {
     let started = Instant::now();
     let verdicts = super::render::node_verdicts(&sweep, &c);
     spent += started.elapsed().as_secs_f64();
-    score(
+    let outcome = score(
         m, &truth, &sweep, &c, &verdicts, round, initial, spent, wall,
-    )
+    );
+    (outcome, sweep, c)
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -65,12 +65,17 @@ pub struct HealthReport {
 /// two are skipped with the reason.
 pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
     let mut multi = node::NodeRun::default();
+    let timer = std::time::Instant::now;
     let (copy_check, loads, copy, nvml_check, nvml) = if live {
+        let start = timer();
         let (c, loads, r) = copy::run(facts);
+        let alone = start.elapsed();
         multi = node::run(facts, r.as_ref());
-        let c = node::fold_copy(c, multi.concurrent.as_ref());
+        // The copy check's time: every GPU alone, then all together.
+        let c = node::fold_copy(c, multi.concurrent.as_ref()).timed(alone + multi.concurrent_took);
+        let start = timer();
         let n = nvml::read();
-        let nc = nvml::check(n.as_ref().map_err(String::as_str));
+        let nc = nvml::check(n.as_ref().map_err(String::as_str)).timed(start.elapsed());
         (c, loads, r, nc, n.ok())
     } else {
         let why = "not the running system";
@@ -82,20 +87,27 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
             None,
         )
     };
+    let timed = |f: &dyn Fn() -> HealthCheck| {
+        let start = timer();
+        f().timed(start.elapsed())
+    };
     HealthReport {
         checks: vec![
-            links::check(facts, &loads),
+            timed(&|| links::check(facts, &loads)),
             copy_check,
-            kernel_log::check(facts),
+            timed(&|| kernel_log::check(facts)),
             nvml_check,
-            ports::check(facts),
-            affinity::check(facts),
-            multi.nvlink.take().unwrap_or_else(|| nvlink::check(facts)),
-            nvlink::fabric(facts),
+            timed(&|| ports::check(facts)),
+            timed(&|| affinity::check(facts)),
+            multi
+                .nvlink
+                .take()
+                .unwrap_or_else(|| timed(&|| nvlink::check(facts))),
+            timed(&|| nvlink::fabric(facts)),
             multi
                 .p2p_check
                 .take()
-                .unwrap_or_else(|| p2p::from_facts(facts)),
+                .unwrap_or_else(|| timed(&|| p2p::from_facts(facts))),
             multi.nccl_check.take().unwrap_or_else(|| {
                 HealthCheck::skip(
                     node::NCCL,

@@ -20,6 +20,8 @@ pub struct NodeRun {
     pub p2p_check: Option<HealthCheck>,
     pub nccl: Option<crate::bench::nccl::NcclReport>,
     pub nccl_check: Option<HealthCheck>,
+    /// How long every GPU at once took (the copy check's second part).
+    pub concurrent_took: std::time::Duration,
     pub seconds: f64,
 }
 
@@ -49,6 +51,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
     });
     let m = Method::default();
     let topo = &facts.gpu_topology;
+    let tc = Instant::now();
     let concurrent = concurrent::run(
         &all,
         concurrent::DEFAULT_SIZE,
@@ -57,7 +60,11 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
         &CopyOptions::default(),
         topo,
     );
+    let concurrent_took = tc.elapsed();
+    let tp = Instant::now();
     let pairs = crate::bench::p2p::run(&all, concurrent::DEFAULT_SIZE, &m, topo);
+    let p2p_took = tp.elapsed();
+    let tn = Instant::now();
     let nccl = match gdrprov_rdma::cuda::nccl::ensure_libnccl() {
         Ok(()) => {
             let pcis = crate::bench::nccl::pci_addresses(&all);
@@ -71,6 +78,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
         }
         Err(e) => Err(e.to_string()),
     };
+    let nccl_took = tn.elapsed();
     let after = gdrprov_rdma::nvlink::read_errors().ok();
     let nvlink = match (before, after) {
         (Some(b), Some(a)) => {
@@ -91,15 +99,16 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
                 errors: a,
                 seconds: tb.elapsed().as_secs_f64(),
             };
-            Some(nvlink::check_topology(&facts.gpus, &f, Some(&again)))
+            Some(nvlink::check_topology(&facts.gpus, &f, Some(&again)).timed(tb.elapsed()))
         }
         _ => None,
     };
-    let nccl_check = Some(nccl_verdict(&nccl));
+    let nccl_check = Some(nccl_verdict(&nccl).timed(nccl_took));
     NodeRun {
         nccl_check,
+        concurrent_took,
         nccl: nccl.ok().and_then(Result::ok),
-        p2p_check: Some(p2p::measured(pairs.as_ref())),
+        p2p_check: Some(p2p::measured(pairs.as_ref()).timed(p2p_took)),
         p2p: pairs.ok(),
         concurrent: concurrent.ok(),
         nvlink,

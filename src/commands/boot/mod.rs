@@ -46,7 +46,7 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
             });
             out.document(names::BOOT_LIST, &target.root, v);
         }
-        Format::Text | Format::Prometheus => out.raw(&list_text(&host, &info)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&list_text(&host, &info)),
     }
     Ok(crate::exit::OK)
 }
@@ -134,7 +134,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
                 &target.root,
                 serde_json::json!({"run": shown, "ran": false}),
             ),
-            Format::Text | Format::Prometheus => {
+            Format::Text | Format::Prometheus | Format::Html => {
                 out.raw(&format!("Would run (--no-exec): {line}\n"))
             }
         }
@@ -162,7 +162,9 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
             &target.root,
             serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
-        Format::Text | Format::Prometheus => out.raw(&format!("Ran: {line}\n{}.\n", spec.why)),
+        Format::Text | Format::Prometheus | Format::Html => {
+            out.raw(&format!("Ran: {line}\n{}.\n", spec.why))
+        }
     }
     Ok(())
 }
