@@ -58,6 +58,7 @@ main() {
         command -v promtool >/dev/null || need+=(prometheus)
         command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
         command -v chromium >/dev/null || need+=(chromium)
+        command -v shellcheck >/dev/null || need+=(shellcheck)   # scripts/shellcheck.sh
         ;;
       package)
         # scripts/package.sh --lint and scripts/package-test-root.sh: the

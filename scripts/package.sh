@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 binary= lint=0 test_root=0 rpm_too=1 fast= debdir=target/debian
+build=1 binary='' lint=0 test_root=0 rpm_too=1 fast='' debdir=target/debian
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
@@ -85,10 +85,12 @@ mkdir -p "$debdir" target/generate-rpm
 # shellcheck disable=SC2086
 CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet $fast --output "$debdir/"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# shellcheck disable=SC2012 # the newest by time; the names are cargo-deb's own (no odd characters)
 deb=$(ls -t "$debdir"/gdrprov_"$version"-*.deb | head -n 1)
 echo "package.sh: $deb"
 ((rpm_too)) || exit 0
 cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/
+# shellcheck disable=SC2012 # the newest by time; the names are cargo-generate-rpm's own
 rpm=$(ls -t target/generate-rpm/gdrprov-"$version"-*.rpm | head -n 1)
 # What cargo-generate-rpm has no key for: the file triggers, the module link.
 bash scripts/package-rpm-triggers.sh "$rpm"
