@@ -475,6 +475,10 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
     let mut facts = Facts::gather(&host, req.cpu_vendor);
     host.refuse_special_files()?;
     facts.arch.override_with(req.arch);
+    // The GPUs together (NVLink, fabric, pairs): verify asks NVML and CUDA on the running system.
+    if host.is_live() && facts.gpu_topology.live.is_none() && !facts.gpus.is_empty() {
+        facts.gpu_topology.live = crate::facts::gpu_topo::recorded(&host);
+    }
     // A plan that cannot be made is one failed check, not the end of verify.
     let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
         Ok((p, seen)) => (Ok(p), seen),

@@ -8,6 +8,7 @@ pub mod ansible;
 mod apply;
 mod ask;
 pub mod bench;
+pub mod bench_node;
 pub mod boot;
 pub mod cli;
 mod doctor;

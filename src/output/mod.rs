@@ -8,6 +8,7 @@ pub mod health_metrics;
 pub mod inventory;
 pub mod journal;
 pub mod metrics;
+pub mod node;
 pub mod pair;
 pub mod pair_metrics;
 pub mod recover;

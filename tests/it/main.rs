@@ -19,6 +19,7 @@ mod facts;
 mod fleet;
 mod foundation;
 mod front_door;
+mod gpu_node;
 mod grub_corpus;
 mod guard_rails;
 mod health;

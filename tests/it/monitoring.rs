@@ -96,6 +96,10 @@ fn copy_textfile(h2d: f64, d2h: f64) -> String {
             passed: true,
         }),
         nvml: None,
+        concurrent: None,
+        p2p: None,
+        nccl: None,
+        node_seconds: None,
         links: Vec::new(),
     };
     gdrprov::output::health_metrics::prometheus(&h)
