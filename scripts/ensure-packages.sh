@@ -4,6 +4,7 @@
 #   bash scripts/ensure-packages.sh build        # what `cargo build` needs
 #   bash scripts/ensure-packages.sh build test   # plus the tools the tests drive
 #   bash scripts/ensure-packages.sh package      # the package linters and test roots
+#   bash scripts/ensure-packages.sh package-build  # what scripts/package.sh needs to build both
 #   bash scripts/ensure-packages.sh slurm        # slurm-wlm's daemons and munge (tests/slurm)
 # build: cmake and libclang (sideway's rdma-mummy-sys builds a small C shim
 # with cmake and generates its bindings with bindgen; libibverbs itself is
@@ -52,6 +53,12 @@ main() {
         command -v strace >/dev/null || need+=(strace)
         command -v python3 >/dev/null || need+=(python3)
         python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+        # tests/it/monitoring_*.rs: promtool tests the alert rules, a real
+        # Prometheus scrapes a real node-exporter, Chromium loads the HTML report.
+        command -v promtool >/dev/null || need+=(prometheus)
+        command -v prometheus-node-exporter >/dev/null || need+=(prometheus-node-exporter)
+        command -v chromium >/dev/null || need+=(chromium)
+        command -v shellcheck >/dev/null || need+=(shellcheck)   # scripts/shellcheck.sh
         # tests/lints.rs runs cargo clippy on a scratch crate (a rustup component, not a package).
         cargo clippy --version >/dev/null 2>&1 || components+=(clippy)
         ;;
@@ -68,6 +75,23 @@ main() {
         command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
         command -v strip >/dev/null || need+=(binutils)
         ;;
+      package-build)
+        # scripts/package.sh itself: the .rpm is re-wrapped by RPM's own
+        # builder (rpmbuild, rpm2archive: scripts/package-rpm-triggers.sh),
+        # a --binary is stripped first.
+        why="scripts/package.sh needs them: RPM's own tools for the .rpm; cc, libc headers and CA certificates to cargo install cargo-deb and cargo-generate-rpm"
+        command -v rpmbuild >/dev/null || need+=(rpm)
+        command -v rpm2archive >/dev/null || need+=(rpm2cpio)
+        command -v strip >/dev/null || need+=(binutils)
+        command -v gzip >/dev/null || need+=(gzip)
+        # cargo install (cargo-deb, cargo-generate-rpm, when missing) fetches
+        # from crates.io over TLS and links with cc (crt files from libc6-dev).
+        if ! command -v cargo-deb >/dev/null || ! command -v cargo-generate-rpm >/dev/null; then
+          [ -e /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
+          command -v cc >/dev/null || need+=(gcc)
+          [ -e /usr/include/stdio.h ] || need+=(libc6-dev)
+        fi
+        ;;
       slurm)
         why="tests/slurm/healthcheck.sh runs real Slurm daemons"
         command -v slurmctld >/dev/null || need+=(slurmctld)
@@ -77,7 +101,7 @@ main() {
         command -v jq >/dev/null || need+=(jq)
         command -v bc >/dev/null || need+=(bc)
         ;;
-      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package, slurm)" >&2; return 1 ;;
+      *) echo "ensure-packages.sh: unknown set '$what' (use build, test, package, package-build, slurm)" >&2; return 1 ;;
     esac
     if ((${#need[@]})); then
       lines+=("${need[*]} ($why)")

@@ -4,7 +4,7 @@
 # printed (docs/packages.md lists those that remain and why).
 #   bash scripts/package-lint.sh target/debian/X.deb target/generate-rpm/X.rpm
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 deb=${1:?the .deb} rpm=${2:?the .rpm}
 status=0
 out=$(lintian --tag-display-limit 0 "$deb" 2>&1)

@@ -13,7 +13,7 @@
 # Needs root, mmdebstrap and rpm (scripts/ensure-packages.sh package).
 #   bash scripts/package-test-root.sh target/debian/X.deb target/generate-rpm/X.rpm
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 deb=$(realpath "${1:?the .deb}") rpm=$(realpath "${2:?the .rpm}")
 passed=0 failed=0
 ok() { echo "ok: $*"; passed=$((passed + 1)); }
@@ -34,8 +34,8 @@ if [ ! -s "$cache" ] || [ -n "$(find "$cache" -mmin +1440)" ]; then
   sources=/etc/apt/sources.list.d/debian.sources
   [ -f "$sources" ] || sources=/etc/apt/sources.list
   mkdir -p target/package
-  mmdebstrap --mode=root --variant=minbase --quiet bookworm "${cache%.tar}.tmp.tar" "$sources" &&
-    mv "${cache%.tar}.tmp.tar" "$cache" || { echo "mmdebstrap failed"; echo "0 passed, 1 failed"; exit 1; }
+  { mmdebstrap --mode=root --variant=minbase --quiet bookworm "${cache%.tar}.tmp.tar" "$sources" &&
+    mv "${cache%.tar}.tmp.tar" "$cache"; } || { echo "mmdebstrap failed"; echo "0 passed, 1 failed"; exit 1; }
 fi
 mkdir -p "$root" && tar -C "$root" -xf "$cache"
 mount -t proc proc "$root/proc" && mount --rbind /sys "$root/sys" && mount --bind /dev "$root/dev" &&

@@ -15,14 +15,15 @@
 #   bash scripts/package.sh --deb-only --fast --deb-dir DIR   # the .deb alone, light
 #                                        # compression, into DIR (the VM testbed)
 #
-# Needs cargo-deb and cargo-generate-rpm (`cargo install --locked cargo-deb
-# cargo-generate-rpm`; installed here when missing), rpmbuild and rpm2archive
-# (the .rpm's file triggers: scripts/package-rpm-triggers.sh) and, for --lint, lintian,
-# rpm and rpmlint (scripts/ensure-packages.sh package).
+# Installs what it needs when missing, one line each saying what and why:
+# the Debian packages through scripts/ensure-packages.sh (the release build's
+# cmake and libclang; rpmbuild and rpm2archive for the .rpm's file triggers,
+# scripts/package-rpm-triggers.sh; for --lint and --test-root lintian, rpmlint
+# and mmdebstrap), then cargo-deb and cargo-generate-rpm (cargo install --locked).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 binary= lint=0 test_root=0 rpm_too=1 fast= debdir=target/debian
+build=1 binary='' lint=0 test_root=0 rpm_too=1 fast='' debdir=target/debian
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
@@ -37,6 +38,12 @@ while (($#)); do
   esac
   shift
 done
+
+sets=()
+[ -z "$binary" ] && ((build)) && sets+=(build)
+((rpm_too)) && sets+=(package-build)
+((lint || test_root)) && sets+=(package)
+((${#sets[@]})) && bash scripts/ensure-packages.sh "${sets[@]}"
 
 tools=(cargo-deb)
 ((rpm_too)) && tools+=(cargo-generate-rpm)
@@ -78,10 +85,12 @@ mkdir -p "$debdir" target/generate-rpm
 # shellcheck disable=SC2086
 CARGO_TARGET_DIR=$tooldir cargo deb --no-build --quiet $fast --output "$debdir/"
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+# shellcheck disable=SC2012 # the newest by time; the names are cargo-deb's own (no odd characters)
 deb=$(ls -t "$debdir"/gdrprov_"$version"-*.deb | head -n 1)
 echo "package.sh: $deb"
 ((rpm_too)) || exit 0
 cargo generate-rpm --target-dir "$tooldir" --output target/generate-rpm/
+# shellcheck disable=SC2012 # the newest by time; the names are cargo-generate-rpm's own
 rpm=$(ls -t target/generate-rpm/gdrprov-"$version"-*.rpm | head -n 1)
 # What cargo-generate-rpm has no key for: the file triggers, the module link.
 bash scripts/package-rpm-triggers.sh "$rpm"

@@ -5,7 +5,7 @@
 //! Everything here is 0600 in 0700 directories: backups can hold secrets.
 
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, FileMeta, Host, ReadLimit, WriteOptions};
+use crate::host::{holder_of, write_pid, CommandSpec, FileMeta, Host, ReadLimit, WriteOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -190,6 +190,10 @@ pub struct Generation {
     /// `recover` completes an interrupted commit instead of undoing it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Its own directory, relative to the state dir (`generations/N`),
+    /// checked when it is read; absent in journals of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<String>,
     pub status: Status,
     pub steps: Vec<Step>,
     pub state_before: State,
@@ -309,21 +313,38 @@ impl<'a> StateStore<'a> {
         self.all_dirs()
     }
 
-    /// Generations with a journal, ascending.
+    /// Generations with a journal, ascending; a generation directory that
+    /// is a symlink or past the bound is one too, so that reading it fails
+    /// ([`StateStore::load_generation`]) instead of it being passed over.
     pub fn generation_numbers(&self) -> Vec<u64> {
         self.all_dirs()
             .into_iter()
             .filter(|n| {
                 self.host
                     .exists(&Self::path(&format!("generations/{n}/journal.json")))
+                    || crate::journal_proof::directory_problem(self.host, DIR, *n).is_some()
             })
             .collect()
     }
 
     /// The number for a new generation: past every directory, even one a
-    /// failed run left without a journal.
-    pub fn next_generation(&self) -> u64 {
-        self.all_dirs().last().copied().unwrap_or(0) + 1
+    /// failed run left without a journal. Refused past the bound.
+    pub fn next_generation(&self) -> Result<u64> {
+        let n = self
+            .all_dirs()
+            .last()
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(1);
+        if n > crate::journal_proof::MAX_GENERATION {
+            return Err(Error::Journal(format!(
+                "{} holds a generation numbered {}, past the highest gdrprov makes ({}); it was not made by gdrprov, so nothing was changed. Run `gdrprov journal check`, and remove that directory if it is not gdrprov's",
+                self.host.display(&Self::path("generations")),
+                n - 1,
+                crate::journal_proof::MAX_GENERATION
+            )));
+        }
+        Ok(n)
     }
 
     fn all_dirs(&self) -> Vec<u64> {
@@ -337,7 +358,37 @@ impl<'a> StateStore<'a> {
         v
     }
 
+    /// Reads generation `n`'s journal and proves it is `n`'s own
+    /// ([`crate::journal_proof`]): its directory real and in bounds, its number,
+    /// directory and backups its own.
     pub fn load_generation(&self, n: u64) -> Result<Generation> {
+        let refuse = |why: String| {
+            Error::Journal(format!(
+                "generation {n}: {why}; gdrprov will not act on it (nothing was changed). Put {} back from a backup of the host",
+                self.host.display(&Self::path("generations"))
+            ))
+        };
+        if let Some(why) = crate::journal_proof::directory_problem(self.host, DIR, n) {
+            return Err(refuse(why));
+        }
+        let g = self.load_generation_unproven(n)?;
+        let seen = crate::journal_proof::Generation {
+            generation: g.generation,
+            directory: g.directory.as_deref(),
+            backups: g
+                .steps
+                .iter()
+                .flat_map(|s| [s.before.as_deref(), s.after.as_deref()])
+                .flatten()
+                .collect(),
+        };
+        match crate::journal_proof::identity_problem(n, &seen) {
+            Some(why) => Err(refuse(why)),
+            None => Ok(g),
+        }
+    }
+
+    fn load_generation_unproven(&self, n: u64) -> Result<Generation> {
         let rel = format!("generations/{n}/journal.json");
         let text = self
             .host
@@ -415,13 +466,36 @@ impl<'a> StateStore<'a> {
     /// N)` (or empty when it wrote no pid), `None` when no one does. Takes
     /// nothing and creates nothing.
     pub fn lock_holder(&self) -> Option<String> {
-        self.host.lock_holder(&Self::path("lock"))
+        let (file, _) = self
+            .host
+            .open_lock_file(&Self::path("lock"), false)
+            .ok()??;
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockSharedNonblock) {
+            Ok(_) => None,
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => Some(holder_of(&mut file)),
+            Err(_) => None,
+        }
     }
 
     /// Takes the apply lock of this root; fails at once if another run has it.
+    /// The lock must be a regular file: a device node, FIFO, socket, symlink
+    /// or directory there is refused before anything is written.
     pub fn lock(&self) -> Result<Lock> {
         self.create_private_dir(DIR)?;
-        self.host.lock(&Self::path("lock"))
+        let Some((file, shown)) = self.host.open_lock_file(&Self::path("lock"), true)? else {
+            return Err(Error::Journal("the lock file could not be created".into()));
+        };
+        match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
+            Ok(mut locked) => {
+                write_pid(&mut locked);
+                Ok(Lock::from(locked))
+            }
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => Err(Error::Locked {
+                path: shown,
+                holder: holder_of(&mut file),
+            }),
+            Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod facts;
 pub mod fleet;
 pub mod host;
 pub mod journal;
+pub mod journal_proof;
 pub mod names;
 pub mod ops;
 pub mod output;

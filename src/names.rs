@@ -21,6 +21,8 @@ pub const BENCH_LOOPBACK: &str = "bench loopback";
 pub const BENCH_PROBE: &str = "bench probe";
 pub const BENCH_COPY: &str = "bench copy";
 pub const BENCH_PAIR: &str = "bench pair";
+pub const BENCH_P2P: &str = "bench p2p";
+pub const BENCH_NCCL: &str = "bench nccl";
 pub const FLEET_SWEEP_PLAN: &str = "fleet sweep plan";
 pub const FLEET_SWEEP_REPORT: &str = "fleet sweep report";
 pub const FLEET_SWEEP_SIMULATE: &str = "fleet sweep simulate";
@@ -53,6 +55,8 @@ pub const ALL: &[&str] = &[
     BENCH_PROBE,
     BENCH_COPY,
     BENCH_PAIR,
+    BENCH_P2P,
+    BENCH_NCCL,
     FLEET_SWEEP_PLAN,
     FLEET_SWEEP_REPORT,
     FLEET_SWEEP_SIMULATE,

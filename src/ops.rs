@@ -296,6 +296,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     let store = StateStore::new(&host);
     // A generation left unfinished is recovered first, by `gdrprov recover`.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
     let plan = make_plan(&host, &desired, &req.target, trial)?;
@@ -319,6 +320,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     })?;
     let lock = store.lock()?;
     apply::refuse_unfinished_locked(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
     let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
     if !same_changes(&host, &plan, &locked_plan) {
@@ -384,6 +386,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     // An unfinished generation first: `gdrprov recover`, never "nothing to
     // roll back" while its changes are still there.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     if !apply::any_in_effect(&store) {
         apply::check_nothing_owned(&host, &store)?;
         if req.generation.is_none() {
@@ -404,6 +407,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     })?;
     let lock = store.lock()?;
     apply::refuse_unfinished_locked(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;
@@ -471,6 +475,10 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
     let mut facts = Facts::gather(&host, req.cpu_vendor);
     host.refuse_special_files()?;
     facts.arch.override_with(req.arch);
+    // The GPUs together (NVLink, fabric, pairs): verify asks NVML and CUDA on the running system.
+    if host.is_live() && facts.gpu_topology.live.is_none() && !facts.gpus.is_empty() {
+        facts.gpu_topology.live = crate::facts::gpu_topo::recorded(&host);
+    }
     // A plan that cannot be made is one failed check, not the end of verify.
     let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
         Ok((p, seen)) => (Ok(p), seen),

@@ -104,10 +104,27 @@ pub struct Constraint {
     pub version: String,
 }
 
-/// Parses `>= 5.12`, `<6`, `= 575`, `!= 2.19.3`; several joined by `,` all must hold.
+/// The longest version a constraint may name.
+const MAX_VERSION: usize = 64;
+/// The most constraints one spec may join with `,`.
+const MAX_CONSTRAINTS: usize = 8;
+
+/// Parses `>= 5.12`, `<6`, `= 575`, `!= 2.19.3`; several joined by `,` all
+/// must hold. The one grammar of version requirements, under `requires:`
+/// and `when:` alike: an operator (or none, meaning `=`) and a version that
+/// starts with a digit (an optional `v` first) and holds only letters,
+/// digits and `. - _ + ~`, at most 64 bytes, no number over 19 digits.
+/// Anything else (`<< 595`, `=> 5`, `~> 5`, `^5.12`, `>= 5.12 foo`,
+/// `5.x || 6`) is refused, never read as something else.
 pub fn parse(spec: &str) -> Result<Vec<Constraint>, String> {
     let mut out = Vec::new();
-    for piece in spec.split(',') {
+    let pieces: Vec<&str> = spec.split(',').collect();
+    if pieces.len() > MAX_CONSTRAINTS {
+        return Err(format!(
+            "{spec:?} joins more than {MAX_CONSTRAINTS} constraints; give fewer"
+        ));
+    }
+    for piece in pieces {
         let p = piece.trim();
         if p.is_empty() {
             return Err(format!("empty constraint in {spec:?}"));
@@ -125,9 +142,9 @@ pub fn parse(spec: &str) -> Result<Vec<Constraint>, String> {
         .find_map(|(s, op)| p.strip_prefix(s).map(|r| (*op, r)))
         .unwrap_or((Op::Eq, p));
         let v = rest.trim();
-        if v.is_empty() || parts(v).is_empty() || !v.chars().any(|c| c.is_ascii_digit()) {
+        if let Some(why) = version_problem(v) {
             return Err(format!(
-                "{p:?} is not a version constraint; write an operator (>=, >, <=, <, =, !=) and a version, like \">= 5.12\""
+                "{p:?} is not a version constraint; write an operator (>=, >, <=, <, =, !=) and a version, like \">= 5.12\" ({why})"
             ));
         }
         out.push(Constraint {
@@ -136,6 +153,35 @@ pub fn parse(spec: &str) -> Result<Vec<Constraint>, String> {
         });
     }
     Ok(out)
+}
+
+/// Why `v` is not a version of the grammar [`parse`] takes; `None` if it is.
+fn version_problem(v: &str) -> Option<String> {
+    let digits = v.strip_prefix(['v', 'V']).unwrap_or(v);
+    if v.is_empty() {
+        return Some("no version".into());
+    }
+    if v.len() > MAX_VERSION {
+        return Some(format!(
+            "a version of {} bytes; at most {MAX_VERSION}",
+            v.len()
+        ));
+    }
+    if !digits.starts_with(|c: char| c.is_ascii_digit()) {
+        return Some(format!("`{v}` does not start with a number"));
+    }
+    if let Some(c) = v
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || ".-_+~".contains(*c)))
+    {
+        return Some(format!("`{v}` holds {c:?}, which no version has"));
+    }
+    if v.split(|c: char| !c.is_ascii_digit())
+        .any(|run| run.len() > 19)
+    {
+        return Some(format!("`{v}` holds a number of more than 19 digits"));
+    }
+    None
 }
 
 impl Constraint {
@@ -199,5 +245,45 @@ mod tests {
         assert!(parse(">= ").is_err());
         assert!(parse("latest").is_err());
         assert!(parse(">= 5.12,").is_err());
+        assert!(t("5.12.0", ">= v5.12"));
+    }
+
+    /// Issue 37: text the grammar does not understand is refused, never
+    /// read as something else (`=> 5` was `= "> 5"`, `~> 5` a version).
+    #[test]
+    fn what_the_grammar_does_not_understand_is_refused() {
+        for bad in [
+            "<< 595",
+            "=> 5",
+            "~> 5",
+            "^5.12",
+            ">= 5.12 foo",
+            "5.x || 6",
+            "> =5",
+            ">= -5",
+            ">= 5.12; rm",
+            "= 5*",
+            "!5",
+            &format!(">= {}", "1".repeat(20)),
+            &format!(">= 1.{}", "2".repeat(70)),
+            &[">= 1"; 9].join(","),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(
+                e.contains("not a version constraint") || e.contains("more than"),
+                "{bad}: {e}"
+            );
+        }
+        for good in [
+            ">= 5.12",
+            "<6",
+            "= 575",
+            "!= 2.19.3",
+            ">= 24.10-3.2.5",
+            "v5",
+            "== 5.15.0-119-generic",
+        ] {
+            assert!(parse(good).is_ok(), "{good}");
+        }
     }
 }

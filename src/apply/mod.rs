@@ -13,8 +13,8 @@ pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
 pub use recover::{
     any_in_effect, check_nothing_owned, notice, recover_command, recovery_plan, refuse_unfinished,
-    refuse_unfinished_locked, undo_unfinished, unfinished, what_generation, Completed, Recovered,
-    Undone,
+    refuse_unfinished_locked, rollback_of, undo_unfinished, unfinished, what_generation, Completed,
+    Recovered, Undone,
 };
 
 /// What an apply or rollback did.
@@ -58,7 +58,7 @@ pub fn execute_as(
     command: Option<&str>,
 ) -> Result<Outcome> {
     let state_before = store.load_state()?;
-    let n = store.next_generation();
+    let n = store.next_generation()?;
     let mut generation = Generation {
         generation: n,
         kind,
@@ -69,6 +69,7 @@ pub fn execute_as(
         user: Some(journal::invoking_user()),
         profiles: plan.state_after.profiles.clone(),
         command: command.map(str::to_string),
+        directory: Some(journal::generation_dir(n)),
         status: Status::InProgress,
         steps: Vec::new(),
         state_before: state_before.clone(),

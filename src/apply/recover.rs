@@ -37,6 +37,12 @@ pub fn recover_command(host: &Host) -> String {
     }
 }
 
+/// A rollback, for people: `rollback of 3, 2` (the generations it undid).
+pub fn rollback_of(undoes: &[u64]) -> String {
+    let undone: Vec<String> = undoes.iter().map(u64::to_string).collect();
+    format!("rollback of {}", undone.join(", "))
+}
+
 /// What a generation was, for people: `apply of rdma-dmabuf`, `rollback of
 /// 1`, `commit of the trial boot (rdma-dmabuf)`.
 pub fn what_generation(g: &Generation) -> String {
@@ -44,14 +50,7 @@ pub fn what_generation(g: &Generation) -> String {
         (_, Some(names::COMMIT)) => {
             format!("commit of the trial boot ({})", g.profiles.join(" + "))
         }
-        (Kind::Rollback, _) => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        (Kind::Rollback, _) => rollback_of(&g.undoes),
         (Kind::Apply, _) => format!("apply of {}", g.profiles.join(" + ")),
     }
 }
@@ -270,6 +269,18 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
         // aside is freed or any file is put back.
         check_backups(store, &g.steps)?;
         let _ = store.release_reserve(n);
+        // What a kill during a write leaves first: its temporary file beside
+        // the target (in a directory the step may have made); then the
+        // revert puts files back and removes the directories the steps
+        // made, which the temporary file would keep (issue 37: a kill in a
+        // file step left `etc/modprobe.d` behind).
+        let mut leftovers = Vec::new();
+        for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
+            journal_path(path)?;
+            leftovers.extend(host.remove_leftover_temps(path)?);
+        }
+        leftovers.sort();
+        leftovers.dedup();
         let r = match revert(host, store, &mut g) {
             Ok(r) => r,
             Err(e) => {
@@ -294,13 +305,6 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
             what_generation(&g),
             regen_note(&r)
         )];
-        // A kill during a write leaves its temporary file beside the target.
-        let mut leftovers = Vec::new();
-        for path in g.steps.iter().filter_map(|s| s.path.as_deref()) {
-            leftovers.extend(host.remove_leftover_temps(path)?);
-        }
-        leftovers.sort();
-        leftovers.dedup();
         if !leftovers.is_empty() {
             notes.push(format!(
                 "removed what the interrupted write left behind: {}",

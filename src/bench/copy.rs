@@ -26,6 +26,9 @@ pub struct CopyOptions {
     pub runs: u32,
     pub min_fraction: Option<f64>,
     pub min_gbs: Option<f64>,
+    /// A bar per GPU measured, on standard error (callers pass true only on a
+    /// terminal and never with JSON output).
+    pub progress: bool,
 }
 
 impl Default for CopyOptions {
@@ -36,6 +39,7 @@ impl Default for CopyOptions {
             runs: DEFAULT_RUNS,
             min_fraction: None,
             min_gbs: None,
+            progress: false,
         }
     }
 }
@@ -274,10 +278,21 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
             hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
         });
     }
+    let bar = if opts.progress {
+        indicatif::ProgressBar::with_draw_target(
+            Some(indexes.len() as u64),
+            indicatif::ProgressDrawTarget::stderr(),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_message("GPU copy bandwidth");
     let mut gpus = Vec::new();
     for i in indexes {
         gpus.push(run_gpu(i, opts)?);
+        bar.inc(1);
     }
+    bar.finish_and_clear();
     Ok(CopyReport {
         bytes: opts.size,
         runs: opts.runs,

@@ -11,7 +11,8 @@ use gdrprov_rdma::qp::{self, Cq, QpPair, Region};
 use super::error::BenchError;
 use super::pattern::{compare, fill_pattern};
 use super::report::{DataCheck, SizeResult};
-use super::units::{gbps, usize_of, RunLength};
+use super::sampler::Sampler;
+use super::units::{usize_of, RunLength};
 
 /// The source and destination of the WRITEs.
 pub(crate) struct Target<'a> {
@@ -45,6 +46,18 @@ pub fn effective_depth(tx_depth: u32, size: u64, software: bool) -> (u32, u32) {
     (depth, batch)
 }
 
+/// The loopback's peak window: a twentieth of a duration within 100 to 500 ms, 100 ms for an
+/// iteration count. Windows span many signaled completions so that one completion covering a batch
+/// of WRITEs does not read as a burst.
+fn window(length: RunLength) -> Duration {
+    match length {
+        RunLength::Duration(d) => {
+            (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500))
+        }
+        RunLength::Iterations(_) => Duration::from_millis(100),
+    }
+}
+
 fn completion_error(qp: usize, status: u32) -> BenchError {
     let hint = match status {
         4 => ": local protection error (lkey/memory registration; for GPU memory, PCIe ACS or IOMMU blocking peer-to-peer)",
@@ -71,106 +84,6 @@ fn post_writes(
     let wr_id = ((i as u64) << 32) | u64::from(n);
     pair.send
         .post_writes(wr_id, n, t.src.first(size as u32)?, t.dst.remote())
-}
-
-/// Where a timed run stands: when it started, when sampling starts and ends (a margin is left
-/// out at each end of a timed run), the sampled span so far and the best window.
-struct Sampler {
-    start: Instant,
-    sample_from: Instant,
-    sample_to: Option<Instant>,
-    base: Option<(Instant, u64)>,
-    last: (Instant, u64),
-    window: Duration,
-    win_start: (Instant, u64),
-    peak: f64,
-    size: u64,
-}
-
-impl Sampler {
-    fn new(start: Instant, length: RunLength, size: u64) -> (Sampler, Option<Instant>, u64) {
-        let (end, margin, iters) = match length {
-            RunLength::Duration(d) => {
-                let margin = (d / 10).min(Duration::from_secs(1));
-                (Some(start + d), margin, u64::MAX)
-            }
-            RunLength::Iterations(n) => (None, Duration::ZERO, n.max(1)),
-        };
-        // Peak = the best window; windows span many signaled completions so that one completion
-        // covering a batch of WRITEs does not read as a burst.
-        let window = match length {
-            RunLength::Duration(d) => {
-                (d / 20).clamp(Duration::from_millis(100), Duration::from_millis(500))
-            }
-            RunLength::Iterations(_) => Duration::from_millis(100),
-        };
-        let sampler = Sampler {
-            start,
-            sample_from: start + margin,
-            sample_to: end.map(|e| e - margin),
-            base: margin.is_zero().then_some((start, 0)),
-            last: (start, 0),
-            window,
-            win_start: (start, 0),
-            peak: 0.0,
-            size,
-        };
-        (sampler, end, iters)
-    }
-
-    /// Completions came in: `completed` WRITEs in all so far, at `now`.
-    fn on_completions(&mut self, now: Instant, completed: u64) {
-        if self.base.is_none() && now >= self.sample_from {
-            self.base = Some((now, completed));
-            self.win_start = (now, completed);
-        }
-        if self.base.is_some() && self.sample_to.is_none_or(|s| now <= s) {
-            self.last = (now, completed);
-            let dt = now.duration_since(self.win_start.0);
-            if dt >= self.window {
-                self.peak = self.peak.max(gbps(
-                    (completed - self.win_start.1) * self.size,
-                    dt.as_secs_f64(),
-                ));
-                self.win_start = (now, completed);
-            }
-        }
-    }
-
-    /// The result once every WRITE has completed.
-    fn result(&self, completed_total: u64, (depth, batch): (u32, u32)) -> SizeResult {
-        let (t0, c0) = self.base.unwrap_or((self.start, 0));
-        let secs = self.last.0.duration_since(t0).as_secs_f64();
-        let count = self.last.1.saturating_sub(c0);
-        let (secs, count) = if secs > 0.0 && count > 0 {
-            (secs, count)
-        } else {
-            (
-                Instant::now().duration_since(self.start).as_secs_f64(),
-                completed_total,
-            )
-        };
-        let average = gbps(count * self.size, secs);
-        SizeResult {
-            bytes: self.size,
-            iterations: completed_total,
-            peak_gbps: if self.peak > 0.0 {
-                self.peak.max(average)
-            } else {
-                average
-            },
-            average_gbps: average,
-            msg_rate_mpps: if secs > 0.0 {
-                count as f64 / secs / 1e6
-            } else {
-                0.0
-            },
-            line_rate_fraction: None,
-            seconds: secs,
-            writes_in_flight: depth,
-            writes_per_completion: batch,
-        }
-    }
 }
 
 /// The progress bar of one size, drawn by indicatif on standard error. Callers
@@ -282,7 +195,7 @@ pub(crate) fn measure(
     };
     let mut completed_total: u64 = 0;
     let start = Instant::now();
-    let (mut sampler, end, iters) = Sampler::new(start, length, size);
+    let (mut sampler, end, iters) = Sampler::new(start, length, size, window(length));
     let mut bar = progress.then(|| Progress::new(length, n_qps, size));
     let mut stopping = false;
     let mut last_activity = start;

@@ -6,15 +6,19 @@
 //! starts on a host that has neither; each missing piece is reported as an error that names it.
 //! What the crate needs to know of the host comes from [`sysfs::LiveHost`].
 
+pub mod concurrent;
 pub mod copy;
 pub mod error;
 pub mod loopback;
 mod measure;
+pub mod nccl;
+pub mod p2p;
 pub mod pair;
 pub mod parse;
 pub mod pattern;
 pub mod probe;
 pub mod report;
+mod sampler;
 pub mod sysfs;
 pub mod units;
 

@@ -7,8 +7,10 @@ use super::probe::DmabufProbe;
 use gdrprov_rdma::verbs::PortInfo;
 use gdrprov_rdma::MemoryKind;
 
-/// One message size's measurement.
-#[derive(Debug, Clone, Serialize)]
+/// One message size's measurement: a row of `bench loopback`, one timed run of `bench pair` (sent
+/// across without a line rate fraction) and the figures of a pair size (both directions summed for
+/// bidir).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SizeResult {
     pub bytes: u64,
     pub iterations: u64,

@@ -21,3 +21,8 @@ pub fn gbps(bytes: u64, secs: f64) -> f64 {
 pub(crate) fn usize_of(n: u64) -> Result<usize, BenchError> {
     usize::try_from(n).map_err(|_| BenchError::InvalidArgument(format!("size {n} too large")))
 }
+
+/// A figure with one decimal, `?` when unknown.
+pub fn one_decimal(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "?".into())
+}

@@ -309,6 +309,14 @@ fn check_in_effect(
 
 /// The state file against the generations: it owns what the applies in
 /// effect made it own, and names the latest of them.
+/// What `journal check` finds wrong between `state.json` and the journal's
+/// generations (`state-mismatch`), for the commands that act on the state.
+pub fn state_problems(host: &Host, state: &State, gens: &[Generation]) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    check_state(host, state, gens, &mut problems);
+    problems
+}
+
 fn check_state(host: &Host, state: &State, gens: &[Generation], problems: &mut Vec<Problem>) {
     let in_effect: Vec<&Generation> = gens
         .iter()

@@ -11,6 +11,7 @@
 pub mod doctor;
 pub mod health;
 pub mod journal;
+pub mod proof;
 pub mod requirements;
 pub mod verify;
 
@@ -51,6 +52,8 @@ pub struct Check {
     pub evidence: String,
     /// What to do, when it did not pass cleanly.
     pub fix: Option<String>,
+    /// How long the check took (its measurement included), when timed.
+    pub duration: Option<std::time::Duration>,
 }
 
 impl Check {
@@ -81,7 +84,14 @@ impl Check {
             status,
             evidence,
             fix,
+            duration: None,
         }
+    }
+
+    /// The check with the time it took.
+    pub fn timed(mut self, took: std::time::Duration) -> Self {
+        self.duration = Some(took);
+        self
     }
 
     /// One line: the evidence, then the fix.
@@ -96,7 +106,8 @@ impl Check {
 
 /// In JSON: `name`, `status`, `detail` (evidence and fix in one line, as
 /// verify's checks have it), `evidence`, `fix` (when there is one) and
-/// `outcome` (the same as `status`: the health checks' name for it).
+/// `outcome` (the same as `status`: the health checks' name for it) and
+/// `duration_seconds` (when timed).
 impl Serialize for Check {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
@@ -108,6 +119,8 @@ impl Serialize for Check {
             #[serde(skip_serializing_if = "Option::is_none")]
             fix: Option<&'a str>,
             outcome: Status,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            duration_seconds: Option<f64>,
         }
         Out {
             name: &self.name,
@@ -116,6 +129,7 @@ impl Serialize for Check {
             evidence: &self.evidence,
             fix: self.fix.as_deref(),
             outcome: self.status,
+            duration_seconds: self.duration.map(|d| d.as_secs_f64()),
         }
         .serialize(s)
     }

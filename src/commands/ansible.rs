@@ -407,6 +407,7 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
     let store = StateStore::new(&host);
     // An unfinished generation: `gdrprov recover` first, never "nothing to do".
     crate::apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let in_effect = store.generation_numbers().into_iter().any(|n| {
         store.load_generation(n).is_ok_and(|g| {
             g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()

@@ -304,6 +304,7 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         runs: args.runs,
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
+        progress: !out.json() && crate::output::stderr_is_terminal(),
     };
     let r = crate::bench::copy::run(&opts)?;
     show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;
@@ -349,7 +350,18 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, out),
         BenchCommand::Probe(a) => run_probe(a, out),
+        BenchCommand::Copy(a) if a.node.concurrent => {
+            let choice = crate::commands::bench_node::CopyChoice {
+                gpu: a.gpu.clone(),
+                size: a.size,
+                min_fraction: a.min_fraction,
+                min_gbs: a.min_gbs,
+            };
+            crate::commands::bench_node::run_concurrent(&choice, &a.node, out)
+        }
         BenchCommand::Copy(a) => run_copy(a, out),
+        BenchCommand::P2p(a) => crate::commands::bench_node::run_p2p(a, out),
+        BenchCommand::Nccl(a) => crate::commands::bench_node::run_nccl(a, out),
         BenchCommand::Pair(a) => run_pair(a, out),
     }
 }

@@ -16,8 +16,11 @@ pub fn run(
 ) -> Result<i32> {
     let root = target.root.as_path();
     let log = match nccl_log {
+        // Bounded, regular files only; an invalid byte is replaced, not a
+        // reason to refuse the whole log.
         Some(p) => Some((
-            crate::host::read_local_text(p, crate::host::ReadLimit::Log)?,
+            String::from_utf8_lossy(&crate::host::read_input(p, crate::host::Input::NcclLog)?)
+                .into_owned(),
             p.display().to_string(),
         )),
         None => None,
@@ -41,7 +44,7 @@ pub fn run(
     }
     match out.format {
         Format::Json => out.document(names::DOCTOR, root, &report),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             out.text(root, &crate::output::doctor::text(&facts, &report))
         }
     }

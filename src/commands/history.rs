@@ -55,6 +55,7 @@ fn history_entry(g: &crate::journal::Generation) -> HistoryEntry {
 pub fn run(out: &Output, target: &Target) -> Result<i32> {
     let host = target.open()?;
     let store = StateStore::new(&host);
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let gens = store
         .generation_numbers()
         .into_iter()
@@ -69,7 +70,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
             &target.root,
             serde_json::json!({ "generations": gens }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             let mut t = String::new();
             if gens.is_empty() {
                 let _ = writeln!(
@@ -91,14 +92,7 @@ pub fn run(out: &Output, target: &Target) -> Result<i32> {
 fn line(g: &HistoryEntry) -> String {
     let what = match g.kind {
         Kind::Apply => format!("apply {}", g.profiles.join(" + ")),
-        Kind::Rollback => format!(
-            "rollback of {}",
-            g.undoes
-                .iter()
-                .map(u64::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        Kind::Rollback => crate::apply::rollback_of(&g.undoes),
     };
     let result = match g.rolled_back_by {
         Some(by) => format!("rolled back by {by}"),

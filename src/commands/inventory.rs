@@ -30,7 +30,7 @@ pub fn run(out: &Output, target: &Target, snapshot: Option<&Path>) -> Result<i32
             &target.root,
             serde_json::json!({ "facts": facts }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             out.raw(&crate::output::inventory::text(&host, &facts))
         }
     }
@@ -67,7 +67,7 @@ fn write_snapshot(
                 "facts": facts,
             }),
         ),
-        Format::Text | Format::Prometheus => {
+        Format::Text | Format::Prometheus | Format::Html => {
             let mut t = format!(
                 "Snapshot of {} written to {}: {} files, {} symlinks, {} directories, {} command outputs.\n",
                 host.display("/"),

@@ -8,6 +8,7 @@ pub mod ansible;
 mod apply;
 mod ask;
 pub mod bench;
+pub mod bench_node;
 pub mod boot;
 pub mod cli;
 mod doctor;
@@ -152,6 +153,11 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
     {
         return Err(Error::Usage(
             "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
+        ));
+    }
+    if cli.format == Format::Html && !matches!(cli.command, Command::Fleet(_)) {
+        return Err(Error::Usage(
+            "--format html is only for `gdrprov fleet sweep report` and `simulate` (the sweep as a map); use text or json here".into(),
         ));
     }
     let root = &cli.root;

@@ -28,7 +28,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         serde_json::json!({"profiles": v}),
                     );
                 }
-                Format::Text | Format::Prometheus => {
+                Format::Text | Format::Prometheus | Format::Html => {
                     let lines: String = rows
                         .iter()
                         .map(|(n, d)| {
@@ -54,7 +54,7 @@ pub fn run(out: &Output, root: &Path, p: &ProfileCommand) -> Result<i32> {
                         "profile": loaded.doc,
                     }),
                 ),
-                Format::Text | Format::Prometheus => {
+                Format::Text | Format::Prometheus | Format::Html => {
                     let yaml = serde_saphyr::to_string(&loaded.doc)
                         .map_err(|e| Error::Usage(e.to_string()))?;
                     out.raw(&format!(

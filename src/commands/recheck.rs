@@ -45,28 +45,38 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         no_loopback: true,
         ..ops::VerifyRequest::default()
     };
-    let report = match bounded(req, Duration::from_secs(a.timeout)) {
-        Some(Ok(r)) => r,
+    let start = std::time::Instant::now();
+    let (report, finished) = match bounded(req, Duration::from_secs(a.timeout)) {
+        Some(Ok(r)) => (r, true),
         Some(Err(e)) => {
             let _ = crate::host::textfile::write_marker(&a.marker_dir, false, &e.to_string());
             return Err(e);
         }
-        None => timed_out(root, &specs, a.timeout),
+        None => (timed_out(root, &specs, a.timeout), false),
     };
+    let took = start.elapsed().as_secs_f64();
     crate::host::textfile::write_marker(
         &a.marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
     )?;
     if let Some(path) = &textfile {
-        crate::host::textfile::write_textfile(path, &crate::output::metrics::prometheus(&report))?;
+        use crate::output::metrics;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let trigger = metrics::trigger(a.reason.as_deref());
+        let text =
+            metrics::prometheus(&report) + &metrics::recheck(&report, trigger, finished, took, now);
+        crate::host::textfile::write_textfile(path, &text)?;
     }
     if let Some(path) = &nfd_file {
         crate::ops::write_nfd(path, Some(&report), &specs, a.nfd_expiry)?;
     }
     match out.format {
         Format::Json => out.document(names::RECHECK, root, &report),
-        Format::Text | Format::Prometheus => out.raw(&summary(&report, reason)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&summary(&report, reason)),
     }
     Ok(if report.ready {
         exit::OK

@@ -11,7 +11,6 @@ use crate::fleet::plan::{self, Round};
 use crate::fleet::render::{self, Context};
 use crate::fleet::results::Record;
 use crate::fleet::{remedy, simulate, slurm, Obs, Sweep};
-use crate::host::ReadLimit;
 use crate::names;
 use crate::output::{Format, Output};
 use serde::Serialize;
@@ -49,6 +48,12 @@ pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
     if out.format == Format::Prometheus && !matches!(c, SweepCommand::Report(_)) {
         return Err(Error::Usage(
             "--format prometheus is for `fleet sweep report` (and verify); use text or json here"
+                .into(),
+        ));
+    }
+    if out.format == Format::Html && matches!(c, SweepCommand::Plan(_)) {
+        return Err(Error::Usage(
+            "--format html is for `fleet sweep report` and `simulate`; use text or json for the plan"
                 .into(),
         ));
     }
@@ -135,7 +140,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         }
         plan.nodes = sweep.nodes;
     } else {
-        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails)?;
+        let bar = crate::output::progress("reading pair results", !out.json());
+        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
         if sweep.obs.is_empty() {
             return Err(Error::Usage(format!(
                 "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
@@ -197,7 +203,8 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
     } else {
         Vec::new()
     };
-    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[])?;
+    let bar = crate::output::progress("reading pair results", !out.json());
+    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[], &bar)?;
     if sweep.obs.is_empty() {
         return Err(Error::Usage(format!(
             "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`)",
@@ -210,11 +217,11 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         None => HashMap::new(),
     };
     let drained = match &a.drained {
-        Some(f) => slurm::parse_drained(&io::read_text(f, ReadLimit::List)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::Input::NodeList)?),
         None => Vec::new(),
     };
     let probation = match &a.probation {
-        Some(f) => slurm::parse_drained(&io::read_text(f, ReadLimit::List)?),
+        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::Input::NodeList)?),
         None => Vec::new(),
     };
     let ctx = Context {
@@ -247,28 +254,13 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
             &crate::output::sweep::text(&report),
         ),
         Format::Prometheus => out.raw(&crate::output::sweep::prometheus(&report)),
+        Format::Html => out.raw(&crate::output::sweep_html::render(&report)?),
     }
     Ok(exit::OK)
 }
 
 fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
-    if a.nodes < 2 || a.rails < 1 {
-        return Err(Error::Usage(
-            "--nodes must be at least 2 and --rails at least 1".into(),
-        ));
-    }
-    if a.bad_nodes > a.nodes / 2 {
-        return Err(Error::Usage(format!(
-            "--bad-nodes {} is more than half of {} nodes: the fleet median would be the bad nodes'; give fewer",
-            a.bad_nodes, a.nodes
-        )));
-    }
-    if !(0.0..1.0).contains(&a.noise) || !(0.0..=1.0).contains(&a.slow) {
-        return Err(Error::Usage(
-            "--noise must be in [0, 1) and --slow in [0, 1]".into(),
-        ));
-    }
-    let o = simulate::run(&simulate::Model {
+    let model = simulate::Model {
         nodes: a.nodes,
         rails: a.rails,
         bad_nodes: a.bad_nodes,
@@ -277,11 +269,24 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         noise: a.noise,
         slow: a.slow,
         seed: a.seed,
-        max_rounds: a.max_rounds.max(1),
+        max_rounds: a.max_rounds,
         pair_seconds: a.pair_seconds,
         ..simulate::Model::default()
-    });
-    if out.json() {
+    };
+    if let Some(why) = model.problem() {
+        return Err(Error::Usage(why));
+    }
+    let (o, sweep, c) = simulate::run_with_sweep(&model);
+    if out.format == Format::Html {
+        // The report of the simulated fleet, as `report` makes it from results.
+        let ctx = Context {
+            cap: slurm::cap(sweep.nodes.len(), 10.0, None),
+            ..Context::default()
+        };
+        out.raw(&crate::output::sweep_html::render(&render::report(
+            &sweep, &c, &ctx,
+        ))?);
+    } else if out.json() {
         out.document(names::FLEET_SWEEP_SIMULATE, std::path::Path::new("/"), &o);
     } else {
         out.text(std::path::Path::new("/"), &format!(

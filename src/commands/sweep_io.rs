@@ -7,18 +7,27 @@ use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
-use crate::host::{is_local_dir, list_local_dir, read_local_text, ReadLimit};
-use std::collections::HashMap;
+use crate::host::{is_local_dir, list_local_dir, local_id, read_input_text, Input};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-/// A file the sweep reads, through the host layer's door (a regular file,
-/// never blocking, at most `limit`'s size).
-pub fn read_text(path: &Path, limit: ReadLimit) -> Result<String> {
-    read_local_text(path, limit)
+/// The most result (or report) files one sweep reads, and how deep it looks.
+const MAX_FILES: usize = 200_000;
+const MAX_DEPTH: usize = 8;
+/// The highest round number (a directory `round-R`) taken as a round.
+const MAX_ROUND: u32 = 10_000;
+/// No port runs faster than this (Gb/s): a result above it is not a measurement.
+const MAX_GBPS: f64 = 100_000.0;
+
+/// A file named on the command line, read through the host layer's guard:
+/// a regular file only (a FIFO or `/dev/zero` is refused at once), at most
+/// the size its kind allows.
+pub fn read_text(path: &Path, kind: Input) -> Result<String> {
+    read_input_text(path, kind)
 }
 
-fn read_json(path: &Path, limit: ReadLimit) -> Result<serde_json::Value> {
-    serde_json::from_str(&read_text(path, limit)?).map_err(|e| {
+fn read_json(path: &Path, kind: Input) -> Result<serde_json::Value> {
+    serde_json::from_str(&read_text(path, kind)?).map_err(|e| {
         Error::Usage(format!(
             "{}: not JSON ({e}); the runner must save `--format json` output there",
             path.display()
@@ -30,7 +39,7 @@ fn read_json(path: &Path, limit: ReadLimit) -> Result<serde_json::Value> {
 pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
     if let Some(f) = &h.hosts {
-        for line in read_text(f, ReadLimit::List)?.lines() {
+        for line in read_text(f, Input::HostList)?.lines() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
                 continue;
@@ -57,16 +66,95 @@ pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     Ok(hosts)
 }
 
-/// Every `*.json` under DIR (recursively), sorted.
-fn json_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    for (p, is_dir) in list_local_dir(dir)? {
-        if is_dir {
-            json_files(&p, out)?;
-        } else if p.extension().is_some_and(|x| x == "json") {
-            out.push(p);
+/// Every `*.json` under DIR (recursively), sorted; each file once, however
+/// many ways (symlinks, a directory given twice) lead to it, and each
+/// directory entered once (a symlink loop ends). At most [`MAX_FILES`]
+/// files, [`MAX_DEPTH`] directories deep.
+struct JsonFiles {
+    files: Vec<PathBuf>,
+    seen: HashSet<(u64, u64)>,
+}
+
+impl JsonFiles {
+    fn new() -> Self {
+        JsonFiles {
+            files: Vec::new(),
+            seen: HashSet::new(),
         }
     }
-    out.sort();
+
+    fn walk(&mut self, dir: &Path, depth: usize) -> Result<()> {
+        let shown = || dir.display().to_string();
+        let m = local_id(dir).map_err(|e| Error::io("read", shown(), e))?;
+        if !self.seen.insert((m.dev, m.ino)) {
+            return Ok(());
+        }
+        if depth > MAX_DEPTH {
+            return Err(Error::Usage(format!(
+                "{}: more than {MAX_DEPTH} directories deep; give the results directory (DIR/round-R/A+B.json)",
+                shown()
+            )));
+        }
+        for (p, _) in list_local_dir(dir)? {
+            let Ok(m) = local_id(&p) else {
+                continue;
+            };
+            if m.is_dir {
+                self.walk(&p, depth + 1)?;
+            } else if p.extension().is_some_and(|x| x == "json") && self.seen.insert((m.dev, m.ino))
+            {
+                if self.files.len() >= MAX_FILES {
+                    return Err(Error::Usage(format!(
+                        "{}: more than {MAX_FILES} result files; give fewer directories",
+                        shown()
+                    )));
+                }
+                self.files.push(p);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
+    out.walk(dir, 0)?;
+    out.files.sort();
+    Ok(())
+}
+
+/// A result file's record, checked: two different nodes, numbers finite
+/// and in range, a round in range.
+fn check_record(f: &Path, r: &results::Record) -> Result<()> {
+    let bad = |why: String| {
+        Err(Error::Usage(format!(
+            "{}: {why}; remove or fix that file",
+            f.display()
+        )))
+    };
+    if r.a == r.b {
+        return bad(format!(
+            "`{}` paired with itself is not a measurement of a path between two nodes",
+            r.a
+        ));
+    }
+    if !(r.gbps.is_finite() && (0.0..=MAX_GBPS).contains(&r.gbps)) {
+        return bad(format!(
+            "average_gbps {} is not a rate between 0 and {MAX_GBPS} Gb/s",
+            r.gbps
+        ));
+    }
+    if let Some(x) = r
+        .fraction
+        .filter(|x| !(x.is_finite() && (0.0..=2.0).contains(x)))
+    {
+        return bad(format!("line_rate_fraction {x} is not between 0 and 2"));
+    }
+    if r.round > MAX_ROUND {
+        return bad(format!(
+            "round {} is past the highest a sweep runs ({MAX_ROUND})",
+            r.round
+        ));
+    }
     Ok(())
 }
 
@@ -79,8 +167,9 @@ pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
+    bar: &indicatif::ProgressBar,
 ) -> Result<(Sweep, Mtus)> {
-    let mut files = Vec::new();
+    let mut files = JsonFiles::new();
     for d in dirs {
         if !is_local_dir(d) {
             return Err(Error::Usage(format!(
@@ -91,7 +180,11 @@ pub fn load_with_mtus(
         json_files(d, &mut files)?;
     }
     let mut records = Vec::new();
-    for f in &files {
+    // Each measurement once: keyed by round, pair (either order) and rail.
+    let mut measured = HashSet::new();
+    bar.set_length(files.files.len() as u64);
+    for f in &files.files {
+        bar.inc(1);
         let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or("");
         let Some((a, b, rail)) = results::names_from_stem(stem) else {
             return Err(Error::Usage(format!(
@@ -105,22 +198,38 @@ pub fn load_with_mtus(
             .and_then(|n| n.to_str())
             .map(results::round_from_dir)
             .unwrap_or(0);
-        let doc = read_json(f, ReadLimit::Results)?;
-        records.extend(results::read(&doc, &a, &b, rail.as_deref(), round));
+        let doc = read_json(f, Input::PairResult)?;
+        for r in results::read(&doc, &a, &b, rail.as_deref(), round) {
+            check_record(f, &r)?;
+            let pair = if r.a < r.b {
+                (&r.a, &r.b)
+            } else {
+                (&r.b, &r.a)
+            };
+            if measured.insert((r.round, pair.0.clone(), pair.1.clone(), r.rail.clone())) {
+                records.push(r);
+            }
+        }
     }
+    bar.finish_and_clear();
     let mut sweep = Sweep::new(nodes, rails.to_vec());
     let mut mtus = HashMap::new();
     add_records(&mut sweep, &records, &mut mtus);
     Ok((sweep, mtus))
 }
 
-pub fn load_results(dirs: &[PathBuf], nodes: Vec<String>, rails: &[String]) -> Result<Sweep> {
-    Ok(load_with_mtus(dirs, nodes, rails)?.0)
+pub fn load_results(
+    dirs: &[PathBuf],
+    nodes: Vec<String>,
+    rails: &[String],
+    bar: &indicatif::ProgressBar,
+) -> Result<Sweep> {
+    Ok(load_with_mtus(dirs, nodes, rails, bar)?.0)
 }
 
 /// DIR/NODE.json, each a `gdrprov verify --format json` document.
 pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
-    let mut files = Vec::new();
+    let mut files = JsonFiles::new();
     if !is_local_dir(dir) {
         return Err(Error::Usage(format!(
             "--verify-dir {}: not a directory (the runner saves each node's `gdrprov verify --format json` as DIR/NODE.json)",
@@ -129,7 +238,7 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
     }
     json_files(dir, &mut files)?;
     let mut out = HashMap::new();
-    for f in files {
+    for f in files.files {
         let node = f
             .file_stem()
             .and_then(|s| s.to_str())
@@ -137,7 +246,7 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
             .to_string();
         out.insert(
             node,
-            remedy::from_verify(&read_json(&f, ReadLimit::Report)?),
+            remedy::from_verify(&read_json(&f, Input::VerifyReport)?),
         );
     }
     Ok(out)

@@ -34,7 +34,7 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
     }
     match out.format {
         Format::Json => out.document(names::VERIFY, &req.root, &report),
-        Format::Text => out.text(&req.root, &crate::output::verify::text(&report)),
+        Format::Text | Format::Html => out.text(&req.root, &crate::output::verify::text(&report)),
         Format::Prometheus => out.raw(&prometheus(&report)),
     }
     Ok(if report.ready {

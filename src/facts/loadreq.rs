@@ -89,79 +89,80 @@ fn lines_of(
     wanted: &[String],
     out: &mut Vec<LoadRequest>,
 ) {
-    if masked(host, file) {
-        return;
-    }
-    let Some(text) = host.read_fact(file) else {
-        return;
-    };
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
+    requests_in(host, file, (kind, editable), wanted, out, |t| {
         if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
-            continue;
+            return Vec::new();
         }
         // /etc/modules may give parameters after the name.
-        let m = super::kmod::norm(t.split_whitespace().next().unwrap_or(""));
-        if wanted.contains(&m) {
-            out.push(LoadRequest {
-                file: file.to_string(),
-                line: i + 1,
-                text: line.to_string(),
-                module: m,
-                kind,
-                editable,
-            });
-        }
-    }
-}
-
-/// A file linked to /dev/null is masked (`systemctl mask`, or a modules-load.d entry turned
-/// off): systemd reads nothing there, and the device node is not a hostile root's trick.
-fn masked(host: &Host, file: &str) -> bool {
-    host.canonical(file).as_deref() == Some("/dev/null")
+        vec![t.split_whitespace().next().unwrap_or("")]
+    });
 }
 
 /// A unit's `Exec*=` lines that run `modprobe NAME` (not `-r`).
 fn unit_lines(host: &Host, file: &str, wanted: &[String], out: &mut Vec<LoadRequest>) {
-    if masked(host, file) {
-        return;
-    }
-    let Some(text) = host.read_fact(file) else {
-        return;
-    };
-    for (i, line) in text.lines().enumerate() {
-        let t = line.trim();
+    requests_in(host, file, ("unit", false), wanted, out, |t| {
         let Some((key, value)) = t.split_once('=') else {
-            continue;
+            return Vec::new();
         };
         if !key.trim().starts_with("Exec") {
-            continue;
+            return Vec::new();
         }
         let words: Vec<&str> = value
             .split(|c: char| c.is_whitespace() || c == ';')
             .filter(|w| !w.is_empty())
             .collect();
         let Some(at) = words.iter().position(|w| w.ends_with("modprobe")) else {
-            continue;
+            return Vec::new();
         };
         let args = &words[at + 1..];
         if args.iter().any(|a| *a == "-r" || *a == "--remove") {
-            continue;
+            return Vec::new();
         }
-        for a in args.iter().filter(|a| !a.starts_with('-')) {
-            let m = super::kmod::norm(a);
+        args.iter()
+            .filter(|a| !a.starts_with('-'))
+            .copied()
+            .collect()
+    });
+}
+
+/// Every line of `file` (unless it is masked) that names a wanted module, as `names` reads the
+/// line (trimmed), as a request of `kind` (and whether gdrprov may edit the file).
+fn requests_in(
+    host: &Host,
+    file: &str,
+    (kind, editable): (&'static str, bool),
+    wanted: &[String],
+    out: &mut Vec<LoadRequest>,
+    names: impl Fn(&str) -> Vec<&str>,
+) {
+    let Some(text) = unmasked_text(host, file) else {
+        return;
+    };
+    for (i, line) in text.lines().enumerate() {
+        for name in names(line.trim()) {
+            let m = super::kmod::norm(name);
             if wanted.contains(&m) {
                 out.push(LoadRequest {
                     file: file.to_string(),
                     line: i + 1,
                     text: line.to_string(),
                     module: m,
-                    kind: "unit",
-                    editable: false,
+                    kind,
+                    editable,
                 });
             }
         }
     }
+}
+
+/// A file's text, unless it is masked: linked to /dev/null (`systemctl mask`, or a modules-load.d
+/// entry turned off), systemd reads nothing there, and the device node is not a hostile root's
+/// trick.
+fn unmasked_text(host: &Host, file: &str) -> Option<String> {
+    if host.canonical(file).as_deref() == Some("/dev/null") {
+        return None;
+    }
+    host.read_fact(file)
 }
 
 /// `text` with the request lines (1-based) commented out, each saying why.

@@ -11,6 +11,7 @@ pub mod efa;
 pub mod erdma;
 pub mod gids;
 pub mod gpu;
+pub mod gpu_topo;
 pub mod iommu;
 pub mod kernel;
 pub mod kernlog;
@@ -79,6 +80,8 @@ pub struct Facts {
     pub kernel_log: Vec<String>,
     /// CPU architecture and virtualization (read by profiles' `when:`).
     pub platform: platform::PlatformFacts,
+    /// The GPUs together: NVLink, fabric, GPU pairs, shared upstream ports.
+    pub gpu_topology: gpu_topo::GpuTopology,
 }
 
 /// How much to ask.
@@ -133,9 +136,20 @@ impl Facts {
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
         let links = links::probe(host, &gpus, &rdma_devices);
+        // Asked where CUDA is asked; a snapshot replays it at any depth.
+        let live_topology = match depth {
+            Depth::WithCuda if !gpus.is_empty() => gpu_topo::recorded(host),
+            _ if host.is_snapshot() => gpu_topo::recorded(host),
+            _ => None,
+        };
+        let mut gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
         let roce_gids = gids::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
+        if gpu_topology.nvswitch() {
+            gpu_topology.fabric_manager =
+                gpu_topo::fabric_manager(&packages, nvidia_driver.major());
+        }
         Facts {
             os: os::os_release(host),
             cpu_vendor: cpu_override.unwrap_or_else(|| os::cpu_vendor(host)),
@@ -170,6 +184,7 @@ impl Facts {
                 .unwrap_or_default(),
             kernel_events,
             platform: platform::probe(host),
+            gpu_topology,
         }
     }
 
@@ -259,6 +274,7 @@ impl Facts {
             kernel_events: None,
             kernel_log: Vec::new(),
             platform: platform::PlatformFacts::unknown(),
+            gpu_topology: gpu_topo::GpuTopology::default(),
         }
     }
 

@@ -12,6 +12,7 @@
 //! the shape of a pair result read is in [`results`], in one place.
 
 pub mod classify;
+pub mod grid;
 pub mod nfd;
 pub mod plan;
 pub mod remedy;

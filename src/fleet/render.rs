@@ -95,6 +95,9 @@ pub struct Report {
     pub slurm: Decisions,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pairs: Vec<PairOut>,
+    /// The node x rail map (metrics and the HTML report; not in the JSON).
+    #[serde(skip)]
+    pub grid: super::grid::Grid,
 }
 
 /// What the report needs besides the measurements.
@@ -301,6 +304,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
         .collect();
     let cleared = |n: &str| index.get(n).is_some_and(|i| c.cleared(*i));
     let slurm = slurm::decide(&suspects, &ctx.drained, &ctx.probation, &cleared, ctx.cap);
+    let drained = drained_after(&ctx.drained, &slurm);
     verdicts.extend(path_verdicts(sweep, c));
     verdicts.extend(fleet_verdict(c));
     let pairs = if ctx.with_pairs {
@@ -348,5 +352,19 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
             .collect(),
         slurm,
         pairs,
+        grid: super::grid::grid(sweep, c, drained),
     }
+}
+
+/// The nodes drained once the decisions run: drained before and not
+/// resumed, and those drained now.
+fn drained_after(before: &[(String, String)], d: &Decisions) -> Vec<String> {
+    let resumed = |n: &str| d.resume.iter().any(|a| a.node == n && !a.argv.is_empty());
+    distinct(
+        before
+            .iter()
+            .map(|(n, _)| n.clone())
+            .filter(|n| !resumed(n))
+            .chain(d.drain.iter().map(|a| a.node.clone())),
+    )
 }

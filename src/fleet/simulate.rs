@@ -55,6 +55,64 @@ impl Default for Model {
     }
 }
 
+/// The largest fleet simulated (nodes, rails, rounds): past them the run
+/// takes minutes and gigabytes, so they are refused up front (issue 37:
+/// `--rails 100000000` panicked, `--nodes 10000000` ran until killed).
+pub const MAX_NODES: usize = 16_384;
+pub const MAX_RAILS: usize = 64;
+pub const MAX_ROUNDS: u32 = 64;
+
+impl Model {
+    /// Why this model cannot be simulated (a size out of bounds, a number
+    /// not finite); `None` when it can.
+    pub fn problem(&self) -> Option<String> {
+        let m = self;
+        if !(2..=MAX_NODES).contains(&m.nodes) {
+            return Some(format!("--nodes must be 2 to {MAX_NODES}, not {}", m.nodes));
+        }
+        if !(1..=MAX_RAILS).contains(&m.rails) {
+            return Some(format!("--rails must be 1 to {MAX_RAILS}, not {}", m.rails));
+        }
+        if !(1..=MAX_ROUNDS).contains(&m.max_rounds) {
+            return Some(format!(
+                "--max-rounds must be 1 to {MAX_ROUNDS}, not {}",
+                m.max_rounds
+            ));
+        }
+        if m.bad_nodes > m.nodes / 2 {
+            return Some(format!(
+                "--bad-nodes {} is more than half of {} nodes: the fleet median would be the bad nodes'; give fewer",
+                m.bad_nodes, m.nodes
+            ));
+        }
+        let rails = (m.nodes - m.bad_nodes) * m.rails;
+        if m.bad_rails > rails {
+            return Some(format!(
+                "--bad-rails {} is more than the {rails} rails of the good nodes; give fewer",
+                m.bad_rails
+            ));
+        }
+        if m.bad_paths > m.nodes {
+            return Some(format!(
+                "--bad-paths {} is more than the {} nodes; give fewer",
+                m.bad_paths, m.nodes
+            ));
+        }
+        let noise_ok = m.noise.is_finite() && (0.0..1.0).contains(&m.noise);
+        let slow_ok = m.slow.is_finite() && (0.0..=1.0).contains(&m.slow);
+        if !(noise_ok && slow_ok) {
+            return Some("--noise must be in [0, 1) and --slow in [0, 1]".into());
+        }
+        if !(m.pair_seconds.is_finite() && m.pair_seconds > 0.0 && m.pair_seconds <= 86_400.0) {
+            return Some(format!(
+                "--pair-seconds must be a number of seconds above 0 and at most 86400, not {}",
+                m.pair_seconds
+            ));
+        }
+        None
+    }
+}
+
 /// The faults injected.
 #[derive(Debug, Clone, Default)]
 pub struct Truth {
@@ -201,6 +259,12 @@ pub fn next_round(sweep: &Sweep, c: &Classified, salt: usize) -> Round {
 /// Runs the model through the planner and the classifier until nothing is
 /// left to retest or the rounds run out, and scores the verdicts.
 pub fn run(m: &Model) -> Outcome {
+    run_with_sweep(m).0
+}
+
+/// [`run`], with the sweep it measured and its last classification (for
+/// the report of a simulated fleet: `fleet sweep simulate --format html`).
+pub fn run_with_sweep(m: &Model) -> (Outcome, Sweep, Classified) {
     let mut rng = Rng::new(m.seed);
     let truth = inject(m, &mut rng);
     let names = (0..m.nodes).map(|i| format!("node{i:05}")).collect();
@@ -239,9 +303,10 @@ pub fn run(m: &Model) -> Outcome {
     let started = Instant::now();
     let verdicts = super::render::node_verdicts(&sweep, &c);
     spent += started.elapsed().as_secs_f64();
-    score(
+    let outcome = score(
         m, &truth, &sweep, &c, &verdicts, round, initial, spent, wall,
-    )
+    );
+    (outcome, sweep, c)
 }
 
 #[allow(clippy::too_many_arguments)]

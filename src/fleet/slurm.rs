@@ -193,8 +193,16 @@ pub fn parse_drained(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The most nodes one host list may name: past any Slurm cluster (the
+/// largest run about 10,000 nodes), so a list that names more is a mistake,
+/// refused before it takes memory.
+pub const MAX_HOSTS: usize = 65_536;
+/// The widest zero-padded number in a range (`gpu[0001-0064]`: 4).
+const MAX_WIDTH: usize = 12;
+
 /// Expands a Slurm host list: `gpu[001-003,7],login1` is gpu001 gpu002
-/// gpu003 gpu7 login1 (zero padding kept from the range's start).
+/// gpu003 gpu7 login1 (zero padding kept from the range's start). At most
+/// [`MAX_HOSTS`] names, counted before any is made.
 pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     let bad = |why: &str| {
         Error::Usage(format!(
@@ -227,8 +235,16 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+fn too_many() -> String {
+    format!("it names more than {MAX_HOSTS} nodes; give fewer (split the sweep)")
+}
+
+/// Appends `item`'s names to `out`, never past [`MAX_HOSTS`] in all.
 fn expand_item(item: &str, out: &mut Vec<String>) -> std::result::Result<(), String> {
     let Some(open) = item.find('[') else {
+        if out.len() >= MAX_HOSTS {
+            return Err(too_many());
+        }
         out.push(item.to_string());
         return Ok(());
     };
@@ -245,14 +261,26 @@ fn expand_item(item: &str, out: &mut Vec<String>) -> std::result::Result<(), Str
     for range in ranges.split(',') {
         let (lo, hi) = range.split_once('-').unwrap_or((range, range));
         let width = lo.len();
+        if width > MAX_WIDTH || hi.len() > MAX_WIDTH {
+            return Err(format!(
+                "`{range}` has numbers of more than {MAX_WIDTH} digits"
+            ));
+        }
         let a: u64 = lo
             .parse()
             .map_err(|_| format!("`{range}` is not a number range"))?;
         let b: u64 = hi
             .parse()
             .map_err(|_| format!("`{range}` is not a number range"))?;
-        if b < a || b - a > 100_000 {
+        if b < a {
             return Err(format!("`{range}` is not a range from low to high"));
+        }
+        let names = (b - a)
+            .checked_add(1)
+            .and_then(|n| usize::try_from(n).ok())
+            .and_then(|n| n.checked_mul(tails.len()));
+        if names.is_none_or(|n| n > MAX_HOSTS - out.len()) {
+            return Err(too_many());
         }
         for v in a..=b {
             for t in &tails {
@@ -408,5 +436,26 @@ mod tests {
             let e = expand_hostlist(bad).unwrap_err().to_string();
             assert!(e.contains("host list"), "{e}");
         }
+        assert_eq!(expand_hostlist("g[1-65536]").unwrap().len(), MAX_HOSTS);
+    }
+
+    /// Large ranges, several of them or nested, are refused before any
+    /// memory is taken (issue 37: gigabytes, or a panic).
+    #[test]
+    fn host_lists_are_bounded() {
+        let start = std::time::Instant::now();
+        for list in [
+            "g[1-65537]",
+            "g[1-60000],h[1-6000]",
+            "r[1-100000]n[1-100000]",
+            "r[1-1000]n[1-1000]x[1-1000]",
+            &format!("g[{}]", vec!["1-60000"; 1000].join(",")),
+            "g[0-18446744073709551615]",
+            "g[000000000000001-2]",
+        ] {
+            let e = expand_hostlist(list).unwrap_err().to_string();
+            assert!(e.contains("more than"), "{list}: {e}");
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }

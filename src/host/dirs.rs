@@ -56,6 +56,23 @@ impl Host {
         }
     }
 
+    /// The symlink's target when `path`'s last component is a symlink (its
+    /// parent resolved inside the root, the name itself never followed);
+    /// `None` when it is anything else or absent.
+    pub fn symlink_at(&self, path: &str) -> Option<String> {
+        let (parent, name) = split_parent(path).ok()?;
+        let real = self.resolve(parent).ok()?.real.join(name);
+        let m = std::fs::symlink_metadata(&real).ok()?;
+        if !m.file_type().is_symlink() {
+            return None;
+        }
+        Some(
+            std::fs::read_link(&real)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default(),
+        )
+    }
+
     /// Removes a directory if it is empty (one gdrprov created); gives
     /// whether it did. One already gone, not empty, or not a plain directory
     /// is left alone.

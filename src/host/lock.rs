@@ -5,10 +5,9 @@
 //! blocking (`O_NONBLOCK`), and must be regular files: a FIFO or device node
 //! planted at `var/lib/gdrprov/lock` is refused, never written into.
 
-use super::read::{read_capped, ReadLimit};
 use super::Host;
 use crate::error::{Error, Result};
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::Flock;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -16,6 +15,14 @@ use std::os::unix::fs::OpenOptionsExt;
 /// Held for the whole apply or rollback; released when dropped.
 pub struct FileLock {
     _file: Flock<File>,
+}
+
+/// The lock taken (`StateStore::lock`, which opens it through
+/// `Host::open_lock_file`).
+impl From<Flock<File>> for FileLock {
+    fn from(file: Flock<File>) -> Self {
+        FileLock { _file: file }
+    }
 }
 
 impl std::fmt::Debug for FileLock {
@@ -68,41 +75,6 @@ impl Host {
         file.sync_all()
             .map_err(|e| Error::io("reserve space in", shown, e))
     }
-
-    /// Whether another process holds the lock `path` right now: ` (pid N)`
-    /// (or empty when it wrote no pid), `None` when no one does (or there
-    /// is no lock file). Takes nothing and creates nothing.
-    pub fn lock_holder(&self, path: &str) -> Option<String> {
-        let mut o = private();
-        o.read(true);
-        let (file, shown) = self.open_private(path, &o, "open lock").ok()?;
-        match Flock::lock(file, FlockArg::LockSharedNonblock) {
-            Ok(_) => None,
-            Err((file, nix::errno::Errno::EWOULDBLOCK)) => Some(holder(file, &shown)),
-            Err(_) => None,
-        }
-    }
-
-    /// Takes the lock `path` (created 0600 if missing) and writes this
-    /// process's id into it; fails at once with [`Error::Locked`] when
-    /// another process holds it.
-    pub fn lock(&self, path: &str) -> Result<FileLock> {
-        let mut o = private();
-        o.read(true).write(true).create(true).truncate(false);
-        let (file, shown) = self.open_private(path, &o, "open lock")?;
-        match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(mut locked) => {
-                let _ = locked.set_len(0);
-                let _ = writeln!(&mut *locked, "{}", std::process::id());
-                Ok(FileLock { _file: locked })
-            }
-            Err((file, nix::errno::Errno::EWOULDBLOCK)) => Err(Error::Locked {
-                holder: holder(file, &shown),
-                path: shown,
-            }),
-            Err((_, errno)) => Err(Error::io("lock", shown, std::io::Error::from(errno))),
-        }
-    }
 }
 
 /// Writes `text` into a new file at `path` (named by the user or made in
@@ -114,14 +86,4 @@ pub fn write_new_private(path: &std::path::Path, text: &str) -> std::io::Result<
     let mut f = o.open(path)?;
     f.write_all(text.as_bytes())?;
     f.sync_all()
-}
-
-/// ` (pid N)` from a lock file's content, or empty.
-fn holder(file: File, shown: &str) -> String {
-    read_capped(file, ReadLimit::Lock, shown)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
-        .filter(|s| !s.is_empty())
-        .map(|pid| format!(" (pid {pid})"))
-        .unwrap_or_default()
 }

@@ -220,6 +220,26 @@ pub fn is_local_special(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
 }
 
+/// What a path names once symlinks are followed: its (device, inode), the
+/// same for every way to reach it, and whether it is a directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalId {
+    pub dev: u64,
+    pub ino: u64,
+    pub is_dir: bool,
+}
+
+/// [`LocalId`] of `path` (a symlink followed).
+pub fn local_id(path: &Path) -> std::io::Result<LocalId> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    Ok(LocalId {
+        dev: m.dev(),
+        ino: m.ino(),
+        is_dir: m.is_dir(),
+    })
+}
+
 /// Whether `path` names a directory (a symlink followed).
 pub fn is_local_dir(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_dir())

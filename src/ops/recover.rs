@@ -43,6 +43,9 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
                 host.display(crate::journal::DIR)
             )));
         }
+        // Nothing unfinished: "the host is as it was" only if the state
+        // agrees with the journal.
+        crate::checks::proof::refuse_unproven(&host, &store)?;
         return Ok(Recovered::Nothing { host });
     }
     if let Some(holder) = store.lock_holder() {

@@ -3,6 +3,7 @@
 //! every PCIe link, and a warning flag per check.
 
 use crate::checks::health::{HealthReport, Outcome};
+use crate::facts::links::{PcieLink, Role};
 use crate::output::exposition::escape_label as esc;
 use std::fmt::Write as _;
 
@@ -51,11 +52,7 @@ pub fn prometheus(h: &HealthReport) -> String {
             .iter()
             .filter(|l| l.state != crate::facts::links::LinkState::Unknown)
         {
-            let role = match l.role {
-                crate::facts::links::Role::Gpu => "gpu",
-                crate::facts::links::Role::Nic => "nic",
-                crate::facts::links::Role::Bridge => "bridge",
-            };
+            let role = role(l);
             let _ = writeln!(
                 s,
                 "gdrprov_pcie_link_degraded{{device=\"{}\",role=\"{role}\",current=\"{}\",maximum=\"{}\"}} {}",
@@ -65,6 +62,62 @@ pub fn prometheus(h: &HealthReport) -> String {
                 u8::from(l.degraded())
             );
         }
+        link_values(&mut s, h);
     }
     s
+}
+
+fn role(l: &PcieLink) -> &'static str {
+    match l.role {
+        Role::Gpu => "gpu",
+        Role::Nic => "nic",
+        Role::Bridge => "bridge",
+    }
+}
+
+/// Each link's speed (GT/s) and width, current and maximum, as values to
+/// plot; labels are the device and its role only (stable as the link changes).
+fn link_values(s: &mut String, h: &HealthReport) {
+    type Value = fn(&PcieLink) -> Option<f64>;
+    let metrics: [(&str, &str, Value); 4] = [
+        (
+            "gdrprov_pcie_link_speed_gts",
+            "The PCIe link's current speed, GT/s (32 for Gen5).",
+            |l| l.current_gts(),
+        ),
+        (
+            "gdrprov_pcie_link_max_speed_gts",
+            "The PCIe link's maximum speed, GT/s.",
+            |l| l.max_gts(),
+        ),
+        (
+            "gdrprov_pcie_link_width",
+            "The PCIe link's current width, lanes.",
+            |l| l.current_width.filter(|w| *w > 0).map(f64::from),
+        ),
+        (
+            "gdrprov_pcie_link_max_width",
+            "The PCIe link's maximum width, lanes.",
+            |l| l.max_width.filter(|w| *w > 0).map(f64::from),
+        ),
+    ];
+    for (name, help, value) in metrics {
+        let samples: Vec<(&PcieLink, f64)> = h
+            .links
+            .iter()
+            .filter_map(|l| value(l).map(|v| (l, v)))
+            .collect();
+        if samples.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+        for (l, v) in samples {
+            let _ = writeln!(
+                s,
+                "{name}{{device=\"{}\",role=\"{}\"}} {v}",
+                esc(&l.address),
+                role(l)
+            );
+        }
+    }
 }

@@ -20,7 +20,22 @@ pub fn text(host: &Host, f: &Facts) -> String {
     rdma(&mut o, f);
     kernel_state(&mut o, f);
     pcie(&mut o, f);
+    topology(&mut o, f);
     o
+}
+
+/// The GPUs together: NVLink per GPU, pairs, shared upstream ports, fabric.
+fn topology(w: &mut String, f: &Facts) {
+    if f.gpus.is_empty() {
+        return;
+    }
+    let _ = writeln!(w, "GPU topology:");
+    if f.gpus.len() == 1 {
+        let _ = writeln!(w, "  one GPU ({}): no GPU pair", f.gpus[0].pci);
+    }
+    for l in crate::output::node::topology_lines(&f.gpu_topology) {
+        let _ = writeln!(w, "  {l}");
+    }
 }
 
 pub fn family_words(f: OsFamily) -> &'static str {

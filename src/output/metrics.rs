@@ -66,6 +66,26 @@ pub fn prometheus(r: &Report) -> String {
             escape_label(&c.name)
         );
     }
+    let timed: Vec<_> = r
+        .checks
+        .iter()
+        .filter(|c| c.status != Status::Skip)
+        .filter_map(|c| c.duration.map(|d| (c, d)))
+        .collect();
+    if !timed.is_empty() {
+        let _ = writeln!(
+            s,
+            "# HELP gdrprov_check_duration_seconds How long the check took, its measurement included.\n# TYPE gdrprov_check_duration_seconds gauge"
+        );
+        for (c, d) in timed {
+            let _ = writeln!(
+                s,
+                "gdrprov_check_duration_seconds{{check=\"{}\"}} {:.6}",
+                escape_label(&c.name),
+                d.as_secs_f64()
+            );
+        }
+    }
     if let Some(h) = &r.health {
         s.push_str(&super::health_metrics::prometheus(h));
     }
@@ -120,6 +140,61 @@ pub fn prometheus(r: &Report) -> String {
     s
 }
 
+/// What caused a re-check, as a bounded label: `package` (the dpkg or rpm
+/// trigger), `kernel` (a kernel installed), `modules` (the path unit: a
+/// DKMS build or any change under /lib/modules), `manual` (no reason given),
+/// `other`. The free text stays in the summary line, never in a label.
+pub fn trigger(reason: Option<&str>) -> &'static str {
+    let Some(r) = reason.map(str::to_ascii_lowercase) else {
+        return "manual";
+    };
+    if r.starts_with("package") || r.contains("dpkg") || r.contains("rpm") {
+        "package"
+    } else if r.starts_with("kernel ") && r.contains("install") {
+        "kernel"
+    } else if r.contains("modules") || r.contains("dkms") {
+        "modules"
+    } else if r.is_empty() || r == "asked" || r == "by hand" {
+        "manual"
+    } else {
+        "other"
+    }
+}
+
+/// A re-check's own metrics, appended to verify's in the textfile: its
+/// result and what triggered it, whether it finished in time, how long it
+/// took and when it ran (`now`, Unix seconds).
+pub fn recheck(r: &Report, trigger: &str, finished: bool, took: f64, now: u64) -> String {
+    let labels = format!("trigger=\"{}\"", escape_label(trigger));
+    let mut s = String::new();
+    for (name, help, value) in [
+        (
+            "gdrprov_recheck_ready",
+            "1 when the last re-check found the host ready (trigger: package, kernel, modules, manual, other).",
+            format!("{}", u8::from(r.ready)),
+        ),
+        (
+            "gdrprov_recheck_finished",
+            "1 when the last re-check finished within its --timeout, 0 when it was given up.",
+            format!("{}", u8::from(finished)),
+        ),
+        (
+            "gdrprov_recheck_duration_seconds",
+            "How long the last re-check took.",
+            format!("{took:.6}"),
+        ),
+        (
+            "gdrprov_recheck_timestamp_seconds",
+            "When the last re-check ran (Unix time).",
+            now.to_string(),
+        ),
+    ] {
+        let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+        let _ = writeln!(s, "{name}{{{labels}}} {value}");
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +236,34 @@ mod tests {
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
         assert_eq!(escape_label("a\nb"), "a\\nb");
+    }
+
+    #[test]
+    fn triggers_are_a_bounded_set() {
+        assert_eq!(trigger(Some("package trigger /lib/modules")), "package");
+        assert_eq!(trigger(Some("kernel 6.8.0-45 installed")), "kernel");
+        assert_eq!(trigger(Some("kernel modules changed")), "modules");
+        assert_eq!(trigger(None), "manual");
+        assert_eq!(trigger(Some("my \"own\" words 12:00")), "other");
+        let text = recheck(&report(), "package", true, 0.25, 7);
+        assert!(
+            text.contains("gdrprov_recheck_ready{trigger=\"package\"} 0\n"),
+            "{text}"
+        );
+        assert!(text.contains("gdrprov_recheck_timestamp_seconds{trigger=\"package\"} 7\n"));
+    }
+
+    #[test]
+    fn check_durations_are_values_of_non_skipped_checks() {
+        let mut r = report();
+        r.checks[0].duration = Some(std::time::Duration::from_millis(1500));
+        r.checks[2].duration = Some(std::time::Duration::from_millis(3));
+        let text = prometheus(&r);
+        assert!(
+            text.contains("gdrprov_check_duration_seconds{check=\"configuration\"} 1.500000\n"),
+            "{text}"
+        );
+        assert!(!text.contains("gdrprov_check_duration_seconds{check=\"loopback\""));
     }
 
     #[test]

@@ -17,11 +17,13 @@ pub mod health_metrics;
 pub mod inventory;
 pub mod journal;
 pub mod metrics;
+pub mod node;
 pub mod pair;
 pub mod pair_metrics;
 pub mod recover;
 pub mod report;
 pub mod sweep;
+pub mod sweep_html;
 pub mod verify;
 
 pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
@@ -146,6 +148,8 @@ pub enum Format {
     Json,
     /// Prometheus text exposition (node-exporter textfile); `verify` only.
     Prometheus,
+    /// One self-contained HTML page; `fleet sweep report` and `simulate` only.
+    Html,
 }
 
 /// `--color`.
@@ -193,7 +197,9 @@ impl Output {
     pub fn report(&self, r: &Report) {
         match self.format {
             Format::Json => println!("{}", report::json(r)),
-            Format::Text | Format::Prometheus => print!("{}", report::text(r, self.style())),
+            Format::Text | Format::Prometheus | Format::Html => {
+                print!("{}", report::text(r, self.style()))
+            }
         }
     }
 
@@ -272,6 +278,24 @@ pub fn stderr_line(line: &str) {
 /// `gdrprov: error: MESSAGE` on standard error, always one whole line.
 pub fn error_line(message: &str) {
     eprintln!("gdrprov: error: {}", message.trim_end_matches('\n'));
+}
+
+/// A bar for long work on standard error (reading thousands of pair
+/// results): drawn only when `wanted` (callers pass false under JSON) and
+/// standard error is a terminal; a hidden bar, drawing nothing, otherwise.
+pub fn progress(what: &str, wanted: bool) -> indicatif::ProgressBar {
+    if !(wanted && stderr_is_terminal()) {
+        return indicatif::ProgressBar::hidden();
+    }
+    let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    // Styled before it may draw: no empty bar flashes first.
+    let bar =
+        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::hidden());
+    bar.set_style(style);
+    bar.set_message(what.to_string());
+    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    bar
 }
 
 /// Whether standard error is a terminal (progress bars only draw there).

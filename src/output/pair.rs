@@ -72,6 +72,7 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
     );
     for x in &r.results {
         let frac = x
+            .size
             .line_rate_fraction
             .map(|f| format!("{:.1}%", f * 100.0))
             .unwrap_or_else(|| "n/a".into());
@@ -79,7 +80,7 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
             format!(
                 "passed ({} x {})",
                 x.data_check.iterations,
-                human_bytes(x.bytes)
+                human_bytes(x.size.bytes)
             )
         } else {
             format!(
@@ -90,11 +91,11 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
         let _ = writeln!(
             s,
             " {:<12} {:<13} {:<17} {:<20} {:<14.6} {:<13} {check}",
-            x.bytes,
-            x.iterations,
-            gbps_text(x.peak_gbps),
-            gbps_text(x.average_gbps),
-            x.msg_rate_mpps,
+            x.size.bytes,
+            x.size.iterations,
+            gbps_text(x.size.peak_gbps),
+            gbps_text(x.size.average_gbps),
+            x.size.msg_rate_mpps,
             frac
         );
         if x.directions.len() > 1 {

@@ -38,16 +38,16 @@ pub fn prometheus(r: &PairReport, role: &str, now: u64) -> String {
         let _ = writeln!(
             s,
             "gdrprov_pair_gbps{{{link},bytes=\"{}\"}} {}",
-            x.bytes, x.average_gbps
+            x.size.bytes, x.size.average_gbps
         );
     }
     head(&mut s, "gdrprov_pair_line_rate_fraction", "Average bandwidth / the slower port's line rate per message size (absent on software devices).");
     for x in &r.results {
-        if let Some(f) = x.line_rate_fraction {
+        if let Some(f) = x.size.line_rate_fraction {
             let _ = writeln!(
                 s,
                 "gdrprov_pair_line_rate_fraction{{{link},bytes=\"{}\"}} {f}",
-                x.bytes
+                x.size.bytes
             );
         }
     }

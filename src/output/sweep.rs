@@ -134,10 +134,7 @@ pub fn prometheus(r: &Report) -> String {
         "1 for each bad node, rail or path the sweep found (kind, node, rail).",
     );
     for v in &r.verdicts {
-        let kind = serde_json::to_value(v.kind)
-            .ok()
-            .and_then(|k| k.as_str().map(str::to_string))
-            .unwrap_or_default();
+        let kind = kind_name(v.kind);
         for rail in &v.rails {
             let _ = writeln!(
                 s,
@@ -147,6 +144,7 @@ pub fn prometheus(r: &Report) -> String {
             );
         }
     }
+    map_metrics(&mut s, r);
     for (name, help, value) in [
         (
             "gdrprov_sweep_suspects",
@@ -172,5 +170,90 @@ pub fn prometheus(r: &Report) -> String {
         header(&mut s, name, help);
         let _ = writeln!(s, "{name} {value}");
     }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let m = "gdrprov_sweep_timestamp_seconds";
+    header(&mut s, m, "When this report was made (Unix time).");
+    let _ = writeln!(s, "{m} {now}");
     s
+}
+
+/// The node x rail map: each node's fraction of the rail median, the
+/// verdicts `gdrprov apply` fixes, the suspects left to retest, and the
+/// nodes drained once the sweep's decisions ran. Labels: node, rail, kind.
+fn map_metrics(s: &mut String, r: &Report) {
+    use crate::output::exposition::escape_label as esc;
+    let g = &r.grid;
+    let m = "gdrprov_sweep_of_rail_median";
+    header(
+        s,
+        m,
+        "The median of the node's pair bandwidth on the rail over the rail's median (1 = typical; a failed run counts 0).",
+    );
+    for (n, node) in g.nodes.iter().enumerate() {
+        for (i, rail) in g.rails.iter().enumerate() {
+            if let Some(v) = g.of_median[g.cell(n, i)] {
+                let _ = writeln!(
+                    s,
+                    "{m}{{node=\"{}\",rail=\"{}\"}} {v:.4}",
+                    esc(node),
+                    esc(rail)
+                );
+            }
+        }
+    }
+    let m = "gdrprov_sweep_fixable";
+    header(
+        s,
+        m,
+        "1 for each bad node or rail whose cause is configuration: `gdrprov apply` on the node fixes it (kind, node, rail).",
+    );
+    for v in r.verdicts.iter().filter(|v| v.fix.is_some()) {
+        let kind = kind_name(v.kind);
+        for rail in &v.rails {
+            let _ = writeln!(
+                s,
+                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
+                esc(v.node.as_deref().unwrap_or("")),
+                esc(rail)
+            );
+        }
+    }
+    let m = "gdrprov_sweep_suspect";
+    header(
+        s,
+        m,
+        "1 for each node rail left undecided, to retest with fresh partners (`gdrprov fleet sweep plan --retest`).",
+    );
+    for x in &r.suspects {
+        for rail in &x.rails {
+            let _ = writeln!(
+                s,
+                "{m}{{node=\"{}\",rail=\"{}\"}} 1",
+                esc(&x.node),
+                esc(rail)
+            );
+        }
+    }
+    let m = "gdrprov_slurm_drained";
+    header(
+        s,
+        m,
+        "1 for each node drained in Slurm once the sweep's decisions ran (drained before and not resumed, or drained by it).",
+    );
+    for node in &g.drained {
+        let _ = writeln!(s, "{m}{{node=\"{}\"}} 1", esc(node));
+    }
+}
+
+/// A verdict's kind as the JSON and the metrics name it (`bad-rail`).
+pub fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::BadNode => "bad-node",
+        Kind::BadRail => "bad-rail",
+        Kind::BadPath => "bad-path",
+        Kind::FleetWide => "fleet-wide",
+    }
 }

@@ -232,8 +232,9 @@ impl PlanFacts {
                 );
             }
         }
-        if !doc.modules.absent.is_empty() {
-            boot_guard_facts(host, doc, &mut pf);
+        let blocked = crate::profile::guard::blocked_modules(desired);
+        if !blocked.is_empty() {
+            boot_guard_facts(host, doc, &blocked, &mut pf);
         }
         for f in &doc.files {
             let to = host.resolve(&f.path).ok().map(|r| r.logical);
@@ -412,10 +413,15 @@ fn target_kernels(host: &Host) -> Vec<String> {
 /// blocks modules: the boot devices' modules (or, where they cannot be told,
 /// which blocked modules are storage or network drivers) and other files'
 /// requests to load them.
-fn boot_guard_facts(host: &Host, doc: &crate::profile::ProfileDoc, pf: &mut PlanFacts) {
+fn boot_guard_facts(
+    host: &Host,
+    doc: &crate::profile::ProfileDoc,
+    blocked: &[(String, String)],
+    pf: &mut PlanFacts,
+) {
     let b = crate::facts::bootdev::probe(host);
     if b.root_disk.is_err() || b.boot_nic.is_err() {
-        for m in &doc.modules.absent {
+        for (m, _) in blocked {
             if let Some(class) = crate::facts::bootdev::driver_class(host, m) {
                 pf.driver_classes.insert(norm(m), class);
             }

@@ -61,6 +61,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     // Guard rails first: nothing is planned for a profile they refuse.
     let guard_warnings = crate::plan::modules::guard::modules(ctx)?;
     crate::plan::modules::guard::file_targets(ctx)?;
+    crate::plan::modules::guard::text(ctx)?;
     let mut part = crate::plan::modules::bootcfg::plan(ctx)?;
     part.warnings.extend(guard_warnings);
     part.absorb(crate::plan::modules::kmod::plan(ctx)?);

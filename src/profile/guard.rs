@@ -180,6 +180,77 @@ const BOOT_CRITICAL: &[(&str, &str)] = &[
 /// `boot.cmdline.absent` entries that remove an argument a host needs to
 /// boot and that `allow-removing` does not name: the message naming the
 /// first, with the fix.
+/// Kernel command-line keys that block modules by name (the kernel's own,
+/// kmod's and dracut's): a module blocked so is checked against the root
+/// disk and the boot NIC as `modules.absent` is (`plan::modules::guard`).
+pub const BLOCKING_KEYS: &[&str] = &[
+    "module_blacklist",
+    "modprobe.blacklist",
+    "rd.driver.blacklist",
+];
+
+/// The modules a kernel argument blocks, with its key; empty for any other.
+pub fn blocked_by_arg(arg: &str) -> Vec<(String, &'static str)> {
+    let Some((key, value)) = arg.split_once('=') else {
+        return Vec::new();
+    };
+    let Some(key) = BLOCKING_KEYS.iter().find(|k| **k == key) else {
+        return Vec::new();
+    };
+    value
+        .split(',')
+        .filter(|m| !m.is_empty())
+        .map(|m| (m.replace('-', "_"), *key))
+        .collect()
+}
+
+/// Every module a composed profile blocks: `modules.absent`, and those the
+/// kernel arguments it adds block ([`BLOCKING_KEYS`]), in the default entry
+/// or a profile's own; with the key that blocks each.
+pub fn blocked_modules(c: &crate::profile::Composed) -> Vec<(String, String)> {
+    let doc = &c.doc;
+    let mut out: Vec<(String, String)> = doc
+        .modules
+        .absent
+        .iter()
+        .map(|m| (m.replace('-', "_"), "modules.absent".to_string()))
+        .collect();
+    let args = doc
+        .boot
+        .cmdline
+        .present
+        .iter()
+        .chain(c.entries.iter().flat_map(|(_, b)| b.cmdline.present.iter()));
+    for a in args {
+        for (m, _) in blocked_by_arg(a) {
+            out.push((m, format!("boot.cmdline.present `{a}`")));
+        }
+    }
+    out
+}
+
+/// `boot.cmdline.present`: never `--` (it ends the kernel's part of the
+/// command line: every argument after it, gdrprov's and the host's, would
+/// go to init instead); a module blocked by a kernel argument must be a
+/// module name (and is checked against the boot devices at plan time).
+pub fn boot_present(present: &[String]) -> Result<(), String> {
+    for a in present {
+        if a == "--" {
+            return Err(
+                "boot.cmdline.present: `--` ends the kernel's arguments (everything after it goes to init, the host's own arguments included); remove it, and give init's arguments in its own configuration".into(),
+            );
+        }
+        for (m, key) in blocked_by_arg(a) {
+            if m.len() > 56 || !m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!(
+                    "boot.cmdline.present: `{a}`: `{m}` is not a kernel module name ({key}= takes module names separated by `,`)"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub fn boot_args(absent: &[String], allowed: &[String]) -> Result<(), String> {
     for a in absent {
         let key = a.split_once('=').map_or(a.as_str(), |(k, _)| k);

@@ -84,8 +84,14 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
 pub fn load(spec: &str) -> Result<LoadedProfile> {
     let origin = locate(spec, None)?;
     let mut chain = Vec::new();
-    let doc = load_origin(&origin, &mut chain)?;
+    let doc = load_origin(&origin, &mut chain, &mut Loaded::default())?;
     let name = doc.name.clone().unwrap_or_else(|| default_name(&origin));
+    super::text::check_line("name", &name, super::text::MAX_NAME).map_err(|msg| {
+        Error::ProfileInvalid {
+            file: origin.label(),
+            msg: format!("{msg} (a profile without `name:` is named after its file)"),
+        }
+    })?;
     Ok(LoadedProfile {
         name,
         source: origin.label(),
@@ -156,12 +162,38 @@ fn read_origin(origin: &Origin) -> Result<String> {
     }
 }
 
-fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
+/// How deep `extends` may go (a profile, its parent, the parent's parent...).
+pub const MAX_EXTENDS_DEPTH: usize = 32;
+/// How many profile files one load may read, each once.
+pub const MAX_EXTENDS_FILES: usize = 256;
+
+/// Every profile file a load has resolved, by label: each is read, parsed
+/// and resolved once, however often `extends` names it (issue 37: a file
+/// extending the same parent twice at each of 20 levels took 54 s).
+type Loaded = std::collections::HashMap<String, ProfileDoc>;
+
+fn load_origin(
+    origin: &Origin,
+    chain: &mut Vec<String>,
+    loaded: &mut Loaded,
+) -> Result<ProfileDoc> {
     let label = origin.label();
     if chain.contains(&label) {
         chain.push(label);
         return Err(Error::ExtendsCycle {
             chain: chain.join(" -> "),
+        });
+    }
+    if let Some(doc) = loaded.get(&label) {
+        return Ok(doc.clone());
+    }
+    if chain.len() >= MAX_EXTENDS_DEPTH || loaded.len() >= MAX_EXTENDS_FILES {
+        return Err(Error::ProfileInvalid {
+            file: label,
+            msg: format!(
+                "extends: more than {MAX_EXTENDS_DEPTH} levels deep or {MAX_EXTENDS_FILES} files in all ({}); flatten the chain",
+                chain.join(" -> ")
+            ),
         });
     }
     chain.push(label.clone());
@@ -190,7 +222,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
                 msg: format!("extends: {why}"),
             }
         })?;
-        let parent_doc = load_origin(&parent_origin, chain)?;
+        let parent_doc = load_origin(&parent_origin, chain, loaded)?;
         merged = super::merge::extend(merged, parent_doc);
     }
     chain.pop();
@@ -198,6 +230,7 @@ fn load_origin(origin: &Origin, chain: &mut Vec<String>) -> Result<ProfileDoc> {
     let mut result = super::merge::extend(merged, doc);
     result.name = own_name;
     result.extends.clear();
+    loaded.insert(label, result.clone());
     Ok(result)
 }
 
@@ -207,6 +240,7 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
         file: origin.label(),
         msg,
     };
+    check_text(doc).map_err(invalid)?;
     check_modules(doc).map_err(invalid)?;
     check_boot(doc).map_err(invalid)?;
     check_files(doc, origin).map_err(invalid)?;
@@ -223,6 +257,22 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
 }
 
 type Check = std::result::Result<(), String>;
+
+/// `name:` and `description:`: one line each, of a stated length (a folded
+/// YAML block's final newline is dropped).
+fn check_text(doc: &mut ProfileDoc) -> Check {
+    use super::text::{check_line, MAX_DESCRIPTION, MAX_NAME};
+    if let Some(n) = &doc.name {
+        check_line("name", n, MAX_NAME)?;
+    }
+    if let Some(d) = &mut doc.description {
+        d.truncate(d.trim_end_matches('\n').len());
+        check_line("description", d, MAX_DESCRIPTION).map_err(|e| {
+            format!("{e} (a folded block, `description: >-`, makes one line of several)")
+        })?;
+    }
+    Ok(())
+}
 
 /// `modules:` and `services:`: names and options.
 fn check_modules(doc: &ProfileDoc) -> Check {
@@ -270,6 +320,7 @@ fn check_boot(doc: &ProfileDoc) -> Check {
         }
     }
     super::guard::boot_args(&doc.boot.cmdline.absent, &doc.boot.cmdline.allow_removing)?;
+    super::guard::boot_present(&doc.boot.cmdline.present)?;
     if let Some(entry) = &doc.boot.entry {
         if entry.is_empty()
             || entry.len() > 64
@@ -329,11 +380,15 @@ fn check_nccl(doc: &ProfileDoc) -> Check {
                 "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
             ));
         }
-        let ok = match v {
-            serde_json::Value::String(s) => !s.chars().any(|c| c.is_control()),
-            serde_json::Value::Number(_) | serde_json::Value::Bool(_) => true,
-            _ => false,
-        };
+        if let Some(s) = v.as_str() {
+            super::text::check_line(&format!("nccl.{k}"), s, super::text::MAX_VALUE)?;
+        }
+        let ok = matches!(
+            v,
+            serde_json::Value::String(_)
+                | serde_json::Value::Number(_)
+                | serde_json::Value::Bool(_)
+        );
         if !ok {
             return Err(format!("nccl.{k}: give a single-line string or a number"));
         }

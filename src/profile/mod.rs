@@ -8,6 +8,7 @@ pub mod guard;
 pub mod load;
 pub mod merge;
 pub mod model;
+pub mod text;
 pub mod when;
 
 pub use load::{load, parse};

@@ -117,17 +117,8 @@ fn check(when: &When, what: &str, label: &str) -> Result<()> {
                 file: label.to_string(),
                 msg: format!("{what}.when.{key}: {e}"),
             };
-            let parsed = versions::parse(spec).map_err(bad)?;
-            // versions::parse takes `<< 595` as `<` and `< 595`; a condition must be exact.
-            if let Some(c) = parsed
-                .iter()
-                .find(|c| !c.version.starts_with(|ch: char| ch.is_ascii_digit()))
-            {
-                return Err(bad(format!(
-                    "{spec:?} is not a version constraint (`{}` is not a version); write an operator (>=, >, <=, <, =, !=) and a version, like \"< 595\"",
-                    c.version
-                )));
-            }
+            // The one grammar of requires: (versions::parse).
+            versions::parse(spec).map_err(bad)?;
         }
     }
     if *when == When::default() {

@@ -624,6 +624,11 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("efa").unwrap(),
         serde_json::json!({"devices": [], "module_version": null})
     );
+    // And the GPU topology (issue 35): this one-GPU snapshot predates its recording.
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),
+        serde_json::json!({"live": null, "fabric_manager": null, "shared": []})
+    );
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
     assert_eq!(code, 3);

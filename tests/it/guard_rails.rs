@@ -296,3 +296,101 @@ fn a_blocked_module_that_other_files_load_is_reported_and_can_be_commented_out()
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert_eq!(without_state(snapshot(&root)), pristine);
 }
+
+/// Issue 37: the root disk's driver blocked by another spelling than
+/// `modules.absent`, on the kernel command line: the kernel's
+/// `module_blacklist=`, kmod's `modprobe.blacklist=`, dracut's
+/// `rd.driver.blacklist=` (one module among several, `-` for `_`): refused
+/// as `modules.absent: [nvme]` is, unless `allow-blocking` names it.
+#[test]
+fn blocking_the_root_disk_driver_on_the_command_line_needs_saying_so() {
+    let root = Root::example("ubuntu-22.04-h100");
+    boot_devices(&root);
+    let t = tempfile::tempdir().unwrap();
+    for arg in [
+        "module_blacklist=nvme",
+        "modprobe.blacklist=nouveau,nvme",
+        "rd.driver.blacklist=nvme",
+    ] {
+        let p = profile(
+            t.path(),
+            "p.yaml",
+            &format!("boot:\n  cmdline:\n    present: [\"{arg}\"]\n"),
+        );
+        let words = [
+            arg,
+            "nvme",
+            "the disk of the root filesystem",
+            "modules.allow-blocking",
+        ];
+        refused(&root, &["plan", &p], &words);
+        refused(&root, &["apply", &p, "-y", "--no-exec"], &words);
+        let p = profile(
+            t.path(),
+            "ok.yaml",
+            &format!(
+                "boot:\n  cmdline:\n    present: [\"{arg}\"]\nmodules:\n  allow-blocking: [nvme]\n"
+            ),
+        );
+        let out = gd(&root, &["plan", &p]);
+        assert!(out.status.success(), "{arg}: {}", stderr_of(&out));
+    }
+}
+
+/// Issue 37: `--` ends the kernel's arguments (the rest, the host's own
+/// included, goes to init): refused at load, as is a blocked "module" that
+/// is no module name.
+#[test]
+fn a_double_dash_or_a_bad_module_list_in_kernel_arguments_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    for (arg, word) in [
+        ("--", "ends the kernel's arguments"),
+        ("module_blacklist=nv/me", "not a kernel module name"),
+    ] {
+        let p = profile(
+            t.path(),
+            "p.yaml",
+            &format!("boot:\n  cmdline:\n    present: [\"{arg}\"]\n"),
+        );
+        let out = gdrprov()
+            .args(["profile", "validate", &p])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{arg}: {err}");
+        assert!(
+            err.contains("boot.cmdline.present") && err.contains(word),
+            "{arg}: {err}"
+        );
+    }
+}
+
+/// Issue 37: one grammar for version requirements, under `requires:` and
+/// `when:` alike; what it does not understand is refused in both (before,
+/// `requires: { kernel: "=> 5" }` was read as `= "> 5"`).
+#[test]
+fn version_requirements_have_one_grammar_in_requires_and_when() {
+    let t = tempfile::tempdir().unwrap();
+    for spec in [
+        "=> 5",
+        "~> 5.4",
+        "^5.12",
+        ">= 5.12 foo",
+        "<< 595",
+        ">= 5.x || 6",
+    ] {
+        for yaml in [
+            format!("requires:\n  kernel: \"{spec}\"\n"),
+            format!("modules:\n  when: {{ kernel: \"{spec}\" }}\n  present: [rdma_ucm]\n"),
+        ] {
+            let p = profile(t.path(), "v.yaml", &yaml);
+            let out = gdrprov()
+                .args(["profile", "validate", &p])
+                .output()
+                .unwrap();
+            let err = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(1), "{yaml}: {err}");
+            assert!(err.contains("is not a version constraint"), "{yaml}: {err}");
+        }
+    }
+}

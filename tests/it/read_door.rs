@@ -164,9 +164,9 @@ fn a_results_file_over_its_limit_is_refused_naming_it_and_the_limit() {
     let t = tempfile::tempdir().unwrap();
     let results = results_dir(t.path());
     let big = results.join("round-1/n5+n6+mlx5_0.json");
-    // 16 MiB is the most read of one results file: one byte more, sparse.
+    // 4 MiB is the most read of one pair result: one byte more, sparse.
     let f = std::fs::File::create(&big).unwrap();
-    f.set_len((16 << 20) + 1).unwrap();
+    f.set_len((4 << 20) + 1).unwrap();
     let out = gdrprov()
         .timeout(LIMIT)
         .args(["fleet", "sweep", "report"])
@@ -177,8 +177,8 @@ fn a_results_file_over_its_limit_is_refused_naming_it_and_the_limit() {
     assert!(out.status.code().is_some_and(|c| c != 0), "{err}");
     assert!(
         err.contains(&big.display().to_string())
-            && err.contains("larger than 16 MiB")
-            && err.contains("results file"),
+            && err.contains("over 4194304 bytes")
+            && err.contains("a pair result"),
         "{err}"
     );
 }

@@ -117,3 +117,36 @@ fn unknown_step_is_refused() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown set 'biuld'"));
 }
+
+/// `package-build` on a machine with none of its tools (an empty PATH): what
+/// scripts/package.sh needs before it builds both packages, on one line with why.
+#[test]
+fn package_build_names_what_package_sh_needs() {
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new("/bin/bash")
+        .arg(repo().join("scripts/ensure-packages.sh"))
+        .arg("package-build")
+        .env("PATH", empty.path())
+        .env("ENSURE_PACKAGES_DRY_RUN", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        said.starts_with("ensure-packages.sh: installing rpm rpm2cpio binutils gzip "),
+        "{said}"
+    );
+    assert!(
+        said.contains(" gcc "),
+        "cargo install links with cc: {said}"
+    );
+    assert!(
+        said.contains("(scripts/package.sh needs them: RPM's own tools"),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "{said}");
+}

@@ -7,7 +7,7 @@ use crate::common::*;
 use predicates::prelude::*;
 use std::path::Path;
 
-fn write_pair(dir: &Path, round: u32, a: &str, b: &str, rail: &str, gbps: f64) {
+pub(crate) fn write_pair(dir: &Path, round: u32, a: &str, b: &str, rail: &str, gbps: f64) {
     let d = dir.join(format!("round-{round}"));
     std::fs::create_dir_all(&d).unwrap();
     let doc = serde_json::json!({
@@ -23,7 +23,7 @@ fn write_pair(dir: &Path, round: u32, a: &str, b: &str, rail: &str, gbps: f64) {
 }
 
 /// Eight nodes, three quick rounds as the planner makes them, n5 slow on mlx5_1.
-fn results(dir: &Path) {
+pub(crate) fn results(dir: &Path) {
     let out = gdrprov()
         .args([
             "fleet",

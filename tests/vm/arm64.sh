@@ -14,11 +14,9 @@ VM_ARM64_MACHINE=${GDRPROV_VM_ARM64_MACHINE:-virt,iommu=smmuv3}
 VM_ARM64_DISK_SIZE=${GDRPROV_VM_ARM64_DISK_SIZE:-4G}
 VM_ARM64_ESP_MIB=256
 
-# The key of the arm64 recipe: sha256 of image-arm64/* (in name order).
-vm_arm64_recipe_key() {
-  (cd "$VM_DIR/image-arm64" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16)
-}
-vm_arm64_image_dir() { echo "${VM_ARM64_IMAGE_DIR:-$VM_CACHE/arm64-bookworm-$(vm_arm64_recipe_key)}"; }
+# The arm64 root's cache directory: arm64-bookworm-KEY, KEY = sha256 of image/* then image-arm64/* (lib's
+# vm_recipe_key: the one recipe, image/build.sh, builds every flavor).
+vm_arm64_image_dir() { vm_image_dir arm64; }
 
 # The host packages of the arm64 guest (Debian's): qemu-system-arm (qemu-system-aarch64), qemu-efi-aarch64
 # (AAVMF), qemu-user-static + binfmt-support + arch-test (mmdebstrap runs the arm64 maintainer scripts
@@ -58,7 +56,7 @@ vm_arm64_install_host_deps() {
 # vm_arm64_extract DIR: unpack the cached arm64 root into DIR (a fresh copy per run, for gdrprov to change).
 vm_arm64_extract() {
   local dir=$1 img; img=$(vm_arm64_image_dir)
-  [ -f "$img/rootfs.tar" ] || vm_die "no arm64 root at $img/rootfs.tar (run tests/vm/build-image-arm64.sh)"
+  [ -f "$img/rootfs.tar" ] || vm_die "no arm64 root at $img/rootfs.tar (run tests/vm/build-image.sh --flavor arm64)"
   rm -rf "$dir"; mkdir -p "$dir"
   tar -C "$dir" --numeric-owner --xattrs --acls -xpf "$img/rootfs.tar" || vm_die "unpacking $img/rootfs.tar failed"
 }
@@ -96,7 +94,9 @@ vm_arm64_firmware_args() {
 # /etc/default/grub, as changed by gdrprov), then powers off.
 vm_arm64_install() {
   local rootfs=$1 disk=$2 log=$3 kernel initrd qpid t0; t0=$(date +%s)
+  # shellcheck disable=SC2012 # Debian's kernel and initramfs names, newest version last
   kernel=$(ls "$rootfs"/boot/vmlinuz-* | sort -V | tail -1)
+  # shellcheck disable=SC2012
   initrd=$(ls "$rootfs"/boot/initrd.img-* | sort -V | tail -1)
   # shellcheck disable=SC2046
   qemu-system-aarch64 -name gdrprov-vm-arm64-install -M "${VM_ARM64_MACHINE%%,*}" \
@@ -117,6 +117,7 @@ vm_arm64_install() {
 # options where they apply): the virt machine, AAVMF with the guest's own variable store, the disk through
 # firmware and GRUB. A scenario that sources arm64.sh gets it as vm_qemu, so vm_launch, vm_reboot and
 # vm_powercut of lib.sh drive arm64 guests unchanged.
+# shellcheck disable=SC2034 # port2: vm_qemu's signature (the caller's extra args carry the second port)
 vm_arm64_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d; d=$(vm_gdir "$name")
@@ -138,7 +139,9 @@ vm_arm64_qemu() {
 vm_arm64_use() {
   local dir=$1 img; img=$(vm_arm64_image_dir)
   ln -sf "$img/id_ed25519" "$dir/id_ed25519"
+  # shellcheck disable=SC2034 # read by lib's vm_image_dir
   VM_IMAGE_DIR=$dir
+  # shellcheck disable=SC2317 # called by lib's vm_launch, vm_reboot and vm_powercut
   vm_qemu() { vm_arm64_qemu "$@"; }
 }
 
@@ -148,7 +151,7 @@ vm_arm64_use() {
 vm_arm64_prepare() {
   grep -qs '^# Flavor: arm64' "$@" || return 0
   local t; t=$(date +%s)
-  "$VM_DIR/build-image-arm64.sh" >"$VM_RUN_DIR/build-image-arm64.out" 2>&1 ||
+  "$VM_DIR/build-image.sh" --flavor arm64 >"$VM_RUN_DIR/build-image-arm64.out" 2>&1 ||
     { cat "$VM_RUN_DIR/build-image-arm64.out" >&2; return 1; }
   echo "arm64 root: $(tail -1 "$VM_RUN_DIR/build-image-arm64.out") ($(vm_since "$t") s)"
 }

@@ -7,7 +7,7 @@
 # .ci/run starts it in the background before the compiler's work: from nothing, on two cores, the images take
 # 15-18 minutes one after the other (apt downloads, dpkg, a first boot of the UEFI images, arm64 under
 # qemu-user), most of it not the compiler's kind of work, so it overlaps. run.sh then finds each in the cache;
-# a build still running holds its lock (build-image.sh, build-image-arm64.sh), and run.sh's own call waits for
+# a build still running holds its lock (build-image.sh), and run.sh's own call waits for
 # it, so nothing is built twice. Exit status: 0 when every image is there.
 set -uo pipefail
 VM_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -27,5 +27,5 @@ build() {
 # 20 the Slurm one, 14 systemd-boot, 18 the UKI, 15 the arm64 root.
 build "image grub" "$VM_DIR/build-image.sh"
 for flavor in slurm sdboot uki; do build "image $flavor" "$VM_DIR/build-image.sh" --flavor "$flavor"; done
-build "arm64 root" "$VM_DIR/build-image-arm64.sh"
+build "arm64 root" "$VM_DIR/build-image.sh" --flavor arm64
 exit $rc

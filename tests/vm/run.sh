@@ -218,6 +218,7 @@ printf '%s\n' "${summary[@]}"
 # Boot figures from the scenario logs (lib.sh logs every boot and reboot with its duration).
 boots=$(cat "$VM_RUN_DIR"/*.log 2>/dev/null | sed -n 's/.*: up in \([0-9]*\) s$/\1/p')
 reboots=$(cat "$VM_RUN_DIR"/*.log 2>/dev/null | sed -n 's/.*: rebooted in \([0-9]*\) s\( (.*)\)\{0,1\}$/\1/p')
+# shellcheck disable=SC2086 # $1 is a list of numbers, one a word
 figures() { [ -n "$1" ] && printf '%s\n' $1 | awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { printf "%d, %d-%d s (mean %.0f s)", NR, lo, hi, s / NR }'; }
 [ -n "$boots" ] && echo "guest boots to ssh: $(figures "$boots")"
 [ -n "$reboots" ] && echo "reboots to ssh: $(figures "$reboots")"

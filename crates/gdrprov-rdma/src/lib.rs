@@ -18,6 +18,7 @@
 //!   regions the way their [`memory::MemoryKind`] requires (dma-buf or legacy peer memory).
 //! - [`cuda`]: GPUs and device memory through the CUDA driver API, dma-buf export, timed copies.
 //! - [`nvml`]: GPU health counters through NVML.
+//! - [`nvlink`]: the node's NVLink links, fabric state and GPU pairs through `nvml-wrapper`.
 //! - [`sys`]: ext4 checkpoint, filesystem freeze and thaw with its watchdog, SIGPIPE; for the
 //!   host layer.
 
@@ -26,6 +27,7 @@ pub mod error;
 pub mod gid;
 pub mod host_buf;
 pub mod memory;
+pub mod nvlink;
 pub mod nvml;
 pub mod qp;
 pub mod sys;

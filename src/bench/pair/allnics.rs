@@ -87,9 +87,20 @@ pub fn run_rails(
     }
     let listener = opts.listen.is_some();
     let mut opts = opts.clone();
-    if listener && opts.token_file.is_none() && auth::load_secret(None)?.is_none() {
-        // One secret for every rail's session.
-        let (_, path) = auth::generate_secret(&std::env::temp_dir())?;
+    let missing = |p: &std::path::PathBuf| !crate::host::local_exists(p);
+    let make = match &opts.token_file {
+        None => auth::load_secret(None)?.is_none(),
+        Some(p) => missing(p),
+    };
+    if listener && make {
+        // One secret for every rail's session, where --token-file says.
+        let path = match &opts.token_file {
+            Some(p) => {
+                auth::generate_secret_at(p)?;
+                p.clone()
+            }
+            None => auth::generate_secret(&std::env::temp_dir())?.1,
+        };
         notes(&format!(
             "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {} --all-nics --token-file {}",
             path.display(),

@@ -1,6 +1,7 @@
 //! The shared secret and the mutual challenge-response: each end sends a fresh random nonce and
 //! proves the secret with HMAC-SHA256 over both nonces (its role first); the secret never travels.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, Mac};
@@ -28,6 +29,15 @@ impl std::fmt::Debug for Secret {
 impl Secret {
     pub fn from_text(text: &str, origin: &str) -> Result<Secret, PairError> {
         let t = text.trim();
+        if let Some(c) = t.chars().find(|c| c.is_control()) {
+            return Err(PairError::BadSecret {
+                path: origin.to_string(),
+                why: format!(
+                    "it holds the control character U+{:04X}; a secret is one line of printable text of at least {MIN_SECRET} bytes (make one: `openssl rand -hex 32`)",
+                    c as u32
+                ),
+            });
+        }
         if t.len() < MIN_SECRET {
             return Err(PairError::BadSecret {
                 path: origin.to_string(),
@@ -62,16 +72,7 @@ pub enum SecretSource {
 /// Read the secret from `--token-file`, else GDRPROV_PAIR_TOKEN; None when neither is given.
 pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>, PairError> {
     if let Some(p) = file {
-        let text = crate::host::read_local_text(p, crate::host::ReadLimit::Token).map_err(|e| {
-            PairError::BadSecret {
-                path: p.display().to_string(),
-                why: match e {
-                    crate::error::Error::Io { source, .. } => source.to_string(),
-                    crate::error::Error::BadPath { why, .. } => why,
-                    other => other.to_string(),
-                },
-            }
-        })?;
+        let text = read_token_file(p)?;
         let s = Secret::from_text(&text, &p.display().to_string())?;
         return Ok(Some((s, SecretSource::File(p.to_path_buf()))));
     }
@@ -83,42 +84,90 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>
     }
 }
 
-/// Make a new secret and write it to a new file readable by its owner only (mode 0600).
+/// A token file's text: a regular file (a FIFO or `/dev/zero` is refused at
+/// once, through the host layer's guard), at most 4 KiB, readable by its
+/// owner only (a secret others can read is no secret: refused, with the
+/// `chmod 600` fix).
+fn read_token_file(p: &Path) -> Result<String, PairError> {
+    use std::os::unix::fs::PermissionsExt;
+    let bad = |why: String| PairError::BadSecret {
+        path: p.display().to_string(),
+        why,
+    };
+    let (file, meta) = crate::host::open_input(p, crate::host::Input::Token).map_err(|e| {
+        let text = e.to_string();
+        let prefix = format!("{}: ", p.display());
+        bad(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
+    })?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(bad(format!(
+            "group or others can read or write it (mode {mode:04o}); a secret must be its owner's only: run `chmod 600 {}`",
+            p.display()
+        )));
+    }
+    let limit = crate::host::Input::Token.limit();
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| bad(e.to_string()))?;
+    if bytes.len() as u64 > limit {
+        return Err(bad(format!(
+            "over {limit} bytes: not a secret (give the file the listener wrote)"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| bad("it is not text: a secret is printable text".into()))
+}
+
+/// Make a new secret and write it to a new file readable by its owner only (mode 0600),
+/// named at random in `dir`.
 pub fn generate_secret(dir: &Path) -> Result<(Secret, PathBuf), PairError> {
     let tag = hex(&random_bytes(4)?);
     let path = dir.join(format!("gdrprov-pair-{tag}.token"));
+    Ok((generate_secret_at(&path)?, path))
+}
+
+/// Make a new secret and write it to `path`, which must not exist yet
+/// (never follows a symlink there), mode 0600: where the command says.
+pub fn generate_secret_at(path: &Path) -> Result<Secret, PairError> {
     let text = hex(&random_bytes(32)?);
-    crate::host::write_new_private(&path, &format!("{text}\n")).map_err(|e| {
+    crate::host::write_new_private(path, &format!("{text}\n")).map_err(|e| {
         PairError::BadSecret {
             path: path.display().to_string(),
             why: format!("cannot create it: {e}"),
         }
     })?;
-    Ok((Secret(text.into_bytes()), path))
+    Ok(Secret(text.into_bytes()))
 }
 
-fn proof(secret: &Secret, role: &str, first: &str, second: &str) -> Result<String, PairError> {
-    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)
-        .map_err(|e| PairError::Usage(format!("HMAC key: {e}")))?;
+/// The HMAC-SHA256 of one end's proof: keyed by the secret, over the protocol's tag, the end's role
+/// and the two nonces.
+fn mac(
+    secret: &Secret,
+    role: &str,
+    first: &str,
+    second: &str,
+) -> Result<Hmac<Sha256>, hmac::digest::InvalidLength> {
+    let mut mac = Hmac::<Sha256>::new_from_slice(&secret.0)?;
     mac.update(b"gdrprov-pair v1 ");
     mac.update(role.as_bytes());
     mac.update(b" ");
     mac.update(first.as_bytes());
     mac.update(b" ");
     mac.update(second.as_bytes());
+    Ok(mac)
+}
+
+fn proof(secret: &Secret, role: &str, first: &str, second: &str) -> Result<String, PairError> {
+    let mac =
+        mac(secret, role, first, second).map_err(|e| PairError::Usage(format!("HMAC key: {e}")))?;
     Ok(hex(&mac.finalize().into_bytes()))
 }
 
 fn verify(secret: &Secret, role: &str, first: &str, second: &str, got: &str) -> bool {
-    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&secret.0) else {
+    let Ok(mac) = mac(secret, role, first, second) else {
         return false;
     };
-    mac.update(b"gdrprov-pair v1 ");
-    mac.update(role.as_bytes());
-    mac.update(b" ");
-    mac.update(first.as_bytes());
-    mac.update(b" ");
-    mac.update(second.as_bytes());
     match unhex(got) {
         Some(bytes) => mac.verify_slice(&bytes).is_ok(),
         None => false,
@@ -260,5 +309,47 @@ mod tests {
         assert!(format!("{s:?}").contains(".."));
         let e = load_secret(Some(&dir.path().join("nope"))).unwrap_err();
         assert!(e.to_string().contains("nope"), "{e}");
+    }
+
+    /// Issue 37: a token others can read, a secret of NUL bytes or other
+    /// control characters, a FIFO and /dev/zero as the token file.
+    #[test]
+    fn hostile_token_files_and_secrets_are_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        std::fs::write(&p, "0123456789abcdef0123\n").unwrap();
+        for mode in [0o644, 0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+            let e = load_secret(Some(&p)).unwrap_err().to_string();
+            assert!(
+                e.contains("chmod 600") && e.contains(&format!("{mode:04o}")),
+                "{e}"
+            );
+        }
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(load_secret(Some(&p)).unwrap().is_some());
+        for bad in [
+            "\0".repeat(17),
+            "0123456789abcdef\u{1b}[2J".to_string(),
+            "a\nb".repeat(9),
+        ] {
+            let e = Secret::from_text(&bad, "x").unwrap_err().to_string();
+            assert!(e.contains("control character"), "{bad:?}: {e}");
+        }
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        for p in [fifo.as_path(), Path::new("/dev/zero")] {
+            let e = load_secret(Some(p)).unwrap_err().to_string();
+            assert!(e.contains("not a regular file"), "{e}");
+        }
+        let at = dir.path().join("new.token");
+        let s = generate_secret_at(&at).unwrap();
+        let (back, _) = load_secret(Some(&at)).unwrap().unwrap();
+        assert_eq!(back.0, s.0);
+        assert!(
+            generate_secret_at(&at).is_err(),
+            "an existing file is never replaced"
+        );
     }
 }

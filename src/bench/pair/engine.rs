@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use super::error::PairError;
 use super::protocol::{Buf, Compared, Params, Setup};
-use super::report::Measured;
 use crate::bench::loopback::RunLength;
+use crate::bench::report::SizeResult;
 
 /// What travels: an RDMA WRITE from this end, or an RDMA READ by this end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub trait Engine {
         length: RunLength,
         deadline: Instant,
         peer_gone: &dyn Fn() -> bool,
-    ) -> Result<Measured, PairError>;
+    ) -> Result<SizeResult, PairError>;
 }
 
 /// Makes the engine once the run parameters are known (after the authentication).

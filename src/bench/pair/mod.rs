@@ -30,6 +30,7 @@ use report::{Direction, End, PairCheck, PairReport, PairSize};
 
 use crate::bench::loopback::{choose_memory, default_fraction, evaluate_threshold};
 use crate::bench::memory::MemoryKind;
+use crate::bench::report::SizeResult;
 use crate::bench::sysfs::LiveHost;
 use crate::bench::verbs::select_port;
 use gdrprov_rdma::cuda::Gpu;
@@ -213,12 +214,12 @@ fn new_engine<'g>(
 pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
     let start = Instant::now();
     let deadline = start + opts.timeout;
-    let (secret, generated) = match auth::load_secret(opts.token_file.as_deref())? {
-        Some((s, _)) => (s, None),
-        None => {
-            let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
-            (s, Some(p))
-        }
+    // A secret given is read now; one to make is made once the listener
+    // is bound (a listener that cannot start leaves no token file behind),
+    // at --token-file when that names a file not there yet, else in $TMPDIR.
+    let given = match &opts.token_file {
+        Some(p) if !crate::host::local_exists(p) => None,
+        f => Some(auth::load_secret(f.as_deref())?),
     };
     // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
     // the client (so both ends move on to the next rail together).
@@ -247,6 +248,16 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             l.desc.mtu
         ));
     }
+    let (secret, generated) = match given.flatten() {
+        Some((s, _)) => (s, None),
+        None => match &opts.token_file {
+            Some(p) => (auth::generate_secret_at(p)?, Some(p.clone())),
+            None => {
+                let (s, p) = auth::generate_secret(&std::env::temp_dir())?;
+                (s, Some(p))
+            }
+        },
+    };
     if let Some(p) = &generated {
         notes(&format!(
             "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
@@ -267,18 +278,13 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
         }
     };
     let expect = opts.rail.clone();
-    let Local {
-        side,
-        desc,
-        memory,
-        gpu,
-    } = local;
-    let gpu_ref = gpu.as_ref();
+    // The engine borrows the GPU; the closure takes the rest.
+    let gpu_ref = local.gpu.as_ref();
     let served = session::serve(
         &mut conn,
         Box::new(move |p: &Params| {
             rails::check_tag(p.rail.as_ref(), expect.as_ref()).map_err(PairError::Usage)?;
-            new_engine(side, desc, memory, gpu_ref, p, notes)
+            new_engine(local.side, local.desc, local.memory, gpu_ref, p, notes)
         }),
     )?;
     let report = served.report.ok_or_else(|| PairError::Protocol {
@@ -321,17 +327,14 @@ pub fn run_client(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, P
         check_iters: opts.check_iters,
         rail: opts.rail.clone(),
     };
-    let Local {
-        side,
-        desc,
-        memory,
-        gpu,
-    } = local;
-    let gpu_ref = gpu.as_ref();
+    // The engine borrows the GPU; the closure takes the rest.
+    let gpu_ref = local.gpu.as_ref();
     let driven = session::drive(
         &mut conn,
         &params,
-        Box::new(move |p: &Params| new_engine(side, desc, memory, gpu_ref, p, notes)),
+        Box::new(move |p: &Params| {
+            new_engine(local.side, local.desc, local.memory, gpu_ref, p, notes)
+        }),
     )?;
     let report = build_report(opts, &params, &driven, my_addr, peer_addr);
     session::finish(&mut conn, &report)?;
@@ -396,33 +399,19 @@ pub fn build_report(
         }
         check.add(c);
         results.push(PairSize {
-            bytes: m.bytes,
-            iterations: iters,
-            peak_gbps: peak,
-            average_gbps: avg,
-            msg_rate_mpps: rate,
-            line_rate_fraction: line.map(|l| avg / l),
-            seconds: m.seconds,
-            writes_in_flight: m.writes_in_flight,
-            writes_per_completion: m.writes_per_completion,
+            size: SizeResult {
+                iterations: iters,
+                peak_gbps: peak,
+                average_gbps: avg,
+                msg_rate_mpps: rate,
+                line_rate_fraction: line.map(|l| avg / l),
+                ..m.clone()
+            },
             directions,
             data_check: c.clone(),
         });
     }
-    let as_sizes: Vec<_> = results
-        .iter()
-        .map(|r| crate::bench::report::SizeResult {
-            bytes: r.bytes,
-            iterations: r.iterations,
-            peak_gbps: r.peak_gbps,
-            average_gbps: r.average_gbps,
-            msg_rate_mpps: r.msg_rate_mpps,
-            line_rate_fraction: r.line_rate_fraction,
-            seconds: r.seconds,
-            writes_in_flight: r.writes_in_flight,
-            writes_per_completion: r.writes_per_completion,
-        })
-        .collect();
+    let as_sizes: Vec<SizeResult> = results.iter().map(|r| r.size.clone()).collect();
     let gpu_used = [&d.mine.memory, &d.theirs.memory]
         .iter()
         .any(|m| m.as_str() != "host");

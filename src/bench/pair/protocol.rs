@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::error::PairError;
 pub use super::kinds::{Op, PortDesc};
-use super::report::Measured;
 use super::report::PairReport;
+use crate::bench::report::SizeResult;
 
 /// Bumped whenever a message changes shape; both ends must agree.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -137,7 +137,7 @@ pub enum Msg {
     },
     Go,
     Done {
-        result: Option<Measured>,
+        result: Option<SizeResult>,
     },
     Report(Box<PairReport>),
     Fail {

@@ -12,9 +12,9 @@ use gdrprov_rdma::qp::{self, Cq, Endpoint, Op, Qp, Region, RemoteRange, Side};
 use super::engine::{compare_pattern, Engine, Xfer};
 use super::error::PairError;
 use super::protocol::{Buf, Compared, Params, PortDesc, Setup};
-use super::report::Measured;
 use crate::bench::error::BenchError;
 use crate::bench::loopback::{effective_depth, fill_pattern, RunLength};
+use crate::bench::report::SizeResult;
 use crate::bench::sysfs::LiveHost;
 
 /// One end's RDMA resources. Field order is drop order: QPs before the CQ, MRs before buffers.
@@ -271,7 +271,7 @@ impl Engine for VerbsEngine<'_> {
         length: RunLength,
         deadline: Instant,
         peer_gone: &dyn Fn() -> bool,
-    ) -> Result<Measured, PairError> {
+    ) -> Result<SizeResult, PairError> {
         super::timed::run(self, x, len, length, deadline, peer_gone)
     }
 }

@@ -6,35 +6,6 @@ use serde::{Deserialize, Serialize};
 use super::kinds::{Op, PortDesc};
 use crate::bench::report::{SizeResult, Threshold};
 
-/// One timed run (one direction), as `bench loopback` reports a size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Measured {
-    pub bytes: u64,
-    pub iterations: u64,
-    pub peak_gbps: f64,
-    pub average_gbps: f64,
-    pub msg_rate_mpps: f64,
-    pub seconds: f64,
-    pub writes_in_flight: u32,
-    pub writes_per_completion: u32,
-}
-
-impl Measured {
-    pub fn to_size_result(&self, line_rate: Option<f64>) -> SizeResult {
-        SizeResult {
-            bytes: self.bytes,
-            iterations: self.iterations,
-            peak_gbps: self.peak_gbps,
-            average_gbps: self.average_gbps,
-            msg_rate_mpps: self.msg_rate_mpps,
-            line_rate_fraction: line_rate.map(|l| self.average_gbps / l),
-            seconds: self.seconds,
-            writes_in_flight: self.writes_in_flight,
-            writes_per_completion: self.writes_per_completion,
-        }
-    }
-}
-
 /// The data check of one size (or of the whole run): fresh pattern per iteration, every byte compared.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PairCheck {
@@ -71,19 +42,13 @@ pub struct Direction {
     pub peak_gbps: f64,
 }
 
-/// One message size.
+/// One message size: the loopback report's fields (in JSON at the same level, in the same order),
+/// then each direction and the data check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairSize {
-    pub bytes: u64,
-    pub iterations: u64,
-    pub peak_gbps: f64,
-    /// Sum of both directions for bidir.
-    pub average_gbps: f64,
-    pub msg_rate_mpps: f64,
-    pub line_rate_fraction: Option<f64>,
-    pub seconds: f64,
-    pub writes_in_flight: u32,
-    pub writes_per_completion: u32,
+    /// Both directions summed for bidir.
+    #[serde(flatten)]
+    pub size: SizeResult,
     pub directions: Vec<Direction>,
     pub data_check: PairCheck,
 }
@@ -115,4 +80,56 @@ pub struct PairReport {
     /// How the figures were timed (what the timed window holds; the data check is outside it).
     #[serde(default)]
     pub timing: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair size in JSON: the loopback report's fields at the same level and in the same order,
+    /// then its directions and data check; and it reads back as it was written (the listener reads
+    /// the client's report).
+    #[test]
+    fn a_pair_size_keeps_its_json_fields_and_reads_back() {
+        let size = PairSize {
+            size: SizeResult {
+                bytes: 65536,
+                iterations: 100,
+                peak_gbps: 2.5,
+                average_gbps: 2.0,
+                msg_rate_mpps: 0.1,
+                line_rate_fraction: Some(0.5),
+                seconds: 1.5,
+                writes_in_flight: 64,
+                writes_per_completion: 16,
+            },
+            directions: vec![Direction {
+                flow: "client -> listener".into(),
+                average_gbps: 2.0,
+                peak_gbps: 2.5,
+            }],
+            data_check: PairCheck::default(),
+        };
+        let v = serde_json::to_value(&size).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "bytes",
+                "iterations",
+                "peak_gbps",
+                "average_gbps",
+                "msg_rate_mpps",
+                "line_rate_fraction",
+                "seconds",
+                "writes_in_flight",
+                "writes_per_completion",
+                "directions",
+                "data_check"
+            ]
+        );
+        assert_eq!(v["line_rate_fraction"], 0.5);
+        let back: PairSize = serde_json::from_value(v).unwrap();
+        assert_eq!(back, size);
+    }
 }

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 use super::engine::{Engine, MakeEngine, Xfer};
 use super::error::PairError;
 use super::protocol::{Buf, Cmd, Compared, Conn, Msg, Op, Params, PortDesc, Setup, WireLength};
-use super::report::{Measured, PairCheck};
+use super::report::PairCheck;
 use crate::bench::loopback::RunLength;
 use crate::bench::report::human_bytes;
+use crate::bench::report::SizeResult;
 
 /// Why two ports cannot run RC traffic to each other; None when they can.
 pub fn incompatibility(mine: &PortDesc, theirs: &PortDesc) -> Option<String> {
@@ -304,7 +305,7 @@ fn timed_size(
     engine: &mut dyn Engine,
     params: &Params,
     len: u64,
-) -> Result<(Measured, Option<Measured>), PairError> {
+) -> Result<(SizeResult, Option<SizeResult>), PairError> {
     let length = run_length(params.length);
     let deadline = conn.deadline();
     conn.doing = format!(
@@ -348,7 +349,7 @@ fn timed_size(
 pub struct Driven {
     pub mine: Setup,
     pub theirs: Setup,
-    pub sizes: Vec<(Measured, Option<Measured>, PairCheck)>,
+    pub sizes: Vec<(SizeResult, Option<SizeResult>, PairCheck)>,
 }
 
 /// The client's side after the authentication: parameters, set-up, every size.

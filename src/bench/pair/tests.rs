@@ -12,11 +12,11 @@ use super::auth::{client_handshake, listener_handshake, Secret};
 use super::engine::{compare_pattern, Engine, MakeEngine, Xfer};
 use super::error::PairError;
 use super::protocol::{Buf, Compared, Conn, Msg, Op, Params, PortDesc, Setup, WireLength};
-use super::report::Measured;
 use super::session::{self, incompatibility};
 use super::timed::{self, Poster};
 use super::*;
 use crate::bench::loopback::{fill_pattern, RunLength};
+use crate::bench::report::SizeResult;
 
 type Mem = Arc<Mutex<Vec<u8>>>;
 
@@ -173,7 +173,7 @@ impl Engine for Fake {
         l: RunLength,
         d: Instant,
         gone: &dyn Fn() -> bool,
-    ) -> Result<Measured, PairError> {
+    ) -> Result<SizeResult, PairError> {
         timed::run(self, x, len, l, d, gone)
     }
 }
@@ -289,8 +289,8 @@ fn write_read_and_bidir_pass_their_data_check() {
         for s in &rep.results {
             assert!(s.data_check.passed);
             assert_eq!(s.data_check.iterations, per);
-            assert_eq!(s.data_check.bytes_compared, per as u64 * s.bytes);
-            assert!(s.average_gbps > 0.0);
+            assert_eq!(s.data_check.bytes_compared, per as u64 * s.size.bytes);
+            assert!(s.size.average_gbps > 0.0);
             assert_eq!(s.directions.len(), if op == Op::Bidir { 2 } else { 1 });
         }
         // Two QPs, 50 transfers each per size.

@@ -5,9 +5,10 @@ use std::time::{Duration, Instant};
 
 use super::engine::Xfer;
 use super::error::PairError;
-use super::report::Measured;
 use crate::bench::error::BenchError;
-use crate::bench::loopback::{gbps, RunLength};
+use crate::bench::loopback::RunLength;
+use crate::bench::report::SizeResult;
+use crate::bench::sampler::Sampler;
 
 /// What the loop needs of an engine.
 pub trait Poster {
@@ -42,14 +43,10 @@ fn idle<P: Poster>(p: &mut P, outstanding: &[u32]) {
 
 const STALL: Duration = Duration::from_secs(30);
 
-/// What is left out at each end of a timed run before averaging: a tenth of a duration, at most
-/// 1 s (the ramp-up and the drain); nothing of an iteration count.
-pub fn margin(length: RunLength) -> Duration {
-    match length {
-        RunLength::Duration(d) => (d / 10).min(Duration::from_secs(1)),
-        RunLength::Iterations(_) => Duration::ZERO,
-    }
-}
+pub use crate::bench::sampler::margin;
+
+/// The peak window of a pair run.
+const WINDOW: Duration = Duration::from_millis(200);
 
 /// How the figures of a run were timed, for the report: what the timed window holds and what it
 /// does not (the data check).
@@ -101,25 +98,14 @@ pub fn run<P: Poster>(
     length: RunLength,
     deadline: Instant,
     peer_gone: &dyn Fn() -> bool,
-) -> Result<Measured, PairError> {
+) -> Result<SizeResult, PairError> {
     let n_qps = p.qps();
     let (depth, batch) = p.depth(len);
     let mut outstanding = vec![0u32; n_qps];
     let mut posted = vec![0u64; n_qps];
     let mut done: u64 = 0;
     let start = Instant::now();
-    let margin = margin(length);
-    let (end, iters) = match length {
-        RunLength::Duration(d) => (Some(start + d), u64::MAX),
-        RunLength::Iterations(n) => (None, n.max(1)),
-    };
-    let sample_from = start + margin;
-    let sample_to = end.map(|e| e - margin);
-    let mut base: Option<(Instant, u64)> = margin.is_zero().then_some((start, 0));
-    let mut last = (start, 0u64);
-    let mut win = (start, 0u64);
-    let mut peak = 0.0f64;
-    let window = Duration::from_millis(200);
+    let (mut sampler, end, iters) = Sampler::new(start, length, len, WINDOW);
     let mut last_activity = start;
     let mut wcs = Vec::new();
     let mut watched = start;
@@ -161,18 +147,7 @@ pub fn run<P: Poster>(
             done += u64::from(n);
         }
         if !wcs.is_empty() {
-            if base.is_none() && now >= sample_from {
-                base = Some((now, done));
-                win = (now, done);
-            }
-            if base.is_some() && sample_to.is_none_or(|s| now <= s) {
-                last = (now, done);
-                let dt = now.duration_since(win.0);
-                if dt >= window {
-                    peak = peak.max(gbps((done - win.1) * len, dt.as_secs_f64()));
-                    win = (now, done);
-                }
-            }
+            sampler.on_completions(now, done);
             last_activity = now;
         } else if now.duration_since(last_activity) > STALL && outstanding.iter().any(|&o| o > 0) {
             return Err(BenchError::Stalled {
@@ -186,28 +161,7 @@ pub fn run<P: Poster>(
             break;
         }
     }
-    let (t0, c0) = base.unwrap_or((start, 0));
-    let mut secs = last.0.duration_since(t0).as_secs_f64();
-    let mut count = last.1.saturating_sub(c0);
-    if secs <= 0.0 || count == 0 {
-        secs = start.elapsed().as_secs_f64();
-        count = done;
-    }
-    let average = gbps(count * len, secs);
-    Ok(Measured {
-        bytes: len,
-        iterations: done,
-        peak_gbps: peak.max(average),
-        average_gbps: average,
-        msg_rate_mpps: if secs > 0.0 {
-            count as f64 / secs / 1e6
-        } else {
-            0.0
-        },
-        seconds: secs,
-        writes_in_flight: depth,
-        writes_per_completion: batch,
-    })
+    Ok(sampler.result(done, (depth, batch)))
 }
 
 /// Keep every QP's send queue full: up to `depth` in flight, posted `batch` at a time, at most

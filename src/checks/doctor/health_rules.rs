@@ -25,6 +25,12 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
                 ("rdma-ports", Sev::Error) => "an RDMA port is not ready",
                 ("rdma-ports", _) => "an RDMA port is not active",
                 ("gpu-nic-affinity", _) => "a GPU's nearest RDMA NIC is on another CPU socket",
+                ("nvlink", Sev::Error) => "an NVLink link is down or erroring",
+                ("nvlink", _) => "NVLink errors or an NVML function missing",
+                ("gpu-fabric", _) => "the NVSwitch fabric is not ready (Fabric Manager)",
+                ("gpu-p2p", _) => {
+                    "a GPU pair has no peer access: its traffic goes through host memory"
+                }
                 _ => c.name.as_ref(),
             };
             Some(Finding::new(
@@ -45,6 +51,9 @@ fn cause(name: &str) -> &'static str {
         "kernel-log" => "the GPU driver or the PCIe error reporting (AER) logged errors, or a link went down",
         "rdma-ports" => "the port is down, trained at fewer lanes, or (RoCE) has no RoCE v2 GID with an address",
         "gpu-nic-affinity" => "the GPU and its nearest NIC hang off different CPU sockets: traffic crosses the CPU interconnect",
+        "nvlink" => "a link that is down or retrains carries no traffic: GPU-to-GPU traffic and NCCL slow down or fall back to PCIe",
+        "gpu-fabric" => "on NVSwitch boards Fabric Manager must register every GPU before CUDA can use NVLink",
+        "gpu-p2p" => "ACS redirect on a PCIe switch, the IOMMU translating peer traffic, or a driver setting stops GPUs from reaching each other directly",
         _ => "",
     }
 }

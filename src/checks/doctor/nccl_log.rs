@@ -18,6 +18,12 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
         .version
         .as_deref()
         .is_some_and(|v| versions::satisfies(v, "< 2.23.4").unwrap_or(false));
+    // A job whose channels all stay inside this node GPU to GPU (P2P) needs no NIC: there NCCL's
+    // "NET/IB : No device found" is information, not an error.
+    let transports = crate::bench::nccl::transports(log);
+    let in_node = crate::bench::nccl::path_of(&transports) == "p2p"
+        && !log.contains("Using network")
+        && !log.contains("NET/Socket : Using");
     for (i, line) in log.lines().enumerate() {
         let ev = format!("{file}:{}: {}", i + 1, line.trim());
         let mut push = |id: &'static str, f: Finding| {
@@ -66,8 +72,12 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
                 "nccl-no-ib-device",
                 Finding::new(
                     "nccl-no-ib-device",
-                    Sev::Error,
-                    "NCCL found no RDMA device and falls back to sockets",
+                    if in_node { Sev::Info } else { Sev::Error },
+                    if in_node {
+                        "NCCL found no RDMA device; this job's channels all stay GPU to GPU inside the node, so none was needed"
+                    } else {
+                        "NCCL found no RDMA device and falls back to sockets"
+                    },
                     ev,
                     if facts.rdma_devices.is_empty() {
                         "there is no RDMA device on this host (/sys/class/infiniband is empty)".to_string()
@@ -188,5 +198,32 @@ mod efa_tests {
         let ib = "x:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)\n";
         let f = findings(ib, "nccl.log", &facts);
         assert_eq!(f[0].id, "nccl-gdr-disabled");
+    }
+
+    #[test]
+    fn no_ib_device_is_information_in_a_job_that_stays_in_the_node() {
+        let facts = Facts::blank(OsFamily::Debian);
+        let in_node = "h200:1:1 [0] NCCL INFO NET/IB : No device found.\nh200:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\nh200:1:1 [1] NCCL INFO Channel 00/0 : 1[1] -> 0[0] via P2P/CUMEM/read\n";
+        let f = findings(in_node, "nccl.log", &facts);
+        let ib = f.iter().find(|f| f.id == "nccl-no-ib-device").unwrap();
+        assert_eq!(ib.severity, Sev::Info, "{}", ib.title);
+        // Through host memory (SHM), or with the socket network in use, it stays an error.
+        let shm = in_node.replace("P2P/CUMEM/read", "SHM/direct/direct");
+        let f = findings(&shm, "nccl.log", &facts);
+        assert_eq!(
+            f.iter()
+                .find(|f| f.id == "nccl-no-ib-device")
+                .unwrap()
+                .severity,
+            Sev::Error
+        );
+        let f = findings(SOCKET_LOG, "nccl.log", &facts);
+        assert_eq!(
+            f.iter()
+                .find(|f| f.id == "nccl-no-ib-device")
+                .unwrap()
+                .severity,
+            Sev::Error
+        );
     }
 }

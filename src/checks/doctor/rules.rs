@@ -24,14 +24,7 @@ impl Cx<'_> {
 
 /// The GPU, its driver and the kernel.
 pub(super) fn driver_and_kernel(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        sure,
-        ..
-    } = *cx;
-    let failed = |w: &str| cx.failed(w);
-    if sure && facts.gpus.is_empty() && facts.nvidia_driver.present() {
+    if cx.sure && cx.facts.gpus.is_empty() && cx.facts.nvidia_driver.present() {
         out.push(Finding::new(
             "no-gpu",
             Sev::Error,
@@ -40,7 +33,7 @@ pub(super) fn driver_and_kernel(cx: &Cx, out: &mut Vec<Finding>) {
             "the GPU is not there, not passed through to this VM, or fell off the bus",
             "check `lspci -d 10de:` and the kernel log",
         ));
-    } else if sure && facts.gpus.is_empty() {
+    } else if cx.sure && cx.facts.gpus.is_empty() {
         out.push(Finding::new(
             "no-gpu",
             Sev::Error,
@@ -50,12 +43,12 @@ pub(super) fn driver_and_kernel(cx: &Cx, out: &mut Vec<Finding>) {
             "run gdrprov on the GPU node",
         ));
     }
-    if sure && !facts.gpus.is_empty() && !facts.nvidia_driver.present() {
+    if cx.sure && !cx.facts.gpus.is_empty() && !cx.facts.nvidia_driver.present() {
         out.push(Finding::new("no-driver", Sev::Error, "the NVIDIA driver is not loaded", "no /proc/driver/nvidia/version", "the driver is not installed or its module failed to load", "install the NVIDIA driver (the open kernel modules for dma-buf) and check `dmesg | grep -i nvidia`"));
     }
-    if intent.dmabuf
-        && facts.nvidia_driver.flavor == Flavor::Proprietary
-        && !failed("nvidia-driver flavor")
+    if cx.intent.dmabuf
+        && cx.facts.nvidia_driver.flavor == Flavor::Proprietary
+        && !cx.failed("nvidia-driver flavor")
     {
         out.push(Finding::new(
             "proprietary-driver-dmabuf",
@@ -63,14 +56,14 @@ pub(super) fn driver_and_kernel(cx: &Cx, out: &mut Vec<Finding>) {
             "proprietary NVIDIA driver with a dma-buf profile",
             format!(
                 "{} is the proprietary module",
-                facts.nvidia_driver.version.as_deref().unwrap_or("?")
+                cx.facts.nvidia_driver.version.as_deref().unwrap_or("?")
             ),
             "the proprietary kernel module cannot export GPU memory as dma-buf",
             "install the open kernel modules of the same branch, or use legacy-peermem",
         ));
     }
-    if intent.dmabuf && !failed("kernel") {
-        if let Some(k) = facts.kernel.effective() {
+    if cx.intent.dmabuf && !cx.failed("kernel") {
+        if let Some(k) = cx.facts.kernel.effective() {
             if versions::satisfies(k, "< 5.12").unwrap_or(false) {
                 out.push(Finding::new(
                     "kernel-too-old-dmabuf",
@@ -87,18 +80,12 @@ pub(super) fn driver_and_kernel(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// What the CUDA driver API says about dma-buf.
 pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        no_gpu,
-        ..
-    } = *cx;
-    if let Some(rt) = &facts.cuda.runtime {
+    if let Some(rt) = &cx.facts.cuda.runtime {
         for d in &rt.devices {
             match d.dmabuf_supported {
                 Some(false) => out.push(Finding::new(
                     "cuda-dmabuf-unsupported",
-                    if intent.dmabuf { Sev::Error } else { Sev::Warn },
+                    if cx.intent.dmabuf { Sev::Error } else { Sev::Warn },
                     format!("CUDA says GPU {} cannot export dma-buf", d.ordinal),
                     format!("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED = 0 on CUDA device {} ({}, {})", d.ordinal, d.name.as_deref().unwrap_or("?"), d.pci_bus_id.as_deref().unwrap_or("?")),
                     "the proprietary kernel module, a kernel without dma-buf (< 5.12), or a GPU older than Turing",
@@ -115,7 +102,7 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
                 None => {}
             }
         }
-        if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), no_gpu) {
+        if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), cx.no_gpu) {
             out.push(Finding::new(
                 "cuda-unavailable",
                 Sev::Warn,
@@ -130,18 +117,11 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// The peer-memory modules and NCCL's detection of them.
 pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        sure,
-        ..
-    } = *cx;
-    let failed = |w: &str| cx.failed(w);
-    let m = &facts.modules;
+    let m = &cx.facts.modules;
     if m.is_loaded("nvidia_peermem") && m.is_loaded("nv_peer_mem") {
         out.push(Finding::new("peermem-both-loaded", Sev::Error, "nvidia_peermem and nv_peer_mem are both loaded", format!("both in {}", m.source), "the two peer-memory modules register the same client and conflict", "keep one: `rmmod nv_peer_mem` and disable its service (`systemctl disable --now nv_peer_mem`), or apply legacy-peermem which does that"));
     }
-    if intent.dmabuf && (m.is_loaded("nvidia_peermem") || m.is_loaded("nv_peer_mem")) {
+    if cx.intent.dmabuf && (m.is_loaded("nvidia_peermem") || m.is_loaded("nv_peer_mem")) {
         out.push(Finding::new(
             "peermem-loaded-dmabuf",
             Sev::Warn,
@@ -159,26 +139,27 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
             "`gdrprov apply` unloads and blocks it",
         ));
     }
-    let einval_log = facts.kernel_log.iter().find(|l| {
+    let einval_log = cx.facts.kernel_log.iter().find(|l| {
         l.contains("nvidia_peermem")
             && (l.contains("Unknown symbol")
                 || l.contains("disagrees about version")
                 || l.contains("Invalid argument"))
     });
-    if let Some(f) = peermem_symbol_mismatch(&facts.kernel_log) {
+    if let Some(f) = peermem_symbol_mismatch(&cx.facts.kernel_log) {
         out.push(f);
     } else if let Some(l) = einval_log {
         out.push(peermem_einval(format!("kernel log: {l}")));
-    } else if intent.peermem
-        && sure
+    } else if cx.intent.peermem
+        && cx.sure
         && m.source != "absent"
         && !m.is_loaded("nvidia_peermem")
         && !m.is_loaded("nv_peer_mem")
     {
         out.push(Finding::new("peermem-not-loaded", Sev::Warn, "nvidia_peermem is not loaded", format!("not in {}", m.source), "it is not loaded yet (apply loads it)", "`gdrprov apply` loads it; if `modprobe nvidia_peermem` then says \"Invalid argument\", the driver was built before OFED: reinstall the driver after OFED"));
     }
-    if intent.peermem && !failed("nccl") {
-        if let Some(v) = facts
+    if cx.intent.peermem && !cx.failed("nccl") {
+        if let Some(v) = cx
+            .facts
             .nccl
             .version
             .as_deref()
@@ -193,11 +174,10 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// The IOMMU mode against the profile's.
 pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx { facts, intent, .. } = *cx;
-    if let Some(want) = intent.iommu {
-        let have = facts.iommu.state;
-        let ev = format!("IOMMU {}: {}", have.words(), facts.iommu.evidence);
-        let arm = facts.arch.arch == crate::facts::arch::Arch::Aarch64;
+    if let Some(want) = cx.intent.iommu {
+        let have = cx.facts.iommu.state;
+        let ev = format!("IOMMU {}: {}", have.words(), cx.facts.iommu.evidence);
+        let arm = cx.facts.arch.arch == crate::facts::arch::Arch::Aarch64;
         match (want, have) {
             // Grace: GDS wants the SMMU translating, passthrough off.
             (IommuMode::Off, IommuState::Translated) if arm => {}
@@ -214,7 +194,7 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
         crate::facts::boot_shape::CmdlineHome::Elsewhere {
             starter, evidence, ..
         },
-    ) = (intent.iommu, &facts.boot.cmdline_home)
+    ) = (cx.intent.iommu, &cx.facts.boot.cmdline_home)
     {
         for f in out.iter_mut().filter(|f| f.id == "iommu-mode") {
             f.fix = format!("set the profile's IOMMU arguments in {} and restart the host (`gdrprov plan` lists them); gdrprov cannot change this host's kernel command line", starter.where_to_set());
@@ -225,15 +205,9 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// RDMA devices and their ports.
 pub(super) fn rdma_devices(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        sure,
-        ..
-    } = *cx;
-    let m = &facts.modules;
-    if intent.rdma && sure {
-        if facts.rdma_devices.is_empty() {
+    let m = &cx.facts.modules;
+    if cx.intent.rdma && cx.sure {
+        if cx.facts.rdma_devices.is_empty() {
             if m.is_loaded("mlx5_core") {
                 out.push(Finding::new(
                     "mlx5-no-rdma-device",
@@ -263,7 +237,8 @@ pub(super) fn rdma_devices(cx: &Cx, out: &mut Vec<Finding>) {
                 ));
             }
         }
-        let ports: Vec<_> = facts
+        let ports: Vec<_> = cx
+            .facts
             .rdma_devices
             .iter()
             .flat_map(|d| d.ports.iter().map(move |p| (d, p)))
@@ -286,18 +261,11 @@ pub(super) fn rdma_devices(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// The eRDMA driver, devices and MTU.
 pub(super) fn erdma(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        sure,
-        ..
-    } = *cx;
-    let failed = |w: &str| cx.failed(w);
-    if intent.erdma
-        && sure
-        && !facts.erdma.present()
-        && !facts.rdma_devices.iter().any(|d| d.is_erdma())
-        && !failed("erdma")
+    if cx.intent.erdma
+        && cx.sure
+        && !cx.facts.erdma.present()
+        && !cx.facts.rdma_devices.iter().any(|d| d.is_erdma())
+        && !cx.failed("erdma")
     {
         out.push(Finding::new(
             "erdma-absent",
@@ -308,7 +276,7 @@ pub(super) fn erdma(cx: &Cx, out: &mut Vec<Finding>) {
             "on an Alibaba Cloud eRDMA instance install the eRDMA driver (erdma-installer); elsewhere use rdma-dmabuf or legacy-peermem",
         ));
     }
-    for d in facts.rdma_devices.iter().filter(|d| d.is_erdma()) {
+    for d in cx.facts.rdma_devices.iter().filter(|d| d.is_erdma()) {
         for p in &d.ports {
             if let Some(mtu) = p.mtu.filter(|m| *m != 8500 && *m != 1400) {
                 out.push(Finding::new(
@@ -326,9 +294,8 @@ pub(super) fn erdma(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// PCIe: ACS between GPU and NIC, and their distance.
 pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx { facts, intent, .. } = *cx;
-    if intent.rdma {
-        for p in &facts.pcie {
+    if cx.intent.rdma {
+        for p in &cx.facts.pcie {
             for b in p.acs_blocking() {
                 out.push(Finding::new(
                     "acs-enabled",
@@ -340,8 +307,9 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
                 ));
             }
         }
-        for g in &facts.gpus {
-            let best = facts
+        for g in &cx.facts.gpus {
+            let best = cx
+                .facts
                 .pcie
                 .iter()
                 .filter(|p| p.gpu == g.pci)
@@ -365,12 +333,10 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// perftest's dma-buf support.
 pub(super) fn perftest(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx { facts, intent, .. } = *cx;
-    let failed = |w: &str| cx.failed(w);
-    if intent.dmabuf
-        && facts.perftest.installed
-        && facts.perftest.cuda_dmabuf == Some(false)
-        && !failed("perftest")
+    if cx.intent.dmabuf
+        && cx.facts.perftest.installed
+        && cx.facts.perftest.cuda_dmabuf == Some(false)
+        && !cx.failed("perftest")
     {
         out.push(Finding::new(
             "perftest-no-dmabuf",
@@ -378,7 +344,7 @@ pub(super) fn perftest(cx: &Cx, out: &mut Vec<Finding>) {
             "ib_write_bw has no --use_cuda_dmabuf",
             format!(
                 "perftest {}: `ib_write_bw --help` does not list --use_cuda_dmabuf",
-                facts.perftest.version.as_deref().unwrap_or("?")
+                cx.facts.perftest.version.as_deref().unwrap_or("?")
             ),
             "perftest older than 6.26, or built without CUDA",
             "manual GPU tests need perftest >= 6.26 built with CUDA; `gdrprov bench` needs none",
@@ -388,9 +354,8 @@ pub(super) fn perftest(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// The locked-memory limit.
 pub(super) fn memlock(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx { facts, intent, .. } = *cx;
-    if intent.rdma {
-        if let Some(s) = facts.limits.memlock_soft.as_deref() {
+    if cx.intent.rdma {
+        if let Some(s) = cx.facts.limits.memlock_soft.as_deref() {
             if s != "unlimited" && s.parse::<u64>().is_ok_and(|b| b < (64 << 20)) {
                 out.push(Finding::new("memlock-low", Sev::Warn, "the locked-memory limit is low", format!("Max locked memory {s} bytes"), "RDMA memory registration pins host memory against RLIMIT_MEMLOCK", "set `* - memlock unlimited` in /etc/security/limits.d and DefaultLimitMEMLOCK=infinity for services"));
             }
@@ -400,16 +365,10 @@ pub(super) fn memlock(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// The RDMA user-space libraries.
 pub(super) fn rdma_userspace(cx: &Cx, out: &mut Vec<Finding>) {
-    let Cx {
-        facts,
-        intent,
-        sure,
-        ..
-    } = *cx;
-    if facts.ofed.kind == OfedKindFact::Absent
-        && intent.rdma
-        && sure
-        && !facts.rdma_devices.is_empty()
+    if cx.facts.ofed.kind == OfedKindFact::Absent
+        && cx.intent.rdma
+        && cx.sure
+        && !cx.facts.rdma_devices.is_empty()
     {
         out.push(Finding::new(
             "no-rdma-userspace",

@@ -12,7 +12,10 @@ pub mod affinity;
 pub mod copy;
 pub mod kernel_log;
 pub mod links;
+pub mod node;
+pub mod nvlink;
 pub mod nvml;
+pub mod p2p;
 pub mod ports;
 
 use serde::Serialize;
@@ -29,6 +32,9 @@ pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {
         kernel_log::check(facts),
         ports::check(facts),
         affinity::check(facts),
+        nvlink::check(facts),
+        nvlink::fabric(facts),
+        p2p::from_facts(facts),
     ]
 }
 
@@ -41,6 +47,16 @@ pub struct HealthReport {
     pub copy: Option<crate::bench::copy::CopyReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvml: Option<nvml::NvmlReport>,
+    /// Every GPU at once, and every GPU pair (2+ GPUs, running system).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrent: Option<crate::bench::concurrent::ConcurrentReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<crate::bench::p2p::P2pReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nccl: Option<crate::bench::nccl::NcclReport>,
+    /// Seconds the multi-GPU part took (concurrent copy, every pair, NVLink counters).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_seconds: Option<f64>,
     pub links: Vec<crate::facts::links::PcieLink>,
 }
 
@@ -48,10 +64,18 @@ pub struct HealthReport {
 /// are measured too (and the GPU links judged under load); elsewhere those
 /// two are skipped with the reason.
 pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
+    let mut multi = node::NodeRun::default();
+    let timer = std::time::Instant::now;
     let (copy_check, loads, copy, nvml_check, nvml) = if live {
+        let start = timer();
         let (c, loads, r) = copy::run(facts);
+        let alone = start.elapsed();
+        multi = node::run(facts, r.as_ref());
+        // The copy check's time: every GPU alone, then all together.
+        let c = node::fold_copy(c, multi.concurrent.as_ref()).timed(alone + multi.concurrent_took);
+        let start = timer();
         let n = nvml::read();
-        let nc = nvml::check(n.as_ref().map_err(String::as_str));
+        let nc = nvml::check(n.as_ref().map_err(String::as_str)).timed(start.elapsed());
         (c, loads, r, nc, n.ok())
     } else {
         let why = "not the running system";
@@ -63,17 +87,44 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
             None,
         )
     };
+    let timed = |f: &dyn Fn() -> HealthCheck| {
+        let start = timer();
+        f().timed(start.elapsed())
+    };
     HealthReport {
         checks: vec![
-            links::check(facts, &loads),
+            timed(&|| links::check(facts, &loads)),
             copy_check,
-            kernel_log::check(facts),
+            timed(&|| kernel_log::check(facts)),
             nvml_check,
-            ports::check(facts),
-            affinity::check(facts),
+            timed(&|| ports::check(facts)),
+            timed(&|| affinity::check(facts)),
+            multi
+                .nvlink
+                .take()
+                .unwrap_or_else(|| timed(&|| nvlink::check(facts))),
+            timed(&|| nvlink::fabric(facts)),
+            multi
+                .p2p_check
+                .take()
+                .unwrap_or_else(|| timed(&|| p2p::from_facts(facts))),
+            multi.nccl_check.take().unwrap_or_else(|| {
+                HealthCheck::skip(
+                    node::NCCL,
+                    if live {
+                        "fewer than two GPUs: no all_reduce between GPUs"
+                    } else {
+                        "not the running system"
+                    },
+                )
+            }),
         ],
         copy,
         nvml,
+        concurrent: multi.concurrent,
+        p2p: multi.p2p,
+        nccl: multi.nccl,
+        node_seconds: (multi.seconds > 0.0).then_some(multi.seconds),
         links: facts.links.clone(),
     }
 }

@@ -91,7 +91,18 @@ pub fn run(
             .map_err(|e| crate::error::Error::Usage(format!("--device: {e}")))?;
         cx.device = (Some(dev), port);
     }
-    let mut checks: Vec<Check> = TABLE.iter().filter_map(|e| e.check(&cx)).collect();
+    // Each check timed; a health check keeps the time its measurement took.
+    let mut checks: Vec<Check> = TABLE
+        .iter()
+        .filter_map(|e| {
+            let start = std::time::Instant::now();
+            let c = e.check(&cx)?;
+            Some(match c.duration {
+                Some(_) => c,
+                None => c.timed(start.elapsed()),
+            })
+        })
+        .collect();
     // A generation left unfinished: the host is in no known state.
     if let Some(n) = crate::apply::notice(host, &StateStore::new(host)) {
         checks.insert(0, Check::fail_with_cause("journal", n));

@@ -85,9 +85,9 @@ pub fn summary(r: &PairReport) -> String {
     if let Some(x) = r.results.last() {
         s.push_str(&format!(
             ": {} bytes at {:.2} Gb/s",
-            x.bytes, x.average_gbps
+            x.size.bytes, x.size.average_gbps
         ));
-        if let (Some(f), Some(l)) = (x.line_rate_fraction, r.line_rate_gbps) {
+        if let (Some(f), Some(l)) = (x.size.line_rate_fraction, r.line_rate_gbps) {
             s.push_str(&format!(" = {f:.2} of {l} Gb/s"));
         }
     }

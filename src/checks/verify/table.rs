@@ -142,6 +142,26 @@ pub static TABLE: &[Entry] = &[
         run: Run::Health,
     },
     Entry {
+        name: "nvlink",
+        description: "NVLink links per GPU (expected from the device) up, their version and error rate",
+        run: Run::Health,
+    },
+    Entry {
+        name: "gpu-fabric",
+        description: "NVSwitch boards: every GPU's fabric registered (Fabric Manager)",
+        run: Run::Health,
+    },
+    Entry {
+        name: "gpu-p2p",
+        description: "every GPU pair: peer access, path and copy bandwidth against the path's floor",
+        run: Run::Health,
+    },
+    Entry {
+        name: "nccl-allreduce",
+        description: "NCCL all_reduce over every GPU: GPU to GPU (not through host memory), busbw against its floor",
+        run: Run::Health,
+    },
+    Entry {
         name: "rdma-ports",
         description: "RDMA ports ACTIVE at their rate, RoCE v2 GIDs",
         run: Run::Health,

@@ -46,7 +46,7 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
             });
             out.document(names::BOOT_LIST, &target.root, v);
         }
-        Format::Text | Format::Prometheus => out.raw(&list_text(&host, &info)),
+        Format::Text | Format::Prometheus | Format::Html => out.raw(&list_text(&host, &info)),
     }
     Ok(crate::exit::OK)
 }
@@ -134,7 +134,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
                 &target.root,
                 serde_json::json!({"run": shown, "ran": false}),
             ),
-            Format::Text | Format::Prometheus => {
+            Format::Text | Format::Prometheus | Format::Html => {
                 out.raw(&format!("Would run (--no-exec): {line}\n"))
             }
         }
@@ -162,7 +162,9 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
             &target.root,
             serde_json::json!({"run": shown, "ran": true, "durable": durable}),
         ),
-        Format::Text | Format::Prometheus => out.raw(&format!("Ran: {line}\n{}.\n", spec.why)),
+        Format::Text | Format::Prometheus | Format::Html => {
+            out.raw(&format!("Ran: {line}\n{}.\n", spec.why))
+        }
     }
     Ok(())
 }
@@ -203,25 +205,11 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
     Ok(edits
         .into_iter()
         .map(|e| {
-            let before = files
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, c)| c.clone());
-            Change {
-                module: "boot".into(),
-                description: format!(
-                    "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
-                    e.name
-                ),
-                action: Action::WriteFile {
-                    path: e.name.clone(),
-                    before,
-                    after: e.new_content,
-                    new_mode: 0o644,
-                    meta: None,
-                },
-                reboot: None,
-            }
+            let description = format!(
+                "Set GRUB_DEFAULT=saved in {} (the default entry is then the one grub-set-default saves)",
+                e.name
+            );
+            crate::plan::modules::bootcfg_grub::defaults_edit("boot", &files, e, description, None)
         })
         .collect())
 }
@@ -231,6 +219,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let store = StateStore::new(&host);
     // Planned against half-changed files otherwise: `gdrprov recover` first.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let info = read_info(&host)?;
     let id = resolve(&info, &host, &a.entry)?;
     let state = store.load_state()?;
@@ -312,6 +301,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     ops::require_root(&host, "changing the boot entries")?;
     let _lock = store.lock()?;
     apply::refuse_unfinished_locked(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let outcome = apply::execute(&host, &store, &plan, Kind::Apply, Vec::new())?;
     // Label the generation for `history`; state.json keeps the profiles.
     let mut g = store.load_generation(outcome.generation)?;
@@ -332,6 +322,7 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
     let store = StateStore::new(&host);
     // An interrupted commit (or any unfinished run) first: `gdrprov recover`.
     apply::refuse_unfinished(&host, &store)?;
+    crate::checks::proof::refuse_unproven(&host, &store)?;
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
         return Err(Error::Refused(

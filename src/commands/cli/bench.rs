@@ -29,6 +29,10 @@ pub enum BenchCommand {
     Copy(CopyArgs),
     /// RDMA between two hosts: `--listen` on one, `pair PEER` on the other; with a data check.
     Pair(PairArgs),
+    /// GPU -> GPU copy-engine bandwidth of every ordered pair: read, write, bidirectional, peer access and path.
+    P2p(super::bench_node::P2pArgs),
+    /// NCCL all_reduce over every local GPU in one process: busbw per size, the transports NCCL chose.
+    Nccl(super::bench_node::NcclArgs),
 }
 
 impl BenchCommand {
@@ -38,6 +42,8 @@ impl BenchCommand {
             BenchCommand::Probe(_) => names::BENCH_PROBE,
             BenchCommand::Copy(_) => names::BENCH_COPY,
             BenchCommand::Pair(_) => names::BENCH_PAIR,
+            BenchCommand::P2p(_) => names::BENCH_P2P,
+            BenchCommand::Nccl(_) => names::BENCH_NCCL,
         }
     }
 }
@@ -131,6 +137,8 @@ pub struct CopyArgs {
     /// Pass at this many GB/s each way.
     #[arg(long, value_name = "GBS")]
     pub min_gbs: Option<f64>,
+    #[command(flatten)]
+    pub node: super::bench_node::ConcurrentArgs,
 }
 
 /// `gdrprov bench pair`

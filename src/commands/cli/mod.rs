@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod bench;
+pub mod bench_node;
 pub mod boot;
 pub mod fleet;
 pub mod profile;

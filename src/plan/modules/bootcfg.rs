@@ -7,20 +7,20 @@
 
 use super::Part;
 use crate::error::{Error, Result};
-use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
-use crate::plan::change::{Action, Change, ManagedFile};
+use crate::plan::change::{Action, Change};
 use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::Context;
 use crate::profile::IommuMode;
 use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use gdrprov_boot::{cmdline, entries, grub_defaults};
 
+use super::bootcfg_extra::{self as extra, EntryFile, Extra};
 pub use super::bootcfg_grub::bls_default_entry;
 use super::bootcfg_grub::{
-    bls_needing_change, grub_cfg_stale, grub_error, names_entry, read_defaults, regenerate_command,
-    Extra, DEFAULTS,
+    bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
+    regenerate_command, DEFAULTS,
 };
 
 pub const MODULE: &str = "boot";
@@ -123,14 +123,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .proc_cmdline
         .as_deref()
         .filter(|_| chosen.is_none());
+    let listed: Vec<(String, BootWants)> = ctx
+        .desired
+        .entries
+        .iter()
+        .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
+        .collect();
     if let crate::facts::boot_shape::CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home {
-        let extra: Vec<(String, BootWants)> = ctx
-            .desired
-            .entries
-            .iter()
-            .map(|(n, b)| (n.clone(), wants_of(b, vendor)))
-            .collect();
-        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &extra, running_line, part);
+        return super::bootcfg_sdboot::plan(ctx, sd, &wants, &listed, running_line, part);
     }
 
     let seen = ctx.seen;
@@ -150,12 +150,11 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         current,
         args,
         wants,
-        vendor,
         trial,
         bls,
     };
     let edited = default_entry(&s, &mut part)?;
-    let x = extra_entries(ctx, &s, &owned_entries, &mut part)?;
+    let x = extra_entries(ctx, &s, &listed, &owned_entries, &mut part)?;
     regeneration(&s, &x, edited, &mut part);
     trial_boot(ctx, &s, x, &mut part);
     Ok(part)
@@ -171,7 +170,6 @@ struct Shared<'a> {
     /// The default entry's arguments: wanted, to add, to remove, the result.
     args: desired::ArgPlan,
     wants: BootWants,
-    vendor: Vendor,
     trial: bool,
     bls: bool,
 }
@@ -208,28 +206,16 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
             .map_err(|e| grub_error(seen, e))?;
         edited = !edits.is_empty();
         for e in edits {
-            let before = files
-                .iter()
-                .find(|(n, _)| *n == e.name)
-                .map(|(_, c)| c.clone());
-            part.edits.push(Change {
-                module: MODULE.into(),
-                description: format!(
-                    "Edit the kernel command line in {}: {}",
-                    e.name, reboot_reason
-                ),
-                action: Action::WriteFile {
-                    path: e.name.clone(),
-                    before,
-                    after: e.new_content,
-                    new_mode: 0o644,
-                    meta: None,
-                },
-                // Not when the running kernel already has it (`commit` of a
-                // trial that runs).
-                reboot: (args.reboot.is_none() || args.reboot_needed())
-                    .then(|| format!("kernel command line: {reboot_reason}")),
-            });
+            let description = format!(
+                "Edit the kernel command line in {}: {}",
+                e.name, reboot_reason
+            );
+            // Not when the running kernel already has it (`commit` of a
+            // trial that runs).
+            let reboot = (args.reboot.is_none() || args.reboot_needed())
+                .then(|| format!("kernel command line: {reboot_reason}"));
+            part.edits
+                .push(defaults_edit(MODULE, files, e, description, reboot));
         }
         if let Some(diffs) = args.reboot.as_ref().filter(|d| !d.is_empty()) {
             let text: Vec<String> = diffs.iter().map(|d| d.to_string()).collect();
@@ -244,49 +230,27 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
 
 /// Extra entries start from the default entry's command line (as it will
 /// be after this plan) and apply their own profile's rules to it; the
-/// trial is one more. Their files, and whether any changes.
+/// trial is one more. Their files (GRUB: `grub.d` scripts; BLS: copies of
+/// the default entry), and whether any changes.
 fn extra_entries(
     ctx: &Context,
     s: &Shared,
+    listed: &[(String, BootWants)],
     owned_entries: &[String],
     part: &mut Part,
 ) -> Result<Entries> {
     let (seen, args, trial, bls) = (s.seen, &s.args, s.trial, s.bls);
-    let (current, wants, vendor) = (&s.current, &s.wants, s.vendor);
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after = desired::plan_args(&e.options, wants, &ctx.state.kernel_args, None)?.result;
+            let after =
+                desired::plan_args(&e.options, &s.wants, &ctx.state.kernel_args, None)?.result;
             (e.options.clone(), after)
         }
-        None => (current.clone(), args.result.clone()),
+        None => (s.current.clone(), args.result.clone()),
     };
-    let base = if trial { &base_now } else { &base_after };
-    let mut extras = Vec::new();
-    for (name, b) in &ctx.desired.entries {
-        let p = desired::plan_args(base, &wants_of(b, vendor), &[], None).map_err(|source| {
-            Error::BootArgsIn {
-                within: format!("boot entry `{name}`"),
-                source,
-            }
-        })?;
-        extras.push(Extra {
-            name: name.clone(),
-            own: p.wanted,
-            args: p.result,
-        });
-    }
-    if trial {
-        extras.push(Extra {
-            name: entries::TRIAL_ENTRY.into(),
-            own: args.wanted.clone(),
-            args: base_after
-                .iter()
-                .cloned()
-                .chain([TRIAL_MARKER.to_string()])
-                .collect(),
-        });
-    }
+    let trial_own = trial.then_some(args.wanted.as_slice());
+    let extras = extra::command_lines(listed, &base_now, &base_after, trial_own)?;
     if bls && !extras.is_empty() && bls_default.is_none() {
         return Err(Error::Refused(format!(
             "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
@@ -301,52 +265,43 @@ fn extra_entries(
 
     // The entry files, and whether any will change.
     let header = crate::plan::modules::files::header(ctx);
-    let mut wanted_paths = Vec::new();
+    let placed = extra::place(MODULE, &extras, part, |x| match &bls_default {
+        Some((default_id, text, e)) => {
+            let id = entries::bls_derived_id(default_id, &e.version, &x.name);
+            Ok(EntryFile {
+                path: format!("{BLS_DIR}/{id}.conf"),
+                content: entries::bls_derived(text, &id, &x.name, &x.args),
+                mode: 0o644,
+                id,
+            })
+        }
+        None => {
+            let title = entries::title(&x.name, &x.own);
+            let script = entries::grubd_script(&header, &x.name, &title, &x.args).map_err(|e| {
+                Error::Refused(format!(
+                    "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
+                    x.name,
+                    seen.display(DEFAULTS)
+                ))
+            })?;
+            Ok(EntryFile {
+                path: entries::grubd_path(&x.name),
+                content: script,
+                mode: 0o755,
+                id: x.name.clone(),
+            })
+        }
+    })?;
+    let wanted_paths: Vec<(String, String)> = placed
+        .files
+        .into_iter()
+        .map(|f| (f.path, f.content))
+        .collect();
     let mut scripts_changed = Vec::new();
-    let mut trial_id = None;
-    for x in &extras {
-        let (path, content, mode, id) = match &bls_default {
-            Some((default_id, text, e)) => {
-                let id = entries::bls_derived_id(default_id, &e.version, &x.name);
-                (
-                    format!("{BLS_DIR}/{id}.conf"),
-                    entries::bls_derived(text, &id, &x.name, &x.args),
-                    0o644,
-                    id,
-                )
-            }
-            None => {
-                let title = entries::title(&x.name, &x.own);
-                let script =
-                    entries::grubd_script(&header, &x.name, &title, &x.args).map_err(|e| {
-                        Error::Refused(format!(
-                            "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
-                            x.name,
-                            seen.display(DEFAULTS)
-                        ))
-                    })?;
-                (entries::grubd_path(&x.name), script, 0o755, x.name.clone())
-            }
-        };
-        if wanted_paths.iter().any(|(p, _)| *p == path) {
-            return Err(Error::Refused(format!(
-                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
-            )));
-        }
-        if x.name == entries::TRIAL_ENTRY {
-            trial_id = Some(id);
-        }
-        if seen.file(&path)? != Some(content.as_str()) {
+    for (path, content) in &wanted_paths {
+        if seen.file(path)? != Some(content.as_str()) {
             scripts_changed.push(path.clone());
         }
-        wanted_paths.push((path.clone(), content.clone()));
-        part.files.push(ManagedFile {
-            path,
-            content,
-            mode,
-            module: MODULE,
-            reboot: None,
-        });
     }
     let removed = owned_entries
         .iter()
@@ -355,7 +310,7 @@ fn extra_entries(
         extras,
         wanted_paths,
         scripts_changed,
-        trial_id,
+        trial_id: placed.trial_id,
         removed,
         base_now,
         base_after,

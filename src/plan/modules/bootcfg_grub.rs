@@ -3,19 +3,37 @@
 //! the BLS entries lag behind the wanted command line, and the command that
 //! regenerates grub.cfg.
 
+use super::bootcfg_extra::Extra;
 use crate::error::{Error, Result};
 use crate::host::CommandSpec;
+use crate::plan::change::Change;
 use crate::plan::inputs::PlanFacts;
 use gdrprov_boot::{cmdline, entries, grub_defaults};
 
 pub(super) const DEFAULTS: &str = "/etc/default/grub";
 
-/// An extra entry to write: its name, its profile's own arguments (for the
-/// title) and its whole command line.
-pub(super) struct Extra {
-    pub(super) name: String,
-    pub(super) own: Vec<String>,
-    pub(super) args: Vec<String>,
+/// `module`'s change that writes one edit of the GRUB defaults (`files`: each defaults file's
+/// name and text as read, the edit's file among them).
+pub fn defaults_edit(
+    module: &str,
+    files: &[(String, String)],
+    e: grub_defaults::FileEdit,
+    description: String,
+    reboot: Option<String>,
+) -> Change {
+    let before = files
+        .iter()
+        .find(|(n, _)| *n == e.name)
+        .map(|(_, c)| c.clone());
+    Change::write(
+        module,
+        description,
+        &e.name,
+        before,
+        e.new_content,
+        0o644,
+        reboot,
+    )
 }
 
 /// Whether a boot entry id (grub.cfg id or derived BLS id) is the extra

@@ -8,11 +8,11 @@
 //! it added, or ones the profile forbids. Pure: facts and files read
 //! through `ctx.seen`.
 
+use super::bootcfg_extra::{self as extra, EntryFile};
 use crate::error::{Error, Result};
-use crate::facts::boot::TRIAL_MARKER;
 use crate::facts::boot_shape::SdBoot;
 use crate::host::CommandSpec;
-use crate::plan::change::{Change, ManagedFile, Part};
+use crate::plan::change::{Change, Part};
 use crate::plan::modules::Context;
 use gdrprov_boot::desired::{self, BootWants};
 use gdrprov_boot::entries::{self, BlsEntry};
@@ -182,7 +182,7 @@ fn options_of(text: &str) -> String {
         .join(" ")
 }
 
-/// The boot part on a systemd-boot host. `extra` are the profiles'
+/// The boot part on a systemd-boot host. `listed` are the profiles'
 /// `boot.entry` items (name and what each wants); `running_line` the
 /// running command line, `None` when it is not the default entry's to
 /// compare (an extra entry runs, or none is known).
@@ -190,7 +190,7 @@ pub fn plan(
     ctx: &Context,
     sd: &SdBoot,
     wants: &BootWants,
-    extra: &[(String, BootWants)],
+    listed: &[(String, BootWants)],
     running_line: Option<&str>,
     mut part: Part,
 ) -> Result<Part> {
@@ -241,8 +241,8 @@ pub fn plan(
             ));
         }
     }
-    if trial || !extra.is_empty() {
-        extra_entries(ctx, sd, wants, extra, &entries, &mut part)?;
+    if trial || !listed.is_empty() {
+        extra_entries(ctx, sd, wants, listed, &entries, &mut part)?;
     }
     cancel_replaced_trial(ctx, sd, &mut part);
     Ok(part)
@@ -333,13 +333,13 @@ fn extra_entries(
     ctx: &Context,
     sd: &SdBoot,
     wants: &BootWants,
-    extra: &[(String, BootWants)],
+    listed: &[(String, BootWants)],
     kernels: &[(String, String)],
     part: &mut Part,
 ) -> Result<()> {
     let seen = ctx.seen;
     let dir = format!("{}/loader/entries", sd.esp);
-    let names: Vec<&str> = extra
+    let names: Vec<&str> = listed
         .iter()
         .map(|(n, _)| n.as_str())
         .chain(ctx.trial.is_some().then_some(entries::TRIAL_ENTRY))
@@ -378,50 +378,25 @@ fn extra_entries(
             source,
         })?
         .result;
-    let trial = ctx.trial.is_some();
-    let base = if trial { &base_now } else { &base_after };
-    let mut wanted: Vec<(String, Vec<String>)> = Vec::new();
-    for (name, w) in extra {
-        let p = desired::plan_args(base, w, &[], None).map_err(|source| Error::BootArgsIn {
-            within: format!("boot entry `{name}`"),
-            source,
-        })?;
-        wanted.push((name.clone(), p.result));
-    }
-    if trial {
-        let args = base_after
-            .iter()
-            .cloned()
-            .chain([TRIAL_MARKER.to_string()])
-            .collect();
-        wanted.push((entries::TRIAL_ENTRY.to_string(), args));
-    }
+    let trial_own = ctx.trial.is_some().then_some(&[][..]);
+    let extras = extra::command_lines(listed, &base_now, &base_after, trial_own)?;
     let (base_id, _) = sdboot::split_counter(&default.id);
-    let mut all = parsed.clone();
-    let mut paths: Vec<String> = Vec::new();
-    let mut trial_id = None;
-    for (name, args) in &wanted {
-        let id = entries::bls_derived_id(base_id, &default.version, name);
-        let path = format!("{dir}/{id}.conf");
-        if paths.contains(&path) {
-            return Err(Error::Refused(format!(
-                "two boot entries would share {path} (`gdrprov-NAME` and `NAME` name one entry); rename one"
-            )));
-        }
-        let content = entries::bls_derived(&default_text, &id, name, args);
-        all.push(entries::parse_bls(&id, &content, ""));
-        if name == entries::TRIAL_ENTRY {
-            trial_id = Some(id.clone());
-        }
-        paths.push(path.clone());
-        part.files.push(ManagedFile {
-            path,
-            content,
+    let placed = extra::place(MODULE, &extras, part, |x| {
+        let id = entries::bls_derived_id(base_id, &default.version, &x.name);
+        Ok(EntryFile {
+            path: format!("{dir}/{id}.conf"),
+            content: entries::bls_derived(&default_text, &id, &x.name, &x.args),
             mode: 0o644,
-            module: MODULE,
-            reboot: None,
-        });
-    }
+            id,
+        })
+    })?;
+    let mut all = parsed.clone();
+    all.extend(
+        placed
+            .files
+            .iter()
+            .map(|f| entries::parse_bls(&f.id, &f.content, "")),
+    );
     // Never the default by accident: systemd-boot's own order decides.
     sdboot::sort(&mut all);
     let after = sdboot::default_of(&all, sd.efi_default.as_deref(), loader_conf);
@@ -434,7 +409,7 @@ fn extra_entries(
             default.id
         )));
     }
-    if let Some(id) = trial_id {
+    if let Some(id) = placed.trial_id {
         let file = format!("{id}.conf");
         let argv = ["bootctl", "set-oneshot", file.as_str()];
         let how = "bootctl set-oneshot";

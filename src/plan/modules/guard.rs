@@ -15,7 +15,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
         return Ok(warnings);
     };
     let allowed = |m: &str| doc.allow_blocking.iter().any(|a| super::kmod::norm(a) == m);
-    for m in doc.absent.iter().map(|m| super::kmod::norm(m)) {
+    for (m, key) in blocked(ctx) {
         if allowed(&m) {
             continue;
         }
@@ -34,7 +34,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
             match facts {
                 Ok(d) if d.modules.contains(&m) => {
                     return Err(Error::Refused(format!(
-                        "modules.absent: `{m}` drives {role} ({}: {}); blocked, the host {then}. Remove it from modules.absent; or, if this profile really must block it, say so: `modules.allow-blocking: [{m}]` (nothing was changed)",
+                        "{key}: `{m}` drives {role} ({}: {}); blocked, the host {then}. Remove it from {key}; or, if this profile really must block it, say so: `modules.allow-blocking: [{m}]` (nothing was changed)",
                         d.what,
                         d.modules.join(", ")
                     )));
@@ -48,7 +48,7 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
                     };
                     if relevant {
                         warnings.push(format!(
-                            "modules.absent: `{m}` is a {} driver, and whether it drives {role} cannot be told here ({why}); check before booting this root, and name it in `modules.allow-blocking` to say it is meant",
+                            "{key}: `{m}` is a {} driver, and whether it drives {role} cannot be told here ({why}); check before booting this root, and name it in `modules.allow-blocking` to say it is meant",
                             class.unwrap_or("")
                         ));
                     }
@@ -57,6 +57,12 @@ pub fn modules(ctx: &Context) -> Result<Vec<String>> {
         }
     }
     Ok(warnings)
+}
+
+/// Every module the profile blocks, with the key that blocks it
+/// (`modules.absent`, or a kernel argument that blocks by another spelling).
+fn blocked(ctx: &Context) -> Vec<(String, String)> {
+    crate::profile::guard::blocked_modules(ctx.desired)
 }
 
 /// Refuses a `files:` path that leads through a symlink where `files:` may
@@ -71,6 +77,41 @@ pub fn file_targets(ctx: &Context) -> Result<()> {
                 "files[{i}].path: {} leads through a symlink to {why} (nothing was changed)",
                 ctx.seen.display(&f.path)
             )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses text that would reach a generated file or a command line and is
+/// not one line of printable text (issue 37): the profiles' names (every
+/// generated file's header, the verify unit's `ExecStart`), NCCL values and
+/// the variables a built-in template renders. Loading checks them too; this
+/// is the plan's own check, so a generated file is built from validated
+/// pieces whatever made the context.
+pub fn text(ctx: &Context) -> Result<()> {
+    use crate::profile::text::{check_line, MAX_NAME, MAX_VALUE};
+    let refuse = |why: String| Error::Refused(format!("{why} (nothing was changed)"));
+    for n in &ctx.desired.names {
+        check_line("profile name", n, MAX_NAME).map_err(refuse)?;
+    }
+    let doc = &ctx.desired.doc;
+    for (k, v) in &doc.nccl {
+        if let Some(s) = v.as_str() {
+            check_line(&format!("nccl.{k}"), s, MAX_VALUE).map_err(refuse)?;
+        }
+    }
+    for f in &doc.files {
+        let builtin = f
+            .template
+            .as_deref()
+            .is_some_and(|t| crate::profile::builtin::template(t).is_some());
+        if !builtin {
+            continue;
+        }
+        for (k, v) in doc.vars.iter().chain(f.vars.iter()) {
+            if let Some(s) = v.as_str() {
+                check_line(&format!("vars.{k}"), s, MAX_VALUE).map_err(refuse)?;
+            }
         }
     }
     Ok(())

@@ -4,6 +4,7 @@
 pub mod bootcfg;
 pub mod bootcfg_arch;
 pub mod bootcfg_elsewhere;
+pub mod bootcfg_extra;
 pub mod bootcfg_grub;
 pub mod bootcfg_sdboot;
 pub mod bootcfg_trial;
@@ -45,6 +46,26 @@ pub struct Context<'a> {
     /// `apply --trial`: the profiles as given (for `commit`); the boot
     /// arguments go to a one-shot entry and the default entry is left alone.
     pub trial: Option<Vec<String>>,
+}
+
+impl Context<'_> {
+    /// A change to the running system: `spec` runs now when live changes are allowed; else, on
+    /// the live system, the next boot owes it (`owed` says what stays until then). An image
+    /// gets neither: its persistent state is enough.
+    pub fn now_or_next_boot(
+        &self,
+        part: &mut Part,
+        module: &str,
+        spec: crate::host::CommandSpec,
+        owed: impl FnOnce() -> String,
+    ) {
+        if self.live_changes {
+            part.commands
+                .push(crate::plan::change::Change::run(module, spec, None));
+        } else if self.facts.live {
+            part.reboot_pending.push(owed());
+        }
+    }
 }
 
 /// Planning on literal facts: no host, no file system.

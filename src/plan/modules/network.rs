@@ -10,7 +10,6 @@ use super::Part;
 use crate::error::Result;
 use crate::facts::Facts;
 use crate::host::CommandSpec;
-use crate::plan::change::Change;
 use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::Context;
 use crate::profile::{Composed, MtuValue, NetMatch};
@@ -189,26 +188,23 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         if w.iface.mtu == Some(w.mtu) {
             continue;
         }
-        if ctx.live_changes {
-            let n = w.mtu.to_string();
-            let spec = CommandSpec::new(
-                &["ip", "link", "set", "dev", &w.iface.name, "mtu", &n],
-                format!(
-                    "Set the MTU of {} to {n} now (was {}; {})",
-                    w.iface.name,
-                    w.iface.mtu.map_or("unknown".into(), |m| m.to_string()),
-                    w.why
-                ),
-            );
-            part.commands.push(Change::run(MODULE, spec, None));
-        } else if ctx.facts.live {
-            part.reboot_pending.push(format!(
-                "{} has MTU {}; --no-reboot leaves it until the next boot, which sets {}",
-                w.iface.name,
-                w.iface.mtu.map_or("unknown".into(), |m| m.to_string()),
-                w.mtu
-            ));
-        }
+        let (n, was) = (
+            w.mtu.to_string(),
+            w.iface.mtu.map_or("unknown".into(), |m| m.to_string()),
+        );
+        let spec = CommandSpec::new(
+            &["ip", "link", "set", "dev", &w.iface.name, "mtu", &n],
+            format!(
+                "Set the MTU of {} to {n} now (was {was}; {})",
+                w.iface.name, w.why
+            ),
+        );
+        ctx.now_or_next_boot(&mut part, MODULE, spec, || {
+            format!(
+                "{} has MTU {was}; --no-reboot leaves it until the next boot, which sets {n}",
+                w.iface.name
+            )
+        });
     }
     Ok(part)
 }

@@ -137,24 +137,22 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         part.commands.push(Change::run(MODULE, spec, None));
     }
     for b in &blocking {
-        if ctx.live_changes {
-            let argv = setpci_args(&b.bridge);
-            let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let spec = CommandSpec::new(
-                &argv,
-                format!(
-                    "Clear ACS control on bridge {} now (it is {})",
-                    b.bridge,
-                    b.bits.clone().unwrap_or_default()
-                ),
-            );
-            part.commands.push(Change::run(MODULE, spec, None));
-        } else if ctx.facts.live {
-            part.reboot_pending.push(format!(
+        let argv = setpci_args(&b.bridge);
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let spec = CommandSpec::new(
+            &argv,
+            format!(
+                "Clear ACS control on bridge {} now (it is {})",
+                b.bridge,
+                b.bits.clone().unwrap_or_default()
+            ),
+        );
+        ctx.now_or_next_boot(&mut part, MODULE, spec, || {
+            format!(
                 "ACS is on at bridge {}; --no-reboot leaves it until the next boot, where {UNIT} clears it",
                 b.bridge
-            ));
-        }
+            )
+        });
     }
     Ok(part)
 }

@@ -25,8 +25,10 @@ done
 ssh-keygen -A || rc=5
 echo "--- ESP:"; find /boot/efi -type f | sort
 for e in /boot/efi/loader/entries/*.conf; do echo "--- $e:"; cat "$e"; done
-echo "--- bootctl list:"; SYSTEMD_PAGER= bootctl list --no-pager 2>&1
-echo "--- EFI boot variables:"; ls /sys/firmware/efi/efivars | grep -E '^(Boot[0-9A-F]{4}|BootOrder)-' | sort
+echo "--- bootctl list:"; SYSTEMD_PAGER='' bootctl list --no-pager 2>&1
+echo "--- EFI boot variables:"
+# shellcheck disable=SC2010 # efivarfs names are plain ASCII (NAME-GUID); a listing for the build log
+ls /sys/firmware/efi/efivars | grep -E '^(Boot[0-9A-F]{4}|BootOrder)-' | sort
 udevadm control --exit
 umount /boot/efi || rc=6
 sync

@@ -1,7 +1,7 @@
 #!/bin/sh
 # mmdebstrap --customize-hook of the uki flavor: runs after image/customize-hook.sh (the GRUB recipe's hook:
 # hostname, fixed machine id, ssh key, boot-speed tweaks). $1 is the rootfs.
-# Environment from image-uki/build.sh: VM_ROOT_UUID, VM_ESP_ID (the FAT volume id, 8 hex digits).
+# Environment from image/build.sh (flavor uki): VM_ROOT_UUID, VM_ESP_ID (the FAT volume id, 8 hex digits).
 set -eu
 root=$1
 here=$(dirname "$0")

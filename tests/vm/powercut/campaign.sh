@@ -32,6 +32,7 @@ PC_DIR=$(cd "$(dirname "$0")" && pwd)
 vm_trap
 # One command here may rebuild the initramfs twice (recover, then the rest of the command): past lib.sh's
 # 600 s ssh limit on a loaded 2-core host under TCG (seen: a recover cut off at 600 s, exit 124, load 10).
+# shellcheck disable=SC2034 # read by lib's vm_ssh
 VM_SSH_TIMEOUT=${GDRPROV_VM_SSH_TIMEOUT:-1800}
 
 flavor=${1:?usage: campaign.sh FLAVOR CUTS SEED [COMMANDS]} cuts=${2:?CUTS} seed=${3:?SEED} commands=${4:-apply,rollback,commit}
@@ -49,6 +50,7 @@ has_recover=0; gdrprov_has recover && has_recover=1
 
 g=pc-$flavor
 W=$VM_RUN_DIR/powercut-$flavor; mkdir -p "$W"
+# shellcheck disable=SC2034 # read by lib's vm_qemu
 VM_DISK_CACHE=writeback   # what the guest flushed survives the killed qemu, as on a real disk
 export VM_FLAVOR=$flavor
 P=/root/pc.yaml
@@ -65,24 +67,24 @@ elapsed() { local us=$(( ${EPOCHREALTIME//[.,]/} - ${1//[.,]/} )); printf '%d.%0
 
 # setup: a fresh guest with gdrprov, the helper scripts and the profile.
 setup() {
-  vm_fresh $g
-  vm_copy_in $g "$PC_DIR/guest-run.sh" /root/pc-run.sh
-  vm_copy_in $g "$PC_DIR/guest-state.sh" /root/pc-state.sh
-  vm_copy_in $g "$PC_DIR/guest-watch.sh" /root/pc-watch.sh
-  vm_ssh $g "printf 'name: powercut\nboot:\n  cmdline:\n    present: [gdrprov_pc=1]\nmodules:\n  absent: [virtio_scsi]\n' > $P" >/dev/null
+  vm_fresh "$g"
+  vm_copy_in "$g" "$PC_DIR/guest-run.sh" /root/pc-run.sh
+  vm_copy_in "$g" "$PC_DIR/guest-state.sh" /root/pc-state.sh
+  vm_copy_in "$g" "$PC_DIR/guest-watch.sh" /root/pc-watch.sh
+  vm_ssh "$g" "printf 'name: powercut\nboot:\n  cmdline:\n    present: [gdrprov_pc=1]\nmodules:\n  absent: [virtio_scsi]\n' > $P" >/dev/null
   # On the disk before any cut: ext4 writes a new file's data late, and a cut soon after left the profile
   # and the helper scripts empty (seen: a cut 21 s after a fresh guest's setup).
-  vm_ssh $g sync
+  vm_ssh "$g" sync
 }
 
 # power_on LIMIT: vm_power_on, and once more (up to twice) when the kernel panicked before it read the disk
 # in its early timer check ("IO-APIC + timer doesn't work", seen under TCG on the overloaded host): nothing
 # of the disk is involved there. Sets RETRIES (what happened, for the cut's line). Fails when no try booted.
 power_on() {
-  local try d=$(vm_gdir $g) m; RETRIES=
+  local try d m; d=$(vm_gdir "$g"); RETRIES=
   for try in 1 2 3; do
     m=$(stat -c %s "$d/serial.log")
-    vm_power_on $g "$1" && return 0
+    vm_power_on "$g" "$1" && return 0
     tail -c +"$((m + 1))" "$d/serial.log" | grep -q "IO-APIC + timer doesn't work" || return 1
     RETRIES+="boot $try: kernel panic in the early timer check (IO-APIC + timer; host load), the disk unread; "
     vm_kill_qemu
@@ -91,18 +93,18 @@ power_on() {
 }
 # vm_kill_qemu: stop this guest's qemu (a panicked kernel that did not reset), keeping its disk.
 vm_kill_qemu() {
-  local d pid; d=$(vm_gdir $g)
+  local d pid; d=$(vm_gdir "$g")
   pid=$(cat "$d/pid" 2>/dev/null) || return 0
   kill -9 "$pid" 2>/dev/null; while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
-  rm -f "$d/pid"; vm_mux_stop $g
+  rm -f "$d/pid"; vm_mux_stop "$g"
 }
 
 # state FILE: the guest's boot state (guest-state.sh) into FILE.
-state() { vm_ssh $g /root/pc-state.sh > "$1" 2>/dev/null; }
-cmdline() { vm_ssh $g cat /proc/cmdline; }
+state() { vm_ssh "$g" /root/pc-state.sh > "$1" 2>/dev/null; }
+cmdline() { vm_ssh "$g" cat /proc/cmdline; }
 
 # history_json: `gdrprov history --format json` (empty on failure).
-history_json() { vm_ssh $g "gdrprov history --format json" 2>/dev/null || true; }
+history_json() { vm_ssh "$g" "gdrprov history --format json" 2>/dev/null || true; }
 # in_progress JSON: the generations in progress, space-separated. first_in_effect JSON: the oldest apply in
 # effect (complete, not rolled back), or nothing.
 in_progress() { gens "$1" 'print(" ".join(str(x["generation"]) for x in h if x.get("result") in ("in-progress", "failed")))'; }
@@ -138,7 +140,7 @@ the_command() {
 start() {
   local cmd=$1 out=$2
   T0=$EPOCHREALTIME
-  { vm_ssh $g "/root/pc-run.sh $cmd" 2>&1 | while IFS= read -r l; do printf '%s %s\n' "$(elapsed "$T0")" "$l"; done > "$out"; } &
+  { vm_ssh "$g" "/root/pc-run.sh $cmd" 2>&1 | while IFS= read -r l; do printf '%s %s\n' "$(elapsed "$T0")" "$l"; done > "$out"; } &
   BG=$!
 }
 
@@ -194,8 +196,8 @@ diff_state() { label "$1" "want:$2" | tr ' ' '\n' | grep -v '=want$' | tr '\n' '
 pc_recover() {
   local cmd=$1 rc=0 first
   if [ $has_recover = 1 ]; then
-    NEXT_OUT=$(vm_ssh $g "gdrprov plan $P" 2>&1) || true
-    REC_OUT=$(vm_ssh $g "gdrprov recover --yes" 2>&1) || rc=$?
+    NEXT_OUT=$(vm_ssh "$g" "gdrprov plan $P" 2>&1) || true
+    REC_OUT=$(vm_ssh "$g" "gdrprov recover --yes" 2>&1) || rc=$?
     [ $rc = 0 ] || return $rc
   else
     NEXT_OUT=; REC_OUT=
@@ -207,7 +209,7 @@ pc_recover() {
               [ -z "$first" ] || more="gdrprov rollback --generation $first --yes$RB_FORCE" ;;
   esac
   if [ -n "$more" ]; then
-    local o; o=$(vm_ssh $g "$more" 2>&1) || rc=$?
+    local o; o=$(vm_ssh "$g" "$more" 2>&1) || rc=$?
     REC_OUT="$REC_OUT${REC_OUT:+$'\n'}$o"
     [ $has_recover = 1 ] || NEXT_OUT=$o
   fi
@@ -228,10 +230,11 @@ if [ -n "${GDRPROV_PC_REUSE:-}" ]; then
     [ -f "$GDRPROV_PC_REUSE/$f" ] && cp "$GDRPROV_PC_REUSE/$f" "$W/$f"
   done
   [ -f "$W/measured.env" ] || fail "no measured.env in $GDRPROV_PC_REUSE"
+  # shellcheck source=/dev/null # written by the run it reuses
   . "$W/measured.env"
   setup
   [ "$(cmdline)" = "$c0" ] || fail "this guest's /proc/cmdline is not the measured old line: $(cmdline)"
-  vm_ssh $g "$(the_command apply)" >/dev/null || fail "the first, uncut apply failed"
+  vm_ssh "$g" "$(the_command apply)" >/dev/null || fail "the first, uncut apply failed"
   st=B
   say "measurement reused from $GDRPROV_PC_REUSE"
 else
@@ -242,13 +245,13 @@ state "$W/base"; c0=$(cmdline)
 # loader reads them, and the next boot runs the new line (after rollback the old one).
 D_apply=$(timed apply apply) || exit 1
 state "$W/applied"
-vm_powercut $g "$EPOCHREALTIME"
+vm_powercut "$g" "$EPOCHREALTIME"
 c1=$(cmdline)
 case " $c1 " in *" gdrprov_pc=1 "*) ok "a power cut right after apply returned: the next boot has gdrprov_pc=1" ;;
   *) fail "a power cut right after apply returned: /proc/cmdline lacks gdrprov_pc=1: $c1" ;; esac
 state "$W/applied-cut"
 d=$(diff_state "$W/applied-cut" "$W/applied"); [ -z "$d" ] || fail "a power cut right after apply returned lost: $d"
-rc=0; vm_ssh $g "gdrprov plan $P --detailed-exitcode" >/dev/null || rc=$?
+rc=0; vm_ssh "$g" "gdrprov plan $P --detailed-exitcode" >/dev/null || rc=$?
 [ $rc = 0 ] || fail "a second plan after apply is not empty (exit $rc)"
 D_rollback=$(timed rollback rollback) || exit 1
 state "$W/rolled"
@@ -259,7 +262,7 @@ d=$(diff_state "$W/rolled" "$W/base" | tr ' ' '\n' | grep -v '^initrd' | tr '\n'
 [ -z "$d" ] || fail "an uninterrupted rollback did not restore the first state: $d"
 d=$(diff_state "$W/rolled" "$W/base"); [ -z "$d" ] || info "the initramfs rebuilt by rollback differs from the image's: $d"
 cp "$W/rolled" "$W/base"
-vm_powercut $g "$EPOCHREALTIME"
+vm_powercut "$g" "$EPOCHREALTIME"
 [ "$(cmdline)" = "$c0" ] || fail "a power cut right after rollback returned: /proc/cmdline is not the old line: $(cmdline)"
 ok "a power cut right after rollback returned: the next boot runs the old line"
 state "$W/rolled-cut"
@@ -268,9 +271,9 @@ want() { [[ ,$commands, == *",$1,"* ]]; }
 st=A   # nothing applied
 D_commit=-; ct=
 if want commit; then
-  vm_ssh $g "$(the_command trial)" | sed 's/^/    trial| /'
+  vm_ssh "$g" "$(the_command trial)" | sed 's/^/    trial| /'
   state "$W/trial"
-  vm_reboot $g; ct=$(cmdline)
+  vm_reboot "$g"; ct=$(cmdline)
   case " $ct " in *" gdrprov_pc=1 "*) ;; *) fail "the trial boot's /proc/cmdline lacks gdrprov_pc=1: $ct" ;; esac
   D_commit=$(timed commit commit) || exit 1
   state "$W/committed"
@@ -346,6 +349,7 @@ declare -A n=() k=() order=()
 for c in "${seq_[@]}"; do n[$c]=$(( ${n[$c]:-0} + 1 )); done
 # Each command's strata in a seeded random order (a Fisher-Yates shuffle), so the instants do not simply grow.
 for c in "${!n[@]}"; do
+  # shellcheck disable=SC2207 # numbers, split on purpose
   a=($(seq 0 $(( n[$c] - 1 ))))
   for ((i = ${#a[@]} - 1; i > 0; i--)); do j=$((RANDOM % (i + 1))); t=${a[i]}; a[i]=${a[j]}; a[j]=$t; done
   order[$c]="${a[*]}"; k[$c]=0
@@ -376,8 +380,8 @@ unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0
 # to STATE: bring the guest, uncut, from st to STATE (A: nothing applied; B: an apply in effect).
 to() {
   [ "$st" = "$1" ] && return 0
-  if [ "$1" = A ]; then vm_ssh $g "$(the_command rollback)" >/dev/null || fail "an uncut rollback failed"
-  else vm_ssh $g "$(the_command apply)" >/dev/null || fail "an uncut apply failed"; fi
+  if [ "$1" = A ]; then vm_ssh "$g" "$(the_command rollback)" >/dev/null || fail "an uncut rollback failed"
+  else vm_ssh "$g" "$(the_command apply)" >/dev/null || fail "an uncut apply failed"; fi
   st=$1
 }
 
@@ -387,30 +391,30 @@ for i in "${!seq_[@]}"; do
   case $c in
     apply) to A; old=base; new=applied; oldline=$c0; newline=$c1 ;;
     rollback) to B; old=applied; new=base; oldline=$c1; newline=$c0 ;;
-    commit) to A; vm_ssh $g "$(the_command trial)" >/dev/null || fail "apply --trial failed"
-            vm_reboot $g; [ "$(cmdline)" = "$ct" ] || fail "the trial did not boot: $(cmdline)"
+    commit) to A; vm_ssh "$g" "$(the_command trial)" >/dev/null || fail "apply --trial failed"
+            vm_reboot "$g"; [ "$(cmdline)" = "$ct" ] || fail "the trial did not boot: $(cmdline)"
             old=trial; new=committed; oldline=$c0; newline=$c1 ;;
   esac
   cmd=$(the_command "$c") ev=${events[$i]}
-  mark=$(stat -c %s "$(vm_gdir $g)/serial.log")
+  mark=$(stat -c %s "$(vm_gdir "$g")/serial.log")
   lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 2 * d + 60 }')
   # An event cut waits longer: the guest's watcher spins on one of its two vCPUs, and on a loaded host an
   # apply measured at 46 s had not reached its ESP copy after 151 s (two cuts came early, "NOT SEEN").
   [ -z "$ev" ] || lim=$(awk -v d="$(eval echo "\$D_$c")" 'BEGIN { printf "%d", 6 * d + 300 }')
   if [ -n "$ev" ]; then
-    vm_ssh $g "setsid /root/pc-watch.sh ${ev#esp-} $lim </dev/null >/dev/null 2>&1 &" ||
+    vm_ssh "$g" "setsid /root/pc-watch.sh ${ev#esp-} $lim </dev/null >/dev/null 2>&1 &" ||
       fail "could not start the guest's watcher"
   fi
   start "$cmd" "$out"
   base=0 anchor=
   if [ -n "$ev" ]; then
     # Until the serial console shows the event (or the command ends, or the wait, lim, has passed).
-    until tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}"; do
+    until tail -c +"$((mark + 1))" "$(vm_gdir "$g")/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}"; do
       kill -0 "$BG" 2>/dev/null || break
       [ "${EPOCHSECONDS}" -lt "$(( ${T0%[.,]*} + lim ))" ] || break
       sleep 0.02
     done
-    delay=0 anchor=" (on $ev$(tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}" || echo ': NOT SEEN'))"
+    delay=0 anchor=" (on $ev$(tail -c +"$((mark + 1))" "$(vm_gdir "$g")/serial.log" | grep -q "gdrprov-pc-event: ${ev#esp-}" || echo ': NOT SEEN'))"
   elif [ -n "$(window "$c")" ]; then
     # Until the stream shows AT (or the command ends, or twice its measured run has passed).
     until awk -v p="$AT" '$2 == "T" { for (i = 3; i <= NF; i++) if ($i == p) f = 1 } $2 == "RC" { f = 1 } END { exit !f }' "$out"; do
@@ -423,7 +427,7 @@ for i in "${!seq_[@]}"; do
   left=$(awk -v d="$delay" -v b="$base" -v e="$(elapsed "$T0")" 'BEGIN { r = b + d - e; printf "%.3f", (r > 0 ? r : 0) }')
   sleep "$left"
   at=$(elapsed "$T0")
-  vm_cut_power $g
+  vm_cut_power "$g"
   wait "$BG" 2>/dev/null
   seen=$(awk '$2 == "T" { $1 = $2 = ""; s = $0 } END { gsub(/^ +| +$/, "", s); print s }' "$out")
   finished=$(grep -q ' RC ' "$out" && echo "it had returned" || echo "while: ${seen:-starting}")
@@ -431,10 +435,10 @@ for i in "${!seq_[@]}"; do
   if ! power_on "$BOOT_LIMIT"; then
     unbootable=$((unbootable + 1))
     say "$line: ${RETRIES}UNBOOTABLE; serial log since the cut:"
-    tail -c +"$((mark + 1))" "$(vm_gdir $g)/serial.log" | tr -d '\r' | tail -n 30 | sed 's/^/      | /' | tee -a "$RESULTS"
-    cp "$(vm_gdir $g)/serial.log" "$W/cut-$nr-serial.log"
+    tail -c +"$((mark + 1))" "$(vm_gdir "$g")/serial.log" | tr -d '\r' | tail -n 30 | sed 's/^/      | /' | tee -a "$RESULTS"
+    cp "$(vm_gdir "$g")/serial.log" "$W/cut-$nr-serial.log"
     # A fresh guest; the image's initramfs is not the reference one: an uncut apply first (as with REUSE).
-    vm_kill $g; setup; vm_ssh $g "$(the_command apply)" >/dev/null || fail "the uncut apply on a fresh guest failed"; st=B
+    vm_kill "$g"; setup; vm_ssh "$g" "$(the_command apply)" >/dev/null || fail "the uncut apply on a fresh guest failed"; st=B
     continue
   fi
   line+="${RETRIES:+; $RETRIES}"
@@ -455,27 +459,28 @@ for i in "${!seq_[@]}"; do
   if [ -n "$ip" ]; then
     interrupted=$((interrupted + 1))
     for gen in $ip; do
-      if [[ $NEXT_OUT =~ [Gg]eneration\ $gen[^0-9] ]] && [[ $NEXT_OUT == *interrupted* ]]; then named+=" $gen"
+      if [[ $NEXT_OUT =~ [Gg]eneration\ ${gen}[^0-9] ]] && [[ $NEXT_OUT == *interrupted* ]]; then named+=" $gen"
       else bad+=(not-named); unnamed=$((unnamed + 1)); fi
     done
+    # shellcheck disable=SC2086 # the generation numbers, one a word
     journal="generation$(printf ' %s' $ip) in progress, named by the next command:${named:- NO}"
   else
     journal="no generation in progress"
   fi
   rec="recovery exit $rc in $(vm_since "$tr0") s"
   [ $rc = 0 ] || bad+=(recovery-failed)
-  final=$new; [ $c = apply ] && final=applied
+  final=$new; [ "$c" = apply ] && final=applied
   state "$W/cut-$nr-after"
   d=$(diff_state "$W/cut-$nr-after" "$W/$final")
   [ -z "$d" ] || { bad+=(state-differs); rec+=", files differ from an uninterrupted $c: $d"; }
-  prc=0; vm_ssh $g "gdrprov plan $P --detailed-exitcode" >/dev/null 2>&1 || prc=$?
-  if [ $c = rollback ]; then [ $prc = 2 ] || bad+=(plan); rec+=", plan exit $prc"
+  prc=0; vm_ssh "$g" "gdrprov plan $P --detailed-exitcode" >/dev/null 2>&1 || prc=$?
+  if [ "$c" = rollback ]; then [ $prc = 2 ] || bad+=(plan); rec+=", plan exit $prc"
   else [ $prc = 0 ] || bad+=(plan); rec+=", plan $([ $prc = 0 ] && echo empty || echo "exit $prc")"; fi
-  vm_reboot $g
+  vm_reboot "$g"
   nb=$(cmdline)
-  if [ "$nb" = "$newline" ]; then rec+=", next boot: the $([ $c = rollback ] && echo old || echo new) line"
+  if [ "$nb" = "$newline" ]; then rec+=", next boot: the $([ "$c" = rollback ] && echo old || echo new) line"
   else bad+=(next-boot); rec+=", next boot: WRONG ($nb)"; fi
-  st=$([ $c = rollback ] && echo A || echo B)
+  st=$([ "$c" = rollback ] && echo A || echo B)
   for b in "${bad[@]}"; do
     case $b in torn) torn=$((torn + 1)) ;; recovery-failed|state-differs|plan|next-boot) unrecovered=$((unrecovered + 1)) ;; esac
   done
@@ -483,7 +488,7 @@ for i in "${!seq_[@]}"; do
   say "$line: booted $booted; files: $files; $journal; $rec; $(vm_since "$tc") s: $verdict"
 done
 
-vm_poweroff $g
+vm_poweroff "$g"
 say "summary: flavor $flavor, $cuts cuts ($(for c in "${!n[@]}"; do printf '%s %s, ' "${n[$c]}" "$c"; done | sed 's/, $//'); $interrupted left a generation in progress): $unbootable unbootable, $torn torn, $unrecovered not recovered, $unnamed interrupted generations not named; $(vm_since "$t_all") s"
 [ $((unbootable + torn + unrecovered + unnamed)) = 0 ] || fail "$unbootable unbootable, $torn torn, $unrecovered not recovered, $unnamed not named"
 ok "$cuts power cuts on $flavor: every one booted wholly the old or the new line, nothing torn, every recovery complete"

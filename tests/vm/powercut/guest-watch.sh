@@ -17,7 +17,7 @@ else
   d=/boot/efi/$(cat /etc/machine-id)/$(uname -r) pat='.*.gdrprov-*.tmp' ev_on=tmp
   [ -d "$d" ] || { echo "guest-watch: no $d" >&2; exit 2; }
 fi
-end=$(( $(date +%s) + limit )) seen= n=0
+end=$(( $(date +%s) + limit )) seen='' n=0
 while :; do
   # shellcheck disable=SC2086
   set -- "$d"/$pat

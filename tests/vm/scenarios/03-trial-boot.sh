@@ -20,6 +20,7 @@ vm_ssh $g "printf 'boot:\n  cmdline:\n    present: [gdrprov_trial=1]\nverify: { 
 
 # unit_result NAME: wait until gdrprov-verify.service has finished this boot; echo active or failed.
 unit_result() {
+  # shellcheck disable=SC2016 # the guest's shell expands it
   vm_ssh "$1" 'for i in $(seq 600); do
       s=$(systemctl show -p ActiveState --value gdrprov-verify.service)
       case $s in active|failed) echo $s; exit 0 ;; esac; sleep 1

@@ -12,19 +12,19 @@ g=$(vm_shared)
 out=$VM_RUN_DIR/08-snapshot
 rm -rf "$out"; mkdir -p "$out"
 
-rc=0; vm_ssh $g "gdrprov doctor" > "$out/doctor.guest.txt" 2>&1 || rc=$?
+rc=0; vm_ssh "$g" "gdrprov doctor" > "$out/doctor.guest.txt" 2>&1 || rc=$?
 sed 's/^/    doctor| /' "$out/doctor.guest.txt"
 info "doctor exit $rc"
 [ -s "$out/doctor.guest.txt" ] || fail "doctor printed nothing"
-vm_ssh $g "gdrprov inventory --format json" > "$out/inventory.guest.json" || fail "inventory --format json failed in the guest"
+vm_ssh "$g" "gdrprov inventory --format json" > "$out/inventory.guest.json" || fail "inventory --format json failed in the guest"
 python3 -m json.tool "$out/inventory.guest.json" >/dev/null || fail "inventory --format json is not JSON"
 ok "doctor and inventory ran in the guest"
 
 # The facts to compare with the replay are those of the run that recorded the snapshot: a separate run sees
 # a kernel ring buffer that has grown since (kernel_events counts its lines).
-vm_ssh $g "rm -rf /root/snap && gdrprov inventory --snapshot /root/snap --format json" > "$out/inventory.snaprun.json" ||
+vm_ssh "$g" "rm -rf /root/snap && gdrprov inventory --snapshot /root/snap --format json" > "$out/inventory.snaprun.json" ||
   fail "inventory --snapshot failed"
-vm_copy_out $g /root/snap "$out"
+vm_copy_out "$g" /root/snap "$out"
 info "snapshot: $(find "$out/snap" -type f | wc -l) files, $(du -sh "$out/snap" | cut -f1)"
 
 "$GDRPROV_BIN" inventory --root "$out/snap" --format json > "$out/inventory.replay.json" || fail "inventory --root on the host failed"

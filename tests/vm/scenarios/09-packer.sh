@@ -56,6 +56,7 @@ for _ in $(seq 60); do
   sleep 5
 done
 st=$(vm_ssh $g "systemctl show -p ActiveState -p Result gdrprov-verify.service")
+# shellcheck disable=SC2086,SC2116 # the lines joined into one (split and echoed on purpose)
 info "gdrprov-verify.service: $(echo $st)"
 marker=$(vm_ssh $g "cat /run/gdrprov/ready 2>/dev/null || { echo FAILED; cat /run/gdrprov/failed; }")
 printf '%s\n' "$marker" | sed 's/^/    marker| /'

@@ -44,7 +44,7 @@ printf '%s' "$(field "$j" gpu-health detail)" | grep -q 'libnvidia-ml.so.1' || f
 
 # bench copy without libcuda: an error naming it, no panic.
 rc=0; out=$(vm_ssh $g "gdrprov bench copy" 2>&1) || rc=$?
-[ "$rc" != 0 ] && [ "$rc" != 101 ] || fail "bench copy without libcuda: exit $rc: $out"
+{ [ "$rc" != 0 ] && [ "$rc" != 101 ]; } || fail "bench copy without libcuda: exit $rc: $out"
 printf '%s' "$out" | grep -q libcuda || fail "bench copy does not name libcuda: $out"
 ok "bench copy without libcuda: exit $rc, $(printf '%s' "$out" | head -1)"
 

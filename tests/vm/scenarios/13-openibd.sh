@@ -59,12 +59,13 @@ standin_log() { vm_ssh $g "cat $LOG 2>/dev/null || true"; }
 mono() { vm_ssh $g "systemctl show $1 -p $2 --value"; }
 # settle: until systemd has no job queued (a restart of openibd returns before the start of
 # gdrprov-peermem that PartOf/Wants queued after it has run).
+# shellcheck disable=SC2016 # the guest's shell expands it
 settle() { vm_ssh $g 'for i in $(seq 120); do systemctl list-jobs --no-legend 2>/dev/null | grep -q . || exit 0; sleep 0.5; done; systemctl list-jobs; exit 1' >/dev/null ||
   fail "systemd jobs still queued after 60 s"; }
 journal() { vm_ssh $g "journalctl -b -o short-monotonic --no-pager -u openibd -u gdrprov-peermem | tail -n ${1:-12}" | sed 's/^/    journal| /'; }
 # assert_before A_US B_US WHAT: A <= B, both non-zero.
 assert_before() {
-  [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ] || fail "$3: a timestamp is missing ($1, $2)"
+  { [ "${1:-0}" -gt 0 ] && [ "${2:-0}" -gt 0 ]; } || fail "$3: a timestamp is missing ($1, $2)"
   [ "$1" -le "$2" ] || fail "$3: $1 > $2 (µs since boot)"
   ok "$3 ($(( $1 / 1000 )) ms <= $(( $2 / 1000 )) ms since boot)"
 }
@@ -192,7 +193,7 @@ for l in '[Unit]' 'After=openibd.service' 'PartOf=openibd.service' '[Service]' '
   printf '%s\n' "$unit" | grep -qxF -- "$l" || fail "$UNIT has no line '$l'"
 done
 ok "$UNIT: After= and PartOf=openibd.service, oneshot, modprobe / modprobe -r nvidia_peermem"
-printf '%s\n' "$dropin" | grep -qxF '[Unit]' && printf '%s\n' "$dropin" | grep -qxF 'Wants=gdrprov-peermem.service' ||
+{ printf '%s\n' "$dropin" | grep -qxF '[Unit]' && printf '%s\n' "$dropin" | grep -qxF 'Wants=gdrprov-peermem.service'; } ||
   fail "$DROPIN has no [Unit] Wants=gdrprov-peermem.service"
 assert_not_contains "$dropin" "ExecStartPost" "the openibd drop-in loads nothing itself (no ExecStartPost)"
 ok "$DROPIN: Wants=gdrprov-peermem.service"

@@ -19,6 +19,7 @@ require_gdrprov rollback
 
 g=sdboot
 # What the guest flushed must survive a killed qemu (the power cuts below), as on a real disk.
+# shellcheck disable=SC2034 # read by lib's vm_qemu
 VM_DISK_CACHE=writeback
 VM_FLAVOR=sdboot vm_fresh $g
 E=/boot/efi/loader/entries
@@ -111,6 +112,7 @@ ok "commit refuses a trial that is not running (exit $rc)"
 # 4. A trial with the first-boot unit: it verifies the trial boot and commits it.
 vm_ssh $g "gdrprov apply /root/trial1.yaml --trial --yes" | sed 's/^/    trial| /'
 vm_reboot $g
+# shellcheck disable=SC2016 # the guest's shell expands it
 r=$(vm_ssh $g 'for i in $(seq 600); do s=$(systemctl show -p ActiveState --value gdrprov-verify.service)
     case $s in active|failed) echo $s; exit 0 ;; esac; sleep 1; done; exit 1') || fail "gdrprov-verify.service did not finish"
 vm_ssh $g "journalctl -b -o cat -u gdrprov-verify.service | tail -n 20" | sed 's/^/    unit| /' || true

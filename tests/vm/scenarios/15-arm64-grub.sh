@@ -2,7 +2,7 @@
 # Seconds: 193
 # Scenario: arm64 image build: apply --root (arch from the root) writes iommu.passthrough=1; the virt+SMMUv3 guest boots it via AAVMF+GRUB: Passthrough
 # Flavor: arm64
-# As an image pipeline does it: the cached arm64 root (build-image-arm64.sh) is unpacked fresh, the host's
+# As an image pipeline does it: the cached arm64 root (build-image.sh --flavor arm64) is unpacked fresh, the host's
 # (x86) gdrprov applies `boot: { iommu: passthrough }` to it with --root and no --arch (the architecture must
 # come from the root itself), then the disk is made from it, its first boot installs GRUB and runs
 # update-grub, and the guest boots through firmware and GRUB on qemu's virt machine with an SMMUv3.
@@ -17,7 +17,7 @@ work="${TMPDIR:-/tmp}/gdrprov-vm-arm64-$$"
 vm_trap
 trap 'vm_cleanup; rm -rf "$work" "$(vm_gdir $g)/efivars.fd"' EXIT
 
-img=$("$VM_DIR/build-image-arm64.sh") || fail "arm64 root build failed"
+img=$("$VM_DIR/build-image.sh" --flavor arm64) || fail "arm64 root build failed"
 t=$(date +%s)
 vm_arm64_extract "$work/rootfs"
 root="$work/rootfs"
@@ -77,6 +77,7 @@ dom=$(vm_ssh $g "dmesg | grep -i 'default domain type'" || true)
 info "kernel: ${dom#*] }"
 assert_contains "$dom" "Passthrough" "kernel reports IOMMU default domain type Passthrough"
 smmu=$(vm_ssh $g "ls /sys/class/iommu/; for t in /sys/kernel/iommu_groups/*/type; do cat \$t; done | sort | uniq -c" || true)
+# shellcheck disable=SC2086,SC2116 # the lines joined into one (split and echoed on purpose)
 info "iommus and group types: $(echo $smmu)"
 assert_contains "$smmu" "smmu" "the guest has an SMMUv3 (/sys/class/iommu)"
 assert_contains "$smmu" "identity" "its IOMMU groups are identity-mapped (passthrough)"

@@ -39,6 +39,7 @@ driver_deb() {
   fi
   printf 'Package: nvidia-kmod-standin\nVersion: %s\nArchitecture: all\nMaintainer: gdrprov tests <t@t.example>\nDescription: stand-in driver package\n' \
     "$v" >"$d/DEBIAN/control"
+  # shellcheck disable=SC2016 # the postinst's shell expands it
   printf '#!/bin/sh\nset -e\n[ "$1" = configure ] && depmod -a %s\nexit 0\n' "$kver" >"$d/DEBIAN/postinst"
   chmod 755 "$d/DEBIAN/postinst"
   dpkg-deb -b --root-owner-group "$d" "$work/nvidia-kmod-standin_$v.deb" >/dev/null
@@ -60,6 +61,7 @@ recheck_done() {
   fail "gdrprov-recheck.service did not run after $since µs (state $st)"
 }
 # idle: until no re-check runs (a trigger's run ends before the next step starts its own).
+# shellcheck disable=SC2016 # the guest's shell expands it
 idle() { vm_ssh $g 'for i in $(seq 120); do [ "$(systemctl show -p ActiveState --value gdrprov-recheck.service)" = activating ] || exit 0; sleep 1; done; exit 1' ||
   fail "gdrprov-recheck.service still running after 120 s"; }
 now_us() { vm_ssh $g "awk '{printf \"%d\", \$1 * 1000000}' /proc/uptime"; }

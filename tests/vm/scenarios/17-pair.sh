@@ -51,13 +51,13 @@ PORT=18516
 # listen HOST [OPTS]: start a listener in the background (default address: rxe0's own), wait until it listens.
 listen() {
   local h=$1; shift
-  vm_ssh $h "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen --device rxe0 --memory host --token-file /root/pair.token $*; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null & echo \$! > /tmp/pl.shpid
+  vm_ssh "$h" "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen --device rxe0 --memory host --token-file /root/pair.token $*; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null & echo \$! > /tmp/pl.shpid
     for i in \$(seq 120); do ss -ltn | grep -q ':$PORT ' && exit 0; sleep 0.5; done; cat /tmp/pl.err; exit 1" >/dev/null ||
     fail "$h: the listener did not listen"
 }
 # listener_done HOST SECS: wait for the listener to exit; echo its exit code.
 listener_done() {
-  vm_ssh $1 "for i in \$(seq $(( $2 * 2 ))); do [ -s /tmp/pl.rc ] && { cat /tmp/pl.rc; exit 0; }; sleep 0.5; done; exit 1" ||
+  vm_ssh "$1" "for i in \$(seq $(( $2 * 2 ))); do [ -s /tmp/pl.rc ] && { cat /tmp/pl.rc; exit 0; }; sleep 0.5; done; exit 1" ||
     fail "$1: the listener did not exit within $2 s"
 }
 json_get() { python3 -c "import json,sys; r=json.load(sys.stdin); print($1)"; }
@@ -85,12 +85,12 @@ assert_not_contains "$lerr" "registered the test buffer" "the listener registere
 # run_pair LISTENER CLIENT OP: one session, both ends' JSON checked.
 run_pair() {
   local l=$1 c=$2 op=$3 rc=0 out
-  listen $l
-  out=$(vm_ssh $c "gdrprov --format json bench pair ${addr[$l]} --device rxe0 --memory host --token-file /root/pair.token --op $op --size 64K,1M --iters 40 --min-gbps 0.0001 --timeout 240") || rc=$?
+  listen "$l"
+  out=$(vm_ssh "$c" "gdrprov --format json bench pair ${addr[$l]} --device rxe0 --memory host --token-file /root/pair.token --op $op --size 64K,1M --iters 40 --min-gbps 0.0001 --timeout 240") || rc=$?
   printf '%s\n' "$out" > "$VM_RUN_DIR/17-pair-$l-$op.json"
-  [ "$rc" = 0 ] || { vm_ssh $l "cat /tmp/pl.err" >&2 || true; printf '%s\n' "$out" | tail -30; fail "pair $op ($c -> listener $l): client exit $rc"; }
-  [ "$(listener_done $l 60)" = 0 ] || { vm_ssh $l "cat /tmp/pl.err"; fail "pair $op: listener in $l failed"; }
-  local lj; lj=$(vm_ssh $l "cat /tmp/pl.json")
+  [ "$rc" = 0 ] || { vm_ssh "$l" "cat /tmp/pl.err" >&2 || true; printf '%s\n' "$out" | tail -30; fail "pair $op ($c -> listener $l): client exit $rc"; }
+  [ "$(listener_done "$l" 60)" = 0 ] || { vm_ssh "$l" "cat /tmp/pl.err"; fail "pair $op: listener in $l failed"; }
+  local lj; lj=$(vm_ssh "$l" "cat /tmp/pl.json")
   for j in "$out" "$lj"; do
     printf '%s' "$j" | json_get 'r["passed"] and r["data_check"]["passed"] and all(s["data_check"]["passed"] and s["data_check"]["iterations"] > 0 for s in r["results"]) and r["client"]["memory"] == "host" == r["listener"]["memory"] and len(r["results"]) == 2' | grep -qx True ||
       { printf '%s\n' "$j" | tail -40; fail "pair $op ($c -> $l): report not passed"; }
@@ -124,6 +124,7 @@ vm_ssh hostB "nohup gdrprov bench pair ${addr[hostA]} --device rxe0 --token-file
 vm_ssh hostA "for i in \$(seq 120); do grep -q 'registered the test buffer' /tmp/pl.err && exit 0; sleep 0.5; done; exit 1" >/dev/null || fail "the session did not start"
 sleep 5
 t0=$(date +%s)
+# shellcheck disable=SC2016 # the guest's shell expands it
 vm_ssh hostB 'kill -9 $(cat /tmp/pc.pid)'
 lrc=$(listener_done hostA 60); dt=$(( $(date +%s) - t0 ))
 lerr=$(vm_ssh hostA "cat /tmp/pl.err")
@@ -137,6 +138,7 @@ vm_ssh hostB "rm -f /tmp/pc.*; nohup sh -c 'gdrprov bench pair ${addr[hostA]} --
 vm_ssh hostA "for i in \$(seq 120); do grep -q 'registered the test buffer' /tmp/pl.err && exit 0; sleep 0.5; done; exit 1" >/dev/null || fail "the session did not start"
 sleep 5
 t0=$(date +%s)
+# shellcheck disable=SC2016 # the guest's shell expands it
 vm_ssh hostA 'kill -9 $(pgrep -P $(cat /tmp/pl.shpid))'
 vm_ssh hostB "for i in \$(seq 120); do [ -s /tmp/pc.rc ] && exit 0; sleep 0.5; done; exit 1" >/dev/null || fail "the client did not exit within 60 s of its listener's death"
 dt=$(( $(date +%s) - t0 ))
@@ -158,7 +160,7 @@ lrc=$(listener_done hostA 30)
 lerr=$(vm_ssh hostA "cat /tmp/pl.err")
 printf '%s\n' "$out" | sed 's/^/    client| /'
 printf '%s\n' "$lerr" | tail -2 | sed 's/^/    listener| /'
-[ "$rc" != 0 ] && [ "$lrc" != 0 ] || fail "an MTU mismatch did not fail both ends (client $rc, listener $lrc)"
+{ [ "$rc" != 0 ] && [ "$lrc" != 0 ]; } || fail "an MTU mismatch did not fail both ends (client $rc, listener $lrc)"
 for m in "$out" "$lerr"; do
   assert_contains "$m" "MTU mismatch" "MTU mismatch named"
   assert_contains "$m" "1024" "the MTU of hostA named"

@@ -36,7 +36,7 @@ c0=$(cmdline); info "boot 0: $c0"
 [ "$(selected)" = "$uid" ] || fail "LoaderEntrySelected is '$(selected)', not $uid"
 
 # 1. gdrprov sees what systemd sees: the UKI is a type #2 entry, the default and the running one.
-[ "$(sd_marked default)" = "$uid" ] && [ "$(sd_marked selected)" = "$uid" ] ||
+{ [ "$(sd_marked default)" = "$uid" ] && [ "$(sd_marked selected)" = "$uid" ]; } ||
   fail "bootctl list: default '$(sd_marked default)', selected '$(sd_marked selected)', not $uid"
 list=$(vm_ssh $g "gdrprov boot list")
 printf '%s\n' "$list" | sed 's/^/    boot list| /'

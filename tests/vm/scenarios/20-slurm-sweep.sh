@@ -17,19 +17,20 @@ playbook=$(command -v ansible-playbook || echo "$REPO/target/ansible-venv/bin/an
 [ -x "$playbook" ] || fail "no ansible-playbook (scripts/test.sh installs ansible-core into target/ansible-venv)"
 
 # Three small guests (1 vCPU, 1.5 GiB: what was measured to work) on one multicast segment of their own.
+# shellcheck disable=SC2034 # read by lib's vm_launch and vm_qemu
 VM_FLAVOR=slurm VM_MEM=${GDRPROV_VM_SLURM_MEM:-1536} VM_SMP=1
 group=230.0.$((RANDOM % 250 + 1)).$((RANDOM % 250 + 1)) mport=$((20000 + RANDOM % 40000))
 nodes=(node1 node2 node3)
 declare -A addr=([node1]=10.99.0.1 [node2]=10.99.0.2 [node3]=10.99.0.3) mac=([node1]=52:54:00:00:99:01 [node2]=52:54:00:00:99:02 [node3]=52:54:00:00:99:03)
 for n in "${nodes[@]}"; do
-  vm_launch $n -netdev "socket,id=r,mcast=$group:$mport,localaddr=127.0.0.1" -device "virtio-net-pci,netdev=r,mac=${mac[$n]},romfile="
+  vm_launch "$n" -netdev "socket,id=r,mcast=$group:$mport,localaddr=127.0.0.1" -device "virtio-net-pci,netdev=r,mac=${mac[$n]},romfile="
 done
 t0=$(date +%s)
-for n in "${nodes[@]}"; do vm_wait_up $n; done
+for n in "${nodes[@]}"; do vm_wait_up "$n"; done
 # The three at once (each guest has its own vCPU).
 pids=()
-for n in "${nodes[@]}"; do vm_install_gdrprov $n & pids+=($!); done
-for p in "${pids[@]}"; do wait $p || fail "installing gdrprov failed"; done
+for n in "${nodes[@]}"; do vm_install_gdrprov "$n" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail "installing gdrprov failed"; done
 info "three guests up (segment $group:$mport) and gdrprov installed in $(vm_since "$t0") s"
 
 # The cluster's files: one munge key, one slurm.conf, the health check and its settings, the nodes' profile
@@ -64,12 +65,12 @@ printf 'PROFILE=/etc/gdrprov/node.yaml\nGDRPROV=/usr/local/bin/gdrprov\nTIMEOUT=
 hosts=$(for n in "${nodes[@]}"; do printf '%s %s\\n' "${addr[$n]}" "$n"; done)
 setup() {
   local n=$1
-  vm_copy_in $n "$cfg/munge.key" /etc/munge/munge.key
-  vm_copy_in $n "$cfg/slurm.conf" /etc/slurm/slurm.conf
-  vm_copy_in $n "$cfg/healthcheck.conf" /etc/default/gdrprov-healthcheck
-  vm_copy_in $n "$REPO/examples/slurm/gdrprov-healthcheck.sh" /usr/local/sbin/gdrprov-healthcheck
-  vm_copy_in $n "$cfg/node.yaml" /etc/gdrprov/node.yaml
-  vm_ssh $n "set -e
+  vm_copy_in "$n" "$cfg/munge.key" /etc/munge/munge.key
+  vm_copy_in "$n" "$cfg/slurm.conf" /etc/slurm/slurm.conf
+  vm_copy_in "$n" "$cfg/healthcheck.conf" /etc/default/gdrprov-healthcheck
+  vm_copy_in "$n" "$REPO/examples/slurm/gdrprov-healthcheck.sh" /usr/local/sbin/gdrprov-healthcheck
+  vm_copy_in "$n" "$cfg/node.yaml" /etc/gdrprov/node.yaml
+  vm_ssh "$n" "set -e
     hostname $n; echo $n > /etc/hostname; printf '127.0.0.1 localhost\n$hosts' > /etc/hosts
     chown munge:munge /etc/munge/munge.key; chmod 400 /etc/munge/munge.key; chmod 755 /usr/local/sbin/gdrprov-healthcheck
     mkdir -p /var/spool/gdrprov-slurmctld /var/spool/slurmd
@@ -85,20 +86,20 @@ EOT
     for i in \$(seq 60); do ip -o -4 addr | grep -q ' ${addr[$n]}/' && break; sleep 0.5; done
     ip -o -4 addr | grep -q ' ${addr[$n]}/'
     gdrprov apply /etc/gdrprov/node.yaml --yes >/root/apply.log 2>&1" >/dev/null || fail "$n: set-up failed"
-  local nic; nic=$(vm_ssh $n "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'")
-  vm_rxe $n "$nic" rxe0
+  local nic; nic=$(vm_ssh "$n" "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'")
+  vm_rxe "$n" "$nic" rxe0
 }
 pids=()
-for n in "${nodes[@]}"; do setup $n & pids+=($!); done
-for p in "${pids[@]}"; do wait $p || fail "a guest's set-up failed (its ssh.log has it)"; done
+for n in "${nodes[@]}"; do setup "$n" & pids+=($!); done
+for p in "${pids[@]}"; do wait "$p" || fail "a guest's set-up failed (its ssh.log has it)"; done
 declare -A nic
-for n in "${nodes[@]}"; do nic[$n]=$(vm_ssh $n "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'"); done
+for n in "${nodes[@]}"; do nic[$n]=$(vm_ssh "$n" "ip -o -4 addr | awk '\$4 == \"${addr[$n]}/24\" {print \$2}'"); done
 # (no ping in the image: a TCP connect to the others' sshd over the segment)
 vm_ssh node1 "timeout 10 bash -c '</dev/tcp/node2/22' && timeout 10 bash -c '</dev/tcp/node3/22'" || fail "node1 does not reach node2 and node3 on the segment"
 ok "one segment, rxe0 on it in each guest (${addr[node1]}, ${addr[node2]}, ${addr[node3]}); the profile applied"
 
 vm_ssh node1 "systemctl start munge slurmctld" >/dev/null || fail "node1: munge or slurmctld did not start"
-for n in "${nodes[@]}"; do vm_ssh $n "systemctl start munge slurmd" >/dev/null || fail "$n: munge or slurmd did not start"; done
+for n in "${nodes[@]}"; do vm_ssh "$n" "systemctl start munge slurmd" >/dev/null || fail "$n: munge or slurmd did not start"; done
 vm_ssh node1 "for i in \$(seq 120); do [ \"\$(sinfo -h -N -t idle -o %N | sort -u | wc -l)\" = 3 ] && exit 0; sleep 1; done; sinfo -N; exit 1" >/dev/null ||
   fail "the three nodes did not come up idle: $(vm_ssh node1 'sinfo -N -o "%N %T %E"')"
 out=$(vm_ssh node1 "srun -N3 hostname | sort | paste -sd' '")
@@ -184,7 +185,7 @@ info "sweep 2 verdicts: $(jq_ "$r" '"; ".join(v["summary"] for v in r["verdicts"
 [ "$(jq_ "$r" '[a["node"] for a in r["slurm"]["resume"]]')" = "['node3']" ] || fail "sweep 2 did not clear node3: $(jq_ "$r" 'r["slurm"]')"
 [ "$(jq_ "$r" 'len(r["slurm"]["drain"])')" = 0 ] || fail "sweep 2 drained: $(jq_ "$r" 'r["slurm"]["drain"]')"
 for n in "${nodes[@]}"; do
-  s=$(node_state $n); [ "${s%%|*}" = idle ] || fail "after sweep 2, $n is '$s', not idle"
+  s=$(node_state "$n"); [ "${s%%|*}" = idle ] || fail "after sweep 2, $n is '$s', not idle"
 done
 # (the batch script ends the reservation with EndTime=now; slurmctld lets it go on its next pass)
 vm_ssh node1 "for i in \$(seq 60); do scontrol show reservation | grep -q State=ACTIVE || exit 0; sleep 0.5; done; exit 1" ||
@@ -195,6 +196,7 @@ ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it
 
 # 3. The health check: a module the profile blocks loaded by hand (insmod, past modprobe.d) on node2.
 (
+# shellcheck disable=SC2016 # the guest's shell expands it
 vm_ssh node2 'insmod $(modinfo -n dummy)' >/dev/null || fail "node2: insmod dummy"
 t=$(date +%s)
 vm_ssh node1 "for i in \$(seq $((interval * 3))); do sinfo -h -N -n node2 -o %T | grep -q drain && exit 0; sleep 1; done; exit 1" >/dev/null ||
@@ -219,7 +221,7 @@ vm_ssh node3 "tc qdisc add dev ${nic[node3]} root tbf rate 1mbit burst 32kbit la
 ans=$VM_RUN_DIR/20-ansible; rm -rf "$ans"; mkdir -p "$ans"
 {
   echo "[gpu_nodes]"
-  for n in "${nodes[@]}"; do echo "$n ansible_host=127.0.0.1 ansible_port=$(cat "$(vm_gdir $n)/port") sweep_addr=${addr[$n]}"; done
+  for n in "${nodes[@]}"; do echo "$n ansible_host=127.0.0.1 ansible_port=$(cat "$(vm_gdir "$n")/port") sweep_addr=${addr[$n]}"; done
   echo "[gpu_nodes:vars]"
   echo "ansible_user=root"
   echo "ansible_ssh_private_key_file=$(cat "$(vm_gdir node1)/image")/id_ed25519"
@@ -246,6 +248,6 @@ ok "the Ansible sweep (sweep.yml from the host over ssh) found node3: $(jq_ "$r"
 vm_ssh node3 "tc qdisc del dev ${nic[node3]} root" >/dev/null || true
 ) 2>&1 | tee "$VM_RUN_DIR/20-step4.out" || failed+=("4 (Ansible sweep: $(why 4))")
 
-for n in "${nodes[@]}"; do vm_poweroff $n & done
+for n in "${nodes[@]}"; do vm_poweroff "$n" & done
 wait
 [ ${#failed[@]} = 0 ] || fail "steps failed: ${failed[*]}"

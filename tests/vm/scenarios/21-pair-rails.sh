@@ -58,16 +58,16 @@ PORT=18516
 # listen HOST OPTS: a listener in the background; wait until it listens.
 listen() {
   local h=$1; shift
-  vm_ssh $h "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen $* --token-file /root/pair.token --timeout 300; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null &
+  vm_ssh "$h" "rm -f /tmp/pl.*; nohup sh -c 'gdrprov --format json bench pair --listen $* --token-file /root/pair.token --timeout 300; echo \$? > /tmp/pl.rc' > /tmp/pl.json 2> /tmp/pl.err < /dev/null &
     for i in \$(seq 120); do ss -ltn | grep -q ':$PORT ' && exit 0; sleep 0.5; done; cat /tmp/pl.err; exit 1" >/dev/null ||
     fail "$h: the listener did not listen"
 }
 listener_done() {
-  vm_ssh $1 "for i in \$(seq $(( $2 * 2 ))); do [ -s /tmp/pl.rc ] && { cat /tmp/pl.rc; exit 0; }; sleep 0.5; done; exit 1" ||
+  vm_ssh "$1" "for i in \$(seq $(( $2 * 2 ))); do [ -s /tmp/pl.rc ] && { cat /tmp/pl.rc; exit 0; }; sleep 0.5; done; exit 1" ||
     fail "$1: the listener did not exit within $2 s"
 }
 # sent HOST: rxe0's and rxe1's sent packets (the rxe hw counters).
-sent() { vm_ssh $1 "echo \$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts /sys/class/infiniband/rxe1/ports/1/hw_counters/sent_pkts)"; }
+sent() { vm_ssh "$1" "echo \$(cat /sys/class/infiniband/rxe0/ports/1/hw_counters/sent_pkts /sys/class/infiniband/rxe1/ports/1/hw_counters/sent_pkts)"; }
 
 # --- bench pair --all-nics: both ends, text at the listener, JSON at the client ---
 read -r a0 a1 < <(sent hostB)
@@ -105,7 +105,7 @@ EOF
 done
 ok "bench pair --all-nics: rails rxe0 <-> rxe0 and rxe1 <-> rxe1, each over its own link (GIDs), host memory, data check passed, in both ends' JSON"
 # 2 rails x 2 sizes x (20 timed + 4 checked) transfers of at least 64 KiB: each NIC sent packets of its own.
-[ $((b0 - a0)) -gt 500 ] && [ $((b1 - a1)) -gt 500 ] || fail "the rails' traffic is not on both NICs (hostB sent_pkts: rxe0 +$((b0 - a0)), rxe1 +$((b1 - a1)))"
+{ [ $((b0 - a0)) -gt 500 ] && [ $((b1 - a1)) -gt 500 ]; } || fail "the rails' traffic is not on both NICs (hostB sent_pkts: rxe0 +$((b0 - a0)), rxe1 +$((b1 - a1)))"
 ok "each rail's traffic went out on its own NIC (hostB sent_pkts: rxe0 +$((b0 - a0)), rxe1 +$((b1 - a1)))"
 
 # The text report, rail by rail, at the client (the listener's was JSON).
@@ -127,7 +127,7 @@ listen hostA "--device rxe1"
 rc=0; vout=$(vm_ssh hostB "gdrprov --format json verify /root/pair.yaml --peer ${addr1[hostA]} --token-file /root/pair.token --device rxe1 --min-gbps 0.0001 --duration 2") || rc=$?
 printf '%s\n' "$vout" > "$VM_RUN_DIR/21-verify-peer.json"
 lrc=$(listener_done hostA 120)
-[ "$rc" = 0 ] && [ "$lrc" = 0 ] || { printf '%s\n' "$vout" | tail -30; fail "verify --peer: exit $rc, listener $lrc"; }
+{ [ "$rc" = 0 ] && [ "$lrc" = 0 ]; } || { printf '%s\n' "$vout" | tail -30; fail "verify --peer: exit $rc, listener $lrc"; }
 line=$(printf '%s' "$vout" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)

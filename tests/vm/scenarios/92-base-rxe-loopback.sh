@@ -9,19 +9,19 @@ vm_trap
 baseline_covered_by 06-loopback bench
 
 g=$(vm_shared)
-nic=$(vm_nic $g)
+nic=$(vm_nic "$g")
 [ -n "$nic" ] || fail "no NIC with an IPv4 address in the guest"
-vm_rxe $g "$nic" rxe0
+vm_rxe "$g" "$nic" rxe0
 ok "rxe0 on $nic is PORT_ACTIVE"
-ip=$(vm_ssh $g "ip -o -4 addr show dev $nic | awk '{print \$4}' | cut -d/ -f1")
-gidx=$(vm_rxe_gid_index $g rxe0 "$ip")
+ip=$(vm_ssh "$g" "ip -o -4 addr show dev $nic | awk '{print \$4}' | cut -d/ -f1")
+gidx=$(vm_rxe_gid_index "$g" rxe0 "$ip")
 ok "RoCE v2 GID ::ffff:$ip at index $gidx"
 
 # Iteration counts rather than durations: a 1 MiB write under TCG on a busy host can take longer than a
 # whole -D window. About 2, 13 and 21 MB per size.
 for run in 4096:500 65536:200 1048576:20; do
   size=${run%:*}
-  gbps=$(vm_ib_write_bw $g $g rxe0 "$gidx" "$size" 127.0.0.1 "-n ${run#*:}")
+  gbps=$(vm_ib_write_bw "$g" "$g" rxe0 "$gidx" "$size" 127.0.0.1 "-n ${run#*:}")
   info "ib_write_bw loopback rxe0 size $size: $gbps Gb/s"
   awk -v b="$gbps" 'BEGIN { exit !(b > 0) }' || fail "ib_write_bw reported no bandwidth for size $size"
 done

@@ -10,6 +10,8 @@
 
 pub mod copy;
 pub mod inventory;
+pub mod nccl;
+pub mod node;
 
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::os::fd::{FromRawFd, OwnedFd};
@@ -136,6 +138,7 @@ pub struct Gpu {
     pub driver_version: i32,
     pub dmabuf_supported: bool,
     dev: sys::CUdevice,
+    ctx: sys::CUcontext,
 }
 
 /// How many GPUs are visible; Err if libcuda is missing or cuInit fails.
@@ -203,8 +206,16 @@ impl Gpu {
                 driver_version: version,
                 dmabuf_supported: attr == 1,
                 dev,
+                ctx,
             })
         }
+    }
+
+    /// Make this GPU's primary context current on the calling thread (several GPUs driven from
+    /// one thread, as `bench copy --concurrent` and `bench p2p` do).
+    pub fn make_current(&self) -> Result<(), Error> {
+        // SAFETY: the context was retained in open() and is released only on drop.
+        unsafe { check("cuCtxSetCurrent", sys::cuCtxSetCurrent(self.ctx)) }
     }
 
     /// CUDA driver version as "13.0".

@@ -1,0 +1,97 @@
+# shellcheck shell=bash
+# The VM testbed's host side (sourced by ../lib.sh): the host packages it installs, the image cache
+# (each flavor's recipe key and directory, OVMF firmware) and the accelerator.
+
+# --- host dependencies -----------------------------------------------------------------------------------
+
+# Install, with apt, what the testbed needs on the host (Debian packages only). Idempotent and quiet when
+# everything is there. qemu-system-x86 and qemu-utils must come from the same release (a newer qemu-utils
+# from backports Breaks the older qemu-system-common), so qemu-utils is pinned to qemu-system-x86's
+# candidate version when qemu-system-x86 has to be installed.
+vm_install_host_deps() {
+  local need=() cmd pkg
+  for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
+             mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
+             flock:util-linux sha256sum:coreutils python3:python3 mkfs.vfat:dosfstools mcopy:mtools; do
+    command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
+  done
+  vm_ovmf_files >/dev/null || need+=(ovmf)   # the sdboot flavor's firmware
+  [ -d /usr/share/mmdebstrap/hooks/eatmydata ] || need+=(mmdebstrap)
+  [ ${#need[@]} -eq 0 ] && return 0
+  [ "$(id -u)" = 0 ] || vm_die "missing host packages (${need[*]}); install them as root: apt-get install ${need[*]}"
+  vm_log "installing host packages: ${need[*]}"
+  local apt=(apt-get -y -q -o DPkg::Lock::Timeout=600 --no-install-recommends)
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -q -o DPkg::Lock::Timeout=600 update >/dev/null || vm_die "apt-get update failed"
+  local pkgs=() extra=()
+  for pkg in "${need[@]}"; do
+    case " ${pkgs[*]} " in *" $pkg "*) ;; *) pkgs+=("$pkg") ;; esac
+  done
+  if [[ " ${pkgs[*]} " == *" qemu-system-x86 "* ]]; then
+    local v
+    v=$(apt-cache policy qemu-system-x86 | awk '/Candidate:/ {print $2}')
+    pkgs=("${pkgs[@]/qemu-utils/}")
+    [ -n "$v" ] && [ "$v" != "(none)" ] && extra=(--allow-downgrades "qemu-utils=$v")
+  fi
+  # A second try covers a dpkg run that another process disturbed. pkgs unquoted on purpose: the element
+  # emptied above (qemu-utils) must vanish, not become an empty argument.
+  # shellcheck disable=SC2068
+  "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null ||
+    "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null || vm_die "apt-get install ${pkgs[*]} failed"
+}
+
+# --- image -----------------------------------------------------------------------------------------------
+
+# vm_recipe_key [FLAVOR]: sha256 of every file that decides what the image contains: image/* in name order
+# (grub: the one recipe, image/build.sh, and the GRUB flavor's files), then image-FLAVOR/* in name order
+# (every other flavor: its package list or additions, hooks and installer).
+# shellcheck disable=SC2046,SC2002 # the recipe files' names, split on purpose (none has a space), cat joins them
+vm_recipe_key() {
+  case ${1:-grub} in
+    grub) (cd "$VM_DIR/image" && cat $(LC_ALL=C ls) | sha256sum | cut -c1-16) ;;
+    sdboot|slurm|uki|arm64) { (cd "$VM_DIR/image" && cat $(LC_ALL=C ls)); (cd "$VM_DIR/image-$1" && cat $(LC_ALL=C ls)); } |
+              sha256sum | cut -c1-16 ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm, arm64)" ;;
+  esac
+}
+
+# The image of each flavor's recipe (the GRUB one computed once; run.sh exports both to the scenarios).
+VM_IMAGE_DIR=${VM_IMAGE_DIR:-$VM_CACHE/bookworm-$(vm_recipe_key)}
+# vm_image_dir [FLAVOR]: the cache directory of FLAVOR's image (default: $VM_FLAVOR, else grub).
+vm_image_dir() {
+  case ${1:-${VM_FLAVOR:-grub}} in
+    grub) echo "$VM_IMAGE_DIR" ;;
+    sdboot) echo "${VM_IMAGE_DIR_SDBOOT:-$VM_CACHE/sdboot-bookworm-$(vm_recipe_key sdboot)}" ;;
+    uki) echo "${VM_IMAGE_DIR_UKI:-$VM_CACHE/uki-trixie-$(vm_recipe_key uki)}" ;;
+    slurm) echo "${VM_IMAGE_DIR_SLURM:-$VM_CACHE/slurm-bookworm-$(vm_recipe_key slurm)}" ;;
+    arm64) echo "${VM_ARM64_IMAGE_DIR:-$VM_CACHE/arm64-bookworm-$(vm_recipe_key arm64)}" ;;
+    *) vm_die "unknown image flavor '$1' (grub, sdboot, uki, slurm, arm64)" ;;
+  esac
+}
+
+# The host's OVMF firmware (Debian package ovmf): "CODE VARS", the 4 MiB build when there is one (bookworm's
+# default), else the 2 MiB one. The sdboot image keeps copies of both: its VARS is the store after install.
+vm_ovmf_files() {
+  local c v
+  for c in /usr/share/OVMF/OVMF_CODE_4M.fd /usr/share/OVMF/OVMF_CODE.fd; do
+    v=${c/CODE/VARS}
+    [ -f "$c" ] && [ -f "$v" ] && { echo "$c $v"; return 0; }
+  done
+  return 1
+}
+
+# vm_uefi_flavor FLAVOR: the flavor boots OVMF (sdboot, uki) with its own copy of the variable store.
+vm_uefi_flavor() { case $1 in sdboot|uki) return 0 ;; *) return 1 ;; esac; }
+
+# --- accelerator -----------------------------------------------------------------------------------------
+
+# KVM only where it is real: here /dev/kvm is kvm_pvm, far slower than TCG for an ordinary guest kernel.
+vm_accel_args() {
+  if [ "${GDRPROV_VM_ACCEL:-auto}" = kvm ] ||
+     { [ "${GDRPROV_VM_ACCEL:-auto}" = auto ] && [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] &&
+       grep -qE '\b(vmx|svm)\b' /proc/cpuinfo; }; then
+    echo "-accel kvm -cpu host"
+  else
+    echo "-accel tcg,thread=multi,tb-size=512 -cpu ${GDRPROV_VM_CPU:-max,vendor=GenuineIntel}"
+  fi
+}
