@@ -270,13 +270,7 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
         opts.gpus.clone()
     };
     if indexes.is_empty() {
-        return Err(BenchError::Cuda {
-            op: "cuDeviceGetCount",
-            code: 100,
-            name: "CUDA_ERROR_NO_DEVICE".into(),
-            message: "no CUDA device".into(),
-            hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
-        });
+        return Err(BenchError::no_cuda_device());
     }
     let bar = if opts.progress {
         indicatif::ProgressBar::with_draw_target(

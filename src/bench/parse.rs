@@ -1,4 +1,4 @@
-//! The bench commands' argument parsers: sizes and `DEV[:PORT]`.
+//! The bench commands' argument parsers: sizes, `DEV[:PORT]` and the copy floors.
 
 use super::error::BenchError;
 
@@ -42,4 +42,21 @@ pub fn parse_dev_port(s: &str) -> Result<(String, Option<u8>), BenchError> {
         ))),
         _ => Ok((s.to_string(), None)),
     }
+}
+
+/// `--min-fraction` (0 < x <= 1) and `--min-gbs` (x > 0), each finite when given.
+pub fn check_copy_floors(
+    min_fraction: Option<f64>,
+    min_gbs: Option<f64>,
+) -> Result<(), BenchError> {
+    for (name, v) in [("--min-fraction", min_fraction), ("--min-gbs", min_gbs)] {
+        if let Some(x) = v {
+            if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
+                return Err(BenchError::InvalidArgument(format!(
+                    "{name} {x} is out of range"
+                )));
+            }
+        }
+    }
+    Ok(())
 }

@@ -284,18 +284,7 @@ pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32, BenchError> {
 
 /// Run `gdrprov bench copy`: Ok(0) when every GPU reached its floor, else Ok(1).
 pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
-    for (name, v) in [
-        ("--min-fraction", args.min_fraction),
-        ("--min-gbs", args.min_gbs),
-    ] {
-        if let Some(x) = v {
-            if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
-                return Err(BenchError::InvalidArgument(format!(
-                    "{name} {x} is out of range"
-                )));
-            }
-        }
-    }
+    crate::bench::parse::check_copy_floors(args.min_fraction, args.min_gbs)?;
     let size = usize::try_from(args.size.unwrap_or(crate::bench::copy::DEFAULT_SIZE as u64))
         .map_err(|_| BenchError::InvalidArgument("--size is too large".into()))?;
     let opts = crate::bench::copy::CopyOptions {

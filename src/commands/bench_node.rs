@@ -62,13 +62,7 @@ fn indexes(named: &[u32]) -> Result<Vec<u32>, BenchError> {
     gdrprov_rdma::cuda::node::ensure_libcuda()?;
     let count = u32::try_from(gdrprov_rdma::cuda::gpu_count()?).unwrap_or(0);
     if count == 0 {
-        return Err(BenchError::Cuda {
-            op: "cuDeviceGetCount",
-            code: 100,
-            name: "CUDA_ERROR_NO_DEVICE".into(),
-            message: "no CUDA device".into(),
-            hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
-        });
+        return Err(BenchError::no_cuda_device());
     }
     if named.is_empty() {
         return Ok((0..count).collect());
@@ -89,18 +83,7 @@ pub fn run_concurrent(
     out: &Output,
 ) -> Result<i32, BenchError> {
     let m = method(node.samples)?;
-    for (name, v) in [
-        ("--min-fraction", args.min_fraction),
-        ("--min-gbs", args.min_gbs),
-    ] {
-        if let Some(x) = v {
-            if !(x.is_finite() && x > 0.0) || (name == "--min-fraction" && x > 1.0) {
-                return Err(BenchError::InvalidArgument(format!(
-                    "{name} {x} is out of range"
-                )));
-            }
-        }
-    }
+    crate::bench::parse::check_copy_floors(args.min_fraction, args.min_gbs)?;
     let gpus = indexes(&args.gpu)?;
     let opts = CopyOptions {
         gpus: gpus.clone(),

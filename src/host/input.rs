@@ -112,19 +112,7 @@ pub fn read_input_text(path: &Path, kind: Input) -> Result<String> {
 }
 
 fn not_regular(shown: &str, meta: &std::fs::Metadata, kind: Input) -> Error {
-    use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    let is = if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device node"
-    } else if t.is_dir() {
-        "a directory"
-    } else {
-        "a special file"
-    };
+    let is = super::read::kind_of(meta);
     Error::Usage(format!(
         "{shown}: it is {is}, not a regular file, so gdrprov will not read it as {}; save it to a regular file first and give that",
         kind.what()

@@ -133,17 +133,7 @@ pub fn prometheus(r: &Report) -> String {
         m,
         "1 for each bad node, rail or path the sweep found (kind, node, rail).",
     );
-    for v in &r.verdicts {
-        let kind = kind_name(v.kind);
-        for rail in &v.rails {
-            let _ = writeln!(
-                s,
-                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
-                esc(v.node.as_deref().unwrap_or("")),
-                esc(rail)
-            );
-        }
-    }
+    verdict_samples(&mut s, m, r.verdicts.iter());
     map_metrics(&mut s, r);
     for (name, help, value) in [
         (
@@ -210,17 +200,7 @@ fn map_metrics(s: &mut String, r: &Report) {
         m,
         "1 for each bad node or rail whose cause is configuration: `gdrprov apply` on the node fixes it (kind, node, rail).",
     );
-    for v in r.verdicts.iter().filter(|v| v.fix.is_some()) {
-        let kind = kind_name(v.kind);
-        for rail in &v.rails {
-            let _ = writeln!(
-                s,
-                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
-                esc(v.node.as_deref().unwrap_or("")),
-                esc(rail)
-            );
-        }
-    }
+    verdict_samples(s, m, r.verdicts.iter().filter(|v| v.fix.is_some()));
     let m = "gdrprov_sweep_suspect";
     header(
         s,
@@ -245,6 +225,22 @@ fn map_metrics(s: &mut String, r: &Report) {
     );
     for node in &g.drained {
         let _ = writeln!(s, "{m}{{node=\"{}\"}} 1", esc(node));
+    }
+}
+
+/// One sample `M{kind,node,rail} 1` for each rail of each verdict.
+fn verdict_samples<'a>(s: &mut String, m: &str, verdicts: impl Iterator<Item = &'a Verdict>) {
+    use crate::output::exposition::escape_label as esc;
+    for v in verdicts {
+        let kind = kind_name(v.kind);
+        for rail in &v.rails {
+            let _ = writeln!(
+                s,
+                "{m}{{kind=\"{kind}\",node=\"{}\",rail=\"{}\"}} 1",
+                esc(v.node.as_deref().unwrap_or("")),
+                esc(rail)
+            );
+        }
     }
 }
 

@@ -145,6 +145,17 @@ impl Error {
             source,
         }
     }
+
+    /// No GPU visible to CUDA (`CUDA_ERROR_NO_DEVICE`), with where to look.
+    pub fn no_cuda_device() -> Self {
+        Error::Cuda {
+            op: "cuDeviceGetCount",
+            code: 100,
+            name: "CUDA_ERROR_NO_DEVICE".into(),
+            message: "no CUDA device".into(),
+            hint: ": no NVIDIA GPU is visible (check `nvidia-smi` and CUDA_VISIBLE_DEVICES)".into(),
+        }
+    }
 }
 
 /// The name of an errno value, for messages ("EOPNOTSUPP (95)").
