@@ -196,27 +196,6 @@ impl PairArgs {
     }
 }
 
-/// The JSON document of a bench command, in gdrprov's envelope (bench runs
-/// on the running system only: root `/`).
-fn to_json<T: serde::Serialize>(command: &str, v: &T) -> Result<String, BenchError> {
-    let v = crate::output::envelope(command, std::path::Path::new("/"), v);
-    serde_json::to_string_pretty(&v).map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))
-}
-
-/// Prints a bench's text, or its JSON document (in the envelope).
-fn show<T: serde::Serialize>(
-    out: &Output,
-    command: &str,
-    text: impl FnOnce() -> String,
-    v: &T,
-) -> Result<(), BenchError> {
-    match format_of(out) {
-        BenchFormat::Text => out.raw(&text()),
-        BenchFormat::Json => out.raw(&format!("{}\n", to_json(command, v)?)),
-    }
-    Ok(())
-}
-
 fn format_of(out: &Output) -> BenchFormat {
     if out.format == Format::Json {
         BenchFormat::Json
@@ -237,12 +216,12 @@ pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32, BenchError> {
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         let r = export_only(args.end.gpu, size)?;
-        show(out, names::BENCH_LOOPBACK, || render_export_text(&r), &r)?;
+        crate::output::bench::show(out, names::BENCH_LOOPBACK, || render_export_text(&r), &r)?;
         return Ok(if r.passed { 0 } else { 1 });
     }
     let mut notes = |s: &str| crate::output::stderr_line(s);
     let r = run_loopback(&opts, &mut notes)?;
-    show(out, names::BENCH_LOOPBACK, || render_text(&r), &r)?;
+    crate::output::bench::show(out, names::BENCH_LOOPBACK, || render_text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
@@ -267,7 +246,7 @@ pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32, BenchError> {
         }
         t
     };
-    show(
+    crate::output::bench::show(
         out,
         names::BENCH_PROBE,
         text,
@@ -296,7 +275,7 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         progress: !out.json() && crate::output::stderr_is_terminal(),
     };
     let r = crate::bench::copy::run(&opts)?;
-    show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;
+    crate::output::bench::show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;
     Ok(if r.passed { 0 } else { 1 })
 }
 
@@ -307,7 +286,7 @@ pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32, BenchError> {
     let notes = |s: &str| crate::output::stderr_line(s);
     if opts.all_nics {
         let done = crate::bench::pair::allnics::run_live(&opts, &notes)?;
-        show(
+        crate::output::bench::show(
             out,
             names::BENCH_PAIR,
             || crate::output::pair::render_rails(&done),
@@ -325,7 +304,7 @@ pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32, BenchError> {
         crate::host::textfile::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
-    show(
+    crate::output::bench::show(
         out,
         names::BENCH_PAIR,
         || crate::output::pair::render_text(&done.report, done.role),

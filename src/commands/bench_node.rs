@@ -8,7 +8,7 @@ use crate::bench::error::BenchError;
 use crate::bench::p2p;
 use crate::commands::cli::bench_node::{ConcurrentArgs, NcclArgs, P2pArgs};
 use crate::names;
-use crate::output::{Format, Output};
+use crate::output::Output;
 use gdrprov_rdma::cuda::node::Method;
 
 /// `bench copy`'s own options that `--concurrent` uses (passed in, so that this file needs
@@ -19,24 +19,6 @@ pub struct CopyChoice {
     pub size: Option<u64>,
     pub min_fraction: Option<f64>,
     pub min_gbs: Option<f64>,
-}
-
-/// Text, or the JSON document in gdrprov's envelope (bench runs on the running system: root `/`).
-fn show<T: serde::Serialize>(
-    out: &Output,
-    command: &str,
-    text: impl FnOnce() -> String,
-    v: &T,
-) -> Result<(), BenchError> {
-    if out.format == Format::Json {
-        let v = crate::output::envelope(command, std::path::Path::new("/"), v);
-        let json = serde_json::to_string_pretty(&v)
-            .map_err(|e| BenchError::InvalidArgument(format!("JSON: {e}")))?;
-        out.raw(&format!("{json}\n"));
-    } else {
-        out.raw(&text());
-    }
-    Ok(())
 }
 
 fn method(samples: u32) -> Result<Method, BenchError> {
@@ -93,7 +75,7 @@ pub fn run_concurrent(
     };
     let topo = crate::facts::gpu_topo::of_running_system();
     let r = concurrent::run(&gpus, size(args.size)?, &m, None, &opts, &topo)?;
-    show(
+    crate::output::bench::show(
         out,
         names::BENCH_COPY,
         || crate::output::node::concurrent_text(&r),
@@ -108,7 +90,7 @@ pub fn run_p2p(args: &P2pArgs, out: &Output) -> Result<i32, BenchError> {
     let gpus = indexes(&args.gpu)?;
     let topo = crate::facts::gpu_topo::of_running_system();
     let r = p2p::run(&gpus, size(args.size)?, &m, &topo)?;
-    show(
+    crate::output::bench::show(
         out,
         names::BENCH_P2P,
         || crate::output::node::p2p_text(&r),
@@ -143,7 +125,7 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
         let topo = crate::facts::gpu_topo::of_running_system();
         crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo)?
     };
-    show(
+    crate::output::bench::show(
         out,
         names::BENCH_NCCL,
         || crate::output::node::nccl_text(&r),

@@ -6,6 +6,25 @@ use std::fmt::Write as _;
 use crate::bench::report::{human_bytes, ExportReport, LoopbackReport, Threshold};
 use gdrprov_rdma::verbs::PortInfo;
 
+/// A bench's text, or its JSON document in gdrprov's envelope (benches run on
+/// the running system: root `/`).
+pub fn show<T: serde::Serialize>(
+    out: &crate::output::Output,
+    command: &str,
+    text: impl FnOnce() -> String,
+    v: &T,
+) -> Result<(), gdrprov_rdma::error::Error> {
+    if out.format == crate::output::Format::Json {
+        let v = crate::output::envelope(command, std::path::Path::new("/"), v);
+        let json = serde_json::to_string_pretty(&v)
+            .map_err(|e| gdrprov_rdma::error::Error::InvalidArgument(format!("JSON: {e}")))?;
+        out.raw(&format!("{json}\n"));
+    } else {
+        out.raw(&text());
+    }
+    Ok(())
+}
+
 fn port_line(p: &PortInfo) -> String {
     let addr = match (&p.gid, p.gid_index) {
         (Some(g), Some(i)) if p.link_layer == "Ethernet" => format!("RoCE, GID index {i} {g}"),
