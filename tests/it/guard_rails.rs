@@ -2,18 +2,9 @@
 //! files ask to load (case 7), on copies of the example roots.
 
 use crate::common::*;
-use crate::util::Root;
+use crate::util::{gd, Root};
 use std::os::unix::fs::symlink;
 use std::path::Path;
-use std::process::Output;
-
-fn gd(root: &Root, args: &[&str]) -> Output {
-    gdrprov()
-        .args(args)
-        .args(["--root", root.arg()])
-        .output()
-        .unwrap()
-}
 
 fn profile(dir: &Path, name: &str, yaml: &str) -> String {
     let p = dir.join(name);

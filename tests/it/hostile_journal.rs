@@ -6,20 +6,11 @@
 //! generation numbers are bounded. Journals of the previous version (no
 //! `directory`) still roll back.
 
-use crate::common::{gdrprov, snapshot, stderr_of, stdout_of};
-use crate::util::Root;
+use crate::common::{snapshot, stderr_of, stdout_of};
+use crate::util::{gd, Root};
 use std::path::Path;
-use std::process::Output;
 
 const STATE: &str = "var/lib/gdrprov";
-
-fn gd(root: &Root, args: &[&str]) -> Output {
-    gdrprov()
-        .args(args)
-        .args(["--root", root.arg()])
-        .output()
-        .unwrap()
-}
 
 #[track_caller]
 fn ok(root: &Root, args: &[&str]) {

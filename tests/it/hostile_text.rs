@@ -7,17 +7,8 @@
 //! guard.
 
 use crate::common::*;
-use crate::util::Root;
+use crate::util::{gd, Root};
 use std::path::Path;
-use std::process::Output;
-
-fn gd(root: &Root, args: &[&str]) -> Output {
-    gdrprov()
-        .args(args)
-        .args(["--root", root.arg()])
-        .output()
-        .unwrap()
-}
 
 fn write(dir: &Path, file: &str, yaml: &str) -> String {
     let p = dir.join(file);

@@ -3,18 +3,9 @@
 //! whose path climbs out of the root is refused by rollback, never skipped.
 
 use crate::common::{gdrprov, json_of, snapshot, stderr_of, stdout_of};
-use crate::util::Root;
-use std::process::Output;
+use crate::util::{gd, Root};
 
 const STATE: &str = "var/lib/gdrprov";
-
-fn gd(root: &Root, args: &[&str]) -> Output {
-    gdrprov()
-        .args(args)
-        .args(["--root", root.arg()])
-        .output()
-        .unwrap()
-}
 
 fn check(root: &Root) -> (Option<i32>, serde_json::Value) {
     let out = gd(root, &["journal", "check", "--format", "json"]);

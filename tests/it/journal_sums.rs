@@ -4,18 +4,9 @@
 //! "nothing to roll back".
 
 use crate::common::{gdrprov, snapshot, stderr_of, stdout_of, without_state};
-use crate::util::Root;
-use std::process::Output;
+use crate::util::{gd, Root};
 
 const GENS: &str = "var/lib/gdrprov/generations";
-
-fn gd(root: &Root, args: &[&str]) -> Output {
-    gdrprov()
-        .args(args)
-        .args(["--root", root.arg()])
-        .output()
-        .unwrap()
-}
 
 fn applied() -> Root {
     let root = Root::example("ubuntu-22.04-h100");

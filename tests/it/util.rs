@@ -44,6 +44,15 @@ impl AsRef<std::ffi::OsStr> for Root {
     }
 }
 
+/// Runs `gdrprov ARGS --root ROOT`, whatever its exit code.
+pub fn gd(root: &Root, args: &[&str]) -> Output {
+    gdrprov()
+        .args(args)
+        .args(["--root", root.arg()])
+        .output()
+        .unwrap()
+}
+
 /// Runs `gdrprov ARGS`, whatever its exit code.
 pub fn run(args: &[&str]) -> Output {
     gdrprov().args(args).output().unwrap()
