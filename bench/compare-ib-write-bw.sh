@@ -47,10 +47,13 @@ GIDOPT=(); [ -n "$GID" ] && GIDOPT=(-x "$GID")
 perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side)
   local s=$1 out lim=$((DUR * 4 + 60)) t=${IN_FLIGHT[$1]} q=${PER_CQE[$1]}
   # Bounded: perftest 4.5's server can wait forever when its client measured nothing.
+  # PERFTEST_EXTRA is a list of options: split on purpose.
+  # shellcheck disable=SC2086
   timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -t "$t" -Q "$q" -D "$DUR" -F -p "$PORT" ${PERFTEST_EXTRA:-} \
     >"$LOG/srv-$s.txt" 2>&1 &
   local srv=$!
   sleep 1
+  # shellcheck disable=SC2086 # PERFTEST_EXTRA: options, split on purpose
   out=$(timeout "$lim" ib_write_bw -d "$DEV" "${GIDOPT[@]}" -s "$s" -t "$t" -Q "$q" -D "$DUR" -F -p "$PORT" ${PERFTEST_EXTRA:-} 127.0.0.1 2>&1)
   wait "$srv" 2>/dev/null
   printf '%s\n' "$out" >"$LOG/cli-$s.txt"

@@ -62,7 +62,8 @@ open("/tmp/cp-timing.txt", "w").write(r.get("timing", ""))'
 }
 
 perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side), same depth and completions as gdrprov
-  local s=$1 out o="-d $DEV -s $s -t ${INF[$1]} -Q ${PERCQ[$1]} -D $DUR -F -p $PPORT -u 20 ${PERFTEST_EXTRA:-}"
+  local s=$1
+  local out o="-d $DEV -s $s -t ${INF[$1]} -Q ${PERCQ[$1]} -D $DUR -F -p $PPORT -u 20 ${PERFTEST_EXTRA:-}"
   a "nohup timeout $lim ib_write_bw $o -x ${GIDA[$1]} > /tmp/cp-ibsrv.out 2>&1 < /dev/null &" || return 1
   wait_port $PPORT || return 1
   out=$(b "timeout $lim ib_write_bw $o -x ${GIDB[$1]} $ADDR 2>&1") || return 1
@@ -74,10 +75,9 @@ perftest_once() { # SIZE -> average Gb/s of ib_write_bw (client side), same dept
 load() { cut -d' ' -f1 /proc/loadavg; }
 median() { tr ' ' '\n' | sed '/^$/d; s/@.*//' | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.4f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 declare -A BEST_G BEST_P ALL_G ALL_P
-TIMING=""
 for s in $SIZES; do
   # A first gdrprov run says the depth and GID indexes ib_write_bw then gets.
-  read -r g inf q ga gb < <(gdrprov_once "$s") || die "gdrprov pair failed at size $s (host A: /tmp/cp-listener.out)"
+  read -r _ inf q ga gb < <(gdrprov_once "$s") || die "gdrprov pair failed at size $s (host A: /tmp/cp-listener.out)"
   INF[$s]=$inf PERCQ[$s]=$q GIDA[$s]=$ga GIDB[$s]=$gb
   BEST_G[$s]=0 BEST_P[$s]=0 ALL_G[$s]="" ALL_P[$s]=""
   for r in $(seq "$ROUNDS"); do

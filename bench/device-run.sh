@@ -2,14 +2,14 @@
 # gdrprov bench evidence on the device machine (GPU, no RDMA NIC).
 B=${1:-.devbin/gdrprov}
 run() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
-echo "== host facts"; date -u; uname -r; cat /etc/os-release | grep PRETTY
+echo "== host facts"; date -u; uname -r; grep PRETTY /etc/os-release
 run nvidia-smi
 run cat /proc/driver/nvidia/version
 run modinfo -F license nvidia
 echo; echo "\$ ldconfig -p | grep -E 'libibverbs|libcuda.so'"; ldconfig -p | grep -E 'libibverbs|libcuda.so'
 echo; echo "\$ ls /sys/class/infiniband"; ls /sys/class/infiniband 2>&1
 echo; echo "\$ lsmod | grep -E 'nvidia|ib_|rdma|mlx'"; lsmod 2>/dev/null | grep -E 'nvidia|ib_|rdma|mlx'
-echo; echo "\$ ldd $B"; ldd $B
+echo; echo "\$ ldd $B"; ldd "$B"
 echo; echo "== gdrprov bench, no RDMA device"
 run $B bench probe
 run $B bench loopback --memory cuda-dmabuf

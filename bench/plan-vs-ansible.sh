@@ -33,7 +33,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp -a "$example" "$work/root"
 root=$work/root
-export ANSIBLE_PYTHON_INTERPRETER="$(cd "$(dirname "$playbook")" && pwd)/python3"
+ANSIBLE_PYTHON_INTERPRETER="$(cd "$(dirname "$playbook")" && pwd)/python3"
+export ANSIBLE_PYTHON_INTERPRETER
 export ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_INVENTORY_UNPARSED_WARNING=false
 export ANSIBLE_NOCOLOR=1
 
@@ -62,7 +63,10 @@ else
     while [ $i -lt "$n" ]; do "$@" >/dev/null; i=$((i + 1)); done
     echo "$t0 $(date +%s%N) $n" | awk '{ print ($2 - $1) / 1e9 / $3 }'
   }
-  p=$(loop 200 $plan_cmd); a=$(loop "$runs" $ansible_cmd)
+  # shellcheck disable=SC2086 # the commands are word lists, split on purpose
+  p=$(loop 200 $plan_cmd)
+  # shellcheck disable=SC2086 # as above
+  a=$(loop "$runs" $ansible_cmd)
   times="$p $p 0 $a $a 0" # a loop gives wall-clock means only
 fi
 

@@ -5,7 +5,8 @@
 #   bash tests/device/reports.sh [GDRPROV]     (run on the device machine, as root)
 B=${1:-.devbin/gdrprov}
 run() { echo; echo "\$ $*"; "$@"; echo "[exit $?]"; }
-echo "== host"; uname -r; cat /proc/cmdline; ls /etc/default/grub /boot/grub 2>&1 | head -2
+echo "== host"; uname -r; cat /proc/cmdline
+for f in /etc/default/grub /boot/grub; do [ -e "$f" ] && echo "$f" || echo "$f: absent"; done
 for p in $("$B" --format json profile list | python3 -c 'import json,sys; print(" ".join(x["name"] for x in json.load(sys.stdin)["profiles"]))'); do
   echo; echo "=================== $p"
   run "$B" plan "$p" --detailed-exitcode

@@ -22,6 +22,7 @@
 #     earlier reason in GDRPROV_PROBATION.
 # Skips (exit 0, "SKIP: ...") where slurmctld, slurmd or munged is absent
 # (scripts/ensure-packages.sh slurm installs them) or when not root.
+# shellcheck disable=SC2016 # wait_for predicates are single-quoted on purpose: eval runs them on every poll
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "${1:-$repo/target/debug/gdrprov}")
@@ -109,7 +110,7 @@ pids+=($!)
 
 state() { scontrol show node "$node" -o | tr ' ' '\n' | sed -n 's/^State=//p'; }
 reason() { scontrol show node "$node" -o | sed -n 's/.* Reason=\(.*\)$/\1/p'; }
-wait_for() { # PREDICATE SECONDS
+wait_for() { # PREDICATE SECONDS (single-quoted: eval runs it again on every poll)
   local end=$(( $(date +%s) + $2 ))
   while [ "$(date +%s)" -lt "$end" ]; do eval "$1" && return 0; sleep 0.2; done
   return 1

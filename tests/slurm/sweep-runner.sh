@@ -38,7 +38,7 @@ grep -q "scontrol update NodeName=n12 State=RESUME" "$FAKE_SCONTROL_LOG" || fail
 [ "$(wc -l < "$FAKE_SCONTROL_LOG")" = 3 ] || fail "more actions than expected"
 jq -e '[.verdicts[] | select(.node == "n10")][0] | .action == "fix" and .fix.command == "gdrprov apply rdma-dmabuf"' "$SWEEP_DIR/report.json" >/dev/null || fail "n10 fixable"
 grep -q "fixable: mtu: mlx5_0 MTU 1024" "$SWEEP_DIR/report.txt" || fail "fix in the text"
-[ "$(ls "$SWEEP_DIR"/verify | wc -l)" = 12 ] || fail "verify of every node"
+[ "$(find "$SWEEP_DIR/verify" -mindepth 1 -maxdepth 1 | wc -l)" = 12 ] || fail "verify of every node"
 ! grep -rq '"kind": "runner"' "$SWEEP_DIR/results" || fail "a pair failed in the runner: $(grep -rl '"kind": "runner"' "$SWEEP_DIR/results" | head -3)"
 rounds=$(jq .rounds "$SWEEP_DIR/report.json")
 echo "PASS: $rounds rounds, $(find "$SWEEP_DIR/results" -name '*.json' | wc -l) pair runs; actions:"

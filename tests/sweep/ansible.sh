@@ -31,6 +31,6 @@ r=$tmp/sweep/report.json
 jq -e '[.verdicts[] | select(.kind == "bad-node") | .node] == ["n03"]' "$r" >/dev/null || fail "n03: $(jq -c '.verdicts' "$r")"
 jq -e '[.verdicts[] | select(.kind == "bad-rail") | [.node, .rails[0]]] == [["n06", "mlx5_1"]]' "$r" >/dev/null || fail "n06"
 jq -e '[.slurm.drain[].node] == ["n03", "n06"] or .slurm.held == ["n03", "n06"]' "$r" >/dev/null || fail "slurm"
-[ "$(ls "$tmp/sweep/verify" | wc -l)" = 8 ] || fail "verify of every host"
+[ "$(find "$tmp/sweep/verify" -mindepth 1 -maxdepth 1 | wc -l)" = 8 ] || fail "verify of every host"
 ! grep -rq '"runner"' "$tmp/sweep/results" || fail "a pair failed in the runner (its listener not waited for?)"
 echo "PASS: $(jq .rounds "$r") rounds, $(find "$tmp/sweep/results" -name '*.json' | wc -l) pair runs; $(jq -r '[.verdicts[].summary] | join("; ")' "$r")"
