@@ -97,8 +97,16 @@ fn usage_message(rendered: &str) -> String {
     said.join(" ").trim_start_matches("error: ").to_string()
 }
 
-/// Options that take a value, for reading an argv clap refused.
-const VALUED: &[&str] = &["--root", "--format", "--color"];
+/// The global options that take a value (`--root DIR`), as clap's tree
+/// declares them, for reading an argv clap refused.
+fn valued_globals() -> Vec<String> {
+    use clap::CommandFactory;
+    Cli::command()
+        .get_arguments()
+        .filter(|a| a.get_action().takes_values())
+        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+        .collect()
+}
 
 /// `--format json` (or `--format=json`) somewhere in an argv clap refused.
 fn wants_json(args: &[String]) -> bool {
@@ -126,6 +134,7 @@ fn root_in(args: &[String]) -> PathBuf {
 /// The command words of an argv clap refused (`boot set-default`), as far as
 /// they can be told.
 fn command_in(args: &[String]) -> String {
+    let valued = valued_globals();
     let mut words = Vec::new();
     let mut skip = false;
     for a in args {
@@ -134,7 +143,7 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         if a.starts_with('-') {
-            skip = VALUED.contains(&a.as_str());
+            skip = valued.iter().any(|v| v == a);
             continue;
         }
         words.push(a.as_str());
@@ -250,5 +259,21 @@ mod tests {
         assert_eq!(command_in(&args), "boot once");
         assert_eq!(root_in(&args), PathBuf::from("/r"));
         assert!(wants_json(&args));
+    }
+
+    #[test]
+    fn every_global_value_is_skipped_not_taken_for_a_command() {
+        // From clap's tree: a global option added later is skipped too.
+        let valued = valued_globals();
+        for o in ["--root", "--format", "--color"] {
+            assert!(valued.iter().any(|v| v == o), "{o} in {valued:?}");
+        }
+        for v in &valued {
+            let args: Vec<String> = [v.as_str(), "json", "journal", "check"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            assert_eq!(command_in(&args), "journal check", "{v}");
+        }
     }
 }
