@@ -117,7 +117,7 @@ wait_for() {
     out=$("$@" 2>/dev/null) || out=
     [ -n "$out" ] && { echo "$out"; return 0; }
     [ "$(vm_since "$t0")" -lt "$limit" ] || {
-      tail -5 "$work/prometheus.log" >&2; info "active alerts: $(promq active 2>&1 | tr '\n' ';')"
+      tail -5 "$work/prometheus.log" >&2; info "active alerts: $(promq active 2>&1 | tr '\n' ';')" >&2
       fail "$what: not within $limit s"; }
     sleep 1
   done
