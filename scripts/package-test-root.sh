@@ -67,6 +67,20 @@ check "systemd units present" test -s "$root/usr/lib/systemd/system/gdrprov-rech
 check "path unit enabled" test -L "$root/etc/systemd/system/paths.target.wants/gdrprov-recheck.path"
 check "dpkg knows the /lib/modules file trigger" grep -q '^/lib/modules gdrprov/noawait' "$root/var/lib/dpkg/triggers/File"
 check "Ansible module symlink resolves to the binary" test "$(readlink -f "$root/usr/share/gdrprov/ansible/library/gdrprov")" = "$root/usr/bin/gdrprov"
+# The alert rules and the dashboard (issue 36), where docs/monitoring.md says: the files of examples/,
+# and the rules as Prometheus would load them from there.
+monitoring_files() { # ROOT WHAT: the two files installed under ROOT, byte for byte those of examples/
+  check "$2: /usr/share/gdrprov/prometheus/gdrprov-rules.yml is examples/prometheus/gdrprov-rules.yml" \
+    cmp examples/prometheus/gdrprov-rules.yml "$1/usr/share/gdrprov/prometheus/gdrprov-rules.yml"
+  check "$2: /usr/share/gdrprov/grafana/gdrprov.json is examples/grafana/gdrprov.json" \
+    cmp examples/grafana/gdrprov.json "$1/usr/share/gdrprov/grafana/gdrprov.json"
+}
+monitoring_files "$root" "deb"
+if command -v promtool >/dev/null; then
+  check "promtool check rules on the installed rules" promtool check rules "$root/usr/share/gdrprov/prometheus/gdrprov-rules.yml"
+else
+  echo "note: no promtool on this host (Debian's prometheus: scripts/ensure-packages.sh test); the rules were compared, not loaded"
+fi
 
 # 3. A change applied to this root, so that the journal holds something.
 printf 'name: site\nmodules:\n  absent: [nvidia_peermem]\n' >"$root/tmp/site.yaml"
@@ -106,10 +120,11 @@ rpm -qlp "$rpm" >"$work/rpm-files" 2>/dev/null
 for f in /usr/bin/gdrprov /usr/share/man/man1/gdrprov.1.gz /usr/share/bash-completion/completions/gdrprov \
   /usr/lib/systemd/system/gdrprov-recheck.service /usr/lib/systemd/system/gdrprov-recheck.path \
   /usr/libexec/gdrprov/recheck-trigger /usr/lib/kernel/install.d/95-gdrprov.install /etc/sysconfig/gdrprov \
-  /usr/share/licenses/gdrprov/LICENSE; do
+  /usr/share/licenses/gdrprov/LICENSE /usr/share/gdrprov/prometheus/gdrprov-rules.yml \
+  /usr/share/gdrprov/grafana/gdrprov.json; do
   grep -qx "$f" "$work/rpm-files" || bad "rpm -qlp lacks $f"
 done
-ok "rpm -qlp lists the binary, man page, completions, units, hooks, config, licence"
+ok "rpm -qlp lists the binary, man page, completions, units, hooks, config, licence, alert rules, dashboard"
 rpm -qp --scripts "$rpm" >"$work/rpm-scripts" 2>/dev/null
 if grep -q 'postinstall scriptlet' "$work/rpm-scripts" && grep -q 'preuninstall scriptlet' "$work/rpm-scripts" &&
   grep -q 'enable gdrprov-recheck.path' "$work/rpm-scripts"; then
@@ -121,6 +136,7 @@ mkdir -p "$work/rpmroot"
 if rpm --root "$work/rpmroot" --initdb && rpm --root "$work/rpmroot" -i --nodeps --noscripts "$rpm" >"$work/rpm.log" 2>&1 &&
   [ -x "$work/rpmroot/usr/bin/gdrprov" ] && "$work/rpmroot/usr/bin/gdrprov" --version >/dev/null; then
   ok "rpm --root SCRATCH -i (--nodeps --noscripts: the scratch root has no glibc or systemd)"
+  monitoring_files "$work/rpmroot" "rpm"
   check "rpm --root -e removes it" rpm --root "$work/rpmroot" -e --noscripts gdrprov
 else
   bad "rpm --root install"; cat "$work/rpm.log"

@@ -12,7 +12,8 @@ vm_install_host_deps() {
   local need=() cmd pkg
   for cmd in mmdebstrap:mmdebstrap qemu-system-x86_64:qemu-system-x86 qemu-img:qemu-utils sfdisk:fdisk \
              mkfs.ext4:e2fsprogs ssh:openssh-client ssh-keygen:openssh-client eatmydata:eatmydata \
-             flock:util-linux sha256sum:coreutils python3:python3 mkfs.vfat:dosfstools mcopy:mtools; do
+             flock:util-linux sha256sum:coreutils python3:python3 mkfs.vfat:dosfstools mcopy:mtools \
+             prometheus:prometheus promtool:prometheus; do
     command -v "${cmd%%:*}" >/dev/null 2>&1 || need+=("${cmd#*:}")
   done
   vm_ovmf_files >/dev/null || need+=(ovmf)   # the sdboot flavor's firmware
@@ -38,6 +39,28 @@ vm_install_host_deps() {
   # shellcheck disable=SC2068
   "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null ||
     "${apt[@]}" install ${pkgs[@]} "${extra[@]}" >/dev/null || vm_die "apt-get install ${pkgs[*]} failed"
+}
+
+# vm_host_deb PKG: the path of a .deb of Debian package PKG, the version the host's apt would install (its
+# candidate; the guest images come from the same apt sources), for a scenario to install in a guest with
+# dpkg (the guests have no network). From apt's cache when it holds that file (a Docker-based host empties
+# it after every install), else fetched once with `apt-get download` into $VM_CACHE/debs/ and kept there,
+# like the images. The guest must already have what the package depends on (dpkg -i says what is missing).
+vm_host_deb() {
+  local pkg=$1 v f dir=$VM_CACHE/debs
+  v=$(apt-cache policy "$pkg" 2>/dev/null | awk '/Candidate:/ {print $2}')
+  { [ -n "$v" ] && [ "$v" != "(none)" ]; } || vm_die "apt on this host has no candidate for $pkg (apt-get update?)"
+  v=${v//:/%3a}   # apt's file names write an epoch's colon as %3a
+  for f in /var/cache/apt/archives/"${pkg}_${v}"_*.deb "$dir/${pkg}_${v}"_*.deb; do
+    [ -f "$f" ] && { echo "$f"; return 0; }
+  done
+  mkdir -p "$dir/tmp.$$"
+  (cd "$dir/tmp.$$" && apt-get -q download "$pkg" >&2) ||
+    { rm -rf "$dir/tmp.$$"; vm_die "apt-get download $pkg failed (the host needs its apt sources reachable once; the file is then kept in $dir)"; }
+  for f in "$dir/tmp.$$/${pkg}_${v}"_*.deb; do
+    [ -f "$f" ] && mv "$f" "$dir/" && rm -rf "$dir/tmp.$$" && { echo "$dir/$(basename "$f")"; return 0; }
+  done
+  rm -rf "$dir/tmp.$$"; vm_die "apt-get download $pkg gave no ${pkg}_${v}_*.deb"
 }
 
 # --- image -----------------------------------------------------------------------------------------------
