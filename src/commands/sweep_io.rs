@@ -124,6 +124,10 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
 
 /// A result file's record, checked: two different nodes, numbers finite
 /// and in range, a round in range.
+/// The longest rail name a result may give (an RDMA device's or a netdev's
+/// name is far shorter): the name is shown back in the sweep's report.
+const MAX_RAIL_NAME: usize = 64;
+
 fn check_record(f: &Path, r: &results::Record) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
@@ -131,6 +135,12 @@ fn check_record(f: &Path, r: &results::Record) -> Result<()> {
             f.display()
         )))
     };
+    if let Some(rail) = r.rail.as_ref().filter(|n| n.len() > MAX_RAIL_NAME) {
+        return bad(format!(
+            "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
+            rail.len()
+        ));
+    }
     if r.a == r.b {
         return bad(format!(
             "`{}` paired with itself is not a measurement of a path between two nodes",

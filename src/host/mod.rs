@@ -36,7 +36,7 @@ pub use lockfile::{holder_of, write_pid};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
     canonical_local, is_local_dir, is_local_file, is_local_special, list_local_dir, local_exists,
-    local_id, random_bytes, read_kmsg, read_local, read_local_text, LocalId, ReadLimit,
+    local_id, log_text, random_bytes, read_kmsg, read_local, read_local_text, LocalId, ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Placement};

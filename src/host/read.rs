@@ -208,6 +208,53 @@ pub fn read_local_text(path: &Path, limit: ReadLimit) -> Result<String> {
     })
 }
 
+/// The longest line of a log kept whole ([`log_text`]); the rest of a
+/// longer line is left out, and the line says how much.
+pub const LOG_LINE_MAX: usize = 4096;
+
+/// A log's bytes as text, never refused for its content: each byte that is
+/// not UTF-8 shown as `\xNN`, each line cut at [`LOG_LINE_MAX`] bytes (a
+/// 100 MB line is one line of 4 KiB and a note). A log is evidence that
+/// gdrprov quotes, not a file it edits.
+pub fn log_text(bytes: &[u8]) -> String {
+    let decoded: std::borrow::Cow<'_, str> = match std::str::from_utf8(bytes) {
+        Ok(s) => s.into(),
+        Err(_) => {
+            let mut out = String::with_capacity(bytes.len() + 16);
+            for chunk in bytes.utf8_chunks() {
+                out.push_str(chunk.valid());
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.into()
+        }
+    };
+    if !decoded.split('\n').any(|l| l.len() > LOG_LINE_MAX) {
+        return decoded.into_owned();
+    }
+    let mut out = String::with_capacity(decoded.len().min(64 << 20));
+    for (i, line) in decoded.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if line.len() <= LOG_LINE_MAX {
+            out.push_str(line);
+            continue;
+        }
+        let mut end = LOG_LINE_MAX;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push_str(&line[..end]);
+        out.push_str(&format!(
+            " … ({} more bytes of this line not read)",
+            line.len() - end
+        ));
+    }
+    out
+}
+
 /// Whether `path` names a regular file (a symlink followed), as
 /// `Path::is_file` says.
 pub fn is_local_file(path: &Path) -> bool {
@@ -358,6 +405,21 @@ mod tests {
         );
         std::fs::write(&p, vec![b'a'; 4096]).unwrap();
         assert_eq!(read_local(&p, ReadLimit::Token).unwrap().len(), 4096);
+    }
+
+    #[test]
+    fn a_log_is_read_whatever_its_bytes_with_lines_bounded() {
+        assert_eq!(log_text(b"ok\nline"), "ok\nline");
+        assert_eq!(log_text(b"a\xffb\xc3\n"), "a\\xffb\\xc3\n");
+        let long = [b"x".repeat(LOG_LINE_MAX + 10), b"\nnext".to_vec()].concat();
+        let text = log_text(&long);
+        let first = text.lines().next().unwrap();
+        assert!(first.starts_with(&"x".repeat(LOG_LINE_MAX)), "{first:.20}");
+        assert!(
+            first.ends_with("(10 more bytes of this line not read)"),
+            "{first}"
+        );
+        assert_eq!(text.lines().nth(1), Some("next"));
     }
 
     #[test]

@@ -36,6 +36,7 @@ mod hostile;
 mod hostile_bounds;
 mod hostile_journal;
 mod hostile_lock;
+mod hostile_peer;
 mod hostile_text;
 mod interface;
 mod journal_check;
