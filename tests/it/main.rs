@@ -37,6 +37,7 @@ mod hostile_bounds;
 mod hostile_journal;
 mod hostile_lock;
 mod hostile_peer;
+mod hostile_recheck;
 mod hostile_text;
 mod interface;
 mod journal_check;
