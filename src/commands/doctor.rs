@@ -19,7 +19,10 @@ pub fn run(
         // Bounded, regular files only; an invalid byte is shown as `\xNN`,
         // not a reason to refuse the whole log; lines cut at 4 KiB.
         Some(p) => Some((
-            crate::host::log_text(&crate::host::read_input(p, crate::host::Input::NcclLog)?),
+            crate::host::log_text(&crate::host::read_local(
+                p,
+                crate::host::ReadLimit::NcclLog,
+            )?),
             p.display().to_string(),
         )),
         None => None,

@@ -99,11 +99,11 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
         path: p.display().to_string(),
         why,
     };
-    let (file, meta) = crate::host::open_input(p, crate::host::Input::Token).map_err(|e| {
-        let text = e.to_string();
-        let prefix = format!("{}: ", p.display());
-        bad(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
-    })?;
+    let (file, meta) =
+        crate::host::open_local(p, crate::host::ReadLimit::Token).map_err(|e| match e {
+            crate::error::Error::BadPath { why, .. } => bad(why),
+            other => bad(other.to_string()),
+        })?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(bad(format!(
@@ -111,7 +111,7 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
             p.display()
         )));
     }
-    let limit = crate::host::Input::Token.limit();
+    let limit = crate::host::ReadLimit::Token.max_bytes();
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
