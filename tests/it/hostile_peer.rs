@@ -74,6 +74,10 @@ fn client(port: u16, json: bool) -> (Option<i32>, String, String) {
     (out.status.code(), stdout_of(&out), stderr_of(&out))
 }
 
+/// What the stand-in does: its name, what it sends first, what it sends
+/// after the client's answer, and what the client's error must say.
+type Case = (&'static str, Vec<u8>, Option<Vec<u8>>, &'static str);
+
 #[test]
 fn an_unproven_listener_is_never_quoted() {
     for big in [false, true] {
@@ -83,7 +87,7 @@ fn an_unproven_listener_is_never_quoted() {
 
 fn unproven_listener(big: bool) {
     let evil = hostile_text(big);
-    let cases: Vec<(&str, Vec<u8>, Option<Vec<u8>>, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "fail after hello",
             frame(&hello()),

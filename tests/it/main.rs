@@ -43,6 +43,7 @@ mod interface;
 mod journal_check;
 mod journal_sums;
 mod kills;
+mod kills_random;
 mod kmod;
 mod monitoring;
 mod monitoring_html;
