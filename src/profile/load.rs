@@ -134,6 +134,23 @@ fn confined(origin: Origin, root: &Path, parent: &str) -> Result<Origin> {
     }
 }
 
+/// A profile loaded within a root renders only templates inside it (a
+/// template beside the profile may be a symlink out of the root).
+fn templates_within(doc: &ProfileDoc, root: &Path, label: &str) -> Result<()> {
+    for t in doc.files.iter().filter_map(|f| f.template.as_deref()) {
+        if builtin::template(t).is_none() && !Path::new(t).starts_with(root) {
+            return Err(Error::ProfileInvalid {
+                file: label.to_string(),
+                msg: format!(
+                    "template {t} is outside the root {}; a profile of the root may use only built-in templates and files inside the root",
+                    root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Whether two paths name the same file (symlinks followed).
 fn same_file(a: &Path, b: &Path) -> bool {
     matches!(
@@ -262,6 +279,9 @@ fn load_origin(
     let text = read_origin(origin)?;
     let mut doc = parse(&text, &label)?;
     validate(&mut doc, origin)?;
+    if let Some(root) = within {
+        templates_within(&doc, root, &label)?;
+    }
     let doc = super::when::split(doc, &label)?;
     let mut merged = ProfileDoc::default();
     for parent in doc.extends.clone() {

@@ -156,4 +156,19 @@ fn a_profile_name_that_is_a_path_never_leaves_the_root() {
     let (code, _, err) = recheck(&root, t.path(), false);
     assert_eq!(code, Some(1));
     assert!(err.contains("outside the root"), "{err}");
+    // Its template beside it, a symlink to a file outside the root: refused.
+    std::fs::write(t.path().join("secret.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(t.path().join("secret.txt"), root.join("etc/gdrprov/t.txt"))
+        .unwrap();
+    std::fs::write(
+        root.join("etc/gdrprov/site.yaml"),
+        "name: site\nextends: [rdma-dmabuf]\nfiles:\n  - path: /etc/x.conf\n    template: t.txt\n",
+    )
+    .unwrap();
+    let (code, _, err) = recheck(&root, t.path(), false);
+    assert_eq!(code, Some(1));
+    assert!(
+        err.contains("template") && err.contains("outside the root"),
+        "{err}"
+    );
 }
