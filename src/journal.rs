@@ -44,6 +44,11 @@ pub struct State {
     /// The last generation that completed, apply or rollback (0: none).
     pub generation: u64,
     pub profiles: Vec<String>,
+    /// How apply found each of `profiles`, in the same order: a built-in
+    /// or a file (`recheck` resolves them the same way: a file only as
+    /// `/etc/gdrprov/NAME.yaml` of the root). Absent in older states.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile_sources: Vec<ProfileSource>,
     /// Whole files gdrprov owns, with where the pre-gdrprov copy is kept.
     pub files: BTreeMap<String, OwnedFile>,
     /// Kernel arguments gdrprov added (and so may remove).
@@ -59,6 +64,14 @@ pub struct State {
     /// A trial boot set up by `apply --trial` and not yet committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<Trial>,
+}
+
+/// Where a profile of `state.json` came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProfileSource {
+    BuiltIn,
+    File,
 }
 
 /// A pending trial boot: the profiles whose command line the one-shot entry

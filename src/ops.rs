@@ -103,6 +103,9 @@ pub struct VerifyRequest {
     pub peer: Option<String>,
     /// The pair's shared secret (else $GDRPROV_PAIR_TOKEN).
     pub token_file: Option<PathBuf>,
+    /// The profiles already loaded (`recheck`, which resolves them as
+    /// `state.json` records them); `profiles` then only names them.
+    pub composed: Option<crate::profile::Composed>,
 }
 
 /// What an operation is about to do, for its caller to show and confirm.
@@ -219,6 +222,18 @@ fn plan_with_facts(
         crate::checks::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
     let (mut plan, seen) = crate::plan::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
+    // How each profile was found, for `recheck` to find it the same way.
+    plan.state_after.profile_sources = desired
+        .builtin
+        .iter()
+        .map(|&b| {
+            if b {
+                crate::journal::ProfileSource::BuiltIn
+            } else {
+                crate::journal::ProfileSource::File
+            }
+        })
+        .collect();
     Ok((plan, seen))
 }
 
@@ -461,7 +476,10 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
             &format!("drop {flag} (verify skips the loopback on another root), or run verify on the host itself"),
         )?;
     }
-    let desired = load_profiles(&req.profiles)?;
+    let desired = match &req.composed {
+        Some(c) => c.clone(),
+        None => load_profiles(&req.profiles)?,
+    };
     // Verify changes nothing and runs nothing but read-only probes.
     let host = Host::open(&req.root, true)?;
     // Requirements are a check of their own here, not a gate.

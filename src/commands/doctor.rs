@@ -16,11 +16,13 @@ pub fn run(
 ) -> Result<i32> {
     let root = target.root.as_path();
     let log = match nccl_log {
-        // Bounded, regular files only; an invalid byte is replaced, not a
-        // reason to refuse the whole log.
+        // Bounded, regular files only; an invalid byte is shown as `\xNN`,
+        // not a reason to refuse the whole log; lines cut at 4 KiB.
         Some(p) => Some((
-            String::from_utf8_lossy(&crate::host::read_input(p, crate::host::Input::NcclLog)?)
-                .into_owned(),
+            crate::host::log_text(&crate::host::read_local(
+                p,
+                crate::host::ReadLimit::NcclLog,
+            )?),
             p.display().to_string(),
         )),
         None => None,

@@ -10,10 +10,11 @@ use crate::commands::cli::RecheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
 use crate::host::Host;
-use crate::journal::StateStore;
+use crate::journal::{ProfileSource, StateStore};
 use crate::names;
 use crate::ops;
 use crate::output::{Format, Output};
+use crate::profile::{Composed, Exact, LoadedProfile};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -29,19 +30,27 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         )));
     }
     let reason = a.reason.as_deref().unwrap_or("asked");
-    let Some(specs) = profiles(root, &a.profiles)? else {
-        out.raw(&format!(
-            "gdrprov recheck ({reason}): no profile applied on this host; nothing to re-check\n"
-        ));
+    let Some((specs, composed)) = profiles(root, &a.profiles)? else {
+        match out.format {
+            Format::Json => out.document(
+                names::RECHECK,
+                root,
+                serde_json::json!({"ready": null, "profiles": [], "note": "no profile applied on this host; nothing to re-check"}),
+            ),
+            _ => out.raw(&format!(
+                "gdrprov recheck ({reason}): no profile applied on this host; nothing to re-check\n"
+            )),
+        }
         return Ok(exit::OK);
     };
-    let vars = ops::load_profiles(&specs)?.doc.vars;
+    let vars = composed.doc.vars.clone();
     let var = |k: &str| vars.get(k).and_then(|v| v.as_str()).map(PathBuf::from);
     let textfile = a.textfile.clone().or_else(|| var("gdrprov-textfile"));
     let nfd_file = a.nfd_file.clone().or_else(|| var("gdrprov-nfd-file"));
     let req = ops::VerifyRequest {
         root: root.to_path_buf(),
         profiles: specs.clone(),
+        composed: Some(composed),
         no_loopback: true,
         ..ops::VerifyRequest::default()
     };
@@ -85,35 +94,86 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     })
 }
 
-/// The profile specs to check: those given, else the last apply's (built-in
-/// names as they are, others as /etc/gdrprov/NAME.yaml). `None`: nothing applied.
-fn profiles(root: &Path, given: &[String]) -> Result<Option<Vec<String>>> {
+/// The profiles to check, named and loaded: those given, else the last
+/// apply's, found as it recorded them (`None`: nothing applied).
+fn profiles(root: &Path, given: &[String]) -> Result<Option<(Vec<String>, Composed)>> {
     if !given.is_empty() {
-        return Ok(Some(given.to_vec()));
+        return Ok(Some((given.to_vec(), ops::load_profiles(given)?)));
     }
     let host = Host::open(root, true)?;
     let state = StateStore::new(&host).load_state()?;
     if state.generation == 0 || state.profiles.is_empty() {
         return Ok(None);
     }
-    state
+    let loaded = state
         .profiles
         .iter()
-        .map(|name| {
-            if crate::profile::builtin::profile(name).is_some() {
-                return Ok(name.clone());
-            }
-            let file = root.join(PROFILE_DIR).join(format!("{name}.yaml"));
-            if crate::host::is_local_file(&file) {
-                return Ok(file.display().to_string());
-            }
-            Err(Error::Refused(format!(
-                "the last apply used profile `{name}`, which is not built in and not at {}; copy the profile there or name the profiles in the re-check's configuration (/etc/default/gdrprov)",
-                file.display()
+        .enumerate()
+        .map(|(i, name)| recorded(&host, name, state.profile_sources.get(i).copied()))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Some((
+        state.profiles.clone(),
+        crate::profile::compose(&loaded)?,
+    )))
+}
+
+/// The fix every refusal below ends with.
+const NAME_THEM: &str =
+    "or name the profiles to re-check in its configuration (/etc/default/gdrprov)";
+
+/// One profile of `state.json`, found the way apply recorded it: a built-in
+/// as the built-in (never a file of that name), a file only as
+/// `/etc/gdrprov/NAME.yaml` inside the root, whose own name is NAME. A
+/// state of an older gdrprov records no source: a name that is both is
+/// refused, never guessed.
+fn recorded(host: &Host, name: &str, source: Option<ProfileSource>) -> Result<LoadedProfile> {
+    let builtin = crate::profile::builtin::profile(name).is_some();
+    let shown = format!("{}/{name}.yaml", host.display(&format!("/{PROFILE_DIR}")));
+    let file = in_root_file(host, name)?;
+    let exact = match (source, builtin, &file) {
+        (Some(ProfileSource::BuiltIn), true, _) | (None, true, None) => Exact::Builtin(name),
+        (Some(ProfileSource::File), _, Some(f)) | (None, false, Some(f)) => {
+            Exact::FileWithin(f.clone(), host.root())
+        }
+        (Some(ProfileSource::BuiltIn), false, _) => {
+            return Err(Error::Refused(format!(
+                "the last apply used the built-in profile `{name}`, which this gdrprov does not have (another version?); install the gdrprov that applied it, {NAME_THEM}"
             )))
-        })
-        .collect::<Result<Vec<_>>>()
-        .map(Some)
+        }
+        (None, true, Some(_)) => {
+            return Err(Error::Refused(format!(
+                "state.json (written by an older gdrprov) does not say whether the last apply used the built-in profile `{name}` or the file {shown}; apply again to record it, {NAME_THEM}"
+            )))
+        }
+        (_, _, None) => {
+            return Err(Error::Refused(format!(
+                "the last apply used profile `{name}` from a file, which is not at {shown}; copy the profile there, {NAME_THEM}"
+            )))
+        }
+    };
+    let loaded = crate::profile::load_exact(exact)?;
+    if loaded.name != name {
+        return Err(Error::Refused(format!(
+            "{shown} is profile `{}`, not `{name}`, the profile the last apply used; put `{name}` there, {NAME_THEM}",
+            loaded.name
+        )));
+    }
+    Ok(loaded)
+}
+
+/// `/etc/gdrprov/NAME.yaml` of the root as a real path inside it (every
+/// symlink resolved in the root), when NAME is a plain file name and a
+/// regular file is there; `None` otherwise.
+fn in_root_file(host: &Host, name: &str) -> Result<Option<PathBuf>> {
+    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+    if !plain {
+        return Ok(None);
+    }
+    let Some(logical) = host.canonical(&format!("/{PROFILE_DIR}/{name}.yaml")) else {
+        return Ok(None);
+    };
+    let real = host.root().join(logical.trim_start_matches('/'));
+    Ok(crate::host::is_local_file(&real).then_some(real))
 }
 
 /// `ops::verify` on a thread, given up after `limit` (a probe that hangs on
@@ -187,9 +247,10 @@ mod tests {
     #[test]
     fn nothing_applied_means_nothing_to_check() {
         let t = tempfile::tempdir().unwrap();
-        assert_eq!(profiles(t.path(), &[]).unwrap(), None);
+        assert!(profiles(t.path(), &[]).unwrap().is_none());
         let given = vec!["rdma-dmabuf".to_string()];
-        assert_eq!(profiles(t.path(), &given).unwrap(), Some(given));
+        let (names, composed) = profiles(t.path(), &given).unwrap().unwrap();
+        assert_eq!((names, composed.builtin), (given, vec![true]));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
-use crate::host::{is_local_dir, list_local_dir, local_id, read_input_text, Input};
+use crate::host::{is_local_dir, list_local_dir, local_id, read_local_text, ReadLimit};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -22,11 +22,11 @@ const MAX_GBPS: f64 = 100_000.0;
 /// A file named on the command line, read through the host layer's guard:
 /// a regular file only (a FIFO or `/dev/zero` is refused at once), at most
 /// the size its kind allows.
-pub fn read_text(path: &Path, kind: Input) -> Result<String> {
-    read_input_text(path, kind)
+pub fn read_text(path: &Path, kind: ReadLimit) -> Result<String> {
+    read_local_text(path, kind)
 }
 
-fn read_json(path: &Path, kind: Input) -> Result<serde_json::Value> {
+fn read_json(path: &Path, kind: ReadLimit) -> Result<serde_json::Value> {
     serde_json::from_str(&read_text(path, kind)?).map_err(|e| {
         Error::Usage(format!(
             "{}: not JSON ({e}); the runner must save `--format json` output there",
@@ -39,7 +39,7 @@ fn read_json(path: &Path, kind: Input) -> Result<serde_json::Value> {
 pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
     if let Some(f) = &h.hosts {
-        for line in read_text(f, Input::HostList)?.lines() {
+        for line in read_text(f, ReadLimit::HostList)?.lines() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
                 continue;
@@ -124,6 +124,10 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
 
 /// A result file's record, checked: two different nodes, numbers finite
 /// and in range, a round in range.
+/// The longest rail name a result may give (an RDMA device's or a netdev's
+/// name is far shorter): the name is shown back in the sweep's report.
+const MAX_RAIL_NAME: usize = 64;
+
 fn check_record(f: &Path, r: &results::Record) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
@@ -131,6 +135,12 @@ fn check_record(f: &Path, r: &results::Record) -> Result<()> {
             f.display()
         )))
     };
+    if let Some(rail) = r.rail.as_ref().filter(|n| n.len() > MAX_RAIL_NAME) {
+        return bad(format!(
+            "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
+            rail.len()
+        ));
+    }
     if r.a == r.b {
         return bad(format!(
             "`{}` paired with itself is not a measurement of a path between two nodes",
@@ -198,7 +208,7 @@ pub fn load_with_mtus(
             .and_then(|n| n.to_str())
             .map(results::round_from_dir)
             .unwrap_or(0);
-        let doc = read_json(f, Input::PairResult)?;
+        let doc = read_json(f, ReadLimit::PairResult)?;
         for r in results::read(&doc, &a, &b, rail.as_deref(), round) {
             check_record(f, &r)?;
             let pair = if r.a < r.b {
@@ -246,7 +256,7 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
             .to_string();
         out.insert(
             node,
-            remedy::from_verify(&read_json(&f, Input::VerifyReport)?),
+            remedy::from_verify(&read_json(&f, ReadLimit::VerifyReport)?),
         );
     }
     Ok(out)

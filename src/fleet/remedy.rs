@@ -21,6 +21,26 @@ pub struct NodeFindings {
 }
 
 /// The findings of one `gdrprov verify --format json` document.
+/// The most of a report's check detail shown back (the rest is the
+/// node's own report to read).
+const MAX_DETAIL: usize = 512;
+
+/// At most [`MAX_DETAIL`] bytes of `s`, saying how much was left out.
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_DETAIL {
+        return s.to_string();
+    }
+    let mut end = MAX_DETAIL;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}… ({} more bytes in the report)",
+        &s[..end],
+        s.len() - end
+    )
+}
+
 pub fn from_verify(doc: &Value) -> NodeFindings {
     let profiles = doc
         .get("profiles")
@@ -44,7 +64,7 @@ pub fn from_verify(doc: &Value) -> NodeFindings {
                     CONFIG_CHECKS.contains(&name).then(|| {
                         format!(
                             "{name}: {}",
-                            c.get("detail").and_then(Value::as_str).unwrap_or("failed")
+                            bounded(c.get("detail").and_then(Value::as_str).unwrap_or("failed"))
                         )
                     })
                 })

@@ -18,7 +18,6 @@
 mod dirs;
 mod durable;
 mod fs;
-mod input;
 mod lock;
 mod lockfile;
 mod path;
@@ -30,13 +29,13 @@ pub mod textfile;
 
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
-pub use input::{open_input, read_input, read_input_text, Input};
 pub use lock::{write_new_private, FileLock};
 pub use lockfile::{holder_of, write_pid};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
     canonical_local, is_local_dir, is_local_file, is_local_special, list_local_dir, local_exists,
-    local_id, random_bytes, read_kmsg, read_local, read_local_text, LocalId, ReadLimit,
+    local_id, log_text, open_local, random_bytes, read_kmsg, read_local, read_local_text, LocalId,
+    ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Placement};

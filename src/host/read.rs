@@ -1,8 +1,11 @@
 //! The one door for reading. Everything gdrprov reads comes through here:
 //! files inside the root ([`Host::read`] and its kin, resolved in the root)
 //! and files named on the command line or found beside one (profiles and
-//! their templates, fleet results, verify reports, logs, token files, host
-//! lists, Ansible's arguments: [`read_local`]).
+//! their templates, a sweep's pair results, `--verify-dir` reports,
+//! `--drained` and `--probation` node lists, host lists, NCCL logs, token
+//! files, Ansible's arguments: [`read_local`], [`open_local`]). There is no
+//! other way to read a file in gdrprov: `std::fs` is disallowed outside
+//! this layer, and in it every read of a file starts here.
 //!
 //! Every read opens the file with `O_NONBLOCK` (opening a FIFO with no writer
 //! returns at once instead of waiting for one), checks the file opened
@@ -44,16 +47,20 @@ pub enum ReadLimit {
     Profile,
     /// A template beside a profile.
     Template,
-    /// One fleet results file (a `bench pair` or verify JSON document).
-    Results,
-    /// A `--verify-dir` report.
-    Report,
-    /// A log (`doctor --nccl-log`).
+    /// One `bench pair --format json` result of a sweep (a few kB).
+    PairResult,
+    /// One `verify --format json` report (`--verify-dir`).
+    VerifyReport,
+    /// `sinfo` output: drained or probation nodes (`--drained`, `--probation`).
+    NodeList,
+    /// A host list, one name a line (`--hosts`).
+    HostList,
+    /// An NCCL debug log (`doctor --nccl-log`).
+    NcclLog,
+    /// The kernel's log of a root (`var/log/kern.log`).
     Log,
     /// A shared secret (`--token-file`).
     Token,
-    /// A list of hosts or nodes (`--hosts`, `--drained`).
-    List,
     /// Ansible's module arguments.
     Args,
 }
@@ -67,11 +74,10 @@ impl ReadLimit {
             ReadLimit::State => 16 * MIB,
             ReadLimit::Lock => 4 * KIB,
             ReadLimit::Profile | ReadLimit::Template => MIB,
-            ReadLimit::Results => 16 * MIB,
-            ReadLimit::Report => 16 * MIB,
-            ReadLimit::Log => 256 * MIB,
+            ReadLimit::PairResult | ReadLimit::VerifyReport => 4 * MIB,
+            ReadLimit::NodeList | ReadLimit::HostList => 16 * MIB,
+            ReadLimit::NcclLog | ReadLimit::Log => 256 * MIB,
             ReadLimit::Token => 4 * KIB,
-            ReadLimit::List => 4 * MIB,
             ReadLimit::Args => 4 * MIB,
         }
     }
@@ -85,11 +91,13 @@ impl ReadLimit {
             ReadLimit::Lock => "a lock file",
             ReadLimit::Profile => "a profile",
             ReadLimit::Template => "a template",
-            ReadLimit::Results => "a results file",
-            ReadLimit::Report => "a verify report",
+            ReadLimit::PairResult => "a pair result",
+            ReadLimit::VerifyReport => "a verify report",
+            ReadLimit::NodeList => "a node list",
+            ReadLimit::HostList => "a host list",
+            ReadLimit::NcclLog => "an NCCL log",
             ReadLimit::Log => "a log",
             ReadLimit::Token => "a token file",
-            ReadLimit::List => "a host list",
             ReadLimit::Args => "an arguments file",
         }
     }
@@ -132,8 +140,21 @@ fn too_big(shown: &str, limit: ReadLimit) -> Error {
     Error::BadPath {
         path: shown.to_string(),
         why: format!(
-            "it is larger than {}, the most gdrprov reads of {}; name the right file (or cut it down) and run again",
+            "it is larger than {} (over {} bytes), the most gdrprov reads of {}; name the right file (or a part of it) and run again",
             size(limit.max_bytes()),
+            limit.max_bytes(),
+            limit.what()
+        ),
+    }
+}
+
+/// The error for a file that is there but is not a regular file.
+fn not_regular(shown: &str, meta: &std::fs::Metadata, limit: ReadLimit) -> Error {
+    Error::BadPath {
+        path: shown.to_string(),
+        why: format!(
+            "it is {}, not a regular file, so gdrprov will not read it as {} (it could block or never end); name a regular file (save it to one first)",
+            kind_of(meta),
             limit.what()
         ),
     }
@@ -157,55 +178,106 @@ pub(super) fn kind_of(meta: &std::fs::Metadata) -> &'static str {
 }
 
 /// Opens a file named by the user (not in a root) for reading, never
-/// blocking, and checks that it is a regular file.
-fn open_local(path: &Path, limit: ReadLimit) -> Result<std::fs::File> {
+/// blocking (a symlink followed, as a shell would), and checks on the open
+/// file that it is a regular file: the file and what `fstat` said of it
+/// (its mode, for a token file's check).
+pub fn open_local(path: &Path, limit: ReadLimit) -> Result<(std::fs::File, std::fs::Metadata)> {
     let shown = path.display().to_string();
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(path)
-        .map_err(|e| Error::io(limit.op(), &shown, e))?;
+        // A socket cannot be opened at all: say what it is all the same.
+        .map_err(|e| match std::fs::metadata(path) {
+            Ok(m) if !m.is_file() && !m.is_dir() => not_regular(&shown, &m, limit),
+            _ => Error::io(limit.op(), &shown, e),
+        })?;
     let meta = file
         .metadata()
         .map_err(|e| Error::io(limit.op(), &shown, e))?;
     if !meta.is_file() {
-        return Err(Error::BadPath {
-            path: shown,
-            why: format!(
-                "it is {}, not a regular file, so gdrprov will not read it as {} (it could block or never end); name a regular file",
-                kind_of(&meta),
-                limit.what()
-            ),
-        });
+        return Err(not_regular(&shown, &meta, limit));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 /// [`open_local`] for the host layer's own copies (a snapshot of a root):
 /// the open regular file, or why not.
 pub(super) fn open_regular_local(path: &Path) -> Result<std::fs::File> {
-    open_local(path, ReadLimit::RootFile)
+    open_local(path, ReadLimit::RootFile).map(|(f, _)| f)
 }
 
 /// Reads a file named on the command line (or found beside one): a regular
-/// file of at most `limit`'s size, opened without blocking.
+/// file of at most `limit`'s size, opened without blocking. One over the
+/// limit is refused by its size before a byte is read, and by what is read
+/// (a file growing while read is cut at the limit and refused).
 pub fn read_local(path: &Path, limit: ReadLimit) -> Result<Vec<u8>> {
-    let file = open_local(path, limit)?;
-    read_capped(file, limit, &path.display().to_string())
+    let shown = path.display().to_string();
+    let (file, meta) = open_local(path, limit)?;
+    if meta.len() > limit.max_bytes() {
+        return Err(too_big(&shown, limit));
+    }
+    read_capped(file, limit, &shown)
 }
 
-/// [`read_local`] for text: invalid UTF-8 is refused, as `read_to_string` did.
+/// [`read_local`] for text: invalid UTF-8 is refused, naming the file and
+/// the offset of the first invalid byte.
 pub fn read_local_text(path: &Path, limit: ReadLimit) -> Result<String> {
-    String::from_utf8(read_local(path, limit)?).map_err(|_| {
-        Error::io(
-            limit.op(),
-            path.display().to_string(),
-            std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            ),
-        )
+    String::from_utf8(read_local(path, limit)?).map_err(|e| Error::BadPath {
+        path: path.display().to_string(),
+        why: format!(
+            "it is not UTF-8 text (an invalid byte at offset {}); give {} as gdrprov or the tool wrote it",
+            e.utf8_error().valid_up_to(),
+            limit.what()
+        ),
     })
+}
+
+/// The longest line of a log kept whole ([`log_text`]); the rest of a
+/// longer line is left out, and the line says how much.
+pub const LOG_LINE_MAX: usize = 4096;
+
+/// A log's bytes as text, never refused for its content: each byte that is
+/// not UTF-8 shown as `\xNN`, each line cut at [`LOG_LINE_MAX`] bytes (a
+/// 100 MB line is one line of 4 KiB and a note). A log is evidence that
+/// gdrprov quotes, not a file it edits.
+pub fn log_text(bytes: &[u8]) -> String {
+    let decoded: std::borrow::Cow<'_, str> = match std::str::from_utf8(bytes) {
+        Ok(s) => s.into(),
+        Err(_) => {
+            let mut out = String::with_capacity(bytes.len() + 16);
+            for chunk in bytes.utf8_chunks() {
+                out.push_str(chunk.valid());
+                for b in chunk.invalid() {
+                    out.push_str(&format!("\\x{b:02x}"));
+                }
+            }
+            out.into()
+        }
+    };
+    if !decoded.split('\n').any(|l| l.len() > LOG_LINE_MAX) {
+        return decoded.into_owned();
+    }
+    let mut out = String::with_capacity(decoded.len().min(64 << 20));
+    for (i, line) in decoded.split('\n').enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if line.len() <= LOG_LINE_MAX {
+            out.push_str(line);
+            continue;
+        }
+        let mut end = LOG_LINE_MAX;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.push_str(&line[..end]);
+        out.push_str(&format!(
+            " … ({} more bytes of this line not read)",
+            line.len() - end
+        ));
+    }
+    out
 }
 
 /// Whether `path` names a regular file (a symlink followed), as
@@ -353,7 +425,9 @@ mod tests {
         std::fs::write(&p, vec![b'a'; 4097]).unwrap();
         let err = read_local(&p, ReadLimit::Token).unwrap_err().to_string();
         assert!(
-            err.contains(&p.display().to_string()) && err.contains("larger than 4 KiB"),
+            err.contains(&p.display().to_string())
+                && err.contains("larger than 4 KiB (over 4096 bytes)")
+                && err.contains("a token file"),
             "{err}"
         );
         std::fs::write(&p, vec![b'a'; 4096]).unwrap();
@@ -361,8 +435,40 @@ mod tests {
     }
 
     #[test]
+    fn a_log_is_read_whatever_its_bytes_with_lines_bounded() {
+        assert_eq!(log_text(b"ok\nline"), "ok\nline");
+        assert_eq!(log_text(b"a\xffb\xc3\n"), "a\\xffb\\xc3\n");
+        let long = [b"x".repeat(LOG_LINE_MAX + 10), b"\nnext".to_vec()].concat();
+        let text = log_text(&long);
+        let first = text.lines().next().unwrap();
+        assert!(first.starts_with(&"x".repeat(LOG_LINE_MAX)), "{first:.20}");
+        assert!(
+            first.ends_with("(10 more bytes of this line not read)"),
+            "{first}"
+        );
+        assert_eq!(text.lines().nth(1), Some("next"));
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_refused_naming_the_offset() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("hosts");
+        std::fs::write(&p, b"n1\nn\xff2\n").unwrap();
+        let err = read_local_text(&p, ReadLimit::HostList)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("offset 4") && err.contains("a host list"),
+            "{err}"
+        );
+        std::fs::write(&p, b"ok\n").unwrap();
+        assert_eq!(read_local_text(&p, ReadLimit::Token).unwrap(), "ok\n");
+    }
+
+    #[test]
     fn a_fifo_or_a_device_is_refused_at_once() {
         let t = tempfile::tempdir().unwrap();
+        let start = std::time::Instant::now();
         let fifo = t.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         for (p, kind) in [
@@ -375,9 +481,10 @@ mod tests {
                 "{err}"
             );
         }
-        let err = read_local(t.path(), ReadLimit::List)
+        let err = read_local(t.path(), ReadLimit::HostList)
             .unwrap_err()
             .to_string();
         assert!(err.contains("a directory"), "{err}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
     }
 }

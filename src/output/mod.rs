@@ -12,6 +12,7 @@
 pub mod bench;
 pub mod copy;
 pub mod doctor;
+pub mod escape;
 pub mod exposition;
 pub mod health_metrics;
 pub mod inventory;
@@ -26,6 +27,7 @@ pub mod sweep;
 pub mod sweep_html;
 pub mod verify;
 
+pub use escape::escape;
 pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
 
 use crate::host::{CommandSpec, Host};
@@ -216,12 +218,13 @@ impl Output {
     /// Text for people, its suggested commands keeping the user's options
     /// (ROOT: the user's `--root`).
     pub fn text(&self, root: &Path, text: &str) {
-        print!("{}", keep_options(text, root, self.format));
+        print!("{}", escape(&keep_options(text, root, self.format)));
     }
 
-    /// Text exactly as given (a schema, YAML, metrics, completions).
+    /// Text as given (a schema, YAML, metrics, completions), any terminal
+    /// control in it escaped ([`escape`]: none in what gdrprov writes).
     pub fn raw(&self, text: &str) {
-        print!("{text}");
+        print!("{}", escape(text));
     }
 
     /// Bytes exactly as given on standard output (the manual page).
@@ -239,7 +242,7 @@ impl Output {
 
     /// A question on the terminal (standard error), answered on the same line.
     pub fn prompt(&self, question: &str) {
-        eprint!("{question} [y/N] ");
+        eprint!("{} [y/N] ", escape(question));
         let _ = std::io::stderr().flush();
     }
 
@@ -267,17 +270,18 @@ pub fn clap_message(e: &clap::Error) {
 
 /// `gdrprov: NOTE` on standard error (progress notes, recovered runs).
 pub fn note_line(note: &str) {
-    eprintln!("gdrprov: {note}");
+    eprintln!("gdrprov: {}", escape(note));
 }
 
-/// A line on standard error as it is (a bench's notes).
+/// A line on standard error (a bench's notes), escaped.
 pub fn stderr_line(line: &str) {
-    eprintln!("{line}");
+    eprintln!("{}", escape(line));
 }
 
-/// `gdrprov: error: MESSAGE` on standard error, always one whole line.
+/// `gdrprov: error: MESSAGE` on standard error, always one whole line,
+/// escaped ([`escape`]: an error may quote a file, a log or a peer).
 pub fn error_line(message: &str) {
-    eprintln!("gdrprov: error: {}", message.trim_end_matches('\n'));
+    eprintln!("gdrprov: error: {}", escape(message.trim_end_matches('\n')));
 }
 
 /// A bar for long work on standard error (reading thousands of pair

@@ -1,7 +1,7 @@
 //! The report of `plan`, `apply` and `rollback` (and of `boot set-default`
 //! and `commit`): one data structure, as JSON or as text for people.
 
-use super::{envelope, CommandOut, Style};
+use super::{envelope, escape, CommandOut, Style};
 use crate::apply::Outcome;
 use crate::host::{CommandSpec, Host};
 use crate::plan::{Action, Plan};
@@ -179,17 +179,22 @@ pub fn json(r: &Report) -> String {
     serde_json::to_string_pretty(&envelope(r.command, Path::new(&r.root), r)).unwrap_or_default()
 }
 
+/// The report as text. What it shows of files, profiles and commands is
+/// escaped piece by piece ([`super::escape`]) before the diff is coloured,
+/// so the only escape sequences in it are the colours.
 pub fn text(r: &Report, style: Style) -> String {
     let mut out = String::new();
     header(&mut out, r, style);
     for (i, c) in r.changes.iter().enumerate() {
         change(&mut out, i + 1, c, style);
     }
-    owed(&mut out, r);
+    let mut rest = String::new();
+    owed(&mut rest, r);
     match &r.outcome {
-        None => plan_summary(&mut out, r),
-        Some(o) => outcome_summary(&mut out, r, o),
+        None => plan_summary(&mut rest, r),
+        Some(o) => outcome_summary(&mut rest, r, o),
     }
+    out.push_str(&escape(&rest));
     out
 }
 
@@ -203,21 +208,29 @@ fn header(out: &mut String, r: &Report, style: Style) {
     };
     let _ = writeln!(
         out,
-        "gdrprov {}: {} on {}",
-        r.command,
-        r.profiles.join(" + "),
-        target
+        "{}",
+        escape(&format!(
+            "gdrprov {}: {} on {}",
+            r.command,
+            r.profiles.join(" + "),
+            target
+        ))
     );
     for w in r.warnings {
-        let _ = writeln!(out, "{} {w}", style.paint("33", "warning:"));
+        let _ = writeln!(out, "{} {}", style.paint("33", "warning:"), escape(w));
     }
     for s in r.skipped {
-        let _ = writeln!(out, "when: {s}");
+        let _ = writeln!(out, "when: {}", escape(s));
     }
     if let Some(b) = r.boot {
-        let _ = writeln!(out, "{} {}", style.paint("33", "boot:"), b.summary());
-        let _ = writeln!(out, "     wanted: {}", b.wanted.join(" "));
-        let _ = writeln!(out, "     why: {}", b.evidence.join("; "));
+        let _ = writeln!(
+            out,
+            "{} {}",
+            style.paint("33", "boot:"),
+            escape(&b.summary())
+        );
+        let _ = writeln!(out, "     wanted: {}", escape(&b.wanted.join(" ")));
+        let _ = writeln!(out, "     why: {}", escape(&b.evidence.join("; ")));
     }
     let boot_owed = r.boot.is_some_and(|b| b.satisfied != Some(true));
     if r.changes.is_empty() && r.pending_commands.is_empty() && boot_owed {
@@ -244,16 +257,17 @@ fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
         out,
         "{:>3}. [{}] {}",
         n,
-        c.module,
-        style.paint("1", &c.description)
+        escape(&c.module),
+        style.paint("1", &escape(&c.description))
     );
     if let Some(cmd) = &c.command {
-        let _ = writeln!(out, "     $ {}", cmd.shell_line());
+        let _ = writeln!(out, "     $ {}", escape(&cmd.shell_line()));
     }
     if let Some(reason) = &c.reboot {
-        let _ = writeln!(out, "     needs a reboot: {reason}");
+        let _ = writeln!(out, "     needs a reboot: {}", escape(reason));
     }
-    for line in c.diff.as_deref().unwrap_or("").lines() {
+    let diff = escape(c.diff.as_deref().unwrap_or(""));
+    for line in diff.lines() {
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             style.paint("1", line)
         } else if line.starts_with('+') {

@@ -83,8 +83,85 @@ pub fn parse(text: &str, label: &str) -> Result<ProfileDoc> {
 /// Loads a profile by built-in name or file path, with everything it extends.
 pub fn load(spec: &str) -> Result<LoadedProfile> {
     let origin = locate(spec, None)?;
+    load_located(origin, None)
+}
+
+/// A profile named exactly, as `state.json` records it (`recheck`).
+#[derive(Debug, Clone)]
+pub enum Exact<'a> {
+    /// The built-in of that name, never a file of that name.
+    Builtin(&'a str),
+    /// That file, with everything it extends inside `within` (the root,
+    /// canonical): a parent outside it is refused, never read.
+    FileWithin(PathBuf, &'a Path),
+}
+
+/// Loads a profile named exactly ([`Exact`]).
+pub fn load_exact(spec: Exact<'_>) -> Result<LoadedProfile> {
+    match spec {
+        Exact::Builtin(name) => {
+            let origin = builtin_origin(name).ok_or_else(|| Error::UnknownProfile {
+                name: name.to_string(),
+                known: builtin::names().join(", "),
+            })?;
+            load_located(origin, None)
+        }
+        Exact::FileWithin(path, root) => load_located(Origin::File(path), Some(root)),
+    }
+}
+
+fn builtin_origin(name: &str) -> Option<Origin> {
+    builtin::PROFILES
+        .iter()
+        .map(|(n, _)| *n)
+        .find(|n| *n == name)
+        .map(Origin::Builtin)
+}
+
+/// A parent found for a profile loaded within a root: a built-in, or a file
+/// whose real path is inside the root.
+fn confined(origin: Origin, root: &Path, parent: &str) -> Result<Origin> {
+    match &origin {
+        Origin::Builtin(_) => Ok(origin),
+        Origin::File(p) => match crate::host::canonical_local(p) {
+            Some(real) if real.starts_with(root) => Ok(Origin::File(real)),
+            real => Err(Error::Refused(format!(
+                "`{parent}` leads to {}, outside the root {}; a profile of the root may extend only built-in profiles and files inside the root",
+                real.as_deref().unwrap_or(p).display(),
+                root.display()
+            ))),
+        },
+    }
+}
+
+/// A profile loaded within a root renders only templates inside it (a
+/// template beside the profile may be a symlink out of the root).
+fn templates_within(doc: &ProfileDoc, root: &Path, label: &str) -> Result<()> {
+    for t in doc.files.iter().filter_map(|f| f.template.as_deref()) {
+        if builtin::template(t).is_none() && !Path::new(t).starts_with(root) {
+            return Err(Error::ProfileInvalid {
+                file: label.to_string(),
+                msg: format!(
+                    "template {t} is outside the root {}; a profile of the root may use only built-in templates and files inside the root",
+                    root.display()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether two paths name the same file (symlinks followed).
+fn same_file(a: &Path, b: &Path) -> bool {
+    matches!(
+        (crate::host::local_id(a), crate::host::local_id(b)),
+        (Ok(x), Ok(y)) if x == y
+    )
+}
+
+fn load_located(origin: Origin, within: Option<&Path>) -> Result<LoadedProfile> {
     let mut chain = Vec::new();
-    let doc = load_origin(&origin, &mut chain, &mut Loaded::default())?;
+    let doc = load_origin(&origin, &mut chain, &mut Loaded::default(), within)?;
     let name = doc.name.clone().unwrap_or_else(|| default_name(&origin));
     super::text::check_line("name", &name, super::text::MAX_NAME).map_err(|msg| {
         Error::ProfileInvalid {
@@ -95,6 +172,7 @@ pub fn load(spec: &str) -> Result<LoadedProfile> {
     Ok(LoadedProfile {
         name,
         source: origin.label(),
+        builtin: matches!(origin, Origin::Builtin(_)),
         doc,
     })
 }
@@ -176,6 +254,7 @@ fn load_origin(
     origin: &Origin,
     chain: &mut Vec<String>,
     loaded: &mut Loaded,
+    within: Option<&Path>,
 ) -> Result<ProfileDoc> {
     let label = origin.label();
     if chain.contains(&label) {
@@ -200,12 +279,33 @@ fn load_origin(
     let text = read_origin(origin)?;
     let mut doc = parse(&text, &label)?;
     validate(&mut doc, origin)?;
+    if let Some(root) = within {
+        templates_within(&doc, root, &label)?;
+    }
     let doc = super::when::split(doc, &label)?;
     let mut merged = ProfileDoc::default();
     for parent in doc.extends.clone() {
-        let found = match origin.dir() {
-            Some(dir) => locate(&parent, Some(dir)).or_else(|_| locate(&parent, None)),
-            None => locate(&parent, None),
+        // A file never extends itself: `rdma-dmabuf.yaml` extending
+        // `rdma-dmabuf` (a site copy of a built-in, kept where `recheck`
+        // looks for it) extends the built-in.
+        let next_to = |dir: &Path| {
+            locate(&parent, Some(dir)).map(|o| match (&o, origin, builtin_origin(&parent)) {
+                (Origin::File(p), Origin::File(me), Some(b)) if same_file(p, me) => b,
+                _ => o,
+            })
+        };
+        let found = match (origin.dir(), within) {
+            // Within a root: next to the profile or built in, never a file
+            // of the machine running gdrprov.
+            (Some(dir), Some(root)) => next_to(dir)
+                .or_else(|e| builtin_origin(&parent).ok_or(e))
+                .and_then(|o| confined(o, root, &parent)),
+            (None, Some(_)) => builtin_origin(&parent).ok_or_else(|| Error::UnknownProfile {
+                name: parent.clone(),
+                known: builtin::names().join(", "),
+            }),
+            (Some(dir), None) => next_to(dir).or_else(|_| locate(&parent, None)),
+            (None, None) => locate(&parent, None),
         };
         let parent_origin = found.map_err(|e| {
             let (line, col) = key_position(&text, "extends");
@@ -222,7 +322,7 @@ fn load_origin(
                 msg: format!("extends: {why}"),
             }
         })?;
-        let parent_doc = load_origin(&parent_origin, chain, loaded)?;
+        let parent_doc = load_origin(&parent_origin, chain, loaded, within)?;
         merged = super::merge::extend(merged, parent_doc);
     }
     chain.pop();

@@ -142,6 +142,8 @@ fn overlay<V>(mut a: BTreeMap<String, V>, b: BTreeMap<String, V>) -> BTreeMap<St
 #[derive(Debug, Clone)]
 pub struct Composed {
     pub names: Vec<String>,
+    /// For each of `names`: whether it is a built-in profile (else a file).
+    pub builtin: Vec<bool>,
     pub doc: ProfileDoc,
     pub entries: Vec<(String, Boot)>,
 }
@@ -154,6 +156,7 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
     }
     Ok(Composed {
         names: profiles.iter().map(|p| p.name.clone()).collect(),
+        builtin: profiles.iter().map(|p| p.builtin).collect(),
         doc: c.doc,
         entries: c.entries.into_iter().map(|(e, b, _)| (e, b)).collect(),
     })

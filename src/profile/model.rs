@@ -505,5 +505,7 @@ pub struct LoadedProfile {
     pub name: String,
     /// Where it came from, as shown in messages: `built-in rdma-dmabuf` or a path.
     pub source: String,
+    /// A built-in profile (not a file), as `state.json` records it.
+    pub builtin: bool,
     pub doc: ProfileDoc,
 }

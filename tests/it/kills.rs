@@ -18,9 +18,9 @@ use std::path::Path;
 use std::time::Duration;
 
 /// path -> (type and content or link target, mode, uid, gid).
-type Tree = BTreeMap<String, (Vec<u8>, u32, u32, u32)>;
+pub(crate) type Tree = BTreeMap<String, (Vec<u8>, u32, u32, u32)>;
 
-fn tree(root: &Path) -> Tree {
+pub(crate) fn tree(root: &Path) -> Tree {
     let mut out = Tree::new();
     let mut todo = vec![root.to_path_buf()];
     while let Some(dir) = todo.pop() {
@@ -62,7 +62,7 @@ fn tree(root: &Path) -> Tree {
 }
 
 #[track_caller]
-fn same(now: &Tree, was: &Tree, what: &str) {
+pub(crate) fn same(now: &Tree, was: &Tree, what: &str) {
     let keys: std::collections::BTreeSet<&String> = now.keys().chain(was.keys()).collect();
     let diff: Vec<String> = keys
         .into_iter()
@@ -87,7 +87,7 @@ fn same(now: &Tree, was: &Tree, what: &str) {
     assert!(diff.is_empty(), "{what}: not the original tree: {diff:?}");
 }
 
-fn gd(root: &Root, args: &[&str], fault: Option<usize>) -> std::process::Output {
+pub(crate) fn gd(root: &Root, args: &[&str], fault: Option<usize>) -> std::process::Output {
     let mut c = gdrprov();
     if let Some(n) = fault {
         c.env("GDRPROV_FAULT_AFTER_STEP", n.to_string());
@@ -100,7 +100,7 @@ fn gd(root: &Root, args: &[&str], fault: Option<usize>) -> std::process::Output 
 }
 
 #[track_caller]
-fn ok(root: &Root, args: &[&str]) {
+pub(crate) fn ok(root: &Root, args: &[&str]) {
     let out = gd(root, args, None);
     assert!(
         out.status.success(),
@@ -111,14 +111,14 @@ fn ok(root: &Root, args: &[&str]) {
 }
 
 /// The journal of generation `n`.
-fn journal(root: &Root, n: u64) -> serde_json::Value {
+pub(crate) fn journal(root: &Root, n: u64) -> serde_json::Value {
     let p = root.join(format!("var/lib/gdrprov/generations/{n}/journal.json"));
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
 /// A copy of `host` with a file of another owner and mode (kept through
 /// everything), and the profile argument.
-fn fresh(host: &str) -> Root {
+pub(crate) fn fresh(host: &str) -> Root {
     let root = Root::example(host);
     let grub = root.join("etc/default/grub");
     if grub.exists() {
@@ -130,7 +130,7 @@ fn fresh(host: &str) -> Root {
 }
 
 /// A profile with many new files in new directories, on top of rdma-dmabuf.
-fn many_files(dir: &Path) -> String {
+pub(crate) fn many_files(dir: &Path) -> String {
     let mut y = String::from("name: many\nextends: rdma-dmabuf\nfiles:\n");
     for i in 0..12 {
         y.push_str(&format!(

@@ -13,6 +13,11 @@ use super::protocol::{Conn, Msg, PROTOCOL_VERSION};
 /// The environment variable that may hold the secret.
 pub const TOKEN_ENV: &str = "GDRPROV_PAIR_TOKEN";
 
+/// Why a listener refuses a client whose proof is wrong: the one refusal
+/// the client repeats (in its own words: these) before the listener has
+/// proven the secret.
+const WRONG_SECRET: &str = "wrong secret (the proof does not match this listener's secret)";
+
 /// A secret shorter than this is refused (a typo, not a secret).
 const MIN_SECRET: usize = 16;
 
@@ -94,11 +99,11 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
         path: p.display().to_string(),
         why,
     };
-    let (file, meta) = crate::host::open_input(p, crate::host::Input::Token).map_err(|e| {
-        let text = e.to_string();
-        let prefix = format!("{}: ", p.display());
-        bad(text.strip_prefix(&prefix).unwrap_or(&text).to_string())
-    })?;
+    let (file, meta) =
+        crate::host::open_local(p, crate::host::ReadLimit::Token).map_err(|e| match e {
+            crate::error::Error::BadPath { why, .. } => bad(why),
+            other => bad(other.to_string()),
+        })?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(bad(format!(
@@ -106,7 +111,7 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
             p.display()
         )));
     }
-    let limit = crate::host::Input::Token.limit();
+    let limit = crate::host::ReadLimit::Token.max_bytes();
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
@@ -198,18 +203,18 @@ pub fn listener_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairEr
         tool: tool(),
         nonce: nonce.clone(),
     })?;
-    let (version, peer_tool, cnonce, cproof) = match conn.recv()? {
+    let (version, cnonce, cproof) = match conn.recv()? {
         Msg::Auth {
             version,
-            tool,
             nonce,
             proof,
-        } => (version, tool, nonce, proof),
+            ..
+        } => (version, nonce, proof),
         other => return Err(conn.unexpected("auth", &other)),
     };
     if version != PROTOCOL_VERSION {
         let reason = format!(
-            "protocol version {version} ({peer_tool}); this listener speaks {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
+            "protocol version {version}; this listener speaks {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
             tool()
         );
         let _ = conn.send(&Msg::Refused {
@@ -222,32 +227,30 @@ pub fn listener_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairEr
     }
     if cnonce.len() < 32 || cnonce == nonce || !verify(secret, "client", &nonce, &cnonce, &cproof) {
         let _ = conn.send(&Msg::Refused {
-            reason: "wrong secret (the proof does not match this listener's secret)".into(),
+            reason: WRONG_SECRET.into(),
         });
         return Err(PairError::WrongSecret {
             peer: conn.peer.clone(),
         });
     }
     let mine = proof(secret, "listener", &cnonce, &nonce)?;
-    conn.send(&Msg::AuthOk { proof: mine })
+    conn.send(&Msg::AuthOk { proof: mine })?;
+    conn.authenticated = true;
+    Ok(())
 }
 
 /// The client's half: answer the Hello with its own nonce and proof, then check the listener's.
 pub fn client_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
     conn.doing = "during the authentication".into();
-    let (version, peer_tool, lnonce) = match conn.recv()? {
-        Msg::Hello {
-            version,
-            tool,
-            nonce,
-        } => (version, tool, nonce),
+    let (version, lnonce) = match conn.recv()? {
+        Msg::Hello { version, nonce, .. } => (version, nonce),
         other => return Err(conn.unexpected("hello", &other)),
     };
     if version != PROTOCOL_VERSION {
         return Err(PairError::Protocol {
             peer: conn.peer.clone(),
             what: format!(
-                "the listener speaks protocol version {version} ({peer_tool}), this client {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
+                "the listener says it speaks protocol version {version}, this client {PROTOCOL_VERSION} ({}): use the same gdrprov on both hosts",
                 tool()
             ),
         });
@@ -261,13 +264,21 @@ pub fn client_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairErro
         proof: mine,
     })?;
     match conn.recv()? {
-        Msg::AuthOk { proof } if verify(secret, "listener", &nonce, &lnonce, &proof) => Ok(()),
+        Msg::AuthOk { proof } if verify(secret, "listener", &nonce, &lnonce, &proof) => {
+            conn.authenticated = true;
+            Ok(())
+        }
         Msg::AuthOk { .. } => Err(PairError::ListenerUnproven {
             peer: conn.peer.clone(),
         }),
-        Msg::Refused { reason } => Err(PairError::RefusedByPeer {
+        // Said in this end's own words: the listener has proven nothing yet.
+        Msg::Refused { reason } if reason == WRONG_SECRET => Err(PairError::RefusedByPeer {
             peer: conn.peer.clone(),
-            reason,
+            reason: WRONG_SECRET.into(),
+        }),
+        Msg::Refused { .. } => Err(PairError::Unproven {
+            peer: conn.peer.clone(),
+            what: "refused this client".into(),
         }),
         other => Err(conn.unexpected("auth_ok", &other)),
     }

@@ -37,6 +37,13 @@ pub enum PairError {
     )]
     ListenerUnproven { peer: String },
 
+    /// The peer stopped or refused before it proved the secret: what it
+    /// sent is not shown (it could be anyone's text).
+    #[error(
+        "the peer {peer} {what} before it proved the shared secret; what it sent is not shown, since it is not known to be the gdrprov peer you meant. Check that {peer} runs `gdrprov bench pair` of the same version, and that both ends use the same secret (--token-file or GDRPROV_PAIR_TOKEN)"
+    )]
+    Unproven { peer: String, what: String },
+
     #[error("protocol error with {peer}: {what}")]
     Protocol { peer: String, what: String },
 

@@ -19,6 +19,46 @@ pub const PROTOCOL_VERSION: u32 = 1;
 /// The largest message accepted (the final report of a long sweep is well below).
 const MAX_MESSAGE: u32 = 4 << 20;
 
+/// The longest text field a message may hold (host and device names, a
+/// failure's message): a longer one is refused, never shown.
+pub const MAX_FIELD: usize = 4096;
+
+/// The most of a peer's own words (its `fail` message, a decoding error
+/// that quotes it) said back, and only once it has proven the secret.
+pub const MAX_SAID: usize = 512;
+
+/// What an authenticated peer said, as one bounded line: its first line, at
+/// most [`MAX_SAID`] bytes, with how much was left out. Escaping it is the
+/// output layer's (every sink escapes).
+pub fn said(text: &str) -> String {
+    let first = text.split(['\n', '\r']).next().unwrap_or("");
+    let mut end = first.len().min(MAX_SAID);
+    while !first.is_char_boundary(end) {
+        end -= 1;
+    }
+    let left = text.len() - end;
+    if left == 0 {
+        first.to_string()
+    } else {
+        format!("{}… ({left} more bytes not shown)", &first[..end])
+    }
+}
+
+/// The longest string anywhere in a JSON value.
+fn longest_text(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(xs) => xs.iter().map(longest_text).max().unwrap_or(0),
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| k.len().max(longest_text(v)))
+            .max()
+            .unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// How long each size runs, on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -173,6 +213,10 @@ pub struct Conn {
     limit: Duration,
     /// What the session is doing (for a message when the peer goes or the time runs out).
     pub doing: String,
+    /// Set once the handshake has proven that the peer holds the secret:
+    /// until then nothing it sends is shown (only what kind of message it
+    /// was), afterwards only as [`said`] bounds it.
+    pub authenticated: bool,
 }
 
 impl Conn {
@@ -184,6 +228,7 @@ impl Conn {
             deadline,
             limit,
             doing: "during the set-up".into(),
+            authenticated: false,
         }
     }
 
@@ -284,17 +329,46 @@ impl Conn {
         }
         let mut body = vec![0u8; len as usize];
         self.read_exact(&mut body)?;
-        let msg: Msg = serde_json::from_slice(&body).map_err(|e| PairError::Protocol {
+        self.decode(&body)
+    }
+
+    /// A message's body as a message: every text field at most
+    /// [`MAX_FIELD`] bytes; a `fail` becomes the error, naming what the
+    /// peer said only once it is authenticated.
+    fn decode(&self, body: &[u8]) -> Result<Msg, PairError> {
+        let unreadable = |e: serde_json::Error| PairError::Protocol {
             peer: self.peer.clone(),
-            what: format!("unreadable message ({e}; another gdrprov version?)"),
-        })?;
-        if let Msg::Fail { message } = msg {
-            return Err(PairError::PeerFailed {
+            what: if self.authenticated {
+                format!(
+                    "unreadable message ({}; another gdrprov version?)",
+                    said(&e.to_string())
+                )
+            } else {
+                "unreadable message (not a gdrprov pair peer, or another gdrprov version?)".into()
+            },
+        };
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(unreadable)?;
+        let longest = longest_text(&value);
+        if longest > MAX_FIELD {
+            return Err(PairError::Protocol {
                 peer: self.peer.clone(),
-                message,
+                what: format!(
+                    "a text field of {longest} bytes in a message (at most {MAX_FIELD}; not a gdrprov pair peer?)"
+                ),
             });
         }
-        Ok(msg)
+        let msg: Msg = serde_json::from_value(value).map_err(unreadable)?;
+        match msg {
+            Msg::Fail { message } if self.authenticated => Err(PairError::PeerFailed {
+                peer: self.peer.clone(),
+                message: said(&message),
+            }),
+            Msg::Fail { .. } => Err(PairError::Unproven {
+                peer: self.peer.clone(),
+                what: "ended the session".into(),
+            }),
+            msg => Ok(msg),
+        }
     }
 
     /// Tell the peer why this end stops (best effort: it may be gone already).

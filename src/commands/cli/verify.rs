@@ -90,6 +90,7 @@ impl VerifyArgs {
             arch: self.arch.arch,
             peer: self.peer.clone(),
             token_file: self.token_file.clone(),
+            composed: None,
         }
     }
 }

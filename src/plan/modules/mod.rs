@@ -86,6 +86,7 @@ pub(crate) mod testkit {
         crate::profile::compose(&[LoadedProfile {
             name: "test".into(),
             source: "test.yaml".into(),
+            builtin: false,
             doc,
         }])
         .expect("test profile composes")
