@@ -341,6 +341,7 @@ mod tests {
         GpuTopology {
             live: None,
             fabric_manager: None,
+            nvswitches: Vec::new(),
             shared: vec![SharedPort {
                 port: port.into(),
                 kind,

@@ -151,6 +151,8 @@ pub struct Part {
     pub nccl_keys: Option<Vec<String>>,
     /// The boot part on a host whose command line is set outside it.
     pub boot_elsewhere: Option<crate::plan::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// What `services.fabric-manager` decided (plan::modules::fabric).
+    pub fabric_manager: Option<crate::plan::modules::fabric::FabricManagerPlan>,
 }
 
 impl Part {
@@ -173,6 +175,9 @@ impl Part {
         }
         if other.boot_elsewhere.is_some() {
             self.boot_elsewhere = other.boot_elsewhere;
+        }
+        if other.fabric_manager.is_some() {
+            self.fabric_manager = other.fabric_manager;
         }
     }
 }

@@ -261,6 +261,18 @@ impl PlanFacts {
             pf.units
                 .insert(name.clone(), unit_facts(host, name, live_changes));
         }
+        if matches!(
+            doc.services.fabric_manager,
+            Some(
+                crate::profile::FabricManagerMode::Required
+                    | crate::profile::FabricManagerMode::Auto
+            )
+        ) {
+            for name in crate::plan::modules::fabric::UNITS {
+                pf.units
+                    .insert(name.into(), unit_facts(host, name, live_changes));
+            }
+        }
         if doc.pcie.acs == Some(crate::profile::AcsMode::Disable) {
             pf.pcie = PcieFacts {
                 hypervisor: crate::facts::platform::hypervisor(host),
