@@ -342,6 +342,7 @@ mod tests {
             live: None,
             fabric_manager: None,
             nvswitches: Vec::new(),
+            pci_listed: true,
             shared: vec![SharedPort {
                 port: port.into(),
                 kind,

@@ -63,6 +63,9 @@ pub struct GpuTopology {
     /// A100/H100/H200 boards): where Fabric Manager must run. A virtual machine whose GPUs'
     /// NVLinks end at switches the host keeps sees none.
     pub nvswitches: Vec<String>,
+    /// Whether the root lists PCI devices at all (an image root does not): without them no
+    /// NVSwitch can be told.
+    pub pci_listed: bool,
     /// Ports that two or more GPUs share (each GPU at most once, at its deepest shared port).
     pub shared: Vec<SharedPort>,
 }
@@ -137,6 +140,7 @@ pub fn probe(
         live,
         fabric_manager: None,
         nvswitches: Vec::new(),
+        pci_listed: false,
         shared: shared_ports(gpus, nics, links),
     }
 }

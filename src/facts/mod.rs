@@ -147,6 +147,7 @@ impl Facts {
         let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
         gpu_topology.nvswitches = gpu_topo::nvswitches(&pci_devices);
+        gpu_topology.pci_listed = !pci_devices.is_empty();
         if gpu_topology.nvswitch() || !gpu_topology.nvswitches.is_empty() {
             gpu_topology.fabric_manager =
                 gpu_topo::fabric_manager(&packages, nvidia_driver.major());

@@ -33,7 +33,7 @@ pub struct Report<'a> {
     pub skipped: &'a [String],
     /// What `services.fabric-manager` decided here (absent when the profile leaves it alone).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fabric_manager: Option<&'a crate::plan::modules::fabric::FabricManagerPlan>,
+    pub fabric_manager: Option<&'a crate::plan::change::FabricManagerPlan>,
     /// Present for every apply and rollback (not for a plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<OutcomeOut>,

@@ -30,7 +30,7 @@ pub struct Plan {
     pub skipped: Vec<String>,
     /// What `services.fabric-manager` decided here (skipped, and why; enabled; ...).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fabric_manager: Option<crate::plan::modules::fabric::FabricManagerPlan>,
+    pub fabric_manager: Option<crate::plan::change::FabricManagerPlan>,
     /// Ownership after this plan is applied.
     #[serde(skip)]
     pub state_after: State,

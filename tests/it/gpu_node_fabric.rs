@@ -342,3 +342,49 @@ fn a_disabled_service_is_enabled_again_by_rollback() {
         "rollback enables it again",
     );
 }
+
+#[test]
+fn profiles_together_required_beats_auto_off_contradicts_and_extends_overrides() {
+    let (t, root) = lent();
+    // rdma-dmabuf says auto; with required beside it, required.
+    let out = gd(
+        &root,
+        &[
+            "plan",
+            "rdma-dmabuf",
+            &profile(&root, "required"),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(json_of(&out)["fabric_manager"]["setting"], "required");
+    // off beside it contradicts it: refused, both named.
+    let out = gd(&root, &["plan", "rdma-dmabuf", &profile(&root, "off")]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr_of(&out);
+    assert!(
+        e.contains("services.fabric-manager") && e.contains("auto") && e.contains("off"),
+        "{e}"
+    );
+    // A child profile's off wins over what it extends.
+    let child = t.path().join("child.yaml");
+    std::fs::write(
+        &child,
+        "extends: rdma-dmabuf\nservices: { fabric-manager: off }\n",
+    )
+    .unwrap();
+    let out = gd(
+        &root,
+        &["plan", child.to_str().unwrap(), "--format", "json"],
+    );
+    assert!(json_of(&out).get("fabric_manager").is_none());
+    // A value that is not one of the three: the profile is refused, naming them.
+    std::fs::write(&child, "services: { fabric-manager: yes }\n").unwrap();
+    let out = gd(&root, &["plan", child.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let e = stderr_of(&out);
+    assert!(
+        e.contains("fabric-manager") && e.contains("required"),
+        "{e}"
+    );
+}

@@ -14,30 +14,10 @@ use crate::plan::change::Change;
 use crate::plan::inputs::UnitFacts;
 use crate::plan::modules::Context;
 use crate::profile::FabricManagerMode;
-use serde::Serialize;
 
 pub const MODULE: &str = "fabric-manager";
-pub const FM_UNIT: &str = "nvidia-fabricmanager.service";
-pub const PERSISTENCED_UNIT: &str = "nvidia-persistenced.service";
-/// The units, in the order they are enabled (the persistence daemon first, as NVIDIA's guide).
-pub const UNITS: [&str; 2] = [PERSISTENCED_UNIT, FM_UNIT];
-
-/// What the plan decided about Fabric Manager, for the report (`fabric_manager` in JSON).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct FabricManagerPlan {
-    /// The profile's `services.fabric-manager` (`required` or `auto`).
-    pub setting: FabricManagerMode,
-    /// `skip` (no NVSwitch board here), `enable` (steps planned), `ready` (enabled, and running
-    /// where that is asked), `warn` (`auto`: a problem, in `warnings` too; nothing planned).
-    pub action: &'static str,
-    /// The NVSwitch PCI functions this root sees.
-    pub nvswitches: Vec<String>,
-    /// The Fabric Manager package and version (`nvidia-fabricmanager-580 580.159.04-1`).
-    pub package: Option<String>,
-    /// The NVIDIA driver's version.
-    pub driver: Option<String>,
-    pub why: String,
-}
+pub use crate::plan::change::FabricManagerPlan;
+pub use crate::plan::inputs::{FABRIC_UNITS as UNITS, FM_UNIT, PERSISTENCED_UNIT};
 
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
@@ -144,7 +124,7 @@ fn board(facts: &Facts, mode: FabricManagerMode) -> std::result::Result<String, 
             }
         ));
     }
-    if !facts.observed {
+    if !topo.pci_listed {
         return match mode {
             FabricManagerMode::Required => Ok(
                 "an image root (no PCI devices to tell the board by): enabled for the NVSwitch board the profile requires it on".into(),
@@ -243,6 +223,7 @@ mod tests {
     /// A live HGX host: two NVSwitches seen, driver 580.159.04, Fabric Manager of that version.
     fn hgx() -> World {
         let mut w = World::live(OsFamily::Debian);
+        w.facts.gpu_topology.pci_listed = true;
         w.facts.gpu_topology.nvswitches = vec!["0000:05:00.0".into(), "0000:06:00.0".into()];
         w.facts.nvidia_driver.version = Some("580.159.04".into());
         w.facts.gpu_topology.fabric_manager =
@@ -378,6 +359,7 @@ mod tests {
     #[test]
     fn no_nvswitch_plans_nothing_and_says_why() {
         let mut w = World::live(OsFamily::Debian);
+        w.facts.gpu_topology.pci_listed = true;
         let p = w.plan(&desired(REQUIRED)).0.unwrap();
         assert!(p.changes.is_empty());
         let n = p.fabric_manager.unwrap();
@@ -393,6 +375,7 @@ mod tests {
         // An image root cannot tell: auto skips, required enables.
         w = hgx();
         w.facts.gpu_topology.nvswitches.clear();
+        w.facts.gpu_topology.pci_listed = false;
         w.facts.live = false;
         w.facts.observed = false;
         w.live_changes = false;
