@@ -332,7 +332,7 @@ fn a_disabled_service_is_enabled_again_by_rollback() {
     let p = p.display().to_string();
     let out = gd(&root, &["apply", &p, "-y"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(!wants.join(PD).exists());
+    assert!(!wants.join(PD).is_symlink());
     let out = gd(&root, &["rollback", "-y", "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert_eq!(commands(&json_of(&out)), [format!("systemctl enable {PD}")]);
@@ -386,5 +386,36 @@ fn profiles_together_required_beats_auto_off_contradicts_and_extends_overrides()
     assert!(
         e.contains("fabric-manager") && e.contains("required"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_failed_enable_undoes_the_enable_that_ran_before_it() {
+    if !is_root() {
+        eprintln!("SKIPPED: running systemctl chrooted into the root needs root (CI runs as root)");
+        return;
+    }
+    let (_t, root) = mock_nvswitch_board();
+    with_fabric_manager(&root, "580.159.04-1");
+    // Fabric Manager masked by hand: the real `systemctl enable` of it fails, after
+    // nvidia-persistenced's enable succeeded.
+    let etc = root.join("etc/systemd/system");
+    std::os::unix::fs::symlink("/dev/null", etc.join(FM)).unwrap();
+    let before = without_state(snapshot(&root));
+    let out = gd(&root, &["apply", &profile(&root, "required"), "-y"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout_of(&out));
+    let e = stderr_of(&out);
+    assert!(
+        e.contains("systemctl enable nvidia-fabricmanager.service") && e.contains("put back"),
+        "{e}"
+    );
+    assert!(
+        !root.join(WANTS).join(PD).is_symlink(),
+        "persistenced's enable undone"
+    );
+    assert_same(
+        &without_state(snapshot(&root)),
+        &before,
+        "a failed apply leaves the root as it was",
     );
 }
