@@ -433,13 +433,13 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
         .position(|s| !s.done)
         .map_or(g.steps.len(), |i| i + 1);
     let mut out = Reverted::default();
-    let undos = g.steps[..started]
-        .iter()
-        .rev()
-        .filter_map(|s| s.command.as_ref()?.undo.as_ref());
-    for argv in undos {
+    let undos = g.steps[..started].iter().rev().filter_map(|s| {
+        let c = s.command.as_ref()?;
+        Some((c, c.undo.as_ref()?))
+    });
+    for (ran, argv) in undos {
         let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let cmd = CommandSpec::new(&argv, "undo");
+        let cmd = CommandSpec::new(&argv, format!("Undo `{}`", ran.argv.join(" ")));
         if host.no_exec() {
             out.skipped.push(cmd);
             continue;

@@ -419,3 +419,30 @@ fn a_failed_enable_undoes_the_enable_that_ran_before_it() {
         "a failed apply leaves the root as it was",
     );
 }
+
+#[test]
+fn recover_after_a_kill_undoes_the_enable_that_ran() {
+    if !is_root() {
+        eprintln!("SKIPPED: running systemctl chrooted into the root needs root (CI runs as root)");
+        return;
+    }
+    let (_t, root) = mock_nvswitch_board();
+    with_fabric_manager(&root, "580.159.04-1");
+    let before = without_state(snapshot(&root));
+    // Killed (abort) right after its first step, nvidia-persistenced's enable.
+    let out = gdrprov()
+        .env("GDRPROV_FAULT_AFTER_STEP", "1")
+        .args(["apply", &profile(&root, "required"), "-y", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(root.join(WANTS).join(PD).is_symlink(), "the first step ran");
+    let out = gd(&root, &["recover", "-y"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert_same(
+        &without_state(snapshot(&root)),
+        &before,
+        "recover undoes the enable the killed apply had run",
+    );
+}
