@@ -73,9 +73,12 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             None => done.push(name),
         }
     }
-    let fm_words = match fm {
-        Some((p, v)) => format!("Fabric Manager {p} {v}, the driver's version"),
-        None => "Fabric Manager's unit (no package: its version is not known)".into(),
+    let fm_words = match (fm, &facts.nvidia_driver.version) {
+        (Some((p, v)), Some(_)) => format!("Fabric Manager {p} {v}, the driver's version"),
+        (Some((p, v)), None) => {
+            format!("Fabric Manager {p} {v} (no NVIDIA driver found here to compare it with)")
+        }
+        (None, _) => "Fabric Manager's unit (no package: its version is not known)".into(),
     };
     note.action = if part.commands.is_empty() {
         "ready"
@@ -384,5 +387,10 @@ mod tests {
         assert!(p.fabric_manager.unwrap().why.contains("an image root"));
         let p = w.plan(&desired(REQUIRED)).0.unwrap();
         assert_eq!(commands(&p).len(), 2);
+        // No driver in the image: the version is not judged, and the plan does not claim it.
+        w.facts.nvidia_driver.version = None;
+        let p = w.plan(&desired(REQUIRED)).0.unwrap();
+        let why = p.fabric_manager.unwrap().why;
+        assert!(why.contains("no NVIDIA driver found here"), "{why}");
     }
 }
