@@ -420,19 +420,34 @@ struct Reverted {
     failed: Vec<String>,
 }
 
-/// Puts back every file a generation's steps touched, newest first, then
-/// re-runs the regeneration commands it had started. Marks it reverted.
+/// Undoes the commands it had started that say how (`systemctl enable` by `disable`), newest
+/// first, puts back every file a generation's steps touched, newest first, then re-runs the
+/// regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
-    restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
-    remove_created_dirs(host, &g.steps)?;
     // The step that failed, or was running when the process was killed, may
-    // have half-regenerated its output (grub.cfg): it runs again too.
+    // have half-regenerated its output (grub.cfg), or half-done a change
+    // (enabled a unit it then failed to start): it runs again, or is undone, too.
     let started = g
         .steps
         .iter()
         .position(|s| !s.done)
         .map_or(g.steps.len(), |i| i + 1);
     let mut out = Reverted::default();
+    let undos = g.steps[..started].iter().rev().filter_map(|s| {
+        let c = s.command.as_ref()?;
+        Some((c, c.undo.as_ref()?))
+    });
+    for (ran, argv) in undos {
+        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+        let cmd = CommandSpec::new(&argv, format!("Undo `{}`", ran.argv.join(" ")));
+        if host.no_exec() {
+            out.skipped.push(cmd);
+            continue;
+        }
+        run_noting(host, &cmd, &mut out.failed);
+    }
+    restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    remove_created_dirs(host, &g.steps)?;
     for step in &g.steps[..started] {
         let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) else {
             continue;
@@ -443,16 +458,7 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
             }
             continue;
         }
-        match host.run(cmd) {
-            Ok(o) if o.success() => {}
-            Ok(o) => out.failed.push(format!(
-                "`{}` (exit {}: {})",
-                cmd.shell_line(),
-                o.code.map_or_else(|| "by signal".into(), |c| c.to_string()),
-                last_lines(&o.stderr, &o.stdout)
-            )),
-            Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
-        }
+        run_noting(host, cmd, &mut out.failed);
     }
     // The restored boot files must be what the next boot reads, too. Best
     // effort: the revert itself has succeeded, and this only syncs.
@@ -465,13 +471,27 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
     Ok(out)
 }
 
+/// Runs `cmd`, noting a failure in `failed`.
+fn run_noting(host: &Host, cmd: &CommandSpec, failed: &mut Vec<String>) {
+    match host.run(cmd) {
+        Ok(o) if o.success() => {}
+        Ok(o) => failed.push(format!(
+            "`{}` (exit {}: {})",
+            cmd.shell_line(),
+            o.code.map_or_else(|| "by signal".into(), |c| c.to_string()),
+            last_lines(&o.stderr, &o.stdout)
+        )),
+        Err(e) => failed.push(format!("`{}` ({e})", cmd.shell_line())),
+    }
+}
+
 /// The message tail for regeneration a revert could not do.
 fn regen_note(r: &Reverted) -> String {
     if r.failed.is_empty() {
         String::new()
     } else {
         format!(
-            "\nRegenerating from the restored files ALSO failed: {}; fix the cause and run it by hand before rebooting.",
+            "\nUndoing a command it ran, or regenerating from the restored files, ALSO failed: {}; fix the cause and run it by hand before rebooting.",
             r.failed.join("; ")
         )
     }

@@ -341,6 +341,8 @@ mod tests {
         GpuTopology {
             live: None,
             fabric_manager: None,
+            nvswitches: Vec::new(),
+            pci_listed: true,
             shared: vec![SharedPort {
                 port: port.into(),
                 kind,

@@ -59,6 +59,13 @@ pub struct GpuTopology {
     pub live: Option<LiveTopology>,
     /// The Fabric Manager package installed in the root, and its version.
     pub fabric_manager: Option<(String, String)>,
+    /// The NVSwitches this root sees as PCI functions (NVIDIA, class "bridge, other"; HGX
+    /// A100/H100/H200 boards): where Fabric Manager must run. A virtual machine whose GPUs'
+    /// NVLinks end at switches the host keeps sees none.
+    pub nvswitches: Vec<String>,
+    /// Whether the root lists PCI devices at all (an image root does not): without them no
+    /// NVSwitch can be told.
+    pub pci_listed: bool,
     /// Ports that two or more GPUs share (each GPU at most once, at its deepest shared port).
     pub shared: Vec<SharedPort>,
 }
@@ -132,8 +139,32 @@ pub fn probe(
     GpuTopology {
         live,
         fabric_manager: None,
+        nvswitches: Vec::new(),
+        pci_listed: false,
         shared: shared_ports(gpus, nics, links),
     }
+}
+
+/// The PCI class of an NVSwitch (bridge, other), as the NVIDIA driver's nvswitch table matches it.
+const NVSWITCH_CLASS: u32 = 0x0680;
+const NVIDIA: u16 = 0x10de;
+
+/// The NVSwitch PCI functions among `devices`.
+pub fn nvswitches(devices: &[super::pci::PciDevice]) -> Vec<String> {
+    devices
+        .iter()
+        .filter(|d| d.vendor == NVIDIA && d.class >> 8 == NVSWITCH_CLASS)
+        .map(|d| d.address.clone())
+        .collect()
+}
+
+/// Whether a Fabric Manager package version is the driver's: the upstream part
+/// (`580.159.04` of `580.159.04-1` or `3:580.159.04-1.el9`) equals the driver's version.
+pub fn fabric_manager_matches(package_version: &str, driver: &str) -> bool {
+    let v = package_version
+        .split_once(':')
+        .map_or(package_version, |(_, v)| v);
+    v.split('-').next() == Some(driver)
 }
 
 /// The Fabric Manager package of driver branch `major` (Debian/Ubuntu name it per branch,
@@ -272,6 +303,35 @@ mod tests {
             max_width: Some(16),
             state: LinkState::Full,
         }
+    }
+
+    #[test]
+    fn fabric_manager_matches_the_driver_by_its_upstream_version() {
+        assert!(fabric_manager_matches("580.159.04-1", "580.159.04"));
+        assert!(fabric_manager_matches("3:580.159.04-1.el9", "580.159.04"));
+        assert!(fabric_manager_matches("580.159.04", "580.159.04"));
+        assert!(!fabric_manager_matches("570.86.15-1", "580.159.04"));
+        // A prefix is not the version.
+        assert!(!fabric_manager_matches("580.159.041-1", "580.159.04"));
+    }
+
+    #[test]
+    fn nvswitches_are_nvidia_bridges_not_gpus() {
+        let dev = |address: &str, vendor: u16, class: u32| crate::facts::pci::PciDevice {
+            address: address.into(),
+            vendor,
+            device: 0x22a3,
+            class,
+            numa_node: None,
+            sysfs_path: String::new(),
+            driver: None,
+        };
+        let found = nvswitches(&[
+            dev("0000:05:00.0", 0x10de, 0x068000),
+            dev("0000:18:00.0", 0x10de, 0x030200),
+            dev("0000:00:01.0", 0x8086, 0x068000),
+        ]);
+        assert_eq!(found, ["0000:05:00.0"]);
     }
 
     #[test]

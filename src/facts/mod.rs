@@ -146,7 +146,9 @@ impl Facts {
         let roce_gids = gids::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
-        if gpu_topology.nvswitch() {
+        gpu_topology.nvswitches = gpu_topo::nvswitches(&pci_devices);
+        gpu_topology.pci_listed = !pci_devices.is_empty();
+        if gpu_topology.nvswitch() || !gpu_topology.nvswitches.is_empty() {
             gpu_topology.fabric_manager =
                 gpu_topo::fabric_manager(&packages, nvidia_driver.major());
         }

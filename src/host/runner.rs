@@ -27,6 +27,10 @@ pub struct CommandSpec {
     /// reads them, each whole or not at all ([`Host::copy_atomic`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub place: Vec<Placement>,
+    /// The command that undoes this one (`systemctl disable` for an `enable` gdrprov ran):
+    /// the journal keeps it, and rollback runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undo: Option<Vec<String>>,
 }
 
 /// A file a command made (`from`) and where gdrprov puts a copy (`to`).
@@ -44,7 +48,14 @@ impl CommandSpec {
             regenerate: false,
             env: Default::default(),
             place: Vec::new(),
+            undo: None,
         }
+    }
+
+    /// This command, with `argv` as the command that undoes it.
+    pub fn undone_by(mut self, argv: &[&str]) -> Self {
+        self.undo = Some(argv.iter().map(|s| s.to_string()).collect());
+        self
     }
 
     pub fn regenerating(mut self) -> Self {

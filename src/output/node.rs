@@ -176,5 +176,14 @@ pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
                 .unwrap_or_else(|| " (rate not in sysfs)".into())
         ));
     }
+    if !t.nvswitches.is_empty() {
+        out.push(format!(
+            "NVSwitch PCI functions: {}; Fabric Manager package: {}",
+            t.nvswitches.join(", "),
+            t.fabric_manager
+                .as_ref()
+                .map_or("none".into(), |(p, v)| format!("{p} {v}"))
+        ));
+    }
     out
 }

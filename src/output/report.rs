@@ -31,6 +31,9 @@ pub struct Report<'a> {
     /// Profile parts whose `when:` does not hold on this host.
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
     pub skipped: &'a [String],
+    /// What `services.fabric-manager` decided here (absent when the profile leaves it alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric_manager: Option<&'a crate::plan::change::FabricManagerPlan>,
     /// Present for every apply and rollback (not for a plan).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub outcome: Option<OutcomeOut>,
@@ -141,6 +144,7 @@ pub fn report<'a>(
         warnings: &plan.warnings,
         boot: plan.boot_elsewhere.as_ref(),
         skipped: &plan.skipped,
+        fabric_manager: plan.fabric_manager.as_ref(),
         outcome,
     }
 }
@@ -221,6 +225,16 @@ fn header(out: &mut String, r: &Report, style: Style) {
     }
     for s in r.skipped {
         let _ = writeln!(out, "when: {}", escape(s));
+    }
+    // A warning already says it (auto, with a problem).
+    if let Some(f) = r.fabric_manager.filter(|f| f.action != "warn") {
+        let _ = writeln!(
+            out,
+            "fabric-manager ({}): {}: {}",
+            f.setting.word(),
+            f.action,
+            f.why
+        );
     }
     if let Some(b) = r.boot {
         let _ = writeln!(

@@ -151,6 +151,8 @@ pub struct Part {
     pub nccl_keys: Option<Vec<String>>,
     /// The boot part on a host whose command line is set outside it.
     pub boot_elsewhere: Option<crate::plan::modules::bootcfg_elsewhere::BootElsewhere>,
+    /// What `services.fabric-manager` decided (plan::modules::fabric).
+    pub fabric_manager: Option<FabricManagerPlan>,
 }
 
 impl Part {
@@ -174,5 +176,25 @@ impl Part {
         if other.boot_elsewhere.is_some() {
             self.boot_elsewhere = other.boot_elsewhere;
         }
+        if other.fabric_manager.is_some() {
+            self.fabric_manager = other.fabric_manager;
+        }
     }
+}
+
+/// What the plan decided about Fabric Manager, for the report (`fabric_manager` in JSON).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FabricManagerPlan {
+    /// The profile's `services.fabric-manager` (`required` or `auto`).
+    pub setting: crate::profile::FabricManagerMode,
+    /// `skip` (no NVSwitch board here), `enable` (steps planned), `ready` (enabled, and running
+    /// where that is asked), `warn` (`auto`: a problem, in `warnings` too; nothing planned).
+    pub action: &'static str,
+    /// The NVSwitch PCI functions this root sees.
+    pub nvswitches: Vec<String>,
+    /// The Fabric Manager package and version (`nvidia-fabricmanager-580 580.159.04-1`).
+    pub package: Option<String>,
+    /// The NVIDIA driver's version.
+    pub driver: Option<String>,
+    pub why: String,
 }

@@ -68,7 +68,13 @@ pub struct ModuleUse {
     pub refcnt: u64,
 }
 
-/// A systemd unit (or SysV script) the profile wants disabled.
+pub const FM_UNIT: &str = "nvidia-fabricmanager.service";
+pub const PERSISTENCED_UNIT: &str = "nvidia-persistenced.service";
+/// The units `services.fabric-manager` enables, in that order (the persistence daemon first, as
+/// NVIDIA's guide has it).
+pub const FABRIC_UNITS: [&str; 2] = [PERSISTENCED_UNIT, FM_UNIT];
+
+/// A systemd unit (or SysV script) the profile wants disabled (or, for Fabric Manager, enabled).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct UnitFacts {
     pub exists: bool,
@@ -260,6 +266,18 @@ impl PlanFacts {
         for name in &doc.services.disabled {
             pf.units
                 .insert(name.clone(), unit_facts(host, name, live_changes));
+        }
+        if matches!(
+            doc.services.fabric_manager,
+            Some(
+                crate::profile::FabricManagerMode::Required
+                    | crate::profile::FabricManagerMode::Auto
+            )
+        ) {
+            for name in FABRIC_UNITS {
+                pf.units
+                    .insert(name.into(), unit_facts(host, name, live_changes));
+            }
         }
         if doc.pcie.acs == Some(crate::profile::AcsMode::Disable) {
             pf.pcie = PcieFacts {

@@ -28,6 +28,9 @@ pub struct Plan {
     /// Profile parts whose `when:` does not hold here, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped: Vec<String>,
+    /// What `services.fabric-manager` decided here (skipped, and why; enabled; ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fabric_manager: Option<crate::plan::change::FabricManagerPlan>,
     /// Ownership after this plan is applied.
     #[serde(skip)]
     pub state_after: State,
@@ -67,6 +70,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     part.absorb(crate::plan::modules::kmod::plan(ctx)?);
     part.absorb(crate::plan::modules::loadreq::plan(ctx)?);
     part.absorb(crate::plan::modules::services::plan(ctx)?);
+    part.absorb(crate::plan::modules::fabric::plan(ctx)?);
     part.absorb(crate::plan::modules::network::plan(ctx)?);
     part.absorb(crate::plan::modules::pcie::plan(ctx)?);
     part.absorb(crate::plan::modules::nccl::plan(ctx)?);
@@ -116,6 +120,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         warnings: part.warnings,
         boot_elsewhere: part.boot_elsewhere,
         skipped: ctx.skipped.to_vec(),
+        fabric_manager: part.fabric_manager.take(),
         ..Plan::default()
     };
     if ctx.no_exec {

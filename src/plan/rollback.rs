@@ -25,6 +25,7 @@ pub fn plan_rollback(
         mut changes,
         drifted,
         commands,
+        undone,
     } = restores(host, store, &undo)?;
     if !drifted.is_empty() && !force {
         return Err(Error::Refused(format!(
@@ -42,17 +43,29 @@ pub fn plan_rollback(
         .last()
         .map(|g| g.state_before.clone())
         .unwrap_or_default();
+    // Apply ran its commands after its files: their undo comes before the files go back.
+    let undo_runs: Vec<Change> = if host.no_exec() {
+        Vec::new()
+    } else {
+        undone
+            .iter()
+            .cloned()
+            .map(|c| Change::run("rollback", c, None))
+            .collect()
+    };
     let mut plan = Plan {
         changes: unit_stops(host, &changes)
             .into_iter()
+            .chain(undo_runs)
             .chain(changes)
             .collect(),
         ..Plan::default()
     };
     let mut state_after = oldest;
     if host.no_exec() {
-        plan.pending_commands = commands.clone();
-        state_after.pending_commands = commands;
+        let owed: Vec<CommandSpec> = undone.into_iter().chain(commands).collect();
+        plan.pending_commands = owed.clone();
+        state_after.pending_commands = owed;
     } else {
         for command in commands {
             plan.changes.push(Change {
@@ -105,6 +118,9 @@ struct Restores {
     drifted: Vec<String>,
     /// Regeneration commands to run again once the files are back.
     commands: Vec<CommandSpec>,
+    /// What undoes the commands the generations ran (`systemctl disable` for an `enable`),
+    /// newest first.
+    undone: Vec<CommandSpec>,
 }
 
 /// Walks the generations to undo, newest first, each one's steps backwards.
@@ -112,12 +128,28 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
     let mut changes = Vec::new();
     let mut drifted = Vec::new();
     let mut commands: Vec<CommandSpec> = Vec::new();
+    let mut undone: Vec<CommandSpec> = Vec::new();
     for g in undo {
         for step in g.steps.iter().rev() {
             if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
                 if !commands.contains(cmd) {
                     commands.push(cmd.clone());
                 }
+            }
+            if let Some((cmd, argv)) = step
+                .command
+                .as_ref()
+                .and_then(|c| Some((c, c.undo.as_ref()?)))
+            {
+                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+                undone.push(CommandSpec::new(
+                    &argv,
+                    format!(
+                        "Undo `{}` of generation {}",
+                        cmd.argv.join(" "),
+                        g.generation
+                    ),
+                ));
             }
             let Some(path) = &step.path else { continue };
             // A path that climbs (an edited journal) is refused, never skipped.
@@ -180,6 +212,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
         changes,
         drifted,
         commands,
+        undone,
     })
 }
 

@@ -67,6 +67,10 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         },
         services: Services {
             disabled: union(parent.services.disabled, child.services.disabled),
+            fabric_manager: child
+                .services
+                .fabric_manager
+                .or(parent.services.fabric_manager),
             when: None,
         },
         network: Network {
@@ -176,6 +180,7 @@ struct Composer {
     nccl_src: BTreeMap<String, (serde_json::Value, String)>,
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
+    fm_src: Option<(FabricManagerMode, String)>,
 }
 
 impl Composer {
@@ -412,6 +417,37 @@ impl Composer {
             }
             self.doc.pcie.acs = Some(a);
         }
+        self.fabric_manager(d, src)
+    }
+
+    /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a
+    /// contradiction, refused with both sources.
+    fn fabric_manager(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        use FabricManagerMode::{Auto, Off, Required};
+        let Some(m) = d.services.fabric_manager else {
+            return Ok(());
+        };
+        let kept = match &self.fm_src {
+            None => m,
+            Some((prev, other)) => match (*prev, m) {
+                (a, b) if a == b => a,
+                (Off, _) | (_, Off) => {
+                    return Err(conflict(
+                        "services.fabric-manager".into(),
+                        other,
+                        prev.word(),
+                        src,
+                        m.word(),
+                    ))
+                }
+                (Required, _) | (_, Required) => Required,
+                (Auto, Auto) => Auto,
+            },
+        };
+        if self.fm_src.as_ref().map(|(p, _)| *p) != Some(kept) {
+            self.fm_src = Some((kept, src.to_string()));
+        }
+        self.doc.services.fabric_manager = Some(kept);
         Ok(())
     }
 }

@@ -354,11 +354,40 @@ pub struct Services {
     /// systemd units disabled (and stopped on the running system).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disabled: Vec<String>,
+    /// NVIDIA Fabric Manager on NVSwitch boards (HGX): `nvidia-fabricmanager` and
+    /// `nvidia-persistenced` enabled (and started on the running system); gdrprov installs
+    /// nothing. Unset: left alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric_manager: Option<FabricManagerMode>,
 }
 
 impl Services {
     pub fn is_empty(&self) -> bool {
-        self.disabled.is_empty()
+        self.disabled.is_empty() && self.fabric_manager.is_none()
+    }
+}
+
+/// `services.fabric-manager`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum FabricManagerMode {
+    /// On an NVSwitch board: refused when the Fabric Manager package is missing or not the
+    /// driver's version; in an image root (no PCI devices to tell) enabled all the same.
+    Required,
+    /// On an NVSwitch board seen here: enabled when installed at the driver's version, else a
+    /// warning and nothing planned for it.
+    Auto,
+    /// Left alone.
+    Off,
+}
+
+impl FabricManagerMode {
+    pub fn word(self) -> &'static str {
+        match self {
+            FabricManagerMode::Required => "required",
+            FabricManagerMode::Auto => "auto",
+            FabricManagerMode::Off => "off",
+        }
     }
 }
 

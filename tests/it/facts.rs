@@ -627,7 +627,7 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
     // And the GPU topology (issue 35): this one-GPU snapshot predates its recording.
     assert_eq!(
         now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),
-        serde_json::json!({"live": null, "fabric_manager": null, "shared": []})
+        serde_json::json!({"live": null, "fabric_manager": null, "nvswitches": [], "pci_listed": true, "shared": []})
     );
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);

@@ -161,7 +161,7 @@ pub fn fabric(facts: &Facts) -> HealthCheck {
     let driver = facts.nvidia_driver.version.as_deref();
     // Fabric Manager must be the driver's own version, or it refuses to start.
     if let (Some((pkg, v)), Some(d)) = (fm, driver) {
-        if !v.starts_with(d) {
+        if !crate::facts::gpu_topo::fabric_manager_matches(v, d) {
             return HealthCheck::fail(
                 FABRIC,
                 format!("Fabric Manager {pkg} {v} is not the driver's version {d}: it refuses to start, and the GPUs' fabric never completes"),

@@ -9,6 +9,7 @@ pub mod bootcfg_grub;
 pub mod bootcfg_sdboot;
 pub mod bootcfg_trial;
 pub mod esp_initrd;
+pub mod fabric;
 pub mod files;
 pub mod guard;
 pub mod kmod;
@@ -169,6 +170,19 @@ pub(crate) mod testkit {
             .iter()
             .filter_map(|c| match &c.action {
                 crate::plan::change::Action::Run { command } => Some(command.argv.join(" ")),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// What undoes each command of a plan (rollback runs it).
+    pub fn undo(p: &Plan) -> Vec<Option<String>> {
+        p.changes
+            .iter()
+            .filter_map(|c| match &c.action {
+                crate::plan::change::Action::Run { command } => {
+                    Some(command.undo.as_ref().map(|u| u.join(" ")))
+                }
                 _ => None,
             })
             .collect()

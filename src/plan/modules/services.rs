@@ -43,8 +43,19 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             "Disable{} {unit} (it conflicts with the profile)",
             if ctx.live_changes { " and stop" } else { "" }
         );
-        part.commands
-            .push(Change::run(MODULE, CommandSpec::new(&argv, why), None));
+        // Rollback puts back what this changed: enabled again if it was, started again if
+        // it ran.
+        let undo: &[&str] = match (enabled, active) {
+            (true, true) => &["systemctl", "enable", "--now"],
+            (true, false) => &["systemctl", "enable"],
+            (false, _) => &["systemctl", "start"],
+        };
+        let undo: Vec<&str> = undo.iter().copied().chain([unit.as_str()]).collect();
+        part.commands.push(Change::run(
+            MODULE,
+            CommandSpec::new(&argv, why).undone_by(&undo),
+            None,
+        ));
     }
     Ok(part)
 }
@@ -156,7 +167,7 @@ mod tests {
     use super::*;
     use crate::facts::OsFamily;
     use crate::plan::inputs::UnitFacts;
-    use crate::plan::modules::testkit::{commands, desired, written, World};
+    use crate::plan::modules::testkit::{commands, desired, undo, written, World};
 
     const DISABLED: &str = "services: { disabled: [nv_peer_mem, openibd.service] }";
 
@@ -174,10 +185,20 @@ mod tests {
             commands(&p),
             ["systemctl disable --now nv_peer_mem.service"]
         );
+        assert_eq!(
+            undo(&p),
+            [Some(
+                "systemctl enable --now nv_peer_mem.service".to_string()
+            )]
+        );
         // In an image (or --no-reboot): disabled, not stopped.
         w.live_changes = false;
         let p = w.plan(&desired(DISABLED)).0.unwrap();
         assert_eq!(commands(&p), ["systemctl disable nv_peer_mem.service"]);
+        assert_eq!(
+            undo(&p),
+            [Some("systemctl enable nv_peer_mem.service".to_string())]
+        );
     }
 
     #[test]
