@@ -60,14 +60,29 @@ fn encode(s: &str) -> String {
         .collect()
 }
 
-/// GET PATH on 127.0.0.1:PORT: the body, or None when nothing answers.
-fn get(port: u16, path: &str) -> Option<String> {
+/// GET PATH on 127.0.0.1:PORT: the status line and the body, or None when
+/// nothing answers.
+fn get_status(port: u16, path: &str) -> Option<(String, String)> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;
-    buf.split_once("\r\n\r\n").map(|(_, b)| b.to_string())
+    let (head, body) = buf.split_once("\r\n\r\n")?;
+    let status = head.lines().next().unwrap_or_default().to_string();
+    Some((status, body.to_string()))
+}
+
+/// GET PATH on 127.0.0.1:PORT: the body, or None when nothing answers.
+fn get(port: u16, path: &str) -> Option<String> {
+    get_status(port, path).map(|(_, body)| body)
+}
+
+/// Prometheus says it is ready: 200 on /-/ready. While it starts (and when
+/// a loaded machine slows its start) it answers 503 "Service Unavailable",
+/// to /-/ready and to queries alike.
+fn ready(port: u16) -> bool {
+    get_status(port, "/-/ready").is_some_and(|(status, _)| status.contains(" 200 "))
 }
 
 fn query(port: u16, expr: &str) -> Value {
@@ -87,7 +102,7 @@ fn wait_for(port: u16, expr: &str, limit: Duration, daemons: &mut [Daemon]) -> b
         for d in daemons.iter_mut() {
             assert!(d.alive(), "{} exited", d.1);
         }
-        if get(port, "/-/ready").is_some() && series(&query(port, expr)) > 0 {
+        if ready(port) && series(&query(port, expr)) > 0 {
             return true;
         }
         std::thread::sleep(Duration::from_millis(250));
