@@ -15,10 +15,11 @@ use serde::Serialize;
 use super::copy::{floor, read_link, sysfs_address, CopyOptions, LinkReading, DEFAULT_FRACTION};
 use super::error::BenchError;
 use crate::facts::gpu_topo::GpuTopology;
+use crate::facts::numa::Placement;
 use gdrprov_rdma::cuda::node::{median, Copy, Method, Node, Place};
 
 pub const DEFAULT_SIZE: usize = 512 << 20;
-pub const METHOD: &str = "cuMemcpyAsync on a stream per GPU from one thread, pinned portable host memory, 4 warm-up copies, 16 timed copies a sample (events; streams start together on one event), median of 3 samples; each GPU alone first, then all together (nvbandwidth's host_to_device / host_to_all method)";
+pub const METHOD: &str = "cuMemcpyAsync on a stream per GPU from one thread, pinned portable host memory (each GPU's allocated from its NUMA node's CPUs), 4 warm-up copies, 16 timed copies a sample (events; streams start together on one event), median of 3 samples; each GPU alone first, then all together (nvbandwidth's host_to_device / host_to_all method)";
 
 /// One direction of one GPU.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -46,6 +47,9 @@ pub struct GpuTogether {
     /// `pass`, `warn` or `fail`.
     pub verdict: &'static str,
     pub finding: Option<String>,
+    /// The NUMA node and CPUs its host buffer was allocated from (and its alone runs driven
+    /// from).
+    pub numa: Placement,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,7 +70,7 @@ impl GpuTogether {
     /// One GPU of the concurrent copy, the same words in `bench copy --concurrent` and `verify`.
     pub fn summary(&self) -> String {
         format!(
-            "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}",
+            "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}, {}",
             self.index,
             self.name,
             self.pci,
@@ -80,7 +84,8 @@ impl GpuTogether {
             self.shared_port
                 .as_deref()
                 .map(|p| format!("; shares {p}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            self.numa.label()
         )
     }
 }
@@ -231,7 +236,10 @@ fn copies(n: usize, h2d: bool) -> Vec<Copy> {
 }
 
 /// Runs every GPU of `indexes` alone (unless `alone` is given, measured elsewhere) and all
-/// together, each direction in turn; judged against `topo`.
+/// together, each direction in turn; judged against `topo`. One worker thread drives them: it
+/// is bound to each GPU's NUMA node while that GPU's host buffer is allocated and while the
+/// GPU runs alone, and to the union of those nodes' CPUs while all run together (one thread
+/// queues every GPU's copies, as nvbandwidth does; the copy engines move the bytes).
 pub fn run(
     indexes: &[u32],
     size: usize,
@@ -240,10 +248,29 @@ pub fn run(
     opts: &CopyOptions,
     topo: &GpuTopology,
 ) -> Result<ConcurrentReport, BenchError> {
-    let node = Node::open(indexes, size, true)?;
+    super::numa::in_worker(|| run_here(indexes, size, method, alone, opts, topo))
+        .map_err(BenchError::InvalidArgument)?
+}
+
+fn run_here(
+    indexes: &[u32],
+    size: usize,
+    method: &Method,
+    alone: Option<&[Alone]>,
+    opts: &CopyOptions,
+    topo: &GpuTopology,
+) -> Result<ConcurrentReport, BenchError> {
+    let free = super::numa::allowed_cpus();
+    let mut places: Vec<Placement> = Vec::new();
+    let node = Node::open_placed(indexes, size, true, &mut |_, g| {
+        let mut p = super::numa::placement(&sysfs_address(&g.pci_bus_id), opts.numa_pin, &free);
+        super::numa::apply(&mut p, &free);
+        places.push(p);
+    })?;
     let n = node.gpus().len();
     let mut gpus = Vec::new();
     for (i, g) in node.gpus().iter().enumerate() {
+        let numa = places.get(i).cloned().unwrap_or_default();
         let pci = sysfs_address(&g.pci_bus_id);
         let link = read_link(&pci);
         let (f, source) = floor(&g.name, &link, opts);
@@ -251,6 +278,8 @@ pub fn run(
         let (ah, ad) = match measured {
             Some(m) => (Some(m.h2d), Some(m.d2h)),
             None => {
+                let mut at = numa.clone();
+                super::numa::apply(&mut at, &free);
                 let h = node.run(&copies(n, true)[i..=i], method)?;
                 let d = node.run(&copies(n, false)[i..=i], method)?;
                 (Some(median(&h[0].samples)), Some(median(&d[0].samples)))
@@ -276,6 +305,7 @@ pub fn run(
             shared_port: None,
             verdict: "pass",
             finding: None,
+            numa,
         });
     }
     let note = (n < 2).then(|| {
@@ -285,6 +315,11 @@ pub fn run(
         )
     });
     if n >= 2 {
+        let mut union: Vec<usize> = places.iter().flat_map(Placement::cpu_set).collect();
+        union.sort_unstable();
+        union.dedup();
+        // Every GPU unpinned: back to the worker's own CPUs.
+        let _ = super::numa::bind_this_thread(if union.is_empty() { &free } else { &union });
         let h = node.run(&copies(n, true), method)?;
         let d = node.run(&copies(n, false), method)?;
         for (i, g) in gpus.iter_mut().enumerate() {
@@ -334,6 +369,7 @@ mod tests {
             shared_port: None,
             verdict: "pass",
             finding: None,
+            numa: Placement::default(),
         }
     }
 

@@ -11,6 +11,7 @@ pub mod copy;
 pub mod error;
 pub mod loopback;
 mod measure;
+pub mod numa;
 pub mod nccl;
 pub mod p2p;
 pub mod pair;

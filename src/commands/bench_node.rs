@@ -19,6 +19,8 @@ pub struct CopyChoice {
     pub size: Option<u64>,
     pub min_fraction: Option<f64>,
     pub min_gbs: Option<f64>,
+    /// `--no-numa-pin`.
+    pub no_numa_pin: bool,
 }
 
 fn method(samples: u32) -> Result<Method, BenchError> {
@@ -71,6 +73,7 @@ pub fn run_concurrent(
         gpus: gpus.clone(),
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
+        numa_pin: !args.no_numa_pin,
         ..CopyOptions::default()
     };
     let topo = crate::facts::gpu_topo::of_running_system();

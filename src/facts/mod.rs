@@ -20,6 +20,7 @@ pub mod limits;
 pub mod links;
 pub mod loadreq;
 pub mod nccl;
+pub mod numa;
 pub mod net;
 pub mod nvidia;
 pub mod ofed;
