@@ -13,6 +13,7 @@ pub mod loopback;
 mod measure;
 pub mod numa;
 pub mod nccl;
+pub mod nccl_child;
 pub mod p2p;
 pub mod pair;
 pub mod parse;

@@ -10,9 +10,10 @@
 //! (or PCIe) raw rate, judged at the largest size.
 
 use crate::bench::units::one_decimal;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::error::BenchError;
+use super::nccl_child::{Limits, Outcome, Timeout};
 use crate::facts::gpu_topo::GpuTopology;
 
 /// busbw floor as a share of the path's raw one-way rate. Measured on the lent 2x H200 (NVLink 4
@@ -22,7 +23,7 @@ pub const BUSBW_FRACTION: f64 = 0.5;
 
 pub const SIZES: &[usize] = &[1 << 20, 8 << 20, 64 << 20, 256 << 20];
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Size {
     pub bytes: usize,
     pub time_us: f64,
@@ -46,6 +47,9 @@ pub struct NcclReport {
     pub finding: Option<String>,
     pub log: Option<String>,
     pub note: Option<String>,
+    /// A stage of the all_reduce (ncclCommInitAll above all) that outlived its deadline: its
+    /// child process was killed (see [`super::nccl_child`]).
+    pub timeout: Option<super::nccl_child::Timeout>,
 }
 
 impl NcclReport {
@@ -208,53 +212,60 @@ pub fn one_gpu(pci: &str) -> NcclReport {
         note: Some(format!(
             "one GPU ({pci}): no all_reduce between GPUs to run"
         )),
+        timeout: None,
     }
 }
 
-/// Runs it on the running system: NCCL's log into a temporary file, read back after.
+/// Runs it on the running system, in a child process of gdrprov itself watched with `limits`
+/// (see [`super::nccl_child`]).
 pub fn run(
     indexes: &[u32],
     pcis: &[String],
     sizes: &[usize],
     iters: u32,
     topo: &GpuTopology,
+    limits: &Limits,
 ) -> Result<NcclReport, BenchError> {
-    let dir = std::env::temp_dir().join(format!("gdrprov-nccl-{}", std::process::id()));
+    let me = std::env::current_exe().map_err(|e| {
+        BenchError::InvalidArgument(format!("cannot find gdrprov's own executable: {e}"))
+    })?;
+    run_with(&me, indexes, pcis, sizes, iters, topo, limits)
+}
+
+/// As [`run`], with `program` as the child (gdrprov itself; a test's mock).
+pub fn run_with(
+    program: &std::path::Path,
+    indexes: &[u32],
+    pcis: &[String],
+    sizes: &[usize],
+    iters: u32,
+    topo: &GpuTopology,
+    limits: &Limits,
+) -> Result<NcclReport, BenchError> {
+    // One directory per run (verify and a test may run two in one process).
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("gdrprov-nccl-{}-{n}", std::process::id()));
     let dir = dir.display().to_string();
     let log_path = format!("{dir}/nccl.log");
     let host = crate::host::Host::open(std::path::Path::new("/"), true)
         .map_err(|e| BenchError::InvalidArgument(e.to_string()))?;
     host.create_dir_all(&dir, 0o700)
         .map_err(|e| BenchError::InvalidArgument(format!("{dir}: {e}")))?;
-    for (k, v) in [
-        ("NCCL_DEBUG", "INFO"),
-        ("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET"),
-    ] {
-        if std::env::var_os(k).is_none() {
-            std::env::set_var(k, v);
-        }
-    }
-    std::env::set_var("NCCL_DEBUG_FILE", &log_path);
-    let ran = gdrprov_rdma::cuda::nccl::all_reduce(indexes, sizes, 5, iters);
+    let ran = super::nccl_child::run(program, indexes, sizes, iters, &log_path, limits);
     let log = host.read_fact(&log_path).unwrap_or_default();
     let _ = host.remove_dir_all(&dir);
-    let ran = ran?;
+    let ran = match ran? {
+        Outcome::Done(r) => r,
+        Outcome::TimedOut(t) => return Ok(timed_out(t, indexes.len(), &log)),
+    };
     let t = transports(&log);
     let (floor_busbw_gbs, floor_source) = floor(topo, pcis);
     let v = ran.version;
     let mut r = NcclReport {
         nccl_version: format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
         ranks: ran.ranks,
-        sizes: ran
-            .sizes
-            .iter()
-            .map(|s| Size {
-                bytes: s.bytes,
-                time_us: s.time_us,
-                algbw_gbs: s.algbw_gbs,
-                busbw_gbs: s.busbw_gbs,
-            })
-            .collect(),
+        sizes: ran.sizes,
         data_ok: ran.data_ok,
         path: path_of(&t),
         transports: t,
@@ -264,9 +275,32 @@ pub fn run(
         finding: None,
         log: None,
         note: None,
+        timeout: None,
     };
     judge(&mut r);
     Ok(r)
+}
+
+/// The report of a run whose child was killed at a deadline: failed, the finding says which
+/// stage, how long and what to look at; NCCL's log so far is kept (its last 40 lines).
+fn timed_out(t: Timeout, ranks: usize, log: &str) -> NcclReport {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+    NcclReport {
+        nccl_version: String::new(),
+        ranks,
+        sizes: Vec::new(),
+        data_ok: false,
+        transports: transports(log),
+        path: "unknown",
+        floor_busbw_gbs: None,
+        floor_source: String::new(),
+        verdict: "fail",
+        finding: Some(t.finding(ranks, lines.last().copied())),
+        log: (!tail.is_empty()).then_some(tail),
+        note: None,
+        timeout: Some(t),
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +329,7 @@ mod tests {
             finding: None,
             log: None,
             note: None,
+            timeout: None,
         }
     }
 

@@ -120,13 +120,29 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
             "--size: each size must be at least 4KiB".into(),
         ));
     }
+    if args.init_timeout == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--init-timeout must be > 0 seconds".into(),
+        ));
+    }
+    if args.child {
+        return Ok(crate::bench::nccl_child::child_main(
+            &args.gpu,
+            &sizes,
+            args.iters,
+        ));
+    }
     let gpus = indexes(&args.gpu)?;
     let pcis = crate::bench::nccl::pci_addresses(&gpus);
     let r = if gpus.len() < 2 {
         crate::bench::nccl::one_gpu(pcis.first().map(String::as_str).unwrap_or("?"))
     } else {
         let topo = crate::facts::gpu_topo::of_running_system();
-        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo)?
+        let limits = crate::bench::nccl_child::Limits {
+            init: std::time::Duration::from_secs(args.init_timeout),
+            ..Default::default()
+        };
+        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo, &limits)?
     };
     crate::output::bench::show(
         out,

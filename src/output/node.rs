@@ -70,6 +70,12 @@ pub fn nccl_text(r: &NcclReport) -> String {
     if let Some(f) = &r.finding {
         s.push_str(&format!("  {f}\n"));
     }
+    if let Some(t) = &r.timeout {
+        s.push_str("  Look at:\n");
+        for l in &t.look_at {
+            s.push_str(&format!("    - {l}\n"));
+        }
+    }
     s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
     s
 }

@@ -74,6 +74,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
                 &[8 << 20, 256 << 20],
                 20,
                 topo,
+                &crate::bench::nccl_child::Limits::default(),
             ))
         }
         Err(e) => Err(e.to_string()),
@@ -154,6 +155,9 @@ pub fn nccl_verdict(
         ),
         Ok(Ok(r)) => {
             let line = r.summary();
+            if let (Some(t), Some(f)) = (&r.timeout, &r.finding) {
+                return HealthCheck::fail(NCCL, f.clone(), format!("look at: {}", t.look_at.join("; ")));
+            }
             match &r.finding {
                 None => HealthCheck::pass(NCCL, line),
                 Some(f) => HealthCheck::fail(
