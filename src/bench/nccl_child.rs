@@ -223,7 +223,12 @@ pub fn child_main(indexes: &[u32], sizes: &[usize], iters: u32) -> i32 {
             0
         }
         Err(e) => {
-            line(serde_json::json!({ "error": e.to_string() }));
+            // The parent makes it its own invalid-argument error: the message alone.
+            let msg = match e {
+                gdrprov_rdma::Error::InvalidArgument(m) => m,
+                e => e.to_string(),
+            };
+            line(serde_json::json!({ "error": msg }));
             1
         }
     }

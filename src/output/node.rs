@@ -56,6 +56,14 @@ pub fn nccl_text(r: &NcclReport) -> String {
         s.push_str(&format!("  {n}\nResult: SKIP\n"));
         return s;
     }
+    if let (Some(t), Some(f)) = (&r.timeout, &r.finding) {
+        s.push_str(&format!("  {f}\n  Look at:\n"));
+        for l in &t.look_at {
+            s.push_str(&format!("    - {l}\n"));
+        }
+        s.push_str("Result: FAIL\n");
+        return s;
+    }
     s.push_str("  size MiB    time us   algbw GB/s   busbw GB/s\n");
     for z in &r.sizes {
         s.push_str(&format!(
@@ -69,12 +77,6 @@ pub fn nccl_text(r: &NcclReport) -> String {
     s.push_str(&format!("  {}\n", r.summary()));
     if let Some(f) = &r.finding {
         s.push_str(&format!("  {f}\n"));
-    }
-    if let Some(t) = &r.timeout {
-        s.push_str("  Look at:\n");
-        for l in &t.look_at {
-            s.push_str(&format!("    - {l}\n"));
-        }
     }
     s.push_str(&format!("Result: {}\n", r.verdict.to_ascii_uppercase()));
     s
