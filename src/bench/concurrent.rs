@@ -14,7 +14,9 @@ use serde::Serialize;
 
 use super::copy::{floor, read_link, sysfs_address, CopyOptions, LinkReading, DEFAULT_FRACTION};
 use super::error::BenchError;
+use crate::facts::gpu_copy::{CopyFigures, GpuFigures};
 use crate::facts::gpu_topo::GpuTopology;
+use crate::facts::links::PcieLink;
 use crate::facts::numa::Placement;
 use gdrprov_rdma::cuda::node::{median, Copy, Method, Node, Place};
 
@@ -339,6 +341,81 @@ fn run_here(
         judge(g, topo);
     }
     Ok(finish(gpus, node.size(), note))
+}
+
+/// The figures of a finished run, as a snapshot records them ([`crate::facts::gpu_copy`]).
+pub fn figures_of(r: &ConcurrentReport) -> CopyFigures {
+    CopyFigures {
+        gpus: r
+            .gpus
+            .iter()
+            .map(|g| GpuFigures {
+                index: g.index,
+                name: g.name.clone(),
+                pci: g.pci.clone(),
+                h2d_alone_gbs: g.h2d.alone_gbs.unwrap_or(g.h2d.together_gbs),
+                d2h_alone_gbs: g.d2h.alone_gbs.unwrap_or(g.d2h.together_gbs),
+                h2d_together_gbs: g.h2d.together_gbs,
+                d2h_together_gbs: g.d2h.together_gbs,
+                numa: Some(g.numa.clone()),
+            })
+            .collect(),
+    }
+}
+
+/// A snapshot's recorded figures judged as a run would be: each GPU's own floor from its PCIe
+/// link as the snapshot's `links` give it, the shared ports from its `topo`.
+pub fn replay(f: &CopyFigures, links: &[PcieLink], topo: &GpuTopology) -> ConcurrentReport {
+    let gpus = f
+        .gpus
+        .iter()
+        .map(|x| {
+            let link = links
+                .iter()
+                .find(|l| l.address == x.pci)
+                .map(|l| LinkReading {
+                    current_speed: l.current_speed.clone(),
+                    speed_under_load: None,
+                    current_width: l.current_width,
+                    max_speed: l.max_speed.clone(),
+                    max_width: l.max_width,
+                })
+                .unwrap_or_default();
+            let (floor_alone_gbs, floor_source) = floor(&x.name, &link, &CopyOptions::default());
+            let dir = |alone: f64, together: f64| Direction {
+                alone_gbs: Some(alone),
+                together_gbs: together,
+                together_samples: vec![together],
+            };
+            let mut g = GpuTogether {
+                index: x.index,
+                name: x.name.clone(),
+                pci: x.pci.clone(),
+                link,
+                h2d: dir(x.h2d_alone_gbs, x.h2d_together_gbs),
+                d2h: dir(x.d2h_alone_gbs, x.d2h_together_gbs),
+                data_ok: true,
+                floor_alone_gbs,
+                floor_together_gbs: None,
+                floor_source,
+                shared_port: None,
+                verdict: "pass",
+                finding: None,
+                numa: x.numa.clone().unwrap_or_else(|| {
+                    Placement::unpinned(None, "placement not recorded in the snapshot")
+                }),
+            };
+            judge(&mut g, topo);
+            g
+        })
+        .collect();
+    let mut r = finish(
+        gpus,
+        0,
+        Some("figures recorded in the snapshot, judged now".into()),
+    );
+    r.method = "recorded in the snapshot (gpu-copy)";
+    r
 }
 
 #[cfg(test)]

@@ -112,7 +112,10 @@ fn look_at(stage: &str) -> Vec<String> {
     if stage != "CUDA's set-up" {
         v.push("on an NVSwitch board, Fabric Manager: `systemctl status nvidia-fabricmanager` (gdrprov verify's gpu-fabric)".into());
         v.push("NCCL_* variables in the environment (NCCL_NVLS_ENABLE, NCCL_P2P_LEVEL, NCCL_SHM_DISABLE, NCCL_SOCKET_IFNAME)".into());
-        v.push("in a container: the size of /dev/shm and whether it shares the host's IPC namespace".into());
+        v.push(
+            "in a container: the size of /dev/shm and whether it shares the host's IPC namespace"
+                .into(),
+        );
     }
     v
 }
@@ -160,7 +163,14 @@ pub fn run(
         })
     });
     match (s.end, result) {
-        (End::TimedOut { stage, waited, reaped }, _) => {
+        (
+            End::TimedOut {
+                stage,
+                waited,
+                reaped,
+            },
+            _,
+        ) => {
             let name = match stage.as_str() {
                 "init" => "ncclCommInitAll",
                 "run" => "the all_reduce",
@@ -301,7 +311,10 @@ mod tests {
         let to = r.timeout.as_ref().unwrap();
         assert!(to.waited_s >= 1.0 && to.waited_s < 5.0, "{to:?}");
         assert!(to.reaped);
-        assert!(to.look_at.iter().any(|l| l.contains("nvidia-fabricmanager")));
+        assert!(to
+            .look_at
+            .iter()
+            .any(|l| l.contains("nvidia-fabricmanager")));
         // The child was asked for exactly this run; its log is kept in the report.
         let log = r.log.clone().unwrap();
         assert!(

@@ -127,9 +127,7 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
     }
     if args.child {
         return Ok(crate::bench::nccl_child::child_main(
-            &args.gpu,
-            &sizes,
-            args.iters,
+            &args.gpu, &sizes, args.iters,
         ));
     }
     let gpus = indexes(&args.gpu)?;

@@ -135,7 +135,10 @@ pub fn choose(numa_node: Option<i64>, local_cpulist: Option<&str>, allowed: &[us
     let local = match parse_cpulist(list) {
         Ok(l) if !l.is_empty() => l,
         Ok(_) => {
-            return Placement::unpinned(numa_node, format!("NUMA node {node}: local_cpulist is empty"))
+            return Placement::unpinned(
+                numa_node,
+                format!("NUMA node {node}: local_cpulist is empty"),
+            )
         }
         Err(e) => return Placement::unpinned(numa_node, format!("NUMA node {node}: {e}")),
     };
@@ -181,7 +184,10 @@ mod tests {
 
     #[test]
     fn cpu_lists_parse_and_print_as_the_kernel_writes_them() {
-        assert_eq!(parse_cpulist("0-3,8,10-11\n"), Ok(vec![0, 1, 2, 3, 8, 10, 11]));
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11\n"),
+            Ok(vec![0, 1, 2, 3, 8, 10, 11])
+        );
         assert_eq!(parse_cpulist("5"), Ok(vec![5]));
         assert_eq!(parse_cpulist(""), Ok(vec![]));
         assert_eq!(parse_cpulist("3,1-2,2"), Ok(vec![1, 2, 3]));
@@ -225,7 +231,11 @@ mod tests {
         assert!(!choose(Some(0), None, &all).pinned);
         assert!(!choose(Some(0), Some(""), &all).pinned);
         let p = choose(Some(0), Some("0-q"), &all);
-        assert!(!p.pinned && p.note.contains("not a CPU number"), "{}", p.note);
+        assert!(
+            !p.pinned && p.note.contains("not a CPU number"),
+            "{}",
+            p.note
+        );
     }
 
     #[test]
