@@ -10,7 +10,7 @@
 //! (or PCIe) raw rate, judged at the largest size.
 
 use crate::bench::units::one_decimal;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::error::BenchError;
 use super::nccl_child::{Limits, Outcome, Timeout};
@@ -23,13 +23,7 @@ pub const BUSBW_FRACTION: f64 = 0.5;
 
 pub const SIZES: &[usize] = &[1 << 20, 8 << 20, 64 << 20, 256 << 20];
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Size {
-    pub bytes: usize,
-    pub time_us: f64,
-    pub algbw_gbs: f64,
-    pub busbw_gbs: f64,
-}
+pub use super::nccl_child::Size;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NcclReport {
@@ -361,5 +355,135 @@ mod tests {
         judge(&mut r);
         assert_eq!(r.verdict, "fail");
         assert!(r.finding.unwrap().contains("below 239.1"));
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
+mod child_tests {
+    use super::*;
+    use crate::bench::nccl_child::Limits;
+    use crate::facts::gpu_topo::GpuTopology;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// A MOCK of gdrprov's NCCL child (no GPU, no libnccl here): a shell script that speaks the
+    /// child's protocol, writes NCCL-like log lines where the parent said, and records its
+    /// arguments there too.
+    fn mock(dir: &Path, name: &str, after_init: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"args: $*\" >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo 'h200:7:7 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>' >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo '{{\"stage\":\"init\"}}'\n{after_init}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn pcis() -> Vec<String> {
+        vec!["0000:00:06.0".into(), "0000:00:07.0".into()]
+    }
+
+    #[test]
+    fn a_hung_init_becomes_a_finding_and_gdrprov_returns() {
+        let d = tempfile::tempdir().unwrap();
+        let p = mock(d.path(), "mock-nccl-child-hangs-in-init", "exec sleep 600");
+        let limits = Limits {
+            init: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let t = std::time::Instant::now();
+        let r = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &limits,
+        )
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(r.verdict, "fail");
+        let f = r.finding.clone().unwrap();
+        assert!(
+            f.starts_with("ncclCommInitAll did not return within 1 s over 2 GPUs (waited 1."),
+            "{f}"
+        );
+        assert!(f.contains("was killed"), "{f}");
+        assert!(
+            f.contains("NCCL's last log line: h200:7:7 [0] NCCL INFO Bootstrap"),
+            "{f}"
+        );
+        let to = r.timeout.as_ref().unwrap();
+        assert!(to.waited_s >= 1.0 && to.waited_s < 5.0, "{to:?}");
+        assert!(to.reaped);
+        assert!(to
+            .look_at
+            .iter()
+            .any(|l| l.contains("nvidia-fabricmanager")));
+        // The child was asked for exactly this run; its log is kept in the report.
+        let log = r.log.clone().unwrap();
+        assert!(
+            log.contains("args: bench nccl --child --gpu 0,1 --size 8388608 --iters 3"),
+            "{log}"
+        );
+        assert!(r.timeout.is_some());
+    }
+
+    #[test]
+    fn a_child_that_finishes_is_read_back_and_judged() {
+        let d = tempfile::tempdir().unwrap();
+        let result = r#"{"result":{"version":22803,"ranks":2,"sizes":[{"bytes":8388608,"time_us":60.0,"algbw_gbs":139.8,"busbw_gbs":139.8}],"data_ok":true}}"#;
+        let p = mock(
+            d.path(),
+            "mock-nccl-child-finishes",
+            &format!(
+                "echo 'h200:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read' >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo '{{\"stage\":\"run\"}}'\necho '{result}'"
+            ),
+        );
+        let r = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(r.nccl_version, "2.28.3");
+        assert_eq!(r.transports, vec!["P2P/CUMEM/read"]);
+        assert_eq!(r.path, "p2p");
+        assert_eq!(r.verdict, "pass", "{:?}", r.finding);
+        assert!(r.timeout.is_none());
+        // An error the child reports is the error.
+        let p = mock(
+            d.path(),
+            "mock-nccl-child-fails",
+            "echo '{\"error\":\"ncclCommInitAll failed: ncclInvalidUsage (invalid usage)\"}'\nexit 1",
+        );
+        let e = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ncclInvalidUsage"), "{e}");
     }
 }

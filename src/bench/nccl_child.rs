@@ -13,7 +13,6 @@
 //! gdrprov exits. NCCL's own log (`NCCL_DEBUG=INFO`) goes into a file of the parent's, given
 //! in the child's environment only.
 
-use super::nccl::Size;
 use super::BenchError;
 use crate::host::child::{run_staged, End};
 use serde::{Deserialize, Serialize};
@@ -51,6 +50,15 @@ impl Limits {
             _ => self.start,
         }
     }
+}
+
+/// One message size of the all_reduce.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Size {
+    pub bytes: usize,
+    pub time_us: f64,
+    pub algbw_gbs: f64,
+    pub busbw_gbs: f64,
 }
 
 /// What the child reports when the all_reduce finished.
@@ -200,180 +208,5 @@ pub fn run(
                 .map(|l| format!(": {l}"))
                 .unwrap_or_default()
         ))),
-    }
-}
-
-/// The child's side (`gdrprov bench nccl --child`): dies with its parent, runs the all_reduce
-/// here, writes the stages and the result (or the error) as JSON lines; Ok(0) when it ran.
-pub fn child_main(indexes: &[u32], sizes: &[usize], iters: u32) -> i32 {
-    // A gdrprov killed while waiting takes its child with it.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let line = |v: serde_json::Value| crate::output::json_line(&v);
-    let ran = gdrprov_rdma::cuda::nccl::all_reduce(indexes, sizes, 5, iters, &mut |s| {
-        line(serde_json::json!({ "stage": s }))
-    });
-    match ran {
-        Ok(a) => {
-            let r = ChildResult {
-                version: a.version,
-                ranks: a.ranks,
-                sizes: a
-                    .sizes
-                    .iter()
-                    .map(|s| Size {
-                        bytes: s.bytes,
-                        time_us: s.time_us,
-                        algbw_gbs: s.algbw_gbs,
-                        busbw_gbs: s.busbw_gbs,
-                    })
-                    .collect(),
-                data_ok: a.data_ok,
-            };
-            line(serde_json::json!({ "result": r }));
-            0
-        }
-        Err(e) => {
-            // The parent makes it its own invalid-argument error: the message alone.
-            let msg = match e {
-                gdrprov_rdma::Error::InvalidArgument(m) => m,
-                e => e.to_string(),
-            };
-            line(serde_json::json!({ "error": msg }));
-            1
-        }
-    }
-}
-
-#[cfg(test)]
-#[allow(
-    clippy::disallowed_methods,
-    clippy::disallowed_types,
-    reason = "test fixtures"
-)]
-mod tests {
-    use super::*;
-    use crate::facts::gpu_topo::GpuTopology;
-    use std::os::unix::fs::PermissionsExt;
-
-    /// A MOCK of gdrprov's NCCL child (no GPU, no libnccl here): a shell script that speaks the
-    /// child's protocol, writes NCCL-like log lines where the parent said, and records its
-    /// arguments there too.
-    fn mock(dir: &Path, name: &str, after_init: &str) -> std::path::PathBuf {
-        let p = dir.join(name);
-        std::fs::write(
-            &p,
-            format!(
-                "#!/bin/sh\necho \"args: $*\" >> \"$NCCL_DEBUG_FILE\"\n\
-                 echo 'h200:7:7 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>' >> \"$NCCL_DEBUG_FILE\"\n\
-                 echo '{{\"stage\":\"init\"}}'\n{after_init}\n"
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
-    }
-
-    fn pcis() -> Vec<String> {
-        vec!["0000:00:06.0".into(), "0000:00:07.0".into()]
-    }
-
-    #[test]
-    fn a_hung_init_becomes_a_finding_and_gdrprov_returns() {
-        let d = tempfile::tempdir().unwrap();
-        let p = mock(d.path(), "mock-nccl-child-hangs-in-init", "exec sleep 600");
-        let limits = Limits {
-            init: Duration::from_secs(1),
-            ..Limits::default()
-        };
-        let t = std::time::Instant::now();
-        let r = super::super::nccl::run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &limits,
-        )
-        .unwrap();
-        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
-        assert_eq!(r.verdict, "fail");
-        let f = r.finding.clone().unwrap();
-        assert!(
-            f.starts_with("ncclCommInitAll did not return within 1 s over 2 GPUs (waited 1."),
-            "{f}"
-        );
-        assert!(f.contains("was killed"), "{f}");
-        assert!(
-            f.contains("NCCL's last log line: h200:7:7 [0] NCCL INFO Bootstrap"),
-            "{f}"
-        );
-        let to = r.timeout.as_ref().unwrap();
-        assert!(to.waited_s >= 1.0 && to.waited_s < 5.0, "{to:?}");
-        assert!(to.reaped);
-        assert!(to
-            .look_at
-            .iter()
-            .any(|l| l.contains("nvidia-fabricmanager")));
-        // The child was asked for exactly this run; its log is kept in the report.
-        let log = r.log.clone().unwrap();
-        assert!(
-            log.contains("args: bench nccl --child --gpu 0,1 --size 8388608 --iters 3"),
-            "{log}"
-        );
-        // The text says what to look at.
-        let text = crate::output::node::nccl_text(&{
-            let mut x = r.clone();
-            x.log = None;
-            x
-        });
-        assert!(text.contains("Look at:\n    - NCCL's log"), "{text}");
-        assert!(text.ends_with("Result: FAIL\n"), "{text}");
-    }
-
-    #[test]
-    fn a_child_that_finishes_is_read_back_and_judged() {
-        let d = tempfile::tempdir().unwrap();
-        let result = r#"{"result":{"version":22803,"ranks":2,"sizes":[{"bytes":8388608,"time_us":60.0,"algbw_gbs":139.8,"busbw_gbs":139.8}],"data_ok":true}}"#;
-        let p = mock(
-            d.path(),
-            "mock-nccl-child-finishes",
-            &format!(
-                "echo 'h200:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read' >> \"$NCCL_DEBUG_FILE\"\n\
-                 echo '{{\"stage\":\"run\"}}'\necho '{result}'"
-            ),
-        );
-        let r = super::super::nccl::run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &Limits::default(),
-        )
-        .unwrap();
-        assert_eq!(r.nccl_version, "2.28.3");
-        assert_eq!(r.transports, vec!["P2P/CUMEM/read"]);
-        assert_eq!(r.path, "p2p");
-        assert_eq!(r.verdict, "pass", "{:?}", r.finding);
-        assert!(r.timeout.is_none());
-        // An error the child reports is the error.
-        let p = mock(
-            d.path(),
-            "mock-nccl-child-fails",
-            "echo '{\"error\":\"ncclCommInitAll failed: ncclInvalidUsage (invalid usage)\"}'\nexit 1",
-        );
-        let e = super::super::nccl::run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &Limits::default(),
-        )
-        .unwrap_err();
-        assert!(e.to_string().contains("ncclInvalidUsage"), "{e}");
     }
 }

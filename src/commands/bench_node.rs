@@ -126,9 +126,7 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
         ));
     }
     if args.child {
-        return Ok(crate::bench::nccl_child::child_main(
-            &args.gpu, &sizes, args.iters,
-        ));
+        return Ok(nccl_child(&args.gpu, &sizes, args.iters));
     }
     let gpus = indexes(&args.gpu)?;
     let pcis = crate::bench::nccl::pci_addresses(&gpus);
@@ -149,4 +147,45 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
         &r,
     )?;
     Ok(if r.verdict == "fail" { 1 } else { 0 })
+}
+
+/// The child's side (`gdrprov bench nccl --child`): dies with its parent, runs the all_reduce
+/// here, writes the stages and the result (or the error) as JSON lines; Ok(0) when it ran.
+fn nccl_child(indexes: &[u32], sizes: &[usize], iters: u32) -> i32 {
+    // A gdrprov killed while waiting takes its child with it.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let line = |v: serde_json::Value| crate::output::json_line(&v);
+    let ran = gdrprov_rdma::cuda::nccl::all_reduce(indexes, sizes, 5, iters, &mut |s| {
+        line(serde_json::json!({ "stage": s }))
+    });
+    match ran {
+        Ok(a) => {
+            let r = crate::bench::nccl_child::ChildResult {
+                version: a.version,
+                ranks: a.ranks,
+                sizes: a
+                    .sizes
+                    .iter()
+                    .map(|s| crate::bench::nccl::Size {
+                        bytes: s.bytes,
+                        time_us: s.time_us,
+                        algbw_gbs: s.algbw_gbs,
+                        busbw_gbs: s.busbw_gbs,
+                    })
+                    .collect(),
+                data_ok: a.data_ok,
+            };
+            line(serde_json::json!({ "result": r }));
+            0
+        }
+        Err(e) => {
+            // The parent makes it its own invalid-argument error: the message alone.
+            let msg = match e {
+                gdrprov_rdma::Error::InvalidArgument(m) => m,
+                e => e.to_string(),
+            };
+            line(serde_json::json!({ "error": msg }));
+            1
+        }
+    }
 }
