@@ -85,6 +85,7 @@ pub struct Facts {
     /// The GPUs together: NVLink, fabric, GPU pairs, shared upstream ports.
     pub gpu_topology: gpu_topo::GpuTopology,
     /// Copy figures a snapshot recorded (each GPU alone and all together); `None` elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_copy: Option<gpu_copy::CopyFigures>,
 }
 
