@@ -220,10 +220,10 @@ pub fn run(
     topo: &GpuTopology,
     limits: &Limits,
 ) -> Result<NcclReport, BenchError> {
-    let me = std::env::current_exe().map_err(|e| {
-        BenchError::InvalidArgument(format!("cannot find gdrprov's own executable: {e}"))
-    })?;
-    run_with(&me, indexes, pcis, sizes, iters, topo, limits)
+    // This very executable, even if its file was replaced or removed since it started (a
+    // package upgrade): the kernel keeps it reachable as /proc/self/exe.
+    let me = std::path::Path::new("/proc/self/exe");
+    run_with(me, indexes, pcis, sizes, iters, topo, limits)
 }
 
 /// As [`run`], with `program` as the child (gdrprov itself; a test's mock).
