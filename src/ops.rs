@@ -106,6 +106,8 @@ pub struct VerifyRequest {
     /// The profiles already loaded (`recheck`, which resolves them as
     /// `state.json` records them); `profiles` then only names them.
     pub composed: Option<crate::profile::Composed>,
+    /// `--snapshot DIR`: copy what verify read, and the copy figures it measured, into DIR.
+    pub snapshot: Option<PathBuf>,
 }
 
 /// What an operation is about to do, for its caller to show and confirm.
@@ -481,7 +483,10 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         None => load_profiles(&req.profiles)?,
     };
     // Verify changes nothing and runs nothing but read-only probes.
-    let host = Host::open(&req.root, true)?;
+    let mut host = Host::open(&req.root, true)?;
+    if req.snapshot.is_some() {
+        host = host.recording();
+    }
     // Requirements are a check of their own here, not a gate.
     let target = Target::read_only(req.root.clone(), req.cpu_vendor);
     // During a trial boot the configuration to compare with is the trial's.
@@ -516,7 +521,7 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         peer: req.peer.clone(),
         token_file: req.token_file.clone(),
     };
-    crate::checks::verify::run(
+    let report = crate::checks::verify::run(
         &host,
         &facts,
         &seen,
@@ -524,5 +529,10 @@ pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
         plan.as_ref().map_err(String::as_str),
         &reqs,
         &choice,
-    )
+    )?;
+    if let Some(dir) = &req.snapshot {
+        let rec = host.recorded().unwrap_or_default();
+        crate::host::snapshot::write(&host, &rec, dir)?;
+    }
+    Ok(report)
 }

@@ -14,11 +14,14 @@ use serde::Serialize;
 
 use super::copy::{floor, read_link, sysfs_address, CopyOptions, LinkReading, DEFAULT_FRACTION};
 use super::error::BenchError;
+use crate::facts::gpu_copy::{CopyFigures, GpuFigures};
 use crate::facts::gpu_topo::GpuTopology;
+use crate::facts::links::PcieLink;
+use crate::facts::numa::Placement;
 use gdrprov_rdma::cuda::node::{median, Copy, Method, Node, Place};
 
 pub const DEFAULT_SIZE: usize = 512 << 20;
-pub const METHOD: &str = "cuMemcpyAsync on a stream per GPU from one thread, pinned portable host memory, 4 warm-up copies, 16 timed copies a sample (events; streams start together on one event), median of 3 samples; each GPU alone first, then all together (nvbandwidth's host_to_device / host_to_all method)";
+pub const METHOD: &str = "cuMemcpyAsync on a stream per GPU from one thread, pinned portable host memory (each GPU's allocated from its NUMA node's CPUs), 4 warm-up copies, 16 timed copies a sample (events; streams start together on one event), median of 3 samples; each GPU alone first, then all together (nvbandwidth's host_to_device / host_to_all method)";
 
 /// One direction of one GPU.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -46,6 +49,9 @@ pub struct GpuTogether {
     /// `pass`, `warn` or `fail`.
     pub verdict: &'static str,
     pub finding: Option<String>,
+    /// The NUMA node and CPUs its host buffer was allocated from (and its alone runs driven
+    /// from).
+    pub numa: Placement,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -66,7 +72,7 @@ impl GpuTogether {
     /// One GPU of the concurrent copy, the same words in `bench copy --concurrent` and `verify`.
     pub fn summary(&self) -> String {
         format!(
-            "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}",
+            "GPU {} {} ({}): H2D {} alone / {:.1} together, D2H {} alone / {:.1} together GB/s, floor {} alone / {} together ({}){}, {}",
             self.index,
             self.name,
             self.pci,
@@ -80,7 +86,8 @@ impl GpuTogether {
             self.shared_port
                 .as_deref()
                 .map(|p| format!("; shares {p}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            self.numa.label()
         )
     }
 }
@@ -231,7 +238,10 @@ fn copies(n: usize, h2d: bool) -> Vec<Copy> {
 }
 
 /// Runs every GPU of `indexes` alone (unless `alone` is given, measured elsewhere) and all
-/// together, each direction in turn; judged against `topo`.
+/// together, each direction in turn; judged against `topo`. One worker thread drives them: it
+/// is bound to each GPU's NUMA node while that GPU's host buffer is allocated and while the
+/// GPU runs alone, and to the union of those nodes' CPUs while all run together (one thread
+/// queues every GPU's copies, as nvbandwidth does; the copy engines move the bytes).
 pub fn run(
     indexes: &[u32],
     size: usize,
@@ -240,10 +250,29 @@ pub fn run(
     opts: &CopyOptions,
     topo: &GpuTopology,
 ) -> Result<ConcurrentReport, BenchError> {
-    let node = Node::open(indexes, size, true)?;
+    super::numa::in_worker(|| run_here(indexes, size, method, alone, opts, topo))
+        .map_err(BenchError::InvalidArgument)?
+}
+
+fn run_here(
+    indexes: &[u32],
+    size: usize,
+    method: &Method,
+    alone: Option<&[Alone]>,
+    opts: &CopyOptions,
+    topo: &GpuTopology,
+) -> Result<ConcurrentReport, BenchError> {
+    let free = super::numa::allowed_cpus();
+    let mut places: Vec<Placement> = Vec::new();
+    let node = Node::open_placed(indexes, size, true, &mut |_, g| {
+        let mut p = super::numa::placement(&sysfs_address(&g.pci_bus_id), opts.numa_pin, &free);
+        super::numa::apply(&mut p, &free);
+        places.push(p);
+    })?;
     let n = node.gpus().len();
     let mut gpus = Vec::new();
     for (i, g) in node.gpus().iter().enumerate() {
+        let numa = places.get(i).cloned().unwrap_or_default();
         let pci = sysfs_address(&g.pci_bus_id);
         let link = read_link(&pci);
         let (f, source) = floor(&g.name, &link, opts);
@@ -251,6 +280,8 @@ pub fn run(
         let (ah, ad) = match measured {
             Some(m) => (Some(m.h2d), Some(m.d2h)),
             None => {
+                let mut at = numa.clone();
+                super::numa::apply(&mut at, &free);
                 let h = node.run(&copies(n, true)[i..=i], method)?;
                 let d = node.run(&copies(n, false)[i..=i], method)?;
                 (Some(median(&h[0].samples)), Some(median(&d[0].samples)))
@@ -276,6 +307,7 @@ pub fn run(
             shared_port: None,
             verdict: "pass",
             finding: None,
+            numa,
         });
     }
     let note = (n < 2).then(|| {
@@ -285,6 +317,11 @@ pub fn run(
         )
     });
     if n >= 2 {
+        let mut union: Vec<usize> = places.iter().flat_map(Placement::cpu_set).collect();
+        union.sort_unstable();
+        union.dedup();
+        // Every GPU unpinned: back to the worker's own CPUs.
+        let _ = super::numa::bind_this_thread(if union.is_empty() { &free } else { &union });
         let h = node.run(&copies(n, true), method)?;
         let d = node.run(&copies(n, false), method)?;
         for (i, g) in gpus.iter_mut().enumerate() {
@@ -304,6 +341,81 @@ pub fn run(
         judge(g, topo);
     }
     Ok(finish(gpus, node.size(), note))
+}
+
+/// The figures of a finished run, as a snapshot records them ([`crate::facts::gpu_copy`]).
+pub fn figures_of(r: &ConcurrentReport) -> CopyFigures {
+    CopyFigures {
+        gpus: r
+            .gpus
+            .iter()
+            .map(|g| GpuFigures {
+                index: g.index,
+                name: g.name.clone(),
+                pci: g.pci.clone(),
+                h2d_alone_gbs: g.h2d.alone_gbs.unwrap_or(g.h2d.together_gbs),
+                d2h_alone_gbs: g.d2h.alone_gbs.unwrap_or(g.d2h.together_gbs),
+                h2d_together_gbs: g.h2d.together_gbs,
+                d2h_together_gbs: g.d2h.together_gbs,
+                numa: Some(g.numa.clone()),
+            })
+            .collect(),
+    }
+}
+
+/// A snapshot's recorded figures judged as a run would be: each GPU's own floor from its PCIe
+/// link as the snapshot's `links` give it, the shared ports from its `topo`.
+pub fn replay(f: &CopyFigures, links: &[PcieLink], topo: &GpuTopology) -> ConcurrentReport {
+    let gpus = f
+        .gpus
+        .iter()
+        .map(|x| {
+            let link = links
+                .iter()
+                .find(|l| l.address == x.pci)
+                .map(|l| LinkReading {
+                    current_speed: l.current_speed.clone(),
+                    speed_under_load: None,
+                    current_width: l.current_width,
+                    max_speed: l.max_speed.clone(),
+                    max_width: l.max_width,
+                })
+                .unwrap_or_default();
+            let (floor_alone_gbs, floor_source) = floor(&x.name, &link, &CopyOptions::default());
+            let dir = |alone: f64, together: f64| Direction {
+                alone_gbs: Some(alone),
+                together_gbs: together,
+                together_samples: vec![together],
+            };
+            let mut g = GpuTogether {
+                index: x.index,
+                name: x.name.clone(),
+                pci: x.pci.clone(),
+                link,
+                h2d: dir(x.h2d_alone_gbs, x.h2d_together_gbs),
+                d2h: dir(x.d2h_alone_gbs, x.d2h_together_gbs),
+                data_ok: true,
+                floor_alone_gbs,
+                floor_together_gbs: None,
+                floor_source,
+                shared_port: None,
+                verdict: "pass",
+                finding: None,
+                numa: x.numa.clone().unwrap_or_else(|| {
+                    Placement::unpinned(None, "placement not recorded in the snapshot")
+                }),
+            };
+            judge(&mut g, topo);
+            g
+        })
+        .collect();
+    let mut r = finish(
+        gpus,
+        0,
+        Some("figures recorded in the snapshot, judged now".into()),
+    );
+    r.method = "recorded in the snapshot (gpu-copy)";
+    r
 }
 
 #[cfg(test)]
@@ -334,6 +446,7 @@ mod tests {
             shared_port: None,
             verdict: "pass",
             finding: None,
+            numa: Placement::default(),
         }
     }
 

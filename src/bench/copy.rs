@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::error::BenchError;
 use crate::facts::links::{generation, parse_speed, raw_gbytes};
+use crate::facts::numa::Placement;
 use gdrprov_rdma::cuda::copy::{ensure_libcuda, CopyRig};
 use gdrprov_rdma::cuda::{self, Gpu};
 
@@ -29,6 +30,9 @@ pub struct CopyOptions {
     /// A bar per GPU measured, on standard error (callers pass true only on a
     /// terminal and never with JSON output).
     pub progress: bool,
+    /// Allocate and drive each GPU's pinned host buffer from its NUMA node's CPUs
+    /// (`--no-numa-pin` turns it off).
+    pub numa_pin: bool,
 }
 
 impl Default for CopyOptions {
@@ -40,6 +44,7 @@ impl Default for CopyOptions {
             min_fraction: None,
             min_gbs: None,
             progress: false,
+            numa_pin: true,
         }
     }
 }
@@ -105,6 +110,8 @@ pub struct GpuCopy {
     /// The floor each direction must reach, and where it came from.
     pub floor_gbs: Option<f64>,
     pub floor_source: String,
+    /// The NUMA node and CPUs the host buffer was allocated and the copies driven from.
+    pub numa: Placement,
     pub passed: bool,
 }
 
@@ -113,7 +120,7 @@ impl GpuCopy {
     /// GB/s, floor F GB/s (where the floor comes from)`.
     pub fn summary(&self) -> String {
         format!(
-            "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}",
+            "GPU {} {} ({}), link {} (max {}): H2D {:.1} GB/s, D2H {:.1} GB/s, {}, {}",
             self.index,
             self.name,
             self.pci,
@@ -124,7 +131,8 @@ impl GpuCopy {
             match self.floor_gbs {
                 Some(f) => format!("floor {f:.1} GB/s ({})", self.floor_source),
                 None => format!("no floor ({})", self.floor_source),
-            }
+            },
+            self.numa.label()
         )
     }
 }
@@ -214,10 +222,19 @@ fn best(v: &[f64]) -> f64 {
     v.iter().copied().fold(0.0, f64::max)
 }
 
+/// One GPU, in a worker thread bound to the GPU's NUMA node (see [`super::numa`]).
 pub fn run_gpu(index: u32, opts: &CopyOptions) -> Result<GpuCopy, BenchError> {
+    super::numa::in_worker(|| run_gpu_here(index, opts)).map_err(BenchError::InvalidArgument)?
+}
+
+fn run_gpu_here(index: u32, opts: &CopyOptions) -> Result<GpuCopy, BenchError> {
     let gpu = Gpu::open(index)?;
     let pci = sysfs_address(&gpu.pci_bus_id);
     let mut link = read_link(&pci);
+    // Bound before the host buffer is allocated: its pages are placed on this node.
+    let free = super::numa::allowed_cpus();
+    let mut numa = super::numa::placement(&pci, opts.numa_pin, &free);
+    super::numa::apply(&mut numa, &free);
     let rig = CopyRig::new(&gpu, opts.size)?;
     // Warm-up, both ways (and the link comes up to speed).
     rig.copy(true, opts.size, &mut || {})?;
@@ -252,6 +269,7 @@ pub fn run_gpu(index: u32, opts: &CopyOptions) -> Result<GpuCopy, BenchError> {
         passed: floor_gbs.is_none_or(|f| hb >= f && db >= f),
         floor_gbs,
         floor_source,
+        numa,
     })
 }
 
@@ -290,7 +308,7 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
     Ok(CopyReport {
         bytes: opts.size,
         runs: opts.runs,
-        method: "cuMemcpyHtoDAsync/DtoHAsync, pinned host memory (cuMemHostAlloc), one stream, event-timed, best run",
+        method: "cuMemcpyHtoDAsync/DtoHAsync, pinned host memory (cuMemHostAlloc) allocated and driven from a thread bound to the GPU's NUMA node, one stream, event-timed, best run",
         passed: gpus.iter().all(|g| g.passed),
         gpus,
     })

@@ -12,6 +12,8 @@ pub mod error;
 pub mod loopback;
 mod measure;
 pub mod nccl;
+pub mod nccl_child;
+pub mod numa;
 pub mod p2p;
 pub mod pair;
 pub mod parse;

@@ -13,6 +13,7 @@ use crate::bench::units::one_decimal;
 use serde::Serialize;
 
 use super::error::BenchError;
+use super::nccl_child::{Limits, Outcome, Timeout};
 use crate::facts::gpu_topo::GpuTopology;
 
 /// busbw floor as a share of the path's raw one-way rate. Measured on the lent 2x H200 (NVLink 4
@@ -22,13 +23,7 @@ pub const BUSBW_FRACTION: f64 = 0.5;
 
 pub const SIZES: &[usize] = &[1 << 20, 8 << 20, 64 << 20, 256 << 20];
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Size {
-    pub bytes: usize,
-    pub time_us: f64,
-    pub algbw_gbs: f64,
-    pub busbw_gbs: f64,
-}
+pub use super::nccl_child::Size;
 
 #[derive(Debug, Clone, Serialize)]
 pub struct NcclReport {
@@ -46,6 +41,9 @@ pub struct NcclReport {
     pub finding: Option<String>,
     pub log: Option<String>,
     pub note: Option<String>,
+    /// A stage of the all_reduce (ncclCommInitAll above all) that outlived its deadline: its
+    /// child process was killed (see [`super::nccl_child`]).
+    pub timeout: Option<super::nccl_child::Timeout>,
 }
 
 impl NcclReport {
@@ -208,53 +206,60 @@ pub fn one_gpu(pci: &str) -> NcclReport {
         note: Some(format!(
             "one GPU ({pci}): no all_reduce between GPUs to run"
         )),
+        timeout: None,
     }
 }
 
-/// Runs it on the running system: NCCL's log into a temporary file, read back after.
+/// Runs it on the running system, in a child process of gdrprov itself watched with `limits`
+/// (see [`super::nccl_child`]).
 pub fn run(
     indexes: &[u32],
     pcis: &[String],
     sizes: &[usize],
     iters: u32,
     topo: &GpuTopology,
+    limits: &Limits,
 ) -> Result<NcclReport, BenchError> {
-    let dir = std::env::temp_dir().join(format!("gdrprov-nccl-{}", std::process::id()));
+    // This very executable, even if its file was replaced or removed since it started (a
+    // package upgrade): the kernel keeps it reachable as /proc/self/exe.
+    let me = std::path::Path::new("/proc/self/exe");
+    run_with(me, indexes, pcis, sizes, iters, topo, limits)
+}
+
+/// As [`run`], with `program` as the child (gdrprov itself; a test's mock).
+pub fn run_with(
+    program: &std::path::Path,
+    indexes: &[u32],
+    pcis: &[String],
+    sizes: &[usize],
+    iters: u32,
+    topo: &GpuTopology,
+    limits: &Limits,
+) -> Result<NcclReport, BenchError> {
+    // One directory per run (verify and a test may run two in one process).
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("gdrprov-nccl-{}-{n}", std::process::id()));
     let dir = dir.display().to_string();
     let log_path = format!("{dir}/nccl.log");
     let host = crate::host::Host::open(std::path::Path::new("/"), true)
         .map_err(|e| BenchError::InvalidArgument(e.to_string()))?;
     host.create_dir_all(&dir, 0o700)
         .map_err(|e| BenchError::InvalidArgument(format!("{dir}: {e}")))?;
-    for (k, v) in [
-        ("NCCL_DEBUG", "INFO"),
-        ("NCCL_DEBUG_SUBSYS", "INIT,P2P,SHM,NET"),
-    ] {
-        if std::env::var_os(k).is_none() {
-            std::env::set_var(k, v);
-        }
-    }
-    std::env::set_var("NCCL_DEBUG_FILE", &log_path);
-    let ran = gdrprov_rdma::cuda::nccl::all_reduce(indexes, sizes, 5, iters);
+    let ran = super::nccl_child::run(program, indexes, sizes, iters, &log_path, limits);
     let log = host.read_fact(&log_path).unwrap_or_default();
     let _ = host.remove_dir_all(&dir);
-    let ran = ran?;
+    let ran = match ran? {
+        Outcome::Done(r) => r,
+        Outcome::TimedOut(t) => return Ok(timed_out(t, indexes.len(), &log)),
+    };
     let t = transports(&log);
     let (floor_busbw_gbs, floor_source) = floor(topo, pcis);
     let v = ran.version;
     let mut r = NcclReport {
         nccl_version: format!("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
         ranks: ran.ranks,
-        sizes: ran
-            .sizes
-            .iter()
-            .map(|s| Size {
-                bytes: s.bytes,
-                time_us: s.time_us,
-                algbw_gbs: s.algbw_gbs,
-                busbw_gbs: s.busbw_gbs,
-            })
-            .collect(),
+        sizes: ran.sizes,
         data_ok: ran.data_ok,
         path: path_of(&t),
         transports: t,
@@ -264,9 +269,32 @@ pub fn run(
         finding: None,
         log: None,
         note: None,
+        timeout: None,
     };
     judge(&mut r);
     Ok(r)
+}
+
+/// The report of a run whose child was killed at a deadline: failed, the finding says which
+/// stage, how long and what to look at; NCCL's log so far is kept (its last 40 lines).
+fn timed_out(t: Timeout, ranks: usize, log: &str) -> NcclReport {
+    let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
+    NcclReport {
+        nccl_version: String::new(),
+        ranks,
+        sizes: Vec::new(),
+        data_ok: false,
+        transports: transports(log),
+        path: "unknown",
+        floor_busbw_gbs: None,
+        floor_source: String::new(),
+        verdict: "fail",
+        finding: Some(t.finding(ranks, lines.last().copied())),
+        log: (!tail.is_empty()).then_some(tail),
+        note: None,
+        timeout: Some(t),
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +323,7 @@ mod tests {
             finding: None,
             log: None,
             note: None,
+            timeout: None,
         }
     }
 
@@ -326,5 +355,135 @@ mod tests {
         judge(&mut r);
         assert_eq!(r.verdict, "fail");
         assert!(r.finding.unwrap().contains("below 239.1"));
+    }
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
+mod child_tests {
+    use super::*;
+    use crate::bench::nccl_child::Limits;
+    use crate::facts::gpu_topo::GpuTopology;
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+    use std::time::Duration;
+
+    /// A MOCK of gdrprov's NCCL child (no GPU, no libnccl here): a shell script that speaks the
+    /// child's protocol, writes NCCL-like log lines where the parent said, and records its
+    /// arguments there too.
+    fn mock(dir: &Path, name: &str, after_init: &str) -> std::path::PathBuf {
+        let p = dir.join(name);
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho \"args: $*\" >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo 'h200:7:7 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>' >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo '{{\"stage\":\"init\"}}'\n{after_init}\n"
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    fn pcis() -> Vec<String> {
+        vec!["0000:00:06.0".into(), "0000:00:07.0".into()]
+    }
+
+    #[test]
+    fn a_hung_init_becomes_a_finding_and_gdrprov_returns() {
+        let d = tempfile::tempdir().unwrap();
+        let p = mock(d.path(), "mock-nccl-child-hangs-in-init", "exec sleep 600");
+        let limits = Limits {
+            init: Duration::from_secs(1),
+            ..Limits::default()
+        };
+        let t = std::time::Instant::now();
+        let r = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &limits,
+        )
+        .unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert_eq!(r.verdict, "fail");
+        let f = r.finding.clone().unwrap();
+        assert!(
+            f.starts_with("ncclCommInitAll did not return within 1 s over 2 GPUs (waited 1."),
+            "{f}"
+        );
+        assert!(f.contains("was killed"), "{f}");
+        assert!(
+            f.contains("NCCL's last log line: h200:7:7 [0] NCCL INFO Bootstrap"),
+            "{f}"
+        );
+        let to = r.timeout.as_ref().unwrap();
+        assert!(to.waited_s >= 1.0 && to.waited_s < 5.0, "{to:?}");
+        assert!(to.reaped);
+        assert!(to
+            .look_at
+            .iter()
+            .any(|l| l.contains("nvidia-fabricmanager")));
+        // The child was asked for exactly this run; its log is kept in the report.
+        let log = r.log.clone().unwrap();
+        assert!(
+            log.contains("args: bench nccl --child --gpu 0,1 --size 8388608 --iters 3"),
+            "{log}"
+        );
+        assert!(r.timeout.is_some());
+    }
+
+    #[test]
+    fn a_child_that_finishes_is_read_back_and_judged() {
+        let d = tempfile::tempdir().unwrap();
+        let result = r#"{"result":{"version":22803,"ranks":2,"sizes":[{"bytes":8388608,"time_us":60.0,"algbw_gbs":139.8,"busbw_gbs":139.8}],"data_ok":true}}"#;
+        let p = mock(
+            d.path(),
+            "mock-nccl-child-finishes",
+            &format!(
+                "echo 'h200:7:7 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read' >> \"$NCCL_DEBUG_FILE\"\n\
+                 echo '{{\"stage\":\"run\"}}'\necho '{result}'"
+            ),
+        );
+        let r = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(r.nccl_version, "2.28.3");
+        assert_eq!(r.transports, vec!["P2P/CUMEM/read"]);
+        assert_eq!(r.path, "p2p");
+        assert_eq!(r.verdict, "pass", "{:?}", r.finding);
+        assert!(r.timeout.is_none());
+        // An error the child reports is the error.
+        let p = mock(
+            d.path(),
+            "mock-nccl-child-fails",
+            "echo '{\"error\":\"ncclCommInitAll failed: ncclInvalidUsage (invalid usage)\"}'\nexit 1",
+        );
+        let e = run_with(
+            &p,
+            &[0, 1],
+            &pcis(),
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            &Limits::default(),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ncclInvalidUsage"), "{e}");
     }
 }

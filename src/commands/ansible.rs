@@ -125,6 +125,7 @@ impl ModuleArgs {
 
     fn verify_request(&self) -> ops::VerifyRequest {
         ops::VerifyRequest {
+            snapshot: None,
             root: self.root.clone(),
             profiles: self.profiles.clone(),
             no_loopback: self.no_loopback,

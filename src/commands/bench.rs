@@ -273,6 +273,7 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
         progress: !out.json() && crate::output::stderr_is_terminal(),
+        numa_pin: !args.no_numa_pin,
     };
     let r = crate::bench::copy::run(&opts)?;
     crate::output::bench::show(out, names::BENCH_COPY, || crate::output::copy::text(&r), &r)?;
@@ -324,6 +325,7 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
                 size: a.size,
                 min_fraction: a.min_fraction,
                 min_gbs: a.min_gbs,
+                no_numa_pin: a.no_numa_pin,
             };
             crate::commands::bench_node::run_concurrent(&choice, &a.node, out)
         }

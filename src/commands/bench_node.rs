@@ -19,6 +19,8 @@ pub struct CopyChoice {
     pub size: Option<u64>,
     pub min_fraction: Option<f64>,
     pub min_gbs: Option<f64>,
+    /// `--no-numa-pin`.
+    pub no_numa_pin: bool,
 }
 
 fn method(samples: u32) -> Result<Method, BenchError> {
@@ -71,6 +73,7 @@ pub fn run_concurrent(
         gpus: gpus.clone(),
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
+        numa_pin: !args.no_numa_pin,
         ..CopyOptions::default()
     };
     let topo = crate::facts::gpu_topo::of_running_system();
@@ -117,13 +120,25 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
             "--size: each size must be at least 4KiB".into(),
         ));
     }
+    if args.init_timeout == 0 {
+        return Err(BenchError::InvalidArgument(
+            "--init-timeout must be > 0 seconds".into(),
+        ));
+    }
+    if args.child {
+        return Ok(nccl_child(&args.gpu, &sizes, args.iters));
+    }
     let gpus = indexes(&args.gpu)?;
     let pcis = crate::bench::nccl::pci_addresses(&gpus);
     let r = if gpus.len() < 2 {
         crate::bench::nccl::one_gpu(pcis.first().map(String::as_str).unwrap_or("?"))
     } else {
         let topo = crate::facts::gpu_topo::of_running_system();
-        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo)?
+        let limits = crate::bench::nccl_child::Limits {
+            init: std::time::Duration::from_secs(args.init_timeout),
+            ..Default::default()
+        };
+        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo, &limits)?
     };
     crate::output::bench::show(
         out,
@@ -132,4 +147,45 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
         &r,
     )?;
     Ok(if r.verdict == "fail" { 1 } else { 0 })
+}
+
+/// The child's side (`gdrprov bench nccl --child`): dies with its parent, runs the all_reduce
+/// here, writes the stages and the result (or the error) as JSON lines; Ok(0) when it ran.
+fn nccl_child(indexes: &[u32], sizes: &[usize], iters: u32) -> i32 {
+    // A gdrprov killed while waiting takes its child with it.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let line = |v: serde_json::Value| crate::output::json_line(&v);
+    let ran = gdrprov_rdma::cuda::nccl::all_reduce(indexes, sizes, 5, iters, &mut |s| {
+        line(serde_json::json!({ "stage": s }))
+    });
+    match ran {
+        Ok(a) => {
+            let r = crate::bench::nccl_child::ChildResult {
+                version: a.version,
+                ranks: a.ranks,
+                sizes: a
+                    .sizes
+                    .iter()
+                    .map(|s| crate::bench::nccl::Size {
+                        bytes: s.bytes,
+                        time_us: s.time_us,
+                        algbw_gbs: s.algbw_gbs,
+                        busbw_gbs: s.busbw_gbs,
+                    })
+                    .collect(),
+                data_ok: a.data_ok,
+            };
+            line(serde_json::json!({ "result": r }));
+            0
+        }
+        Err(e) => {
+            // The parent makes it its own invalid-argument error: the message alone.
+            let msg = match e {
+                gdrprov_rdma::Error::InvalidArgument(m) => m,
+                e => e.to_string(),
+            };
+            line(serde_json::json!({ "error": msg }));
+            1
+        }
+    }
 }

@@ -48,6 +48,7 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let textfile = a.textfile.clone().or_else(|| var("gdrprov-textfile"));
     let nfd_file = a.nfd_file.clone().or_else(|| var("gdrprov-nfd-file"));
     let req = ops::VerifyRequest {
+        snapshot: None,
         root: root.to_path_buf(),
         profiles: specs.clone(),
         composed: Some(composed),

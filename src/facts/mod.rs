@@ -11,6 +11,7 @@ pub mod efa;
 pub mod erdma;
 pub mod gids;
 pub mod gpu;
+pub mod gpu_copy;
 pub mod gpu_topo;
 pub mod iommu;
 pub mod kernel;
@@ -21,6 +22,7 @@ pub mod links;
 pub mod loadreq;
 pub mod nccl;
 pub mod net;
+pub mod numa;
 pub mod nvidia;
 pub mod ofed;
 mod os;
@@ -82,6 +84,9 @@ pub struct Facts {
     pub platform: platform::PlatformFacts,
     /// The GPUs together: NVLink, fabric, GPU pairs, shared upstream ports.
     pub gpu_topology: gpu_topo::GpuTopology,
+    /// Copy figures a snapshot recorded (each GPU alone and all together); `None` elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_copy: Option<gpu_copy::CopyFigures>,
 }
 
 /// How much to ask.
@@ -187,6 +192,7 @@ impl Facts {
             kernel_events,
             platform: platform::probe(host),
             gpu_topology,
+            gpu_copy: gpu_copy::replayed(host),
         }
     }
 
@@ -277,6 +283,7 @@ impl Facts {
             kernel_log: Vec::new(),
             platform: platform::PlatformFacts::unknown(),
             gpu_topology: gpu_topo::GpuTopology::default(),
+            gpu_copy: None,
         }
     }
 

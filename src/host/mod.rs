@@ -15,6 +15,7 @@
     reason = "the host layer is the door to the filesystem and to processes"
 )]
 
+pub mod child;
 mod dirs;
 mod durable;
 mod fs;

@@ -51,6 +51,7 @@ mod tests {
             d2h_runs: vec![55.2],
             floor_gbs: floor,
             floor_source: "Azure's floor for H100/H200 at Gen5 x16".into(),
+            numa: crate::facts::numa::choose(Some(1), Some("48-95"), &[48, 49, 50]),
             passed,
         }
     }
@@ -65,7 +66,7 @@ mod tests {
         );
         assert!(
             line.ends_with(
-                ": H2D 55.3 GB/s, D2H 55.2 GB/s, floor 48.0 GB/s (Azure's floor for H100/H200 at Gen5 x16)"
+                ": H2D 55.3 GB/s, D2H 55.2 GB/s, floor 48.0 GB/s (Azure's floor for H100/H200 at Gen5 x16), host memory on NUMA node 1 (CPUs 48-50)"
             ),
             "{line}"
         );

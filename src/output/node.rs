@@ -56,6 +56,14 @@ pub fn nccl_text(r: &NcclReport) -> String {
         s.push_str(&format!("  {n}\nResult: SKIP\n"));
         return s;
     }
+    if let (Some(t), Some(f)) = (&r.timeout, &r.finding) {
+        s.push_str(&format!("  {f}\n  Look at:\n"));
+        for l in &t.look_at {
+            s.push_str(&format!("    - {l}\n"));
+        }
+        s.push_str("Result: FAIL\n");
+        return s;
+    }
     s.push_str("  size MiB    time us   algbw GB/s   busbw GB/s\n");
     for z in &r.sizes {
         s.push_str(&format!(
@@ -186,4 +194,45 @@ pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::nccl_child::Timeout;
+
+    #[test]
+    fn a_timed_out_all_reduce_says_where_to_look_and_nothing_else() {
+        let t = Timeout {
+            stage: "ncclCommInitAll".into(),
+            limit_s: 60.0,
+            waited_s: 60.0,
+            child_pid: Some(42),
+            reaped: true,
+            look_at: vec!["NCCL's log".into(), "`nvidia-smi`".into()],
+        };
+        let r = NcclReport {
+            nccl_version: String::new(),
+            ranks: 8,
+            sizes: Vec::new(),
+            data_ok: false,
+            transports: Vec::new(),
+            path: "unknown",
+            floor_busbw_gbs: None,
+            floor_source: String::new(),
+            verdict: "fail",
+            finding: Some(t.finding(8, Some("x NCCL INFO Bootstrap"))),
+            log: None,
+            note: None,
+            timeout: Some(t),
+        };
+        let text = nccl_text(&r);
+        assert!(text.contains("  ncclCommInitAll did not return within 60 s over 8 GPUs (waited 60.0 s; gdrprov's NCCL child process, pid 42, was killed); NCCL's last log line: x NCCL INFO Bootstrap\n"), "{text}");
+        assert!(
+            text.contains("  Look at:\n    - NCCL's log\n    - `nvidia-smi`\n"),
+            "{text}"
+        );
+        assert!(!text.contains("busbw"), "{text}");
+        assert!(text.ends_with("Result: FAIL\n"), "{text}");
+    }
 }

@@ -29,6 +29,7 @@ mod fleet;
 mod foundation;
 mod front_door;
 mod gpu_node;
+mod gpu_node_copy;
 mod gpu_node_fabric;
 mod grub_corpus;
 mod guard_rails;

@@ -84,6 +84,7 @@ fn copy_textfile(h2d: f64, d2h: f64) -> String {
         d2h_runs: vec![d2h],
         floor_gbs: None,
         floor_source: "none".into(),
+        numa: Default::default(),
         passed: true,
     };
     let h = gdrprov::checks::health::HealthReport {

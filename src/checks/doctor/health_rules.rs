@@ -28,6 +28,10 @@ pub fn findings(facts: &Facts) -> Vec<Finding> {
                 ("nvlink", Sev::Error) => "an NVLink link is down or erroring",
                 ("nvlink", _) => "NVLink errors or an NVML function missing",
                 ("gpu-fabric", _) => "the NVSwitch fabric is not ready (Fabric Manager)",
+                ("copy-bandwidth", Sev::Error) => {
+                    "a GPU copies to or from host memory below its floor"
+                }
+                ("copy-bandwidth", _) => "GPUs are fine alone and slow together: they share a port",
                 ("gpu-p2p", _) => {
                     "a GPU pair has no peer access: its traffic goes through host memory"
                 }
@@ -53,6 +57,7 @@ fn cause(name: &str) -> &'static str {
         "gpu-nic-affinity" => "the GPU and its nearest NIC hang off different CPU sockets: traffic crosses the CPU interconnect",
         "nvlink" => "a link that is down or retrains carries no traffic: GPU-to-GPU traffic and NCCL slow down or fall back to PCIe",
         "gpu-fabric" => "on NVSwitch boards Fabric Manager must register every GPU before CUDA can use NVLink",
+        "copy-bandwidth" => "GPUs behind one port (a PCIe switch's uplink, or the host bridge and host memory) share its bandwidth when they copy at once; a GPU slow even alone has a degraded link, the IOMMU translating, or host memory on the wrong NUMA node",
         "gpu-p2p" => "ACS redirect on a PCIe switch, the IOMMU translating peer traffic, or a driver setting stops GPUs from reaching each other directly",
         _ => "",
     }

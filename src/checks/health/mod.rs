@@ -27,7 +27,7 @@ pub type Outcome = crate::checks::Status;
 
 /// The checks that read only facts (any root, snapshot or running host).
 pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {
-    vec![
+    let mut v = vec![
         links::check(facts, &[]),
         kernel_log::check(facts),
         ports::check(facts),
@@ -35,7 +35,10 @@ pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {
         nvlink::check(facts),
         nvlink::fabric(facts),
         p2p::from_facts(facts),
-    ]
+    ];
+    // Copy figures a snapshot recorded are facts too: judged like a run.
+    v.extend(node::replayed(facts).map(|(c, _)| c));
+    v
 }
 
 /// What `verify` adds to its report: the checks with evidence and fix, and
@@ -79,8 +82,15 @@ pub fn for_verify(live: bool, facts: &crate::facts::Facts) -> HealthReport {
         (c, loads, r, nc, n.ok())
     } else {
         let why = "not the running system";
+        let copy_check = match node::replayed(facts) {
+            Some((c, r)) => {
+                multi.concurrent = Some(r);
+                c
+            }
+            None => HealthCheck::skip(copy::NAME, why),
+        };
         (
-            HealthCheck::skip(copy::NAME, why),
+            copy_check,
             Vec::new(),
             None,
             HealthCheck::skip(nvml::NAME, why),

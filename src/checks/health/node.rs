@@ -7,6 +7,7 @@ use super::{nvlink, p2p, HealthCheck, Outcome};
 use crate::bench::concurrent::{self, Alone, ConcurrentReport};
 use crate::bench::copy::{CopyOptions, CopyReport};
 use crate::bench::p2p::P2pReport;
+use crate::facts::gpu_copy::{CopyFigures, GpuFigures};
 use crate::facts::Facts;
 use gdrprov_rdma::cuda::node::Method;
 use std::time::Instant;
@@ -74,6 +75,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
                 &[8 << 20, 256 << 20],
                 20,
                 topo,
+                &crate::bench::nccl_child::Limits::default(),
             ))
         }
         Err(e) => Err(e.to_string()),
@@ -138,6 +140,43 @@ pub fn fold_copy(alone: HealthCheck, together: Option<&ConcurrentReport>) -> Hea
     }
 }
 
+/// The copy check judged from figures a snapshot recorded (`None` without any): the same
+/// floors and shared ports as a run on the machine.
+pub fn replayed(facts: &Facts) -> Option<(HealthCheck, ConcurrentReport)> {
+    let f = facts.gpu_copy.as_ref()?;
+    let r = concurrent::replay(f, &facts.links, &facts.gpu_topology);
+    let alone = HealthCheck::pass(
+        COPY,
+        "figures recorded in the snapshot (gpu-copy), not measured now",
+    );
+    Some((fold_copy(alone, Some(&r)), r))
+}
+
+/// The figures of verify's copy measurements: every GPU at once where it ran (2+ GPUs), else
+/// `bench copy`'s each alone (together is then alone).
+pub fn figures_of_health(h: &super::HealthReport) -> Option<CopyFigures> {
+    if let Some(c) = &h.concurrent {
+        return Some(concurrent::figures_of(c));
+    }
+    let r = h.copy.as_ref()?;
+    Some(CopyFigures {
+        gpus: r
+            .gpus
+            .iter()
+            .map(|g| GpuFigures {
+                index: g.index,
+                name: g.name.clone(),
+                pci: g.pci.clone(),
+                h2d_alone_gbs: g.h2d_gbs,
+                d2h_alone_gbs: g.d2h_gbs,
+                h2d_together_gbs: g.h2d_gbs,
+                d2h_together_gbs: g.d2h_gbs,
+                numa: Some(g.numa.clone()),
+            })
+            .collect(),
+    })
+}
+
 pub const NCCL: &str = "nccl-allreduce";
 
 /// The `nccl-allreduce` check: skipped without libnccl, failed when NCCL went through host
@@ -154,6 +193,13 @@ pub fn nccl_verdict(
         ),
         Ok(Ok(r)) => {
             let line = r.summary();
+            if let (Some(t), Some(f)) = (&r.timeout, &r.finding) {
+                return HealthCheck::fail(
+                    NCCL,
+                    f.clone(),
+                    format!("look at: {}", t.look_at.join("; ")),
+                );
+            }
             match &r.finding {
                 None => HealthCheck::pass(NCCL, line),
                 Some(f) => HealthCheck::fail(

@@ -62,6 +62,10 @@ pub fn run(
     // PCIe links, copy bandwidth, kernel log, NVML, RDMA ports, affinity:
     // measured once, reported by their entries.
     let health = crate::checks::health::for_verify(host.is_live(), facts);
+    // What the copies measured, for a recording host (`verify --snapshot`).
+    if let Some(f) = crate::checks::health::node::figures_of_health(&health) {
+        let _ = host.probe(crate::facts::gpu_copy::PROBE, || f);
+    }
     let mut cx = Cx {
         host,
         facts,

@@ -137,6 +137,10 @@ pub struct CopyArgs {
     /// Pass at this many GB/s each way.
     #[arg(long, value_name = "GBS")]
     pub min_gbs: Option<f64>,
+    /// Allocate and drive each GPU's host buffer wherever the scheduler puts the thread, not
+    /// from the CPUs of the GPU's NUMA node (to compare; the report says which was used).
+    #[arg(long)]
+    pub no_numa_pin: bool,
     #[command(flatten)]
     pub node: super::bench_node::ConcurrentArgs,
 }

@@ -42,4 +42,12 @@ pub struct NcclArgs {
     /// Timed all_reduce steps per size (after 5 warm-ups).
     #[arg(long, default_value_t = 20, value_name = "N")]
     pub iters: u32,
+    /// Seconds ncclCommInitAll may take; past it the all_reduce's process is killed and the
+    /// hang is the finding (the all_reduce runs in a child process of gdrprov).
+    #[arg(long, default_value_t = crate::bench::nccl_child::DEFAULT_INIT_SECS, value_name = "SECS")]
+    pub init_timeout: u64,
+    /// Internal: be that child process (gdrprov starts itself so): run the all_reduce here and
+    /// write each stage and the result as JSON lines on standard output.
+    #[arg(long, hide = true)]
+    pub child: bool,
 }

@@ -75,6 +75,11 @@ pub struct VerifyArgs {
     /// How long NFD keeps those labels unless verify writes them again.
     #[arg(long, value_name = "DURATION", default_value = "1h", value_parser = humantime::parse_duration)]
     pub nfd_expiry: Duration,
+    /// Copy every file verify's probes read, and the GPU copy figures it measured (each GPU
+    /// alone and all together), into DIR (a new directory): `verify --root DIR` and `doctor
+    /// --root DIR` then judge those figures on any machine.
+    #[arg(long, value_name = "DIR")]
+    pub snapshot: Option<PathBuf>,
 }
 
 impl VerifyArgs {
@@ -91,6 +96,7 @@ impl VerifyArgs {
             peer: self.peer.clone(),
             token_file: self.token_file.clone(),
             composed: None,
+            snapshot: self.snapshot.clone(),
         }
     }
 }

@@ -123,12 +123,16 @@ impl Drop for Ranks<'_> {
     }
 }
 
-/// Runs all_reduce over `indexes` (CUDA ordinals) at each of `sizes` bytes.
+/// Runs all_reduce over `indexes` (CUDA ordinals) at each of `sizes` bytes. `stage` is told
+/// `"init"` just before `ncclCommInitAll` and `"run"` once it returned: a call into NCCL cannot
+/// be cancelled, so gdrprov runs this in a child process of its own and watches the stages
+/// with a deadline (gdrprov's `bench::nccl`).
 pub fn all_reduce(
     indexes: &[u32],
     sizes: &[usize],
     warmups: u32,
     iters: u32,
+    stage: &mut dyn FnMut(&'static str),
 ) -> Result<AllReduce, Error> {
     super::node::ensure_libcuda()?;
     ensure_libnccl()?;
@@ -172,6 +176,7 @@ pub fn all_reduce(
     // SAFETY: symbols checked; comms holds one slot per device of devlist.
     unsafe {
         nccl_check("ncclGetVersion", nccl::ncclGetVersion(&mut version))?;
+        stage("init");
         nccl_check(
             "ncclCommInitAll",
             nccl::ncclCommInitAll(comms.as_mut_ptr(), devlist.len() as c_int, devlist.as_ptr()),
@@ -180,6 +185,7 @@ pub fn all_reduce(
     for (r, c) in all.ranks.iter_mut().zip(comms) {
         r.comm = c;
     }
+    stage("run");
     let n = gpus.len() as f64;
     let mut out = Vec::new();
     for &bytes in sizes {

@@ -142,6 +142,18 @@ impl Node {
     /// to a GPU page) and, with `with_host`, a pinned host buffer each (portable: every
     /// context may use it, as nvbandwidth's host buffers).
     pub fn open(indexes: &[u32], size: usize, with_host: bool) -> Result<Node, Error> {
+        Node::open_placed(indexes, size, with_host, &mut |_, _| {})
+    }
+
+    /// As [`Node::open`], calling `before_host(position, gpu)` in the calling thread just
+    /// before each GPU's pinned host buffer is allocated (and its pages touched): the caller
+    /// binds the thread to the GPU's NUMA node there, so that the pages land on it.
+    pub fn open_placed(
+        indexes: &[u32],
+        size: usize,
+        with_host: bool,
+        before_host: &mut dyn FnMut(usize, &Gpu),
+    ) -> Result<Node, Error> {
         ensure_libcuda()?;
         if size < 2 * CHECKED {
             return Err(Error::InvalidArgument(format!(
@@ -169,6 +181,7 @@ impl Node {
                 node.dev[at][b] = p;
             }
             if with_host {
+                before_host(at, &node.gpus[at]);
                 let mut h: *mut c_void = std::ptr::null_mut();
                 // SAFETY: symbols checked; out-pointer valid; PORTABLE = 1.
                 unsafe {
