@@ -110,6 +110,8 @@ pub fn execute_as(
         if let Some(paths) = boot_touched(&generation.steps) {
             durable = host.make_boot_durable(&paths)?;
         }
+        // The switch is durable: the held copies of the old initramfs go.
+        release_held(host, &generation.steps)?;
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
@@ -423,18 +425,68 @@ struct Reverted {
 /// Puts back every file a generation's steps touched, newest first, then
 /// re-runs the regeneration commands it had started. Marks it reverted.
 fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
-    restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
+    // The boot switch last (issue 37): the boot files a rebuild holds (loader
+    // entries) are put back after the regeneration, the rest before it.
+    let specs: Vec<CommandSpec> = g.steps.iter().filter_map(|s| s.command.clone()).collect();
+    let switch = |s: &Step| {
+        s.path
+            .as_deref()
+            .is_some_and(|p| crate::plan::rollback::is_held_reader(&specs, p))
+    };
+    restore_files(host, store, &g.steps, |s| {
+        (s.done || s.path.is_some()) && !switch(s)
+    })?;
+    let out = rerun_regeneration(host, &g.steps);
+    restore_files(host, store, &g.steps, switch)?;
     remove_created_dirs(host, &g.steps)?;
+    // The restored boot files must be what the next boot reads, too. Best
+    // effort: the revert itself has succeeded, and this only syncs.
+    if let Some(paths) = boot_touched(&g.steps) {
+        let _ = host.make_boot_durable(&paths);
+    }
+    release_held(host, &g.steps)?;
+    g.status = Status::Reverted;
+    g.finished = Some(journal::now());
+    store.save_generation(g)?;
+    Ok(out)
+}
+
+/// Removes the held copies of a generation's rebuilds that no boot file
+/// loads any more (see `host::Hold`).
+fn release_held(host: &Host, steps: &[Step]) -> Result<()> {
+    let holds: Vec<&crate::host::Hold> = steps
+        .iter()
+        .filter_map(|s| s.command.as_ref())
+        .flat_map(|c| &c.hold)
+        .collect();
+    if !holds.is_empty() {
+        host.release_held(&holds)?;
+    }
+    Ok(())
+}
+
+/// Runs again the regeneration commands a reverted generation had started,
+/// initramfs rebuilds first; all of its regeneration commands when one of
+/// them holds a boot file (its switch, update-grub, must follow).
+fn rerun_regeneration(host: &Host, steps: &[Step]) -> Reverted {
     // The step that failed, or was running when the process was killed, may
     // have half-regenerated its output (grub.cfg): it runs again too.
-    let started = g
-        .steps
+    let started = steps
         .iter()
         .position(|s| !s.done)
-        .map_or(g.steps.len(), |i| i + 1);
+        .map_or(steps.len(), |i| i + 1);
+    let regenerating = |s: &&Step| s.command.as_ref().is_some_and(|c| c.regenerate);
+    let mut rerun: Vec<&Step> = steps[..started].iter().filter(regenerating).collect();
+    if rerun
+        .iter()
+        .any(|s| s.command.as_ref().is_some_and(|c| !c.hold.is_empty()))
+    {
+        rerun = steps.iter().filter(regenerating).collect();
+    }
+    rerun.sort_by_key(|s| s.command.as_ref().is_none_or(|c| !c.rebuilds_initramfs()));
     let mut out = Reverted::default();
-    for step in &g.steps[..started] {
-        let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) else {
+    for step in rerun {
+        let Some(cmd) = step.command.as_ref() else {
             continue;
         };
         if host.no_exec() {
@@ -454,15 +506,7 @@ fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverte
             Err(e) => out.failed.push(format!("`{}` ({e})", cmd.shell_line())),
         }
     }
-    // The restored boot files must be what the next boot reads, too. Best
-    // effort: the revert itself has succeeded, and this only syncs.
-    if let Some(paths) = boot_touched(&g.steps) {
-        let _ = host.make_boot_durable(&paths);
-    }
-    g.status = Status::Reverted;
-    g.finished = Some(journal::now());
-    store.save_generation(g)?;
-    Ok(out)
+    out
 }
 
 /// The message tail for regeneration a revert could not do.

@@ -18,6 +18,7 @@
 mod dirs;
 mod durable;
 mod fs;
+mod hold;
 mod input;
 mod lock;
 mod lockfile;
@@ -39,7 +40,7 @@ pub use read::{
     local_id, random_bytes, read_kmsg, read_local, read_local_text, LocalId, ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
-pub use runner::{CommandOutput, CommandSpec, Placement};
+pub use runner::{CommandOutput, CommandSpec, Hold, Placement};
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

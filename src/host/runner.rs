@@ -4,6 +4,7 @@
 //! as pending instead.
 
 use super::Host;
+pub use super::hold::Hold;
 use crate::error::{Error, Result};
 use std::os::unix::fs::PermissionsExt;
 
@@ -27,6 +28,10 @@ pub struct CommandSpec {
     /// reads them, each whole or not at all ([`Host::copy_atomic`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub place: Vec<Placement>,
+    /// Boot files held on the initramfs they load while the command rebuilds
+    /// it in place ([`Hold`]): the switch to the rebuilt one comes later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hold: Vec<Hold>,
 }
 
 /// A file a command made (`from`) and where gdrprov puts a copy (`to`).
@@ -44,7 +49,20 @@ impl CommandSpec {
             regenerate: false,
             env: Default::default(),
             place: Vec::new(),
+            hold: Vec::new(),
         }
+    }
+
+    /// Whether the command rebuilds initramfs images (update-initramfs,
+    /// dracut, mkinitramfs, mkinitcpio). They run before the commands that
+    /// switch the boot to a new command line (update-grub): apply, rollback
+    /// and recover alike (issue 37, "the boot switch last").
+    pub fn rebuilds_initramfs(&self) -> bool {
+        const BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
+        self.argv
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .is_some_and(|tool| BUILDERS.contains(&tool))
     }
 
     pub fn regenerating(mut self) -> Self {
@@ -97,10 +115,15 @@ impl Host {
                 spec.shell_line()
             )));
         }
+        self.hold_readers(&spec.hold)?;
         let out = self.spawn(spec)?;
         if out.success() {
             for p in &spec.place {
                 self.place(&p.from, &p.to)?;
+            }
+            if !spec.hold.is_empty() {
+                let placed: Vec<&str> = spec.place.iter().map(|p| p.to.as_str()).collect();
+                self.settle_rebuilt(&spec.hold, &placed)?;
             }
         }
         Ok(out)
