@@ -120,7 +120,8 @@ mod tests {
         let cfg = "menuentry 'D' {\n\tlinux\t/boot/vmlinuz-6.1 ro quiet\n\tinitrd\t/boot/initrd.img-6.1\n}\n";
         h.write_atomic("/boot/grub/grub.cfg", cfg.as_bytes(), opts)
             .unwrap();
-        h.write_atomic("/boot/initrd.img-6.1", b"old", opts).unwrap();
+        h.write_atomic("/boot/initrd.img-6.1", b"old", opts)
+            .unwrap();
         let hold = Hold {
             reader: "/boot/grub/grub.cfg".into(),
             file: "/boot/initrd.img-6.1".into(),
@@ -130,15 +131,20 @@ mod tests {
         assert!(held_cfg.contains("\tinitrd\t/boot/initrd.img-6.1.gdrprov-held\n"));
         assert!(held_cfg.contains("ro quiet\n"));
         assert_eq!(
-            h.read("/boot/initrd.img-6.1.gdrprov-held").unwrap().unwrap(),
+            h.read("/boot/initrd.img-6.1.gdrprov-held")
+                .unwrap()
+                .unwrap(),
             b"old"
         );
         // The rebuild, then a second hold (a run interrupted and run again):
         // the held copy keeps the old contents.
-        h.write_atomic("/boot/initrd.img-6.1", b"new", opts).unwrap();
+        h.write_atomic("/boot/initrd.img-6.1", b"new", opts)
+            .unwrap();
         h.hold_readers(std::slice::from_ref(&hold)).unwrap();
         assert_eq!(
-            h.read("/boot/initrd.img-6.1.gdrprov-held").unwrap().unwrap(),
+            h.read("/boot/initrd.img-6.1.gdrprov-held")
+                .unwrap()
+                .unwrap(),
             b"old"
         );
         // Still read: kept.

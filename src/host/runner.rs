@@ -3,8 +3,8 @@
 //! tools are never touched. `--no-exec` runs nothing: apply lists the command
 //! as pending instead.
 
-use super::Host;
 pub use super::hold::Hold;
+use super::Host;
 use crate::error::{Error, Result};
 use std::os::unix::fs::PermissionsExt;
 

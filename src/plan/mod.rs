@@ -156,7 +156,13 @@ fn boot_switch_last<'a>(commands: &mut [Change], files: impl Iterator<Item = &'a
     let regenerates_grub = commands.iter().any(|c| match &c.action {
         Action::Run { command } => command.argv.first().is_some_and(|t| {
             let t = t.rsplit('/').next().unwrap_or(t);
-            ["update-grub", "update-grub2", "grub-mkconfig", "grub2-mkconfig"].contains(&t)
+            [
+                "update-grub",
+                "update-grub2",
+                "grub-mkconfig",
+                "grub2-mkconfig",
+            ]
+            .contains(&t)
         }),
         _ => false,
     });
