@@ -4,6 +4,8 @@
 pub mod change;
 pub mod inputs;
 pub mod modules;
+#[cfg(test)]
+mod order_tests;
 pub mod prepare;
 pub mod rollback;
 
@@ -172,6 +174,17 @@ fn boot_switch_last<'a>(commands: &mut [Change], files: impl Iterator<Item = &'a
     for c in commands.iter_mut() {
         if let Action::Run { command } = &mut c.action {
             command.hold.retain(|h| switched.contains(&h.reader));
+            if command.hold.is_empty() {
+                continue;
+            }
+            let readers: Vec<&str> = command.hold.iter().map(|h| h.reader.as_str()).collect();
+            command.why = format!(
+                "{}; until the boot switches to the new command line, {} keeps loading the current initrd (a copy, *{})",
+                command.why,
+                readers.join(", "),
+                gdrprov_boot::hold::HELD_SUFFIX
+            );
+            c.description.clone_from(&command.why);
         }
     }
 }

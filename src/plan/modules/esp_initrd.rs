@@ -34,21 +34,10 @@ pub const BYPASS: (&str, &str) = ("KERNEL_INSTALL_BYPASS", "1");
 /// `spec` as it is (GRUB, UKIs, no entry for the kernel: kernel-install
 /// then writes only new files, nothing a boot reads is torn).
 pub fn initramfs_command(ctx: &Context, kernel: &str, spec: CommandSpec) -> CommandSpec {
-    let hold = holds(ctx, kernel);
-    let spec = if hold.is_empty() {
-        spec
-    } else {
-        let readers: Vec<&str> = hold.iter().map(|h| h.reader.as_str()).collect();
-        CommandSpec {
-            why: format!(
-                "{}; until the boot switches to the new command line, {} keeps loading the current initrd (a copy, *{})",
-                spec.why,
-                readers.join(", "),
-                gdrprov_boot::hold::HELD_SUFFIX
-            ),
-            hold,
-            ..spec
-        }
+    // Kept by `plan::build` only where the plan switches the boot file.
+    let spec = CommandSpec {
+        hold: holds(ctx, kernel),
+        ..spec
     };
     let CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home else {
         return spec;
