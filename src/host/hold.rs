@@ -9,29 +9,10 @@
 //! options) names a file that is whole on disk. Once the switch is durable,
 //! [`Host::release_held`] removes the copies nothing names any more.
 
+use super::runner::Hold;
 use super::Host;
 use crate::error::Result;
 use gdrprov_boot::hold::{self, HELD_SUFFIX};
-
-/// A boot file (`reader`: grub.cfg, a type #1 entry) that loads `file` (the
-/// initramfs, as a path inside the root) and must keep loading what it
-/// loads now while a command rebuilds `file`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Hold {
-    pub reader: String,
-    pub file: String,
-}
-
-impl Hold {
-    /// The copy the reader is held on.
-    pub fn held(&self) -> String {
-        format!("{}{HELD_SUFFIX}", self.file)
-    }
-
-    fn name(&self) -> &str {
-        self.file.rsplit('/').next().unwrap_or(&self.file)
-    }
-}
 
 impl Host {
     /// Holds each reader on the initramfs it loads now (see the module).

@@ -3,7 +3,6 @@
 //! tools are never touched. `--no-exec` runs nothing: apply lists the command
 //! as pending instead.
 
-pub use super::hold::Hold;
 use super::Host;
 use crate::error::{Error, Result};
 use std::os::unix::fs::PermissionsExt;
@@ -32,6 +31,26 @@ pub struct CommandSpec {
     /// it in place ([`Hold`]): the switch to the rebuilt one comes later.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hold: Vec<Hold>,
+}
+
+/// A boot file (`reader`: grub.cfg, a type #1 entry) that loads `file` (the
+/// initramfs, as a path inside the root) and must keep loading what it
+/// loads now while a command rebuilds `file`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    pub reader: String,
+    pub file: String,
+}
+
+impl Hold {
+    /// The copy the reader is held on.
+    pub fn held(&self) -> String {
+        format!("{}{}", self.file, gdrprov_boot::hold::HELD_SUFFIX)
+    }
+
+    pub(super) fn name(&self) -> &str {
+        self.file.rsplit('/').next().unwrap_or(&self.file)
+    }
 }
 
 /// A file a command made (`from`) and where gdrprov puts a copy (`to`).
