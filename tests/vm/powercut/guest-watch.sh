@@ -15,7 +15,7 @@ ev=$1 limit=${2:-900}
 if [ "$ev" = gen-staged ]; then
   d=/var/lib/gdrprov/generations pat='.*.new' ev_on=gen-staged
 else
-  d=/boot/efi/$(cat /etc/machine-id)/$(uname -r) pat='.*.gdrprov-[0-9]*.tmp' ev_on=tmp
+  d=/boot/efi/$(cat /etc/machine-id)/$(uname -r) pat=".initrd.img-$(uname -r).gdrprov-[0-9]*.tmp" ev_on=tmp
   [ -d "$d" ] || { echo "guest-watch: no $d" >&2; exit 2; }
 fi
 end=$(( $(date +%s) + limit )) seen='' n=0
