@@ -5,9 +5,12 @@
 //! by the next run (`recover`), so a host is never left half-configured.
 
 mod recover;
+mod revert;
+
+use revert::{regen_note, release_held, revert};
 
 use crate::error::{Error, Result};
-use crate::host::{self, CommandSpec, Durable, FileMeta, Host, WriteOptions};
+use crate::host::{self, CommandSpec, Durable, Host, WriteOptions};
 use crate::journal::{self, Generation, Kind, State, StateStore, Status, Step};
 pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
@@ -110,6 +113,8 @@ pub fn execute_as(
         if let Some(paths) = boot_touched(&generation.steps) {
             durable = host.make_boot_durable(&paths)?;
         }
+        // The switch is durable: the held copies of the old initramfs go.
+        release_held(host, &generation.steps)?;
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
@@ -410,155 +415,4 @@ fn last_lines(stderr: &str, stdout: &str) -> String {
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(3)..].join(" / ")
-}
-
-/// What a revert could not finish: regeneration commands it did not run
-/// (`--no-exec`: owed, like any pending command) or that failed.
-#[derive(Debug, Default)]
-struct Reverted {
-    skipped: Vec<CommandSpec>,
-    failed: Vec<String>,
-}
-
-/// Undoes the commands it had started that say how (`systemctl enable` by `disable`), newest
-/// first, puts back every file a generation's steps touched, newest first, then re-runs the
-/// regeneration commands it had started. Marks it reverted.
-fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
-    // The step that failed, or was running when the process was killed, may
-    // have half-regenerated its output (grub.cfg), or half-done a change
-    // (enabled a unit it then failed to start): it runs again, or is undone, too.
-    let started = g
-        .steps
-        .iter()
-        .position(|s| !s.done)
-        .map_or(g.steps.len(), |i| i + 1);
-    let mut out = Reverted::default();
-    let undos = g.steps[..started].iter().rev().filter_map(|s| {
-        let c = s.command.as_ref()?;
-        Some((c, c.undo.as_ref()?))
-    });
-    for (ran, argv) in undos {
-        let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-        let cmd = CommandSpec::new(&argv, format!("Undo `{}`", ran.argv.join(" ")));
-        if host.no_exec() {
-            out.skipped.push(cmd);
-            continue;
-        }
-        run_noting(host, &cmd, &mut out.failed);
-    }
-    restore_files(host, store, &g.steps, |s| s.done || s.path.is_some())?;
-    remove_created_dirs(host, &g.steps)?;
-    for step in &g.steps[..started] {
-        let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) else {
-            continue;
-        };
-        if host.no_exec() {
-            if !out.skipped.contains(cmd) {
-                out.skipped.push(cmd.clone());
-            }
-            continue;
-        }
-        run_noting(host, cmd, &mut out.failed);
-    }
-    // The restored boot files must be what the next boot reads, too. Best
-    // effort: the revert itself has succeeded, and this only syncs.
-    if let Some(paths) = boot_touched(&g.steps) {
-        let _ = host.make_boot_durable(&paths);
-    }
-    g.status = Status::Reverted;
-    g.finished = Some(journal::now());
-    store.save_generation(g)?;
-    Ok(out)
-}
-
-/// Runs `cmd`, noting a failure in `failed`.
-fn run_noting(host: &Host, cmd: &CommandSpec, failed: &mut Vec<String>) {
-    match host.run(cmd) {
-        Ok(o) if o.success() => {}
-        Ok(o) => failed.push(format!(
-            "`{}` (exit {}: {})",
-            cmd.shell_line(),
-            o.code.map_or_else(|| "by signal".into(), |c| c.to_string()),
-            last_lines(&o.stderr, &o.stdout)
-        )),
-        Err(e) => failed.push(format!("`{}` ({e})", cmd.shell_line())),
-    }
-}
-
-/// The message tail for regeneration a revert could not do.
-fn regen_note(r: &Reverted) -> String {
-    if r.failed.is_empty() {
-        String::new()
-    } else {
-        format!(
-            "\nUndoing a command it ran, or regenerating from the restored files, ALSO failed: {}; fix the cause and run it by hand before rebooting.",
-            r.failed.join("; ")
-        )
-    }
-}
-
-/// Restores the `before` copy of each selected file step, newest first. A
-/// step not marked done may still have been written just before a crash;
-/// restoring its `before` is right either way, since writes are atomic.
-fn restore_files(
-    host: &Host,
-    store: &StateStore,
-    steps: &[Step],
-    select: impl Fn(&Step) -> bool,
-) -> Result<()> {
-    // Every backup is read and checked against its checksum before the first
-    // file is written: a damaged one stops the restore with nothing changed.
-    let mut backups = Vec::new();
-    for step in steps.iter().rev().filter(|s| select(s)) {
-        let Some(path) = &step.path else { continue };
-        journal::journal_path(path)?;
-        let bytes = match &step.before {
-            Some(rel) => Some(store.read_backup(rel)?),
-            None => None,
-        };
-        backups.push((step, path, bytes));
-    }
-    for (step, path, bytes) in backups {
-        if already_back(host, path, bytes.as_deref(), step.before_meta) {
-            continue;
-        }
-        match bytes {
-            Some(bytes) => {
-                let meta: Option<FileMeta> = step.before_meta;
-                host.write_atomic(
-                    path,
-                    bytes.as_bytes(),
-                    WriteOptions {
-                        meta,
-                        new_mode: 0o644,
-                    },
-                )?;
-            }
-            None => host.remove(path)?,
-        }
-    }
-    Ok(())
-}
-
-/// A file already as its backup says (content, mode and owner; or absent
-/// when it did not exist): nothing to write. A file that a failed step never
-/// changed is left alone, so that one made immutable (`chattr +i`) or
-/// read-only does not stop the rest from being put back.
-fn already_back(host: &Host, path: &str, before: Option<&str>, meta: Option<FileMeta>) -> bool {
-    match before {
-        None => !host.exists(path),
-        Some(bytes) => {
-            host.read(path).ok().flatten().as_deref() == Some(bytes.as_bytes())
-                && meta.is_none_or(|m| host.meta(path).ok().flatten() == Some(m))
-        }
-    }
-}
-
-/// Reads every `before` copy of `steps` (each checked against the checksum
-/// its journal recorded); the first that fails stops everything.
-fn check_backups(store: &StateStore, steps: &[Step]) -> Result<()> {
-    for rel in steps.iter().filter_map(|s| s.before.as_deref()) {
-        store.read_backup(rel)?;
-    }
-    Ok(())
 }

@@ -5,7 +5,8 @@
 //! `recover` operation, src/ops.rs, then completes an interrupted rollback or
 //! commit).
 
-use super::{check_backups, regen_note, revert, Outcome};
+use super::revert::{check_backups, regen_note, revert};
+use super::Outcome;
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
 use crate::journal::journal_path;

@@ -19,6 +19,7 @@ pub mod child;
 mod dirs;
 mod durable;
 mod fs;
+mod hold;
 mod lock;
 mod lockfile;
 mod path;
@@ -39,7 +40,7 @@ pub use read::{
     ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
-pub use runner::{CommandOutput, CommandSpec, Placement};
+pub use runner::{CommandOutput, CommandSpec, Hold, Placement};
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

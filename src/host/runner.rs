@@ -31,6 +31,30 @@ pub struct CommandSpec {
     /// the journal keeps it, and rollback runs it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub undo: Option<Vec<String>>,
+    /// Boot files held on the initramfs they load while the command rebuilds
+    /// it in place ([`Hold`]): the switch to the rebuilt one comes later.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hold: Vec<Hold>,
+}
+
+/// A boot file (`reader`: grub.cfg, a type #1 entry) that loads `file` (the
+/// initramfs, as a path inside the root) and must keep loading what it
+/// loads now while a command rebuilds `file`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Hold {
+    pub reader: String,
+    pub file: String,
+}
+
+impl Hold {
+    /// The copy the reader is held on.
+    pub fn held(&self) -> String {
+        format!("{}{}", self.file, gdrprov_boot::hold::HELD_SUFFIX)
+    }
+
+    pub(super) fn name(&self) -> &str {
+        self.file.rsplit('/').next().unwrap_or(&self.file)
+    }
 }
 
 /// A file a command made (`from`) and where gdrprov puts a copy (`to`).
@@ -49,6 +73,7 @@ impl CommandSpec {
             env: Default::default(),
             place: Vec::new(),
             undo: None,
+            hold: Vec::new(),
         }
     }
 
@@ -56,6 +81,18 @@ impl CommandSpec {
     pub fn undone_by(mut self, argv: &[&str]) -> Self {
         self.undo = Some(argv.iter().map(|s| s.to_string()).collect());
         self
+    }
+
+    /// Whether the command rebuilds initramfs images (update-initramfs,
+    /// dracut, mkinitramfs, mkinitcpio). They run before the commands that
+    /// switch the boot to a new command line (update-grub): apply, rollback
+    /// and recover alike (issue 37, "the boot switch last").
+    pub fn rebuilds_initramfs(&self) -> bool {
+        const BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
+        self.argv
+            .first()
+            .map(|p| p.rsplit('/').next().unwrap_or(p))
+            .is_some_and(|tool| BUILDERS.contains(&tool))
     }
 
     pub fn regenerating(mut self) -> Self {
@@ -108,10 +145,15 @@ impl Host {
                 spec.shell_line()
             )));
         }
+        self.hold_readers(&spec.hold)?;
         let out = self.spawn(spec)?;
         if out.success() {
             for p in &spec.place {
                 self.place(&p.from, &p.to)?;
+            }
+            if !spec.hold.is_empty() {
+                let placed: Vec<&str> = spec.place.iter().map(|p| p.to.as_str()).collect();
+                self.settle_rebuilt(&spec.hold, &placed)?;
             }
         }
         Ok(out)

@@ -122,6 +122,9 @@ pub struct CommandOut {
     /// Variables the command runs with.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub env: std::collections::BTreeMap<String, String>,
+    /// Boot files held on the initramfs they load while it is rebuilt.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hold: Vec<crate::host::Hold>,
 }
 
 impl CommandOut {
@@ -130,6 +133,7 @@ impl CommandOut {
             argv: host.effective_argv(spec),
             why: spec.why.clone(),
             env: spec.env.clone(),
+            hold: spec.hold.clone(),
         }
     }
 

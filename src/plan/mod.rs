@@ -4,6 +4,8 @@
 pub mod change;
 pub mod inputs;
 pub mod modules;
+#[cfg(test)]
+mod order_tests;
 pub mod prepare;
 pub mod rollback;
 
@@ -114,7 +116,8 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         own_after(&mut state_after, c, &wanted);
     }
 
-    let commands = commands(ctx, &state_after, std::mem::take(&mut part.commands));
+    let mut commands = commands(ctx, &state_after, std::mem::take(&mut part.commands));
+    boot_switch_last(&mut commands, changes.iter().chain(&late));
     let mut plan = Plan {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
@@ -141,6 +144,54 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     plan.changes = changes;
     plan.state_after = state_after;
     Ok(plan)
+}
+
+/// The boot switch last (issue 37): what a boot loader reads names a new
+/// command line only once the initramfs it will load is rebuilt and durable.
+/// The initramfs rebuilds run first among the commands, before update-grub;
+/// the loader entries gdrprov writes come after the commands (`late`). A boot
+/// file is held on its current initramfs during the rebuild only where this
+/// plan switches it afterwards (update-grub regenerates grub.cfg, or the
+/// entry is written): else it keeps its command line, and the rebuilt
+/// initramfs, replaced whole, belongs with it either way.
+fn boot_switch_last<'a>(commands: &mut [Change], files: impl Iterator<Item = &'a Change>) {
+    commands.sort_by_key(|c| match &c.action {
+        Action::Run { command } => !command.rebuilds_initramfs(),
+        _ => true,
+    });
+    let mut switched: Vec<String> = files.filter_map(|c| c.path().map(String::from)).collect();
+    let regenerates_grub = commands.iter().any(|c| match &c.action {
+        Action::Run { command } => command.argv.first().is_some_and(|t| {
+            let t = t.rsplit('/').next().unwrap_or(t);
+            [
+                "update-grub",
+                "update-grub2",
+                "grub-mkconfig",
+                "grub2-mkconfig",
+            ]
+            .contains(&t)
+        }),
+        _ => false,
+    });
+    if regenerates_grub {
+        switched.push(crate::plan::modules::bootcfg::GRUB_CFG.to_string());
+    }
+    for c in commands.iter_mut() {
+        if let Action::Run { command } = &mut c.action {
+            command.hold.retain(|h| switched.contains(&h.reader));
+            if command.hold.is_empty() {
+                continue;
+            }
+            let readers: Vec<&str> = command.hold.iter().map(|h| h.reader.as_str()).collect();
+            command.why = format!(
+                "{}; until the boot switches to the new command line, {} keeps loading the current initrd (a copy, *{})",
+                command.why,
+                readers.join(", "),
+                gdrprov_boot::hold::HELD_SUFFIX
+            );
+            c.description.clone_from(&command.why);
+        }
+    }
 }
 
 /// What gdrprov owns once change `c` is made.

@@ -53,6 +53,14 @@ pub fn plan_rollback(
             .map(|c| Change::run("rollback", c, None))
             .collect()
     };
+    let mut commands = commands;
+    // The boot switch last (issue 37): initramfs rebuilds first, each holding
+    // the boot files it switches on the initramfs they load; those files
+    // (loader entries) are restored after the commands.
+    commands.sort_by_key(|c| !c.rebuilds_initramfs());
+    let (switches, changes): (Vec<Change>, Vec<Change>) = changes
+        .into_iter()
+        .partition(|c| c.path().is_some_and(|p| is_held_reader(&commands, p)));
     let mut plan = Plan {
         changes: unit_stops(host, &changes)
             .into_iter()
@@ -76,8 +84,18 @@ pub fn plan_rollback(
             });
         }
     }
+    plan.changes.extend(switches);
     plan.state_after = state_after;
     Ok((plan, undo.iter().map(|g| g.generation).collect()))
+}
+
+/// Whether `path` is a boot file one of `commands` holds on its initramfs
+/// while rebuilding it: the switch, restored after them.
+pub fn is_held_reader(commands: &[CommandSpec], path: &str) -> bool {
+    commands
+        .iter()
+        .flat_map(|c| &c.hold)
+        .any(|h| h.reader == path)
 }
 
 /// The applies still in effect, oldest first; refused when there is none

@@ -378,10 +378,10 @@ fn arch_override_for_an_image_whose_root_cannot_tell() {
 
 // ---- systemd-boot with kernel-install; ESP at /boot/efi or /efi; UKIs ----
 
-const MID: &str = "4f1c0a2b9d8e4c7f8a6b5c4d3e2f1a0b";
-const ROOT_ARGS: &str = "root=UUID=0c5d6e7f-8a9b-4c1d-9e2f-3a4b5c6d7e8f ro quiet";
+pub(crate) const MID: &str = "4f1c0a2b9d8e4c7f8a6b5c4d3e2f1a0b";
+pub(crate) const ROOT_ARGS: &str = "root=UUID=0c5d6e7f-8a9b-4c1d-9e2f-3a4b5c6d7e8f ro quiet";
 
-fn put(root: &Path, path: &str, content: &str) {
+pub(crate) fn put(root: &Path, path: &str, content: &str) {
     let p = root.join(path.trim_start_matches('/'));
     std::fs::create_dir_all(p.parent().unwrap()).unwrap();
     std::fs::write(p, content).unwrap();
@@ -390,7 +390,10 @@ fn put(root: &Path, path: &str, content: &str) {
 /// A systemd-boot root as `bootctl install` + kernel-install leave it: the
 /// ESP at `esp`, one type #1 entry per kernel, /etc/kernel/cmdline when
 /// `kernel_cmdline` (Fedora, Arch) and not (Debian's default).
-fn sdboot_root(esp: &str, kernel_cmdline: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+pub(crate) fn sdboot_root(
+    esp: &str,
+    kernel_cmdline: bool,
+) -> (tempfile::TempDir, std::path::PathBuf) {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     put(&root, "/etc/os-release", "PRETTY_NAME=\"Debian GNU/Linux 13 (trixie)\"\nNAME=\"Debian GNU/Linux\"\nVERSION_ID=\"13\"\nID=debian\n");

@@ -21,6 +21,7 @@ mod boot;
 mod boot_booted;
 mod boot_entries;
 mod boot_shapes;
+mod boot_switch;
 mod durable;
 mod efa;
 mod examples;

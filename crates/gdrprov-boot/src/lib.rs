@@ -23,6 +23,7 @@ pub mod cmdline;
 pub mod desired;
 pub mod entries;
 pub mod grub_defaults;
+pub mod hold;
 pub mod sdboot;
 mod shell;
 pub mod uki;

@@ -310,6 +310,9 @@ fn default_edits(
             None => edit_entry(text, &e.add, &e.remove),
         };
         let what = desired::describe_args(&e.add, &e.remove);
+        // The entry is the switch: written after the commands, once the
+        // initrd it loads is rebuilt and on disk (issue 37).
+        part.late_paths.push(path.clone());
         part.edits.push(Change::write(
             MODULE,
             format!("Edit the options of boot entry {path}: {what}"),

@@ -12,10 +12,16 @@
 //! new initrd itself to where the entries name it, through a temp file,
 //! fsync and rename. The kernel on the ESP is never rewritten, and the loader
 //! entry stays as gdrprov wrote it. Pure: reads facts and `ctx.seen`.
+//!
+//! Either way (and on GRUB) the entry is held on the initrd it loads while the
+//! initrd is rebuilt ([`holds`], `gdrprov_boot::hold`): the new initrd goes
+//! where no boot reads it until the switch, the entry written with its new
+//! options (systemd-boot) or update-grub (GRUB), names it together with the
+//! new command line.
 
 use crate::facts::boot_shape::{CmdlineHome, SdBoot};
 use crate::facts::OsFamily;
-use crate::host::{CommandSpec, Placement};
+use crate::host::{CommandSpec, Hold, Placement};
 use crate::plan::modules::Context;
 use gdrprov_boot::sdboot::values;
 
@@ -28,6 +34,11 @@ pub const BYPASS: (&str, &str) = ("KERNEL_INSTALL_BYPASS", "1");
 /// `spec` as it is (GRUB, UKIs, no entry for the kernel: kernel-install
 /// then writes only new files, nothing a boot reads is torn).
 pub fn initramfs_command(ctx: &Context, kernel: &str, spec: CommandSpec) -> CommandSpec {
+    // Kept by `plan::build` only where the plan switches the boot file.
+    let spec = CommandSpec {
+        hold: holds(ctx, kernel),
+        ..spec
+    };
     let CmdlineHome::SystemdBoot(sd) = &ctx.facts.boot.cmdline_home else {
         return spec;
     };
@@ -80,6 +91,54 @@ fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
         }
     }
     out
+}
+
+/// The boot files that load the initrd of `kernel` in place and are held on
+/// it while it is rebuilt: GRUB's grub.cfg (Debian family) where it loads
+/// `/boot/initrd.img-KERNEL`; on systemd-boot the type #1 entries whose initrd
+/// gdrprov places (see [`placements`]). Not: UKIs (the command line and the
+/// initrd are one file, replaced whole), RHEL's BLS entries with dracut
+/// (not handled yet: see docs/reliability.md), a root booted from elsewhere.
+pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
+    let name = format!("initrd.img-{kernel}");
+    match &ctx.facts.boot.cmdline_home {
+        CmdlineHome::SystemdBoot(sd) => {
+            if ctx.facts.os.family == OsFamily::Rhel || sd.layout.as_deref() == Some("uki") {
+                return Vec::new();
+            }
+            let mut out: Vec<Hold> = Vec::new();
+            for path in &sd.entries {
+                let Some(text) = ctx.seen.file_fact(path) else {
+                    continue;
+                };
+                if !is_entry_of(text, kernel) {
+                    continue;
+                }
+                for rel in values(text, "initrd") {
+                    let safe = rel.starts_with('/') && !rel.split('/').any(|c| c == "..");
+                    if !safe || rel.rsplit('/').next() != Some(name.as_str()) {
+                        continue;
+                    }
+                    out.push(Hold {
+                        reader: path.clone(),
+                        file: format!("{}{rel}", sd.esp.trim_end_matches('/')),
+                    });
+                }
+            }
+            out
+        }
+        CmdlineHome::OnHost { .. } if ctx.facts.os.family != OsFamily::Rhel => {
+            let cfg = super::bootcfg::GRUB_CFG;
+            match &ctx.seen.grub.cfg {
+                Some(text) if gdrprov_boot::hold::names(text, &name) => vec![Hold {
+                    reader: cfg.to_string(),
+                    file: format!("/boot/{name}"),
+                }],
+                _ => Vec::new(),
+            }
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// Whether an entry boots `kernel`: its `version`, or a `linux` path in a

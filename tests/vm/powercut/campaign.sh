@@ -20,6 +20,9 @@
 # (seeded) over that command's measured duration: the cuts of one command are spread over its run in equal
 # strata, one instant drawn uniformly in each. After the cut the same machine boots, and is checked:
 #   - it boots (within GDRPROV_PC_BOOT_LIMIT s), and /proc/cmdline is wholly the old or wholly the new line;
+#   - the command line and the initramfs it booted belong to the same side (issue 37): the profile sets an
+#     option of virtio_blk, the root disk's driver, which only the initramfs loads; its value in
+#     /sys/module/virtio_blk/parameters is the witness of which initramfs's modprobe.d was booted;
 #   - every boot file and initramfs is wholly one of the reference states (lsinitramfs lists it in full);
 #   - the next gdrprov command names the generation the cut interrupted (when the journal has one);
 #   - the recovery (pc_recover) brings the host to the state of an uninterrupted run: the same files, the
@@ -54,6 +57,10 @@ W=$VM_RUN_DIR/powercut-$flavor; mkdir -p "$W"
 VM_DISK_CACHE=writeback   # what the guest flushed survives the killed qemu, as on a real disk
 export VM_FLAVOR=$flavor
 P=/root/pc.yaml
+# The initramfs's witness (issue 37): virtio_blk (the root disk's driver, loaded from the initramfs before the
+# root is mounted, never unloaded) takes num_request_queues from the modprobe.d inside the initramfs that was
+# booted: MARK with gdrprov's options file in it, 0 (the default) without.
+MARK=4
 # Rollback runs without --force on both flavors. On systemd-boot, update-initramfs's Debian hook
 # (/etc/initramfs/post-update.d/systemd-boot) runs `kernel-install add`, which writes the loader entry again
 # from /etc/kernel/cmdline after gdrprov's own edit of it; rollback once refused that entry as "changed after
@@ -71,7 +78,9 @@ setup() {
   vm_copy_in "$g" "$PC_DIR/guest-run.sh" /root/pc-run.sh
   vm_copy_in "$g" "$PC_DIR/guest-state.sh" /root/pc-state.sh
   vm_copy_in "$g" "$PC_DIR/guest-watch.sh" /root/pc-watch.sh
-  vm_ssh "$g" "printf 'name: powercut\nboot:\n  cmdline:\n    present: [gdrprov_pc=1]\nmodules:\n  absent: [virtio_scsi]\n' > $P" >/dev/null
+  # virtio_blk's option is the initramfs's witness (see marker): num_request_queues above the guest's 2
+  # vCPUs is truncated to them, so it changes nothing but its own value.
+  vm_ssh "$g" "printf 'name: powercut\nboot:\n  cmdline:\n    present: [gdrprov_pc=1]\nmodules:\n  absent: [virtio_scsi]\n  options:\n    virtio_blk: num_request_queues=$MARK\n' > $P" >/dev/null
   # On the disk before any cut: ext4 writes a new file's data late, and a cut soon after left the profile
   # and the helper scripts empty (seen: a cut 21 s after a fresh guest's setup).
   vm_ssh "$g" sync
@@ -101,7 +110,15 @@ vm_kill_qemu() {
 
 # state FILE: the guest's boot state (guest-state.sh) into FILE.
 state() { vm_ssh "$g" /root/pc-state.sh > "$1" 2>/dev/null; }
-cmdline() { vm_ssh "$g" cat /proc/cmdline; }
+# cmdline: /proc/cmdline, the initrd systemd-boot names in it (initrd=) without the suffix of a copy gdrprov
+# held the entry on while it rebuilt the initramfs: the line is the same, only the file it loads differs.
+cmdline() { vm_ssh "$g" cat /proc/cmdline | sed 's/\.gdrprov-held\( \|$\)/\1/'; }
+# marker: the booted initramfs's witness, virtio_blk's num_request_queues.
+marker() { vm_ssh "$g" cat /sys/module/virtio_blk/parameters/num_request_queues 2>/dev/null || echo none; }
+# side LINE MARK: which side a boot is on: "new" (the apply's: gdrprov_pc=1 on the line) or "old", for the
+# command line and for the initramfs.
+side() { case " $1 " in *" gdrprov_pc=1 "*) printf 'cmdline=new' ;; *) printf 'cmdline=old' ;; esac
+         case $2 in "$MARK") printf ' initramfs=new' ;; 0) printf ' initramfs=old' ;; *) printf ' initramfs=UNKNOWN(%s)' "$2" ;; esac; }
 
 # history_json: `gdrprov history --format json` (empty on failure).
 history_json() { vm_ssh "$g" "gdrprov history --format json" 2>/dev/null || true; }
@@ -240,6 +257,7 @@ if [ -n "${GDRPROV_PC_REUSE:-}" ]; then
 else
 setup
 state "$W/base"; c0=$(cmdline)
+m0=$(marker); [ "$m0" = 0 ] || fail "the image's boot has virtio_blk num_request_queues=$m0, not 0: the initramfs witness cannot tell the sides" 
 # The boots after these two are power cuts right after the command returned (issue 16; this was scenario
 # 11): what apply and rollback reported must be on the disk, the boot files checkpointed where the boot
 # loader reads them, and the next boot runs the new line (after rollback the old one).
@@ -247,6 +265,7 @@ D_apply=$(timed apply apply) || exit 1
 state "$W/applied"
 vm_powercut "$g" "$EPOCHREALTIME"
 c1=$(cmdline)
+m1=$(marker); [ "$m1" = "$MARK" ] || fail "after apply the boot has virtio_blk num_request_queues=$m1, not $MARK: the initramfs witness cannot tell the sides"
 case " $c1 " in *" gdrprov_pc=1 "*) ok "a power cut right after apply returned: the next boot has gdrprov_pc=1" ;;
   *) fail "a power cut right after apply returned: /proc/cmdline lacks gdrprov_pc=1: $c1" ;; esac
 state "$W/applied-cut"
@@ -280,7 +299,7 @@ if want commit; then
   d=$(diff_state "$W/committed" "$W/applied"); [ -z "$d" ] || info "commit's files differ from apply's: $d (the committed state is the reference after commit)"
   st=B   # the trial and its commit in effect
 fi
-{ declare -p D_apply D_rollback D_commit c0 c1 ct st; } > "$W/measured.env"
+{ declare -p D_apply D_rollback D_commit c0 c1 ct st MARK; } > "$W/measured.env"
 fi
 say "measured (uncut, from the host): apply $D_apply s, rollback $D_rollback s, commit $D_commit s"
 say "old line: $c0"
@@ -376,7 +395,7 @@ plan_=$(for i in "${!seq_[@]}"; do
 done)
 say "cuts (command@seconds after its start, +PROCESS: after PROCESS was first seen, @EVENT: on that guest event): $plan_"
 
-unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0
+unbootable=0 torn=0 unrecovered=0 unnamed=0 interrupted=0 mixed=0
 # to STATE: bring the guest, uncut, from st to STATE (A: nothing applied; B: an apply in effect).
 to() {
   [ "$st" = "$1" ] && return 0
@@ -389,11 +408,11 @@ for i in "${!seq_[@]}"; do
   c=${seq_[$i]} delay=${delays[$i]} nr=$((i + 1)) tc=$(date +%s)
   out=$W/cut-$nr-$c.out
   case $c in
-    apply) to A; old=base; new=applied; oldline=$c0; newline=$c1 ;;
-    rollback) to B; old=applied; new=base; oldline=$c1; newline=$c0 ;;
+    apply) to A; old=base; new=applied; oldline=$c0; newline=$c1; oldmark=0; newmark=$MARK ;;
+    rollback) to B; old=applied; new=base; oldline=$c1; newline=$c0; oldmark=$MARK; newmark=0 ;;
     commit) to A; vm_ssh "$g" "$(the_command trial)" >/dev/null || fail "apply --trial failed"
             vm_reboot "$g"; [ "$(cmdline)" = "$ct" ] || fail "the trial did not boot: $(cmdline)"
-            old=trial; new=committed; oldline=$c0; newline=$c1 ;;
+            old=trial; new=committed; oldline=$c0; newline=$c1; oldmark=$MARK; newmark=$MARK ;;
   esac
   cmd=$(the_command "$c") ev=${events[$i]}
   mark=$(stat -c %s "$(vm_gdir "$g")/serial.log")
@@ -447,6 +466,13 @@ for i in "${!seq_[@]}"; do
   if [ "$now" = "$oldline" ]; then booted="the old line"
   elif [ "$now" = "$newline" ]; then booted="the new line"
   else booted="a TORN line ($now)"; bad+=(torn); fi
+  # The same side (issue 37): the line and the initramfs's witness are the old pair or the new pair.
+  mk=$(marker) held=$(vm_ssh "$g" cat /proc/cmdline | grep -o '[^ ]*\.gdrprov-held' || true)
+  pair="$(side "$now" "$mk")"
+  if [ "$pair" = "$(side "$oldline" "$oldmark")" ] || [ "$pair" = "$(side "$newline" "$newmark")" ]; then
+    sameside="same side ($pair)"
+  else sameside="MIXED ($pair)"; bad+=(mixed); fi
+  [ -z "$held" ] || sameside+=", initrd loaded from gdrprov's held copy"
   state "$W/cut-$nr-state"
   files=$(label "$W/cut-$nr-state" "old:$W/$old" "new:$W/$new")
   [[ $files == *OTHER* ]] && bad+=(torn)
@@ -477,18 +503,19 @@ for i in "${!seq_[@]}"; do
   if [ "$c" = rollback ]; then [ $prc = 2 ] || bad+=(plan); rec+=", plan exit $prc"
   else [ $prc = 0 ] || bad+=(plan); rec+=", plan $([ $prc = 0 ] && echo empty || echo "exit $prc")"; fi
   vm_reboot "$g"
-  nb=$(cmdline)
+  nb=$(cmdline) nm=$(marker)
   if [ "$nb" = "$newline" ]; then rec+=", next boot: the $([ "$c" = rollback ] && echo old || echo new) line"
   else bad+=(next-boot); rec+=", next boot: WRONG ($nb)"; fi
+  [ "$nm" = "$newmark" ] || { bad+=(next-boot); rec+=", its initramfs WRONG (virtio_blk num_request_queues=$nm)"; }
   st=$([ "$c" = rollback ] && echo A || echo B)
   for b in "${bad[@]}"; do
-    case $b in torn) torn=$((torn + 1)) ;; recovery-failed|state-differs|plan|next-boot) unrecovered=$((unrecovered + 1)) ;; esac
+    case $b in torn) torn=$((torn + 1)) ;; mixed) mixed=$((mixed + 1)) ;; recovery-failed|state-differs|plan|next-boot) unrecovered=$((unrecovered + 1)) ;; esac
   done
   verdict=$([ ${#bad[@]} = 0 ] && echo ok || echo "FAIL (${bad[*]})")
-  say "$line: booted $booted; files: $files; $journal; $rec; $(vm_since "$tc") s: $verdict"
+  say "$line: booted $booted; $sameside; files: $files; $journal; $rec; $(vm_since "$tc") s: $verdict"
 done
 
 vm_poweroff "$g"
-say "summary: flavor $flavor, $cuts cuts ($(for c in "${!n[@]}"; do printf '%s %s, ' "${n[$c]}" "$c"; done | sed 's/, $//'); $interrupted left a generation in progress): $unbootable unbootable, $torn torn, $unrecovered not recovered, $unnamed interrupted generations not named; $(vm_since "$t_all") s"
-[ $((unbootable + torn + unrecovered + unnamed)) = 0 ] || fail "$unbootable unbootable, $torn torn, $unrecovered not recovered, $unnamed not named"
-ok "$cuts power cuts on $flavor: every one booted wholly the old or the new line, nothing torn, every recovery complete"
+say "summary: flavor $flavor, $cuts cuts ($(for c in "${!n[@]}"; do printf '%s %s, ' "${n[$c]}" "$c"; done | sed 's/, $//'); $interrupted left a generation in progress): $((cuts - unbootable - mixed)) same side, $mixed mixed, $unbootable unbootable, $torn torn, $unrecovered not recovered, $unnamed interrupted generations not named; $(vm_since "$t_all") s"
+[ $((unbootable + torn + mixed + unrecovered + unnamed)) = 0 ] || fail "$unbootable unbootable, $mixed mixed, $torn torn, $unrecovered not recovered, $unnamed not named"
+ok "$cuts power cuts on $flavor: every one booted wholly the old or the new line with its own initramfs, nothing torn, every recovery complete"

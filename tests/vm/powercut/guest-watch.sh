@@ -2,7 +2,8 @@
 # guest-watch.sh EVENT LIMIT: waits in the guest for EVENT, then writes "gdrprov-pc-event: EVENT" to the
 # kernel log, which the serial console carries to the host, and exits. In the running kernel's directory on
 # the ESP (/boot/efi/MACHINE-ID/VERSION, where the loader entry loads the initrd from):
-#   tmp         a gdrprov temporary file (.NAME.gdrprov-PID.tmp) is there: gdrprov is writing its copy
+#   tmp         a gdrprov temporary file (.NAME.gdrprov-PID.tmp) is there: gdrprov is writing its copy of
+#               the rebuilt initrd (not the copy it holds the entry on, .NAME.gdrprov-held.gdrprov-PID.tmp)
 #   renamed     one that was there is gone: renamed over the initrd (or removed)
 # In gdrprov's state dir (any boot loader):
 #   gen-staged  a generation is being made (generations/.N.new: its backups and journal are being written,
@@ -14,7 +15,7 @@ ev=$1 limit=${2:-900}
 if [ "$ev" = gen-staged ]; then
   d=/var/lib/gdrprov/generations pat='.*.new' ev_on=gen-staged
 else
-  d=/boot/efi/$(cat /etc/machine-id)/$(uname -r) pat='.*.gdrprov-*.tmp' ev_on=tmp
+  d=/boot/efi/$(cat /etc/machine-id)/$(uname -r) pat=".initrd.img-$(uname -r).gdrprov-[0-9]*.tmp" ev_on=tmp
   [ -d "$d" ] || { echo "guest-watch: no $d" >&2; exit 2; }
 fi
 end=$(( $(date +%s) + limit )) seen='' n=0

@@ -1,0 +1,169 @@
+//! The boot switch last (issue 37), per boot shape: in the plan, the switch
+//! (update-grub; the loader entry written with its new options; the UKI
+//! rebuilt) comes after every initramfs rebuild and every file no boot loader
+//! reads, and the rebuild holds the boot file it switches on the initramfs it
+//! loads now. Pure: worlds of facts, no root.
+
+use crate::facts::boot_shape::{CmdlineHome, KernelImage, SdBoot};
+use crate::facts::OsFamily;
+use crate::plan::inputs::KernelModules;
+use crate::plan::modules::testkit::{desired, World};
+use crate::plan::{Action, Plan};
+
+const K: &str = "6.1.0-56-amd64";
+const PROFILE: &str =
+    "boot: { cmdline: { present: [gdrprov_pc=1] } }\nmodules: { absent: [virtio_scsi] }";
+const MODULES_ONLY: &str = "modules: { absent: [virtio_scsi] }";
+const ENTRY: &str = "/boot/efi/loader/entries/4f1c-6.1.0-56-amd64.conf";
+
+/// Kernel K whose initramfs holds the module the profiles block.
+fn with_kernel(w: &mut World) {
+    w.seen.kernels = vec![KernelModules {
+        release: K.into(),
+        builtin: Some(Default::default()),
+        index: Some(["virtio_scsi".to_string()].into()),
+        ko_files: Default::default(),
+        has_kernel_dir: true,
+    }];
+    w.seen
+        .initramfs
+        .insert(K.into(), Some(["virtio_scsi".to_string()].into()));
+}
+
+fn grub() -> World {
+    let mut w = World::image(OsFamily::Debian);
+    w.seen.grub.defaults = vec![(
+        "/etc/default/grub".into(),
+        Ok(Some("GRUB_CMDLINE_LINUX=\"quiet\"\n".into())),
+    )];
+    w.seen.grub.has_update_grub = true;
+    w.seen.grub.cfg = Some(format!(
+        "menuentry 'Debian' {{\n\tlinux\t/boot/vmlinuz-{K} root=/dev/vda1 ro quiet\n\tinitrd\t/boot/initrd.img-{K}\n}}\n"
+    ));
+    w.facts.boot.cmdline_home = CmdlineHome::OnHost {
+        evidence: "/boot/grub/grub.cfg".into(),
+    };
+    with_kernel(&mut w);
+    w
+}
+
+fn sdboot(layout: Option<&str>) -> World {
+    let mut w = World::image(OsFamily::Debian);
+    let uki = layout == Some("uki");
+    w.facts.boot.cmdline_home = CmdlineHome::SystemdBoot(SdBoot {
+        esp: "/boot/efi".into(),
+        entries: if uki { vec![] } else { vec![ENTRY.into()] },
+        ukis: if uki {
+            vec![format!("/boot/efi/EFI/Linux/4f1c-{K}.efi")]
+        } else {
+            vec![]
+        },
+        layout: layout.map(str::to_string),
+        kernel_install: true,
+        kernel_images: vec![KernelImage {
+            version: K.into(),
+            path: format!("/boot/vmlinuz-{K}"),
+        }],
+        efi_default: None,
+        efi_oneshot: None,
+        efi_selected: None,
+    });
+    w.file("/etc/kernel/cmdline", "root=/dev/vda2 ro\n");
+    if !uki {
+        w.file(ENTRY, &format!("title Debian\nversion {K}\noptions root=/dev/vda2 ro\nlinux /4f1c/{K}/linux\ninitrd /4f1c/{K}/initrd.img-{K}\n"));
+    }
+    with_kernel(&mut w);
+    w
+}
+
+/// The plan's steps as `tool` (commands) or `>path` (files), and the holds
+/// of the initramfs rebuild.
+fn steps_of(p: &Plan) -> (Vec<String>, Vec<(String, String)>) {
+    let mut holds = Vec::new();
+    let steps = p
+        .changes
+        .iter()
+        .map(|c| match &c.action {
+            Action::Run { command } => {
+                if command.rebuilds_initramfs() {
+                    holds.extend(
+                        command
+                            .hold
+                            .iter()
+                            .map(|h| (h.reader.clone(), h.file.clone())),
+                    );
+                }
+                command.argv[0].clone()
+            }
+            _ => format!(">{}", c.path().unwrap_or_default()),
+        })
+        .collect();
+    (steps, holds)
+}
+
+fn at(steps: &[String], what: &str) -> usize {
+    steps
+        .iter()
+        .position(|s| s == what)
+        .unwrap_or_else(|| panic!("no {what} in {steps:?}"))
+}
+
+/// Every file no boot loader reads and the rebuild come before the switch.
+#[track_caller]
+fn switch_last(steps: &[String], switch: &str) {
+    let s = at(steps, switch);
+    assert!(at(steps, "update-initramfs") < s, "{steps:?}");
+    for (i, step) in steps.iter().enumerate() {
+        if step.starts_with(">/etc/") {
+            assert!(i < s, "{step} after the switch: {steps:?}");
+        }
+    }
+}
+
+#[test]
+fn grub_rebuilds_holding_grub_cfg_then_update_grub() {
+    let p = grub().plan(&desired(PROFILE)).0.unwrap();
+    let (steps, holds) = steps_of(&p);
+    switch_last(&steps, "update-grub");
+    assert_eq!(
+        holds,
+        [(
+            "/boot/grub/grub.cfg".to_string(),
+            format!("/boot/initrd.img-{K}")
+        )]
+    );
+    // No new command line: nothing to switch, the initramfs is rebuilt in
+    // place (the line is the same on both sides) and grub.cfg is not held.
+    let p = grub().plan(&desired(MODULES_ONLY)).0.unwrap();
+    let (steps, holds) = steps_of(&p);
+    assert!(!steps.contains(&"update-grub".to_string()), "{steps:?}");
+    assert!(holds.is_empty(), "{holds:?}");
+}
+
+#[test]
+fn systemd_boot_rebuilds_holding_the_entry_then_writes_it() {
+    let p = sdboot(None).plan(&desired(PROFILE)).0.unwrap();
+    let (steps, holds) = steps_of(&p);
+    let entry = format!(">{ENTRY}");
+    switch_last(&steps, &entry);
+    assert_eq!(at(&steps, &entry), steps.len() - 1, "{steps:?}");
+    assert_eq!(
+        holds,
+        [(
+            ENTRY.to_string(),
+            format!("/boot/efi/4f1c/{K}/initrd.img-{K}")
+        )]
+    );
+    let p = sdboot(None).plan(&desired(MODULES_ONLY)).0.unwrap();
+    assert!(steps_of(&p).1.is_empty());
+}
+
+/// A UKI holds the command line and the initramfs in one file, rebuilt
+/// whole by kernel-install after the initramfs: nothing to hold.
+#[test]
+fn a_uki_is_rebuilt_after_the_initramfs_and_nothing_is_held() {
+    let p = sdboot(Some("uki")).plan(&desired(PROFILE)).0.unwrap();
+    let (steps, holds) = steps_of(&p);
+    switch_last(&steps, "kernel-install");
+    assert!(holds.is_empty(), "{holds:?}");
+}
