@@ -1,10 +1,11 @@
+#!/bin/bash
 # bench copy --concurrent (bound, --no-numa-pin) and nvbandwidth host_to_all / all_to_host, interleaved, 3 rounds.
 G=$GDRPROV
 uptime
 for i in 1 2 3; do
   echo "== round $i"
-  $G bench copy --concurrent --format json > $OUT/conc-bound-$i.json
-  $G bench copy --concurrent --no-numa-pin --format json > $OUT/conc-unbound-$i.json
+  $G bench copy --concurrent --format json > "$OUT/conc-bound-$i.json"
+  $G bench copy --concurrent --no-numa-pin --format json > "$OUT/conc-unbound-$i.json"
   bash devbin/nvbandwidth-on-device.sh -t host_to_all_memcpy_ce all_to_host_memcpy_ce 2>&1 | grep -A3 "memcpy CE" | grep "^ 0"
   python3 -c "
 import json

@@ -10,8 +10,8 @@
 exec > >(tee "$OUT/log.txt") 2>&1
 G="$GDRPROV"
 nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version --format=csv; uptime; nproc
-BUS=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-Z' 'a-z' | sed 's/^0000//')
-echo "GPU $BUS numa_node=$(cat /sys/bus/pci/devices/$BUS/numa_node) local_cpulist=$(cat /sys/bus/pci/devices/$BUS/local_cpulist)"
+BUS=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr '[:upper:]' '[:lower:]' | sed 's/^0000//')
+echo "GPU $BUS numa_node=$(cat /sys/bus/pci/devices/"$BUS"/numa_node) local_cpulist=$(cat /sys/bus/pci/devices/"$BUS"/local_cpulist)"
 lscpu | grep -i numa
 echo "== bench copy, pinned / unpinned, alternating"
 for i in 1 2; do
@@ -21,7 +21,7 @@ done
 $G bench copy; echo "rc=$?"
 $G bench copy --no-numa-pin; echo "rc=$?"
 echo "== restricted to CPU 1 by taskset (the choice keeps to the allowed CPUs)"
-taskset -c 1 $G bench copy --runs 3; echo "rc=$?"
+taskset -c 1 "$G" bench copy --runs 3; echo "rc=$?"
 echo "== bench copy --concurrent (one GPU: nvbandwidth's method, alone)"
 $G bench copy --concurrent --format json > "$OUT/concurrent.json"; echo "rc=$?"; $G bench copy --concurrent; echo "rc=$?"
 $G bench copy --concurrent --no-numa-pin; echo "rc=$?"
