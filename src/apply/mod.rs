@@ -115,6 +115,13 @@ pub fn execute_as(
         }
         // The switch is durable: the held copies of the old initramfs go.
         release_held(host, &generation.steps)?;
+        // A rollback marks what it undid before it calls itself complete: a
+        // kill between the two must leave an unfinished rollback (which
+        // `recover` reverts, unmarking them), never a complete one beside
+        // applies still "in effect" that state.json no longer owns.
+        if kind == Kind::Rollback {
+            mark_rolled_back(store, &generation.undoes, n, true)?;
+        }
         store.save_state(&generation.state_after)?;
         state_saved = true;
         generation.status = Status::Complete;
@@ -127,6 +134,9 @@ pub fn execute_as(
         let reverted = revert(host, store, &mut generation).and_then(|r| {
             if state_saved {
                 store.save_state(&generation.state_before)?;
+            }
+            if kind == Kind::Rollback {
+                mark_rolled_back(store, &generation.undoes, n, false)?;
             }
             Ok(r)
         });
@@ -150,10 +160,8 @@ pub fn execute_as(
     let _ = store.release_reserve(n);
     if kind == Kind::Rollback {
         for u in &generation.undoes {
-            let mut g = store.load_generation(*u)?;
+            let g = store.load_generation(*u)?;
             remove_created_dirs(host, &g.steps)?;
-            g.rolled_back_by = Some(n);
-            store.save_generation(&g)?;
         }
     }
     Ok(Outcome {
@@ -415,4 +423,30 @@ fn last_lines(stderr: &str, stdout: &str) -> String {
     };
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     lines[lines.len().saturating_sub(3)..].join(" / ")
+}
+
+/// Marks the generations a rollback (`by`) undoes as rolled back by it, or,
+/// with `on` false, takes back that mark where it names `by` (the rollback
+/// was reverted: what it undid is in effect again).
+pub(super) fn mark_rolled_back(
+    store: &StateStore,
+    undoes: &[u64],
+    by: u64,
+    on: bool,
+) -> Result<()> {
+    for u in undoes {
+        let mut g = store.load_generation(*u)?;
+        let mark = if on {
+            Some(by)
+        } else if g.rolled_back_by == Some(by) {
+            None
+        } else {
+            continue;
+        };
+        if g.rolled_back_by != mark {
+            g.rolled_back_by = mark;
+            store.save_generation(&g)?;
+        }
+    }
+    Ok(())
 }

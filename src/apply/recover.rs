@@ -294,6 +294,10 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
                 )));
             }
         };
+        if g.kind == Kind::Rollback {
+            // What it had marked as undone is in effect again (its files are back).
+            super::mark_rolled_back(store, &g.undoes, n, false)?;
+        }
         let mut state = g.state_before.clone();
         for cmd in &r.skipped {
             if !state.pending_commands.contains(cmd) {

@@ -398,6 +398,48 @@ fn recover_completes_an_interrupted_rollback() {
     journal_ok(&root);
 }
 
+/// A rollback killed after it marked what it undid and before it called
+/// itself complete (the order since a random kill found the reverse order's
+/// window: a complete rollback beside an apply still "in effect" whose files
+/// state.json no longer owned, which every command then refused for good).
+/// The journal is put in that instant's state by hand: recover reverts the
+/// rollback, takes back its mark, and rolls back again.
+#[test]
+fn recover_completes_a_rollback_killed_between_its_mark_and_complete() {
+    let (_t, root) = example_root("ubuntu-22.04-h100");
+    let pristine = without_state(snapshot(&root));
+    ok(
+        &gd(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]),
+        "apply",
+    );
+    ok(&gd(&root, &["rollback", "-y", "--no-exec"]), "rollback");
+    assert_eq!(journal(&root, 1)["rolled_back_by"], 2);
+    let gens = root.join("var/lib/gdrprov/generations");
+    let mut g2 = journal(&root, 2);
+    g2["status"] = "in-progress".into();
+    g2["finished"] = serde_json::Value::Null;
+    std::fs::write(gens.join("2/journal.json"), g2.to_string()).unwrap();
+    std::fs::write(
+        root.join("var/lib/gdrprov/state.json"),
+        journal(&root, 1)["state_after"].to_string(),
+    )
+    .unwrap();
+    let out = gd(&root, &["recover", "-y", "--no-exec"]);
+    ok(&out, "recover");
+    assert!(
+        stdout_of(&out).contains("Completed the interrupted rollback"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(without_state(snapshot(&root)), pristine);
+    assert_eq!(journal(&root, 1)["rolled_back_by"], 3);
+    assert_eq!(journal(&root, 2)["status"], "reverted");
+    let out = gd(&root, &["rollback", "-y", "--no-exec"]);
+    ok(&out, "rollback after recover");
+    assert!(stdout_of(&out).contains("Nothing to roll back"));
+    journal_ok(&root);
+}
+
 /// `journal check` finds nothing wrong.
 #[track_caller]
 fn journal_ok(root: &Path) {

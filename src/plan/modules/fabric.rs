@@ -135,7 +135,19 @@ fn board(facts: &Facts, mode: FabricManagerMode) -> std::result::Result<String, 
             _ => Err("an image root: no PCI devices to tell an NVSwitch board by; `fabric-manager: required` enables it in an image".into()),
         };
     }
-    Err("no NVSwitch on this board: no NVIDIA switch among its PCI devices, so Fabric Manager is not needed".into())
+    match facts.platform.virtualization {
+        // `plan` does not read NVML: a guest's GPUs may still link to NVSwitches
+        // that only the hypervisor host sees (the lent H200s do); say so
+        // rather than "no NVSwitch on this board".
+        VirtFact::None | VirtFact::Unknown => Err(
+            "no NVSwitch on this board: no NVIDIA switch among its PCI devices, so Fabric Manager is not needed"
+                .into(),
+        ),
+        v => Err(format!(
+            "no NVSwitch among the PCI devices of this {}, so Fabric Manager is not needed here (where GPUs' NVLinks end at NVSwitches outside it, it runs on the host; `gdrprov verify` reads each GPU's fabric state)",
+            if v == VirtFact::Container { "container" } else { "virtual machine" }
+        )),
+    }
 }
 
 /// Why Fabric Manager cannot run here as it is: missing, or not the driver's version.
@@ -392,5 +404,21 @@ mod tests {
         let p = w.plan(&desired(REQUIRED)).0.unwrap();
         let why = p.fabric_manager.unwrap().why;
         assert!(why.contains("no NVIDIA driver found here"), "{why}");
+    }
+
+    #[test]
+    fn no_nvswitch_in_a_guest_says_the_switches_may_be_the_hosts() {
+        // The lent H200s: a container whose GPUs' NVLinks end at NVSwitches
+        // only the host sees; plan (no NVML) must not call it a board without.
+        let mut w = World::live(OsFamily::Debian);
+        w.facts.gpu_topology.pci_listed = true;
+        w.facts.platform.virtualization = crate::facts::platform::VirtFact::Container;
+        let p = w.plan(&desired(AUTO)).0.unwrap();
+        assert!(commands(&p).is_empty());
+        let why = p.fabric_manager.unwrap().why;
+        assert!(
+            why.contains("PCI devices of this container") && why.contains("runs on the host"),
+            "{why}"
+        );
     }
 }
