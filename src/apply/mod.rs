@@ -159,10 +159,7 @@ pub fn execute_as(
     }
     let _ = store.release_reserve(n);
     if kind == Kind::Rollback {
-        for u in &generation.undoes {
-            let g = store.load_generation(*u)?;
-            remove_created_dirs(host, &g.steps)?;
-        }
+        remove_undone_dirs(host, store, &generation.undoes)?;
     }
     Ok(Outcome {
         generation: n,
@@ -447,6 +444,16 @@ pub(super) fn mark_rolled_back(
             g.rolled_back_by = mark;
             store.save_generation(&g)?;
         }
+    }
+    Ok(())
+}
+
+/// A complete rollback removes the directories the applies it undid had
+/// created (empty once their files are gone).
+fn remove_undone_dirs(host: &Host, store: &StateStore, undoes: &[u64]) -> Result<()> {
+    for u in undoes {
+        let g = store.load_generation(*u)?;
+        remove_created_dirs(host, &g.steps)?;
     }
     Ok(())
 }
