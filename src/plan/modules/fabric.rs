@@ -136,9 +136,14 @@ fn board(facts: &Facts, mode: FabricManagerMode) -> std::result::Result<String, 
         };
     }
     match facts.platform.virtualization {
-        // `plan` does not read NVML: a guest's GPUs may still link to NVSwitches
-        // that only the hypervisor host sees (the lent H200s do); say so
-        // rather than "no NVSwitch on this board".
+        // `plan` on the running system reads no NVML: a guest's GPUs may still
+        // link to NVSwitches that only the hypervisor host sees (the lent
+        // H200s do); say so rather than "no NVSwitch on this board". With the
+        // links known (a snapshot) and none at a switch, the board has none.
+        _ if topo.nvml().is_some() => Err(
+            "no NVSwitch on this board: no NVIDIA switch among its PCI devices and no NVLink ends at one, so Fabric Manager is not needed"
+                .into(),
+        ),
         VirtFact::None | VirtFact::Unknown => Err(
             "no NVSwitch on this board: no NVIDIA switch among its PCI devices, so Fabric Manager is not needed"
                 .into(),
