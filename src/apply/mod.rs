@@ -121,6 +121,10 @@ pub fn execute_as(
         // applies still "in effect" that state.json no longer owns.
         if kind == Kind::Rollback {
             mark_rolled_back(store, &generation.undoes, n, true)?;
+            // And removes the directories they made, for the same reason: a
+            // kill after "complete" would leave them for good. (A revert of
+            // this rollback writes their files back, directories made anew.)
+            remove_undone_dirs(host, store, &generation.undoes)?;
         }
         store.save_state(&generation.state_after)?;
         state_saved = true;
@@ -158,9 +162,6 @@ pub fn execute_as(
         });
     }
     let _ = store.release_reserve(n);
-    if kind == Kind::Rollback {
-        remove_undone_dirs(host, store, &generation.undoes)?;
-    }
     Ok(Outcome {
         generation: n,
         changed: plan.changes.iter().filter(|c| c.path().is_some()).count(),
