@@ -12,13 +12,15 @@
 use crate::bench::units::one_decimal;
 use serde::Serialize;
 
-use super::copy::{floor, read_link, sysfs_address, CopyOptions, LinkReading, DEFAULT_FRACTION};
+use super::copy::{
+    floor, read_link, sysfs_address, CopyOptions, CopyReport, LinkReading, DEFAULT_FRACTION,
+};
 use super::error::BenchError;
 use crate::facts::gpu_copy::{CopyFigures, GpuFigures};
 use crate::facts::gpu_topo::GpuTopology;
 use crate::facts::links::PcieLink;
 use crate::facts::numa::Placement;
-use gdrprov_rdma::cuda::node::{median, Copy, Method, Node, Place};
+use gdrprov_rdma::cuda::node::{median, Copy, Measured, Method, Node, Place};
 
 pub const DEFAULT_SIZE: usize = 512 << 20;
 pub const METHOD: &str = "cuMemcpyAsync on a stream per GPU from one thread, pinned portable host memory (each GPU's allocated from its NUMA node's CPUs), 4 warm-up copies, 16 timed copies a sample (events; streams start together on one event), median of 3 samples; each GPU alone first, then all together (nvbandwidth's host_to_device / host_to_all method)";
@@ -237,6 +239,19 @@ fn copies(n: usize, h2d: bool) -> Vec<Copy> {
         .collect()
 }
 
+/// Both directions of `copies` (of `n` GPUs, taken by `pick`), host -> device first.
+fn both_ways(
+    node: &Node,
+    method: &Method,
+    pick: impl Fn(Vec<Copy>) -> Vec<Copy>,
+) -> Result<[Vec<Measured>; 2], BenchError> {
+    let n = node.gpus().len();
+    Ok([
+        node.run(&pick(copies(n, true)), method)?,
+        node.run(&pick(copies(n, false)), method)?,
+    ])
+}
+
 /// Runs every GPU of `indexes` alone (unless `alone` is given, measured elsewhere) and all
 /// together, each direction in turn; judged against `topo`. One worker thread drives them: it
 /// is bound to each GPU's NUMA node while that GPU's host buffer is allocated and while the
@@ -250,26 +265,39 @@ pub fn run(
     opts: &CopyOptions,
     topo: &GpuTopology,
 ) -> Result<ConcurrentReport, BenchError> {
-    super::numa::in_worker(|| run_here(indexes, size, method, alone, opts, topo))
-        .map_err(BenchError::InvalidArgument)?
+    super::numa::in_worker(|| {
+        let free = super::numa::allowed_cpus();
+        let mut places: Vec<Placement> = Vec::new();
+        let node = Node::open_placed(indexes, size, true, &mut |_, g| {
+            let mut p = super::numa::placement(&sysfs_address(&g.pci_bus_id), opts.numa_pin, &free);
+            super::numa::apply(&mut p, &free);
+            places.push(p);
+        })?;
+        let mut gpus = each_alone(&node, &places, &free, method, alone, opts)?;
+        let note = (gpus.len() < 2).then(|| {
+            format!(
+                "one GPU ({}): nothing runs together; measured alone",
+                gpus.first().map(|g| g.pci.as_str()).unwrap_or("?")
+            )
+        });
+        all_together(&node, &mut gpus, &places, &free, method)?;
+        for g in &mut gpus {
+            judge(g, topo);
+        }
+        Ok(finish(gpus, node.size(), note))
+    })
+    .map_err(BenchError::InvalidArgument)?
 }
 
-fn run_here(
-    indexes: &[u32],
-    size: usize,
+/// Every GPU of `node`, alone: as `alone` measured it, else measured now, from its NUMA node.
+fn each_alone(
+    node: &Node,
+    places: &[Placement],
+    free: &[usize],
     method: &Method,
     alone: Option<&[Alone]>,
     opts: &CopyOptions,
-    topo: &GpuTopology,
-) -> Result<ConcurrentReport, BenchError> {
-    let free = super::numa::allowed_cpus();
-    let mut places: Vec<Placement> = Vec::new();
-    let node = Node::open_placed(indexes, size, true, &mut |_, g| {
-        let mut p = super::numa::placement(&sysfs_address(&g.pci_bus_id), opts.numa_pin, &free);
-        super::numa::apply(&mut p, &free);
-        places.push(p);
-    })?;
-    let n = node.gpus().len();
+) -> Result<Vec<GpuTogether>, BenchError> {
     let mut gpus = Vec::new();
     for (i, g) in node.gpus().iter().enumerate() {
         let numa = places.get(i).cloned().unwrap_or_default();
@@ -277,29 +305,25 @@ fn run_here(
         let link = read_link(&pci);
         let (f, source) = floor(&g.name, &link, opts);
         let measured = alone.and_then(|a| a.iter().find(|x| x.pci == pci));
-        let (ah, ad) = match measured {
-            Some(m) => (Some(m.h2d), Some(m.d2h)),
+        let [ah, ad] = match measured {
+            Some(m) => [m.h2d, m.d2h],
             None => {
                 let mut at = numa.clone();
-                super::numa::apply(&mut at, &free);
-                let h = node.run(&copies(n, true)[i..=i], method)?;
-                let d = node.run(&copies(n, false)[i..=i], method)?;
-                (Some(median(&h[0].samples)), Some(median(&d[0].samples)))
+                super::numa::apply(&mut at, free);
+                both_ways(node, method, |c| c[i..=i].to_vec())?.map(|r| median(&r[0].samples))
             }
+        };
+        let dir = |gbs: f64| Direction {
+            alone_gbs: Some(gbs),
+            ..Direction::default()
         };
         gpus.push(GpuTogether {
             index: g.index,
             name: g.name.clone(),
             pci,
             link,
-            h2d: Direction {
-                alone_gbs: ah,
-                ..Direction::default()
-            },
-            d2h: Direction {
-                alone_gbs: ad,
-                ..Direction::default()
-            },
+            h2d: dir(ah),
+            d2h: dir(ad),
             data_ok: true,
             floor_alone_gbs: f,
             floor_together_gbs: None,
@@ -310,56 +334,87 @@ fn run_here(
             numa,
         });
     }
-    let note = (n < 2).then(|| {
-        format!(
-            "one GPU ({}): nothing runs together; measured alone",
-            gpus.first().map(|g| g.pci.as_str()).unwrap_or("?")
-        )
-    });
-    if n >= 2 {
-        let mut union: Vec<usize> = places.iter().flat_map(Placement::cpu_set).collect();
-        union.sort_unstable();
-        union.dedup();
-        // Every GPU unpinned: back to the worker's own CPUs.
-        let _ = super::numa::bind_this_thread(if union.is_empty() { &free } else { &union });
-        let h = node.run(&copies(n, true), method)?;
-        let d = node.run(&copies(n, false), method)?;
-        for (i, g) in gpus.iter_mut().enumerate() {
-            g.h2d.together_samples = h[i].samples.clone();
-            g.h2d.together_gbs = median(&h[i].samples);
-            g.d2h.together_samples = d[i].samples.clone();
-            g.d2h.together_gbs = median(&d[i].samples);
-            g.data_ok = h[i].data_ok && d[i].data_ok;
+    Ok(gpus)
+}
+
+/// Every GPU of `node` at once, from the union of their NUMA nodes' CPUs; with one GPU,
+/// together is alone.
+fn all_together(
+    node: &Node,
+    gpus: &mut [GpuTogether],
+    places: &[Placement],
+    free: &[usize],
+    method: &Method,
+) -> Result<(), BenchError> {
+    if gpus.len() < 2 {
+        for g in gpus {
+            for d in [&mut g.h2d, &mut g.d2h] {
+                d.together_gbs = d.alone_gbs.unwrap_or(0.0);
+            }
         }
-    } else {
-        for g in &mut gpus {
-            g.h2d.together_gbs = g.h2d.alone_gbs.unwrap_or(0.0);
-            g.d2h.together_gbs = g.d2h.alone_gbs.unwrap_or(0.0);
+        return Ok(());
+    }
+    let mut union: Vec<usize> = places.iter().flat_map(Placement::cpu_set).collect();
+    union.sort_unstable();
+    union.dedup();
+    // Every GPU unpinned: back to the worker's own CPUs.
+    let _ = super::numa::bind_this_thread(if union.is_empty() { free } else { &union });
+    let [h, d] = both_ways(node, method, |c| c)?;
+    for (i, g) in gpus.iter_mut().enumerate() {
+        for (dir, m) in [(&mut g.h2d, &h[i]), (&mut g.d2h, &d[i])] {
+            dir.together_samples = m.samples.clone();
+            dir.together_gbs = median(&m.samples);
         }
+        g.data_ok = h[i].data_ok && d[i].data_ok;
     }
-    for g in &mut gpus {
-        judge(g, topo);
+    Ok(())
+}
+
+/// One GPU's figures as a snapshot records them: H2D and D2H alone, then together.
+fn gpu_figures(
+    index: u32,
+    name: &str,
+    pci: &str,
+    alone: (f64, f64),
+    together: (f64, f64),
+    numa: &Placement,
+) -> GpuFigures {
+    GpuFigures {
+        index,
+        name: name.to_string(),
+        pci: pci.to_string(),
+        h2d_alone_gbs: alone.0,
+        d2h_alone_gbs: alone.1,
+        h2d_together_gbs: together.0,
+        d2h_together_gbs: together.1,
+        numa: Some(numa.clone()),
     }
-    Ok(finish(gpus, node.size(), note))
 }
 
 /// The figures of a finished run, as a snapshot records them ([`crate::facts::gpu_copy`]).
 pub fn figures_of(r: &ConcurrentReport) -> CopyFigures {
+    let gpus = r.gpus.iter().map(|g| {
+        let together = (g.h2d.together_gbs, g.d2h.together_gbs);
+        let alone = (
+            g.h2d.alone_gbs.unwrap_or(together.0),
+            g.d2h.alone_gbs.unwrap_or(together.1),
+        );
+        gpu_figures(g.index, &g.name, &g.pci, alone, together, &g.numa)
+    });
     CopyFigures {
-        gpus: r
-            .gpus
-            .iter()
-            .map(|g| GpuFigures {
-                index: g.index,
-                name: g.name.clone(),
-                pci: g.pci.clone(),
-                h2d_alone_gbs: g.h2d.alone_gbs.unwrap_or(g.h2d.together_gbs),
-                d2h_alone_gbs: g.d2h.alone_gbs.unwrap_or(g.d2h.together_gbs),
-                h2d_together_gbs: g.h2d.together_gbs,
-                d2h_together_gbs: g.d2h.together_gbs,
-                numa: Some(g.numa.clone()),
-            })
-            .collect(),
+        gpus: gpus.collect(),
+    }
+}
+
+/// The figures of `bench copy`'s run, each GPU alone, as a snapshot records them: together is
+/// then alone.
+pub fn figures_alone(r: &CopyReport) -> CopyFigures {
+    let gpus = r.gpus.iter().map(|g| {
+        let alone = (g.h2d_gbs, g.d2h_gbs);
+        gpu_figures(g.index, &g.name, &g.pci, alone, alone, &g.numa)
+    });
+    CopyFigures {
+        gpus: gpus.collect(),
     }
 }
 

@@ -7,7 +7,7 @@ use super::{nvlink, p2p, HealthCheck, Outcome};
 use crate::bench::concurrent::{self, Alone, ConcurrentReport};
 use crate::bench::copy::{CopyOptions, CopyReport};
 use crate::bench::p2p::P2pReport;
-use crate::facts::gpu_copy::{CopyFigures, GpuFigures};
+use crate::facts::gpu_copy::CopyFigures;
 use crate::facts::Facts;
 use gdrprov_rdma::cuda::node::Method;
 use std::time::Instant;
@@ -70,6 +70,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
         Ok(()) => {
             let pcis = crate::bench::nccl::pci_addresses(&all);
             Ok(crate::bench::nccl::run(
+                crate::bench::nccl::this_executable(),
                 &all,
                 &pcis,
                 &[8 << 20, 256 << 20],
@@ -155,26 +156,11 @@ pub fn replayed(facts: &Facts) -> Option<(HealthCheck, ConcurrentReport)> {
 /// The figures of verify's copy measurements: every GPU at once where it ran (2+ GPUs), else
 /// `bench copy`'s each alone (together is then alone).
 pub fn figures_of_health(h: &super::HealthReport) -> Option<CopyFigures> {
-    if let Some(c) = &h.concurrent {
-        return Some(concurrent::figures_of(c));
+    match (&h.concurrent, &h.copy) {
+        (Some(c), _) => Some(concurrent::figures_of(c)),
+        (None, Some(r)) => Some(concurrent::figures_alone(r)),
+        (None, None) => None,
     }
-    let r = h.copy.as_ref()?;
-    Some(CopyFigures {
-        gpus: r
-            .gpus
-            .iter()
-            .map(|g| GpuFigures {
-                index: g.index,
-                name: g.name.clone(),
-                pci: g.pci.clone(),
-                h2d_alone_gbs: g.h2d_gbs,
-                d2h_alone_gbs: g.d2h_gbs,
-                h2d_together_gbs: g.h2d_gbs,
-                d2h_together_gbs: g.d2h_gbs,
-                numa: Some(g.numa.clone()),
-            })
-            .collect(),
-    })
 }
 
 pub const NCCL: &str = "nccl-allreduce";
