@@ -41,6 +41,45 @@ pub fn from_facts(facts: &crate::facts::Facts) -> Vec<HealthCheck> {
     v
 }
 
+/// What a check found over every GPU: failures (with their fixes), warnings, and what is fine.
+#[derive(Debug, Default)]
+pub struct Findings {
+    pub bad: Vec<String>,
+    pub warn: Vec<String>,
+    pub fixes: Vec<&'static str>,
+    pub ok: Vec<String>,
+}
+
+impl Findings {
+    /// The check `name`: failed with every failure then every warning, and the failures' fixes;
+    /// else warned with the warnings (`with_ok`: and what is fine) and `warn_fix`; else passed
+    /// with what is fine. `tail` ends the evidence of a warning and of a pass.
+    pub fn verdict(
+        mut self,
+        name: &'static str,
+        warn_fix: &str,
+        with_ok: bool,
+        tail: &str,
+    ) -> HealthCheck {
+        self.fixes.dedup();
+        if !self.bad.is_empty() {
+            self.bad.extend(self.warn);
+            return HealthCheck::fail(name, self.bad.join("; "), self.fixes.join("; "));
+        }
+        let ok = self.ok.join("; ");
+        if !self.warn.is_empty() {
+            let warned = self.warn.join("; ");
+            let evidence = if with_ok {
+                format!("{warned}; {ok}{tail}")
+            } else {
+                format!("{warned}{tail}")
+            };
+            return HealthCheck::warn(name, evidence, warn_fix);
+        }
+        HealthCheck::pass(name, format!("{ok}{tail}"))
+    }
+}
+
 /// What `verify` adds to its report: the checks with evidence and fix, and
 /// the measurements behind them.
 #[derive(Debug, Clone, Serialize)]

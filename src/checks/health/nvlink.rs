@@ -4,7 +4,7 @@
 //! generation, their error counters, with a rate when a second reading is given (verify reads
 //! again after its GPU-to-GPU copies); each GPU's fabric state on NVSwitch boards.
 
-use super::HealthCheck;
+use super::{Findings, HealthCheck};
 use crate::facts::gpu::Gpu;
 use crate::facts::gpu_topo::GpuTopology;
 use crate::facts::Facts;
@@ -65,18 +65,17 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
     if n.gpus.iter().all(|g| g.links.is_empty()) {
         return HealthCheck::skip(NAME, "these GPUs have no NVLink (NVML lists no link)");
     }
-    let (mut bad, mut warn, mut ok) = (Vec::new(), Vec::new(), Vec::new());
+    let mut found = Findings::default();
     let mut crc_total = 0u64;
-    let mut fixes: Vec<&str> = Vec::new();
     for g in &n.gpus {
         let who = format!("GPU {} ({})", g.index, g.pci);
         let down: Vec<u32> = g.links.iter().filter(|l| !l.up).map(|l| l.link).collect();
         if !down.is_empty() {
-            bad.push(format!(
+            found.bad.push(format!(
                 "{who}: NVLink link(s) {down:?} down of the {} it has",
                 g.links.len()
             ));
-            fixes.push("a link down: check Fabric Manager on NVSwitch boards, reset the GPUs (or reboot); if it stays down the baseboard needs service");
+            found.fixes.push("a link down: check Fabric Manager on NVSwitch boards, reset the GPUs (or reboot); if it stays down the baseboard needs service");
         }
         let mut gens: Vec<&str> = g
             .links
@@ -87,7 +86,9 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
         gens.sort();
         gens.dedup();
         if gens.len() > 1 {
-            warn.push(format!("{who}: links of several NVLink versions {gens:?}"));
+            found
+                .warn
+                .push(format!("{who}: links of several NVLink versions {gens:?}"));
         }
         if let Some(a) = again {
             for l in &g.links {
@@ -104,13 +105,13 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
                 let rate = crc as f64 / a.seconds.max(1e-3);
                 crc_total += crc;
                 if rate > CRC_PER_SECOND {
-                    bad.push(format!(
+                    found.bad.push(format!(
                         "{who} link {}: {crc} CRC errors in {:.1} s ({rate:.0}/s)",
                         l.link, a.seconds
                     ));
-                    fixes.push("CRC errors growing: reseat or service the link (the baseboard or NVSwitch tray); drain the node");
+                    found.fixes.push("CRC errors growing: reseat or service the link (the baseboard or NVSwitch tray); drain the node");
                 } else if replay > 0 {
-                    warn.push(format!(
+                    found.warn.push(format!(
                         "{who} link {}: {replay} replay/recovery error(s) in {:.1} s",
                         l.link, a.seconds
                     ));
@@ -118,7 +119,7 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
             }
         }
         let up = g.links.len() - down.len();
-        ok.push(format!(
+        found.ok.push(format!(
             "{who}: {up} of {} up{}{}",
             g.links.len(),
             gens.first()
@@ -130,7 +131,7 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
         ));
     }
     for m in &n.missing {
-        warn.push(format!("this driver's NVML lacks {m}"));
+        found.warn.push(format!("this driver's NVML lacks {m}"));
     }
     let counted = match again {
         Some(a) => format!(
@@ -139,19 +140,12 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
         ),
         None => "; error counters read once (no rate)".into(),
     };
-    fixes.dedup();
-    if !bad.is_empty() {
-        bad.extend(warn);
-        return HealthCheck::fail(NAME, bad.join("; "), fixes.join("; "));
-    }
-    if !warn.is_empty() {
-        return HealthCheck::warn(
-            NAME,
-            format!("{}; {}{counted}", warn.join("; "), ok.join("; ")),
-            "watch the counters (`nvidia-smi nvlink -e`); a growing count points at the link's hardware; a function NVML lacks needs a newer driver",
-        );
-    }
-    HealthCheck::pass(NAME, format!("{}{counted}", ok.join("; ")))
+    found.verdict(
+        NAME,
+        "watch the counters (`nvidia-smi nvlink -e`); a growing count points at the link's hardware; a function NVML lacks needs a newer driver",
+        true,
+        &counted,
+    )
 }
 
 /// The `gpu-fabric` check: on a board whose NVLinks end at NVSwitches every GPU's fabric

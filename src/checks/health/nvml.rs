@@ -3,7 +3,7 @@
 //! errors, pending or failed row remapping, retired pages, persistence mode,
 //! NVLink links down.
 
-use super::HealthCheck;
+use super::{Findings, HealthCheck};
 pub use gdrprov_rdma::nvml::{read, GpuHealth, NvmlReport};
 
 pub const NAME: &str = "gpu-health";
@@ -17,48 +17,47 @@ pub fn check(report: Result<&NvmlReport, &str>) -> HealthCheck {
     if r.gpus.is_empty() {
         return HealthCheck::skip(NAME, "NVML sees no GPU");
     }
-    let mut bad = Vec::new();
-    let mut warn = Vec::new();
-    let mut fixes: Vec<&str> = Vec::new();
-    let mut ok = Vec::new();
+    let mut found = Findings::default();
     for g in &r.gpus {
         let who = format!("GPU {} {} ({})", g.index, g.name, g.pci);
-        let before = bad.len() + warn.len();
+        let before = found.bad.len() + found.warn.len();
         if let Some(n) = g.ecc_uncorrected_volatile.filter(|n| *n > 0) {
-            bad.push(format!(
+            found.bad.push(format!(
                 "{who}: {n} uncorrectable ECC error(s) since the driver loaded"
             ));
-            fixes.push("uncorrectable ECC errors: drain the node, reset the GPU (`nvidia-smi -r`) or reboot; if they recur, replace the GPU");
+            found.fixes.push("uncorrectable ECC errors: drain the node, reset the GPU (`nvidia-smi -r`) or reboot; if they recur, replace the GPU");
         } else if let Some(n) = g.ecc_uncorrected_aggregate.filter(|n| *n > 0) {
-            warn.push(format!(
+            found.warn.push(format!(
                 "{who}: {n} uncorrectable ECC error(s) over its life"
             ));
         }
         if g.remap_failed == Some(true) {
-            bad.push(format!("{who}: row remapping failed (no spare rows left)"));
-            fixes.push(
+            found
+                .bad
+                .push(format!("{who}: row remapping failed (no spare rows left)"));
+            found.fixes.push(
                 "a failed row remap means the GPU's memory is out of spare rows: replace the GPU",
             );
         }
         if g.remap_pending == Some(true) {
-            bad.push(format!("{who}: a row remap is pending"));
-            fixes.push("a pending row remap takes effect at the next GPU reset: `nvidia-smi -r -i N` with no process on the GPU, or reboot");
+            found.bad.push(format!("{who}: a row remap is pending"));
+            found.fixes.push("a pending row remap takes effect at the next GPU reset: `nvidia-smi -r -i N` with no process on the GPU, or reboot");
         }
         if let Some(n) = g.retired_pages.filter(|n| *n > 0) {
-            warn.push(format!("{who}: {n} retired page(s)"));
+            found.warn.push(format!("{who}: {n} retired page(s)"));
         }
         if g.persistence_mode == Some(false) {
-            warn.push(format!("{who}: persistence mode off"));
+            found.warn.push(format!("{who}: persistence mode off"));
         }
         if !g.nvlinks_down.is_empty() {
-            bad.push(format!(
+            found.bad.push(format!(
                 "{who}: NVLink link(s) {:?} of {} down",
                 g.nvlinks_down, g.nvlinks
             ));
-            fixes.push("NVLink links down: reset the GPUs or reboot; check Fabric Manager (`systemctl status nvidia-fabricmanager`) on NVSwitch systems; if it persists, the baseboard needs service");
+            found.fixes.push("NVLink links down: reset the GPUs or reboot; check Fabric Manager (`systemctl status nvidia-fabricmanager`) on NVSwitch systems; if it persists, the baseboard needs service");
         }
-        if bad.len() + warn.len() == before {
-            ok.push(format!(
+        if found.bad.len() + found.warn.len() == before {
+            found.ok.push(format!(
                 "{who}: ECC uncorrectable {}, row remap {}, persistence {}, NVLink {}",
                 g.ecc_uncorrected_volatile
                     .map(|n| n.to_string())
@@ -80,19 +79,12 @@ pub fn check(report: Result<&NvmlReport, &str>) -> HealthCheck {
             ));
         }
     }
-    fixes.dedup();
-    if !bad.is_empty() {
-        bad.extend(warn);
-        return HealthCheck::fail(NAME, bad.join("; "), fixes.join("; "));
-    }
-    if !warn.is_empty() {
-        return HealthCheck::warn(
-            NAME,
-            warn.join("; "),
-            "persistence mode: `nvidia-smi -pm 1` or enable nvidia-persistenced; retired pages and lifetime ECC errors: watch the counts (DCGM), replace the GPU if they grow",
-        );
-    }
-    HealthCheck::pass(NAME, ok.join("; "))
+    found.verdict(
+        NAME,
+        "persistence mode: `nvidia-smi -pm 1` or enable nvidia-persistenced; retired pages and lifetime ECC errors: watch the counts (DCGM), replace the GPU if they grow",
+        false,
+        "",
+    )
 }
 
 #[cfg(test)]
