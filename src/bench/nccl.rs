@@ -210,24 +210,16 @@ pub fn one_gpu(pci: &str) -> NcclReport {
     }
 }
 
-/// Runs it on the running system, in a child process of gdrprov itself watched with `limits`
-/// (see [`super::nccl_child`]).
-pub fn run(
-    indexes: &[u32],
-    pcis: &[String],
-    sizes: &[usize],
-    iters: u32,
-    topo: &GpuTopology,
-    limits: &Limits,
-) -> Result<NcclReport, BenchError> {
-    // This very executable, even if its file was replaced or removed since it started (a
-    // package upgrade): the kernel keeps it reachable as /proc/self/exe.
-    let me = std::path::Path::new("/proc/self/exe");
-    run_with(me, indexes, pcis, sizes, iters, topo, limits)
+/// gdrprov's own executable, the child of [`run`] on the running system: this very file, even
+/// if it was replaced or removed since gdrprov started (a package upgrade), as the kernel keeps
+/// it reachable.
+pub fn this_executable() -> &'static std::path::Path {
+    std::path::Path::new("/proc/self/exe")
 }
 
-/// As [`run`], with `program` as the child (gdrprov itself; a test's mock).
-pub fn run_with(
+/// Runs it on the running system, in a child process, `program` ([`this_executable`]; a test's
+/// mock), watched with `limits` (see [`super::nccl_child`]).
+pub fn run(
     program: &std::path::Path,
     indexes: &[u32],
     pcis: &[String],
@@ -359,16 +351,10 @@ mod tests {
 }
 
 #[cfg(test)]
-#[allow(
-    clippy::disallowed_methods,
-    clippy::disallowed_types,
-    reason = "test fixtures"
-)]
 mod child_tests {
     use super::*;
     use crate::bench::nccl_child::Limits;
     use crate::facts::gpu_topo::GpuTopology;
-    use std::os::unix::fs::PermissionsExt;
     use std::path::Path;
     use std::time::Duration;
 
@@ -376,22 +362,29 @@ mod child_tests {
     /// child's protocol, writes NCCL-like log lines where the parent said, and records its
     /// arguments there too.
     fn mock(dir: &Path, name: &str, after_init: &str) -> std::path::PathBuf {
-        let p = dir.join(name);
-        std::fs::write(
-            &p,
-            format!(
-                "#!/bin/sh\necho \"args: $*\" >> \"$NCCL_DEBUG_FILE\"\n\
+        crate::host::child::testkit::mock(
+            dir,
+            name,
+            &format!(
+                "echo \"args: $*\" >> \"$NCCL_DEBUG_FILE\"\n\
                  echo 'h200:7:7 [0] NCCL INFO Bootstrap: Using eth0:10.0.0.2<0>' >> \"$NCCL_DEBUG_FILE\"\n\
-                 echo '{{\"stage\":\"init\"}}'\n{after_init}\n"
+                 echo '{{\"stage\":\"init\"}}'\n{after_init}"
             ),
         )
-        .unwrap();
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
-        p
     }
 
-    fn pcis() -> Vec<String> {
-        vec!["0000:00:06.0".into(), "0000:00:07.0".into()]
+    /// The parent's side over the MOCK `child`: GPUs 0 and 1, one size of 8 MiB, 3 iterations.
+    fn run_mock(child: &Path, limits: &Limits) -> Result<NcclReport, BenchError> {
+        let pcis = ["0000:00:06.0".to_string(), "0000:00:07.0".to_string()];
+        run(
+            child,
+            &[0, 1],
+            &pcis,
+            &[8 << 20],
+            3,
+            &GpuTopology::default(),
+            limits,
+        )
     }
 
     #[test]
@@ -403,16 +396,7 @@ mod child_tests {
             ..Limits::default()
         };
         let t = std::time::Instant::now();
-        let r = run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &limits,
-        )
-        .unwrap();
+        let r = run_mock(&p, &limits).unwrap();
         assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
         assert_eq!(r.verdict, "fail");
         let f = r.finding.clone().unwrap();
@@ -453,16 +437,7 @@ mod child_tests {
                  echo '{{\"stage\":\"run\"}}'\necho '{result}'"
             ),
         );
-        let r = run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &Limits::default(),
-        )
-        .unwrap();
+        let r = run_mock(&p, &Limits::default()).unwrap();
         assert_eq!(r.nccl_version, "2.28.3");
         assert_eq!(r.transports, vec!["P2P/CUMEM/read"]);
         assert_eq!(r.path, "p2p");
@@ -474,16 +449,7 @@ mod child_tests {
             "mock-nccl-child-fails",
             "echo '{\"error\":\"ncclCommInitAll failed: ncclInvalidUsage (invalid usage)\"}'\nexit 1",
         );
-        let e = run_with(
-            &p,
-            &[0, 1],
-            &pcis(),
-            &[8 << 20],
-            3,
-            &GpuTopology::default(),
-            &Limits::default(),
-        )
-        .unwrap_err();
+        let e = run_mock(&p, &Limits::default()).unwrap_err();
         assert!(e.to_string().contains("ncclInvalidUsage"), "{e}");
     }
 }

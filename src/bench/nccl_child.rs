@@ -105,7 +105,7 @@ impl Timeout {
     }
 }
 
-/// How the child ended, for [`super::nccl::run_with`].
+/// How the child ended, for [`super::nccl::run`].
 #[derive(Debug)]
 pub enum Outcome {
     Done(ChildResult),
@@ -161,8 +161,7 @@ pub fn run(
     }
     env.push(("NCCL_DEBUG_FILE".into(), log_path.into()));
     let s = run_staged(program, &args, &env, &|stage| limits.of(stage));
-    let result = s.lines.iter().rev().find_map(|l| {
-        let v: serde_json::Value = serde_json::from_str(l).ok()?;
+    let result = s.json.iter().rev().find_map(|v| {
         Some(match (v.get("result"), v.get("error")) {
             (Some(r), _) => serde_json::from_value::<ChildResult>(r.clone())
                 .map_err(|e| format!("the NCCL child's result is not readable: {e}")),

@@ -138,7 +138,15 @@ pub fn run_nccl(args: &NcclArgs, out: &Output) -> Result<i32, BenchError> {
             init: std::time::Duration::from_secs(args.init_timeout),
             ..Default::default()
         };
-        crate::bench::nccl::run(&gpus, &pcis, &sizes, args.iters, &topo, &limits)?
+        crate::bench::nccl::run(
+            crate::bench::nccl::this_executable(),
+            &gpus,
+            &pcis,
+            &sizes,
+            args.iters,
+            &topo,
+            &limits,
+        )?
     };
     crate::output::bench::show(
         out,

@@ -48,6 +48,8 @@ pub enum End {
 pub struct Staged {
     /// Every line of its standard output (stage lines included), in order.
     pub lines: Vec<String>,
+    /// Those of its lines that are JSON, each parsed once, in order (stage lines included).
+    pub json: Vec<serde_json::Value>,
     /// The last stage it entered (`None`: no stage line yet).
     pub stage: Option<String>,
     pub end: End,
@@ -55,8 +57,7 @@ pub struct Staged {
     pub stderr: String,
 }
 
-fn stage_of(line: &str) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+fn stage_of(v: &serde_json::Value) -> Option<String> {
     v.get("stage")?.as_str().map(str::to_string)
 }
 
@@ -91,6 +92,7 @@ pub fn run_staged(
         .stderr(Stdio::piped());
     let mut out = Staged {
         lines: Vec::new(),
+        json: Vec::new(),
         stage: None,
         end: End::Exited(None),
         pid: None,
@@ -129,9 +131,12 @@ pub fn run_staged(
         let left = limit.saturating_sub(since.elapsed());
         match rx.recv_timeout(left) {
             Ok(line) => {
-                if let Some(s) = stage_of(&line) {
-                    out.stage = Some(s);
-                    since = Instant::now();
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if let Some(s) = stage_of(&v) {
+                        out.stage = Some(s);
+                        since = Instant::now();
+                    }
+                    out.json.push(v);
                 }
                 out.lines.push(line);
             }
@@ -169,23 +174,26 @@ pub fn run_staged(
     }
 }
 
+/// MOCK children for tests: shell scripts standing in for gdrprov's NCCL child, which needs
+/// GPUs.
 #[cfg(test)]
-#[allow(
-    clippy::disallowed_methods,
-    clippy::disallowed_types,
-    reason = "test fixtures"
-)]
-mod tests {
-    use super::*;
+pub(crate) mod testkit {
     use std::os::unix::fs::PermissionsExt;
+    use std::path::{Path, PathBuf};
 
-    /// A MOCK child (a shell script standing in for gdrprov's NCCL child, which needs GPUs).
-    fn mock(dir: &Path, name: &str, body: &str) -> std::path::PathBuf {
+    /// An executable `dir/name` running `body` under /bin/sh.
+    pub(crate) fn mock(dir: &Path, name: &str, body: &str) -> PathBuf {
         let p = dir.join(name);
         std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         p
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testkit::mock;
+    use super::*;
 
     fn alive(pid: u32) -> bool {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
