@@ -5,48 +5,8 @@
 //! with one recorded fact changed, judged by `doctor`, `verify` and `inventory`.
 
 use crate::common::*;
+use crate::gpu_node_kit::{doctor_finding, inventory, root_with, verify, with_package};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-const FIXTURE: &str = "tests/fixtures/snapshots/device-h200x2";
-
-/// The snapshot in a temporary directory, its recorded topology changed by `edit`.
-fn root_with(edit: impl FnOnce(&mut Value)) -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    copy_tree(&repo().join(FIXTURE), &root);
-    let p = root.join(".gdrprov-snapshot/probes.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    edit(
-        v.get_mut("gpu-topology")
-            .expect("the snapshot records gpu-topology"),
-    );
-    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-    (t, root)
-}
-
-fn verify(root: &Path) -> Value {
-    let out = gdrprov()
-        .args(["verify", "gds-iommu-off", "--format", "json", "--root"])
-        .arg(root)
-        .output()
-        .unwrap();
-    json_of(&out)
-}
-
-fn doctor_finding(root: &Path, id: &str) -> Option<Value> {
-    let out = gdrprov()
-        .args(["doctor", "--format", "json", "--root"])
-        .arg(root)
-        .output()
-        .unwrap();
-    json_of(&out)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .cloned()
-}
 
 fn links(t: &mut Value, gpu: usize) -> &mut Vec<Value> {
     t["nvml"]["gpus"][gpu]["links"].as_array_mut().unwrap()
@@ -98,12 +58,7 @@ fn the_healthy_snapshot_passes_and_shows_its_topology() {
     for id in ["nvlink", "gpu-p2p", "gpu-fabric"] {
         assert!(doctor_finding(&root, id).is_none(), "{id}");
     }
-    let inv = gdrprov()
-        .args(["inventory", "--root"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    let text = stdout_of(&inv);
+    let text = inventory(&root);
     assert!(text.contains("GPU topology:"), "{text}");
     assert!(
         text.contains("GPU 1 NVIDIA H200 (0000:00:07.0): NVLink 18 of 18 up, NVLink 4.0"),
@@ -137,13 +92,7 @@ fn a_link_down_names_the_gpu_and_the_link() {
     let f = doctor_finding(&root, "nvlink").expect("a doctor finding");
     assert_eq!(f["severity"], "error");
     // The pair's NVLink floor counts the links up: 17.
-    let inv = stdout_of(
-        &gdrprov()
-            .args(["inventory", "--root"])
-            .arg(&root)
-            .output()
-            .unwrap(),
-    );
+    let inv = inventory(&root);
     assert!(
         inv.contains("GPU 0 -> GPU 1: peer access yes, path nvlink (17 links)"),
         "{inv}"
@@ -286,23 +235,6 @@ fn nvml_that_could_not_start_skips_with_the_reason() {
             "{c}"
         );
     }
-}
-
-/// Makes dpkg-query's recorded answer for `package` say it is installed at `version` (the lent
-/// machine recorded "not installed": Fabric Manager runs on the VM's host).
-fn with_package(root: &Path, package: &str, version: &str) {
-    let p = root.join(".gdrprov-snapshot/commands.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    let answers = v.as_array_mut().unwrap();
-    answers.retain(|c| c["argv"].as_array().and_then(|a| a.last()) != Some(&package.into()));
-    answers.push(serde_json::json!({
-        "argv": ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Version}\\n", package],
-        "code": 0,
-        "stdout": format!("ii  {version}\n"),
-        "stderr": "",
-        "ran": true
-    }));
-    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
 }
 
 #[test]

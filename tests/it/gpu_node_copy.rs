@@ -7,25 +7,16 @@
 //! 55.3 alone, 43-44 H2D / 33-35 D2H with every GPU at once).
 
 use crate::common::*;
+use crate::gpu_node_kit::{doctor_finding, edit_recorded, inventory, lent, verify};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-const FIXTURE: &str = "tests/fixtures/snapshots/device-h200x2";
 const GPUS: [&str; 2] = ["0000:00:06.0", "0000:00:07.0"];
 const SWITCH: &str = "0000:00:1c.0";
-
-fn snapshot_root() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    copy_tree(&repo().join(FIXTURE), &root);
-    (t, root)
-}
 
 /// Records copy figures in the snapshot: per GPU (H2D alone, D2H alone, H2D together, D2H
 /// together) in GB/s.
 fn with_figures(root: &Path, figures: [(f64, f64, f64, f64); 2]) {
-    let p = root.join(".gdrprov-snapshot/probes.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
     let gpus: Vec<Value> = figures
         .iter()
         .enumerate()
@@ -37,8 +28,9 @@ fn with_figures(root: &Path, figures: [(f64, f64, f64, f64); 2]) {
             })
         })
         .collect();
-    v["gpu-copy"] = json!({ "gpus": gpus });
-    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    edit_recorded(root, "probes.json", |v| {
+        v["gpu-copy"] = json!({ "gpus": gpus })
+    });
 }
 
 /// Moves both GPUs behind one PCIe switch port (`SWITCH`, Gen5 x16) in the snapshot's sysfs:
@@ -81,43 +73,14 @@ fn behind_one_switch(root: &Path) {
     }
 }
 
-fn verify(root: &Path) -> Value {
-    let out = gdrprov()
-        .args(["verify", "gds-iommu-off", "--format", "json", "--root"])
-        .arg(root)
-        .output()
-        .unwrap();
-    json_of(&out)
-}
-
-fn doctor_finding(root: &Path, id: &str) -> Option<Value> {
-    let out = gdrprov()
-        .args(["doctor", "--format", "json", "--root"])
-        .arg(root)
-        .output()
-        .unwrap();
-    json_of(&out)["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["id"] == id)
-        .cloned()
-}
-
 #[test]
 fn gpus_behind_one_switch_slow_together_name_the_switch_port() {
-    let (_t, root) = snapshot_root();
+    let (_t, root) = lent();
     behind_one_switch(&root);
     // Alone at full speed; together below their share of the Gen5 x16 uplink
     // (0.75 x 63.0 / 2 = 23.6 GB/s each).
     with_figures(&root, [(55.3, 55.2, 21.0, 17.4), (55.4, 55.3, 20.8, 17.1)]);
-    let inv = stdout_of(
-        &gdrprov()
-            .args(["inventory", "--root"])
-            .arg(&root)
-            .output()
-            .unwrap(),
-    );
+    let inv = inventory(&root);
     assert!(
         inv.contains("PCIe port 0000:00:1c.0 shared by GPUs 0000:00:06.0, 0000:00:07.0 (uplink Gen5 x16, 63.0 GB/s)"),
         "{inv}"
@@ -179,7 +142,7 @@ fn gpus_behind_one_switch_slow_together_name_the_switch_port() {
 #[test]
 fn the_same_switch_at_its_fair_share_passes() {
     // The port's figures split fairly (27.5 each of about 55): sharing is not a fault.
-    let (_t, root) = snapshot_root();
+    let (_t, root) = lent();
     behind_one_switch(&root);
     with_figures(&root, [(55.3, 55.2, 27.6, 27.4), (55.4, 55.3, 27.5, 27.3)]);
     let c = check_named(&verify(&root), "copy-bandwidth");
@@ -198,7 +161,7 @@ fn the_same_switch_at_its_fair_share_passes() {
 fn the_lent_machines_drop_together_behind_the_host_bridge_is_named() {
     // The topology as recorded: both GPUs on the root bus, sharing only the host bridge, whose
     // rate sysfs does not give; the 4x H200 machine's figures all at once (43-44 H2D, 33-35 D2H).
-    let (_t, root) = snapshot_root();
+    let (_t, root) = lent();
     with_figures(&root, [(55.3, 55.3, 43.6, 34.1), (55.3, 55.2, 43.9, 33.8)]);
     let c = check_named(&verify(&root), "copy-bandwidth");
     assert_eq!(c["status"], "warn", "{c}");
@@ -211,7 +174,7 @@ fn the_lent_machines_drop_together_behind_the_host_bridge_is_named() {
     assert_eq!(f["severity"], "warn", "{f}");
     assert!(f.to_string().contains("host bridge pci0000:00"), "{f}");
     // Without recorded figures nothing is judged: the check skips, doctor says nothing.
-    let (_t, root) = snapshot_root();
+    let (_t, root) = lent();
     assert_eq!(
         check_named(&verify(&root), "copy-bandwidth")["status"],
         "skip"
@@ -221,7 +184,7 @@ fn the_lent_machines_drop_together_behind_the_host_bridge_is_named() {
 
 #[test]
 fn slow_even_alone_is_not_blamed_on_the_port() {
-    let (_t, root) = snapshot_root();
+    let (_t, root) = lent();
     behind_one_switch(&root);
     with_figures(&root, [(30.2, 29.8, 21.0, 17.4), (55.4, 55.3, 27.5, 27.3)]);
     let c = check_named(&verify(&root), "copy-bandwidth");

@@ -13,16 +13,13 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-const FIXTURE: &str = "tests/fixtures/snapshots/device-h200x2";
 const WANTS: &str = "etc/systemd/system/multi-user.target.wants";
 const FM: &str = "nvidia-fabricmanager.service";
 const PD: &str = "nvidia-persistenced.service";
 
 /// The lent machine's snapshot in a temporary directory, with a profile file beside it.
 fn lent() -> (tempfile::TempDir, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path().join("root");
-    copy_tree(&repo().join(FIXTURE), &root);
+    let (t, root) = crate::gpu_node_kit::lent();
     for (name, mode) in [("required", "required"), ("auto", "auto"), ("off", "off")] {
         std::fs::write(
             t.path().join(format!("{name}.yaml")),
@@ -69,16 +66,7 @@ fn mock_nvswitch_board() -> (tempfile::TempDir, PathBuf) {
 /// dpkg-query's recorded answer for the Fabric Manager package of branch 580: installed at
 /// `version` (the lent machine recorded "not installed").
 fn with_fabric_manager(root: &Path, version: &str) {
-    let p = root.join(".gdrprov-snapshot/commands.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
-    let pkg = "nvidia-fabricmanager-580";
-    let answers = v.as_array_mut().unwrap();
-    answers.retain(|c| c["argv"].as_array().and_then(|a| a.last()) != Some(&pkg.into()));
-    answers.push(serde_json::json!({
-        "argv": ["dpkg-query", "-W", "-f", "${db:Status-Abbrev} ${Version}\\n", pkg],
-        "code": 0, "stdout": format!("ii  {version}\n"), "stderr": "", "ran": true
-    }));
-    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    crate::gpu_node_kit::with_package(root, "nvidia-fabricmanager-580", version);
 }
 
 /// `systemctl enable UNIT` run in the root by someone else (before gdrprov).

@@ -32,6 +32,7 @@ mod front_door;
 mod gpu_node;
 mod gpu_node_copy;
 mod gpu_node_fabric;
+mod gpu_node_kit;
 mod grub_corpus;
 mod guard_rails;
 mod health;
