@@ -363,16 +363,47 @@ fn a_run_killed_while_making_its_generation_leaves_no_generation() {
     journal_ok(&root);
 }
 
-/// A rollback killed after its first step: recover puts its files back and
-/// rolls back again, ending as an uninterrupted rollback would (pristine).
-#[test]
-fn recover_completes_an_interrupted_rollback() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
+/// Every file of a root (`snapshot`'s).
+type Files = std::collections::BTreeMap<String, (Vec<u8>, u32)>;
+
+/// The example host with rdma-dmabuf applied (generation 1), and its files before.
+fn applied() -> (tempfile::TempDir, PathBuf, Files) {
+    let (t, root) = example_root("ubuntu-22.04-h100");
     let pristine = without_state(snapshot(&root));
     ok(
         &gd(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]),
         "apply",
     );
+    (t, root, pristine)
+}
+
+/// `recover` completes the interrupted rollback, generation 2: it is reverted and generation 3
+/// (complete) rolls generation 1 back, every file as `pristine`; a rollback after it has nothing
+/// to do.
+#[track_caller]
+fn recover_completes_the_rollback(root: &Path, pristine: &Files) {
+    let out = gd(root, &["recover", "-y", "--no-exec"]);
+    ok(&out, "recover");
+    assert!(
+        stdout_of(&out).contains("Completed the interrupted rollback"),
+        "{}",
+        stdout_of(&out)
+    );
+    assert_eq!(&without_state(snapshot(root)), pristine);
+    assert_eq!(journal(root, 1)["rolled_back_by"], 3);
+    assert_eq!(journal(root, 2)["status"], "reverted");
+    assert_eq!(journal(root, 3)["status"], "complete");
+    let out = gd(root, &["rollback", "-y", "--no-exec"]);
+    ok(&out, "rollback after recover");
+    assert!(stdout_of(&out).contains("Nothing to roll back"));
+    journal_ok(root);
+}
+
+/// A rollback killed after its first step: recover puts its files back and
+/// rolls back again, ending as an uninterrupted rollback would (pristine).
+#[test]
+fn recover_completes_an_interrupted_rollback() {
+    let (_t, root, pristine) = applied();
     gd_fault(&root, 1, &["rollback", "-y", "--no-exec"]);
     assert_eq!(journal(&root, 2)["status"], "in-progress");
     names_recover(
@@ -381,21 +412,7 @@ fn recover_completes_an_interrupted_rollback() {
         2,
         "rollback",
     );
-    let out = gd(&root, &["recover", "-y", "--no-exec"]);
-    ok(&out, "recover");
-    assert!(
-        stdout_of(&out).contains("Completed the interrupted rollback"),
-        "{}",
-        stdout_of(&out)
-    );
-    assert_eq!(without_state(snapshot(&root)), pristine);
-    assert_eq!(journal(&root, 1)["rolled_back_by"], 3);
-    assert_eq!(journal(&root, 2)["status"], "reverted");
-    assert_eq!(journal(&root, 3)["status"], "complete");
-    let out = gd(&root, &["rollback", "-y", "--no-exec"]);
-    ok(&out, "rollback after recover");
-    assert!(stdout_of(&out).contains("Nothing to roll back"));
-    journal_ok(&root);
+    recover_completes_the_rollback(&root, &pristine);
 }
 
 /// A rollback killed after it marked what it undid and before it called
@@ -406,12 +423,7 @@ fn recover_completes_an_interrupted_rollback() {
 /// rollback, takes back its mark, and rolls back again.
 #[test]
 fn recover_completes_a_rollback_killed_between_its_mark_and_complete() {
-    let (_t, root) = example_root("ubuntu-22.04-h100");
-    let pristine = without_state(snapshot(&root));
-    ok(
-        &gd(&root, &["apply", "rdma-dmabuf", "-y", "--no-exec"]),
-        "apply",
-    );
+    let (_t, root, pristine) = applied();
     ok(&gd(&root, &["rollback", "-y", "--no-exec"]), "rollback");
     assert_eq!(journal(&root, 1)["rolled_back_by"], 2);
     let gens = root.join("var/lib/gdrprov/generations");
@@ -424,20 +436,7 @@ fn recover_completes_a_rollback_killed_between_its_mark_and_complete() {
         journal(&root, 1)["state_after"].to_string(),
     )
     .unwrap();
-    let out = gd(&root, &["recover", "-y", "--no-exec"]);
-    ok(&out, "recover");
-    assert!(
-        stdout_of(&out).contains("Completed the interrupted rollback"),
-        "{}",
-        stdout_of(&out)
-    );
-    assert_eq!(without_state(snapshot(&root)), pristine);
-    assert_eq!(journal(&root, 1)["rolled_back_by"], 3);
-    assert_eq!(journal(&root, 2)["status"], "reverted");
-    let out = gd(&root, &["rollback", "-y", "--no-exec"]);
-    ok(&out, "rollback after recover");
-    assert!(stdout_of(&out).contains("Nothing to roll back"));
-    journal_ok(&root);
+    recover_completes_the_rollback(&root, &pristine);
 }
 
 /// `journal check` finds nothing wrong.
