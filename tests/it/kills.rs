@@ -116,6 +116,61 @@ pub(crate) fn journal(root: &Root, n: u64) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
 }
 
+/// Runs `gdrprov ARGS --root ROOT` and SIGKILLs it `after` its start (unless it ended first):
+/// how it ended.
+pub(crate) fn kill_at(root: &Root, args: &[&str], after: Duration) -> std::process::ExitStatus {
+    let bin = assert_cmd::cargo::cargo_bin("gdrprov");
+    let mut child = std::process::Command::new(bin)
+        .args(args)
+        .args(["--root", root.arg()])
+        .env("NO_COLOR", "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(after);
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    child.wait().unwrap()
+}
+
+/// Whether generation `n` is there and complete.
+pub(crate) fn complete(root: &Root, n: u64) -> bool {
+    root.join(format!("var/lib/gdrprov/generations/{n}/journal.json"))
+        .exists()
+        && journal(root, n)["status"] == "complete"
+}
+
+/// After a kill of `cmd`: `recover`; then the rollback still owed (an apply that had finished,
+/// or a rollback killed before it began, which recover leaves as it is); the original tree.
+/// True when a rollback was owed.
+pub(crate) fn recovered(root: &Root, was: &Tree, cmd: &str, what: &str) -> bool {
+    let out = gd(root, &["recover", "--yes", "--no-exec"], None);
+    assert!(out.status.success(), "{what}: recover: {}", stderr_of(&out));
+    let owed = match cmd {
+        "apply" => complete(root, 1),
+        "rollback" => !complete(root, 2),
+        _ => false,
+    };
+    if owed {
+        ok(root, &["rollback", "--yes", "--no-exec"]);
+    }
+    same(&tree(root), was, what);
+    ok(root, &["journal", "check"]);
+    owed
+}
+
+/// Each built-in profile on an example host it is for.
+pub(crate) const BUILT_INS: [(&str, &str); 5] = [
+    ("ubuntu-22.04-h100", "rdma-dmabuf"),
+    ("ubuntu-22.04-h100", "legacy-peermem"),
+    ("ubuntu-22.04-h100", "gds-iommu-off"),
+    ("rocky-9-a100", "rdma-dmabuf"),
+    ("alinux3-erdma", "erdma-cloud"),
+];
+
 /// A copy of `host` with a file of another owner and mode (kept through
 /// everything), and the profile argument.
 pub(crate) fn fresh(host: &str) -> Root {
@@ -259,13 +314,7 @@ fn kill_everywhere(host: &str, profile: &str) -> usize {
 #[test]
 fn every_kill_of_a_built_in_profile_is_recovered_to_the_original_tree() {
     let mut total = 0;
-    for (host, profile) in [
-        ("ubuntu-22.04-h100", "rdma-dmabuf"),
-        ("ubuntu-22.04-h100", "legacy-peermem"),
-        ("ubuntu-22.04-h100", "gds-iommu-off"),
-        ("rocky-9-a100", "rdma-dmabuf"),
-        ("alinux3-erdma", "erdma-cloud"),
-    ] {
+    for (host, profile) in BUILT_INS {
         total += kill_everywhere(host, profile);
     }
     eprintln!("built-in profiles: {total} kills, every one recovered to the original tree");
@@ -292,48 +341,24 @@ fn real_sigkills_at_spread_instants_are_recovered() {
     let start = std::time::Instant::now();
     ok(&probe, &apply);
     let took = start.elapsed().as_micros() as u64;
-    let bin = assert_cmd::cargo::cargo_bin("gdrprov");
     let mut interrupted = 0;
     for i in 0..8u64 {
         let root = fresh("ubuntu-22.04-h100");
         let was = tree(&root);
-        let mut child = std::process::Command::new(&bin)
-            .args(apply)
-            .args(["--root", root.arg()])
-            .env("NO_COLOR", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
         // Spread over the whole run, then a little past it.
-        std::thread::sleep(Duration::from_micros(took * (i + 1) / 7));
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
+        let at = took * (i + 1) / 7;
+        let status = kill_at(&root, &apply, Duration::from_micros(at));
+        // Killed after its journal said complete (or not killed): the apply stands, and
+        // rollback undoes it.
+        let finished = recovered(
+            &root,
+            &was,
+            "apply",
+            &format!("SIGKILL {i} at {at} us of {took} us"),
         );
-        let status = child.wait().unwrap();
-        let out = gd(&root, &["recover", "--yes", "--no-exec"], None);
-        assert!(
-            out.status.success(),
-            "kill {i}: recover: {}",
-            stderr_of(&out)
-        );
-        // Killed after its journal said complete (or not killed): the
-        // apply stands, and rollback undoes it.
-        let finished = root
-            .join("var/lib/gdrprov/generations/1/journal.json")
-            .exists()
-            && journal(&root, 1)["status"] == "complete";
-        if finished {
-            ok(&root, &["rollback", "--yes", "--no-exec"]);
-        } else if !status.success() {
+        if !finished && !status.success() {
             interrupted += 1;
         }
-        same(
-            &tree(&root),
-            &was,
-            &format!("SIGKILL {i} at {} us of {took} us", took * (i + 1) / 7),
-        );
     }
     eprintln!("real SIGKILLs: 8, {interrupted} inside the apply, every one recovered");
 }

@@ -12,9 +12,9 @@
 //! `GDRPROV_KILL_ROUNDS=N` kills each command N times (default 1: 21 kills,
 //! about 20 s of a loaded 2-core machine for the two tests together).
 
-use crate::common::stderr_of;
-use crate::kills::{fresh, gd, journal, many_files, ok, same, tree};
+use crate::kills::{fresh, gd, journal, kill_at, many_files, ok, recovered, tree, BUILT_INS};
 use crate::util::Root;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -74,28 +74,6 @@ fn large_files(dir: &Path) -> String {
     p.display().to_string()
 }
 
-/// Runs `gdrprov ARGS --root ROOT` and SIGKILLs it `after` its start
-/// (unless it ended first). True when the kill stopped it.
-fn kill_at(root: &Root, args: &[&str], after: Duration) -> bool {
-    let bin = assert_cmd::cargo::cargo_bin("gdrprov");
-    let mut child = std::process::Command::new(bin)
-        .args(args)
-        .args(["--root", root.arg()])
-        .env("NO_COLOR", "1")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(after);
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let status = child.wait().unwrap();
-    use std::os::unix::process::ExitStatusExt;
-    status.signal() == Some(9)
-}
-
 /// Whether a killed write left its temporary file (`.NAME.gdrprov-PID.tmp`)
 /// somewhere in the root: the kill landed inside one write.
 fn temp_left(root: &Path) -> bool {
@@ -133,31 +111,6 @@ fn unfinished(root: &Root, n: u64) -> bool {
     root.join(format!("var/lib/gdrprov/generations/{n}/journal.json"))
         .exists()
         && journal(root, n)["status"] != "complete"
-}
-
-/// Whether generation `n` is there and complete.
-fn complete(root: &Root, n: u64) -> bool {
-    root.join(format!("var/lib/gdrprov/generations/{n}/journal.json"))
-        .exists()
-        && journal(root, n)["status"] == "complete"
-}
-
-/// After a kill of `cmd`: `recover`; then the rollback still owed (an
-/// apply that had finished, or a rollback killed before it began, which
-/// recover leaves as it is); the original tree.
-fn recovered(root: &Root, was: &crate::kills::Tree, cmd: &str, what: &str) {
-    let out = gd(root, &["recover", "--yes", "--no-exec"], None);
-    assert!(out.status.success(), "{what}: recover: {}", stderr_of(&out));
-    let owed = match cmd {
-        "apply" => complete(root, 1),
-        "rollback" => !complete(root, 2),
-        _ => false,
-    };
-    if owed {
-        ok(root, &["rollback", "--yes", "--no-exec"]);
-    }
-    same(&tree(root), was, what);
-    ok(root, &["journal", "check"]);
 }
 
 /// One profile: apply, rollback and recover each killed `rounds` times at
@@ -206,7 +159,7 @@ fn kill_randomly(host: &str, profile: &str, rng: &mut Rng, seed: u64, t: &mut Ta
             let at = rng.below(span * 11 / 10);
             let what =
                 format!("seed {seed}: {host} {profile}: {cmd} SIGKILLed at {at} us of {span} us");
-            let stopped = kill_at(&root, args, Duration::from_micros(at));
+            let stopped = kill_at(&root, args, Duration::from_micros(at)).signal() == Some(9);
             t.kills += 1;
             t.stopped += usize::from(stopped);
             t.in_progress +=
@@ -230,13 +183,7 @@ fn sigkills_at_random_instants_of_the_built_in_profiles_are_recovered() {
     eprintln!("built-in profiles: kill seed {seed}");
     let mut rng = Rng(seed);
     let mut t = Tally::default();
-    for (host, profile) in [
-        ("ubuntu-22.04-h100", "rdma-dmabuf"),
-        ("ubuntu-22.04-h100", "legacy-peermem"),
-        ("ubuntu-22.04-h100", "gds-iommu-off"),
-        ("rocky-9-a100", "rdma-dmabuf"),
-        ("alinux3-erdma", "erdma-cloud"),
-    ] {
+    for (host, profile) in BUILT_INS {
         kill_randomly(host, profile, &mut rng, seed, &mut t);
     }
     report("built-in profiles", seed, &t);
