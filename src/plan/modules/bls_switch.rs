@@ -11,6 +11,9 @@
 //! (`gdrprov_boot::hold::grubby_options`, from grubby's own arguments) and the
 //! initrd naming the rebuilt file again, written after the rebuild and before
 //! grubby, which then finds the same arguments and writes the same line.
+//! The other entries with literal options that grubby changes are written
+//! the same way, so that the journal keeps them all: grubby has no undo, and
+//! a rollback puts back the entries' old text.
 //!
 //! An entry whose options read `$kernelopts` (RHEL 8: the line is in
 //! `/boot/grub2/grubenv`, which grubby edits and gdrprov does not journal) is
@@ -98,11 +101,15 @@ fn kver(c: &CommandSpec) -> Option<&str> {
     c.argv.get(i + 1).map(String::as_str)
 }
 
-/// The switch of each entry a rebuild among `commands` holds: the entry's
-/// final text (grubby's options, the rebuilt initramfs), written after the
-/// rebuild and before grubby. None where nothing runs (`--no-exec`), no
-/// grubby runs, or grubby leaves the entry's options as they are (the
-/// rebuild then goes in place: the line is the same on both sides).
+/// gdrprov's own writes of the entries grubby changes, after the rebuilds
+/// and before grubby: each distribution entry with literal options that
+/// grubby's arguments change gets its final text (grubby's options; the
+/// initrd as it is, so an entry a rebuild holds names the rebuilt file
+/// again: its switch). The journal then keeps every entry's old text, and a
+/// rollback puts it back (grubby has no undo; on main, a rollback left the
+/// entries with the new arguments). None where nothing runs (`--no-exec`) or
+/// no grubby runs (a rebuild then goes in place: the line is the same on both
+/// sides).
 pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
     let runs = || {
         commands.iter().filter_map(|c| match &c.action {
@@ -116,17 +123,19 @@ pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
     if !is_bls(ctx) || ctx.no_exec {
         return Vec::new();
     }
-    let mut out: Vec<Change> = Vec::new();
-    for h in runs()
+    let held: Vec<&Hold> = runs()
         .filter(|c| c.rebuilds_initramfs())
         .flat_map(|c| &c.hold)
-    {
-        let Some(name) = h.reader.strip_prefix(&format!("{BLS_DIR}/")) else {
+        .collect();
+    let mut out: Vec<Change> = Vec::new();
+    for (name, text) in &ctx.seen.grub.bls_entries {
+        if !name.ends_with(".conf")
+            || name.contains(entries::BLS_INFIX)
+            || name.contains('/')
+            || reads_grubenv(text)
+        {
             continue;
-        };
-        let Some((_, text)) = ctx.seen.grub.bls_entries.iter().find(|(n, _)| n == name) else {
-            continue;
-        };
+        }
         let Some(options) = hold::options_of(text) else {
             continue;
         };
@@ -134,16 +143,20 @@ pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
         let Some(after) = hold::with_options(text, &new).filter(|a| a != text) else {
             continue;
         };
-        if out.iter().any(|c| c.path() == Some(h.reader.as_str())) {
-            continue;
-        }
+        let path = format!("{BLS_DIR}/{name}");
+        let description = match held.iter().find(|h| h.reader == path) {
+            Some(h) => format!(
+                "Switch {path} to the rebuilt {} with the new kernel arguments, now that it is on disk (grubby then finds them there and writes the same line)",
+                h.file
+            ),
+            None => format!(
+                "Write the new kernel arguments into {path} (grubby then finds them there and writes the same line; the journal keeps the entry for rollback)"
+            ),
+        };
         out.push(Change::write(
             MODULE,
-            format!(
-                "Switch {} to the rebuilt {} and the new kernel arguments ({new}); grubby then writes the same options",
-                h.reader, h.file
-            ),
-            &h.reader,
+            description,
+            &path,
             Some(text.clone()),
             after,
             0o644,
