@@ -91,7 +91,7 @@ fn rocky_root() -> (tempfile::TempDir, PathBuf) {
     }
     put(&root, &format!("/boot/initramfs-{K}.img"), "plain\n");
     // The rescue entry: grubby changes its options too, no rebuild.
-    put(&root, RESCUE, &format!("title Rocky Linux (0-rescue-3c1d9f0e) 9.4\nversion 0-rescue-3c1d9f0e\nlinux /vmlinuz-0-rescue-3c1d9f0e\ninitrd /initramfs-0-rescue-3c1d9f0e.img\noptions root=/dev/mapper/rl-root ro rhgb quiet\ngrub_class rocky\n"));
+    put(&root, RESCUE, "title Rocky Linux (0-rescue-3c1d9f0e) 9.4\nversion 0-rescue-3c1d9f0e\nlinux /vmlinuz-0-rescue-3c1d9f0e\ninitrd /initramfs-0-rescue-3c1d9f0e.img\noptions root=/dev/mapper/rl-root ro rhgb quiet\ngrub_class rocky\n");
     put(&root, "/boot/initramfs-0-rescue-3c1d9f0e.img", "rescue\n");
     write_script(&root, "/usr/sbin/dracut", DRACUT);
     write_script(&root, "/usr/sbin/grubby", GRUBBY);
