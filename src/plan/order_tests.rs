@@ -169,6 +169,7 @@ fn a_uki_is_rebuilt_after_the_initramfs_and_nothing_is_held() {
 }
 
 const BLS: &str = "/boot/loader/entries/3c1d-6.1.0-56-amd64.conf";
+const RESCUE: &str = "/boot/loader/entries/3c1d-0-rescue.conf";
 
 /// Rocky with BLS entries, literal options (RHEL 9) or `$kernelopts`
 /// (RHEL 8).
@@ -179,10 +180,16 @@ fn rhel(options: &str) -> World {
         Ok(Some("GRUB_CMDLINE_LINUX=\"rhgb quiet\"\n".into())),
     )];
     w.seen.grub.grubenv_bls = Some("kernelopts=root=/dev/vda1 ro rhgb quiet\n".into());
-    w.seen.grub.bls_entries = vec![(
-        BLS.rsplit('/').next().unwrap().into(),
-        format!("title Rocky\nversion {K}\nlinux /vmlinuz-{K}\ninitrd /initramfs-{K}.img $tuned_initrd\noptions {options}\ngrub_class rocky\n"),
-    )];
+    w.seen.grub.bls_entries = vec![
+        (
+            BLS.rsplit('/').next().unwrap().into(),
+            format!("title Rocky\nversion {K}\nlinux /vmlinuz-{K}\ninitrd /initramfs-{K}.img $tuned_initrd\noptions {options}\ngrub_class rocky\n"),
+        ),
+        (
+            RESCUE.rsplit('/').next().unwrap().into(),
+            "title Rescue\nversion 0-rescue-3c1d\nlinux /vmlinuz-0-rescue-3c1d\ninitrd /initramfs-0-rescue-3c1d.img\noptions root=/dev/vda1 ro\n".into(),
+        ),
+    ];
     w.facts.boot.cmdline_home = CmdlineHome::OnHost {
         evidence: "/boot/loader/entries".into(),
     };
@@ -214,6 +221,12 @@ fn rhel_bls_rebuilds_holding_the_entry_then_writes_it_before_grubby() {
     assert_eq!(
         holds,
         [(BLS.to_string(), format!("/boot/initramfs-{K}.img"))]
+    );
+    // An entry grubby changes without a rebuild is written too (for the
+    // journal), not held, before grubby.
+    assert!(
+        at(&steps, &format!(">{RESCUE}")) < at(&steps, "grubby"),
+        "{steps:?}"
     );
     let after = crate::plan::modules::testkit::written(&p, BLS).unwrap();
     assert!(

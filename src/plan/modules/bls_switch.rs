@@ -40,6 +40,15 @@ fn is_bls(ctx: &Context) -> bool {
         && matches!(ctx.facts.boot.cmdline_home, CmdlineHome::OnHost { .. })
 }
 
+/// Whether a file of `/boot/loader/entries` is an entry the distribution
+/// wrote (not gdrprov's own extra entries, `MACHINEID-gdrprov-NAME.conf`).
+fn is_distribution_entry(name: &str) -> bool {
+    name.ends_with(".conf")
+        && !name.contains(entries::BLS_INFIX)
+        && !name.contains('/')
+        && !name.starts_with('.')
+}
+
 /// The distribution's entries (not gdrprov's own extra entries, written
 /// after grubby) that load the initramfs of `kernel`: path and text.
 fn entries_loading<'a>(ctx: &'a Context, kernel: &str) -> Vec<(String, &'a str)> {
@@ -48,8 +57,7 @@ fn entries_loading<'a>(ctx: &'a Context, kernel: &str) -> Vec<(String, &'a str)>
         .grub
         .bls_entries
         .iter()
-        .filter(|(n, _)| n.ends_with(".conf") && !n.contains(entries::BLS_INFIX))
-        .filter(|(n, _)| !n.contains('/') && !n.starts_with('.'))
+        .filter(|(n, _)| is_distribution_entry(n))
         .filter(|(_, t)| hold::names(t, &name))
         .map(|(n, t)| (format!("{BLS_DIR}/{n}"), t.as_str()))
         .collect()
@@ -106,8 +114,8 @@ fn kver(c: &CommandSpec) -> Option<&str> {
 /// grubby's arguments change gets its final text (grubby's options; the
 /// initrd as it is, so an entry a rebuild holds names the rebuilt file
 /// again: its switch). The journal then keeps every entry's old text, and a
-/// rollback puts it back (grubby has no undo; on main, a rollback left the
-/// entries with the new arguments). None where nothing runs (`--no-exec`) or
+/// rollback puts it back (grubby has no undo: without these writes a
+/// rollback left the entries with the new arguments). None where nothing runs (`--no-exec`) or
 /// no grubby runs (a rebuild then goes in place: the line is the same on both
 /// sides).
 pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
@@ -129,11 +137,7 @@ pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
         .collect();
     let mut out: Vec<Change> = Vec::new();
     for (name, text) in &ctx.seen.grub.bls_entries {
-        if !name.ends_with(".conf")
-            || name.contains(entries::BLS_INFIX)
-            || name.contains('/')
-            || reads_grubenv(text)
-        {
+        if !is_distribution_entry(name) || reads_grubenv(text) {
             continue;
         }
         let Some(options) = hold::options_of(text) else {
@@ -189,7 +193,7 @@ pub fn kernelopts_warning(ctx: &Context, commands: &[Change]) -> Option<String> 
         .collect();
     (!paths.is_empty()).then(|| {
         format!(
-            "{} read their kernel arguments from $kernelopts in /boot/grub2/grubenv, which grubby changes after dracut: a power cut between the two boots the old arguments with the rebuilt initramfs (gdrprov holds only entries with their arguments written out, as RHEL 9 writes them); apply where a power cut is unlikely, and reboot only once it has finished",
+            "the BLS entries {} take their kernel arguments from $kernelopts in /boot/grub2/grubenv, which grubby changes after dracut has rebuilt their initramfs: a power cut between the two boots the old arguments with the rebuilt initramfs, and a rollback does not put grubenv back (gdrprov holds and journals only entries whose arguments are written out, as RHEL 9 writes them); apply where a power cut is unlikely, and reboot once it has finished",
             paths.join(", ")
         )
     })
