@@ -271,3 +271,33 @@ fn a_kill_after_any_step_and_its_recovery_boot_one_side_on_bls() {
     eprintln!("RHEL BLS: {kills} kills, each one side and recovered to the original tree");
     assert!(kills >= 8, "{kills}");
 }
+
+/// grubby fails after the switch (the entries are on the new side): the
+/// failed apply puts everything back, the entries after the rebuild, and the
+/// tree is the original one.
+#[test]
+fn a_failing_grubby_puts_the_entries_back_after_the_rebuild() {
+    if !is_root() {
+        eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
+        return;
+    }
+    let (_t, root) = rocky_root();
+    write_script(
+        &root,
+        "/usr/sbin/grubby",
+        "#!/bin/sh\necho 'grubby: error: stand-in failure' >&2\nexit 1\n",
+    );
+    let was = tree(&root);
+    let out = gd(&root, &PROFILE);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("put back"), "{}", stderr_of(&out));
+    // The revert's dracut ran with the entry held on the apply's initramfs.
+    let during = std::fs::read_to_string(root.join("run/boot-file-during-rebuild")).unwrap();
+    assert!(
+        during.contains(".gdrprov-held") && during.contains("iommu=pt"),
+        "during the revert's dracut the entry read:\n{during}"
+    );
+    assert!(!same_side(&root, "after the failed apply"));
+    assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
+    assert_eq!(tree(&root), was);
+}
