@@ -117,7 +117,11 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     }
 
     let mut commands = commands(ctx, &state_after, std::mem::take(&mut part.commands));
-    boot_switch_last(&mut commands, changes.iter().chain(&late));
+    let switches = boot_switch_last(ctx, &mut commands, changes.iter().chain(&late));
+    part.warnings
+        .extend(crate::plan::modules::bls_switch::kernelopts_warning(
+            ctx, &commands,
+        ));
     let mut plan = Plan {
         reboot_pending: part.reboot_pending,
         warnings: part.warnings,
@@ -138,7 +142,18 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         plan.pending_commands = state_after.pending_commands.clone();
     } else {
         state_after.pending_commands.clear();
+        // The rebuilds, then the switches gdrprov writes (RHEL's BLS
+        // entries), then the other commands (grubby).
+        let rebuilds = commands
+            .iter()
+            .take_while(
+                |c| matches!(&c.action, Action::Run { command } if command.rebuilds_initramfs()),
+            )
+            .count();
+        let rest = commands.split_off(rebuilds);
         changes.extend(commands);
+        changes.extend(switches);
+        changes.extend(rest);
     }
     changes.extend(late);
     plan.changes = changes;
@@ -148,18 +163,28 @@ pub fn build(ctx: &Context) -> Result<Plan> {
 
 /// The boot switch last (issue 37): what a boot loader reads names a new
 /// command line only once the initramfs it will load is rebuilt and durable.
-/// The initramfs rebuilds run first among the commands, before update-grub;
-/// the loader entries gdrprov writes come after the commands (`late`). A boot
-/// file is held on its current initramfs during the rebuild only where this
-/// plan switches it afterwards (update-grub regenerates grub.cfg, or the
-/// entry is written): else it keeps its command line, and the rebuilt
-/// initramfs, replaced whole, belongs with it either way.
-fn boot_switch_last<'a>(commands: &mut [Change], files: impl Iterator<Item = &'a Change>) {
+/// The initramfs rebuilds run first among the commands, before update-grub
+/// and grubby; the loader entries gdrprov writes come after the commands
+/// (`late`); RHEL's BLS entries are switched by gdrprov's own writes, given
+/// back here, which go right after the rebuilds and before grubby
+/// (`bls_switch`). A boot file is held on its current initramfs during the
+/// rebuild only where this plan switches it afterwards (update-grub
+/// regenerates grub.cfg, or the entry is written): else it keeps its command
+/// line, and the rebuilt initramfs, replaced whole, belongs with it either way.
+fn boot_switch_last<'a>(
+    ctx: &Context,
+    commands: &mut [Change],
+    files: impl Iterator<Item = &'a Change>,
+) -> Vec<Change> {
     commands.sort_by_key(|c| match &c.action {
         Action::Run { command } => !command.rebuilds_initramfs(),
         _ => true,
     });
-    let mut switched: Vec<String> = files.filter_map(|c| c.path().map(String::from)).collect();
+    let switches = crate::plan::modules::bls_switch::switches(ctx, commands);
+    let mut switched: Vec<String> = files
+        .filter_map(|c| c.path().map(String::from))
+        .chain(switches.iter().filter_map(|c| c.path().map(String::from)))
+        .collect();
     let regenerates_grub = commands.iter().any(|c| match &c.action {
         Action::Run { command } => command.argv.first().is_some_and(|t| {
             let t = t.rsplit('/').next().unwrap_or(t);
@@ -192,6 +217,7 @@ fn boot_switch_last<'a>(commands: &mut [Change], files: impl Iterator<Item = &'a
             c.description.clone_from(&command.why);
         }
     }
+    switches
 }
 
 /// What gdrprov owns once change `c` is made.

@@ -167,3 +167,107 @@ fn a_uki_is_rebuilt_after_the_initramfs_and_nothing_is_held() {
     switch_last(&steps, "kernel-install");
     assert!(holds.is_empty(), "{holds:?}");
 }
+
+const BLS: &str = "/boot/loader/entries/3c1d-6.1.0-56-amd64.conf";
+const RESCUE: &str = "/boot/loader/entries/3c1d-0-rescue.conf";
+
+/// Rocky with BLS entries, literal options (RHEL 9) or `$kernelopts`
+/// (RHEL 8).
+fn rhel(options: &str) -> World {
+    let mut w = World::image(OsFamily::Rhel);
+    w.seen.grub.defaults = vec![(
+        "/etc/default/grub".into(),
+        Ok(Some("GRUB_CMDLINE_LINUX=\"rhgb quiet\"\n".into())),
+    )];
+    w.seen.grub.grubenv_bls = Some("kernelopts=root=/dev/vda1 ro rhgb quiet\n".into());
+    w.seen.grub.bls_entries = vec![
+        (
+            BLS.rsplit('/').next().unwrap().into(),
+            format!("title Rocky\nversion {K}\nlinux /vmlinuz-{K}\ninitrd /initramfs-{K}.img $tuned_initrd\noptions {options}\ngrub_class rocky\n"),
+        ),
+        (
+            RESCUE.rsplit('/').next().unwrap().into(),
+            "title Rescue\nversion 0-rescue-3c1d\nlinux /vmlinuz-0-rescue-3c1d\ninitrd /initramfs-0-rescue-3c1d.img\noptions root=/dev/vda1 ro\n".into(),
+        ),
+    ];
+    w.facts.boot.cmdline_home = CmdlineHome::OnHost {
+        evidence: "/boot/loader/entries".into(),
+    };
+    with_kernel(&mut w);
+    w
+}
+
+/// RHEL's BLS entries: dracut holds the entry, gdrprov's write of the
+/// entry's final text (grubby's options, the rebuilt initramfs) is the
+/// switch, and grubby comes after it.
+#[test]
+fn rhel_bls_rebuilds_holding_the_entry_then_writes_it_before_grubby() {
+    let p = rhel("root=/dev/vda1 ro rhgb quiet")
+        .plan(&desired(PROFILE))
+        .0
+        .unwrap();
+    let (steps, holds) = steps_of(&p);
+    let entry = format!(">{BLS}");
+    assert!(at(&steps, "dracut") < at(&steps, &entry), "{steps:?}");
+    assert!(at(&steps, &entry) < at(&steps, "grubby"), "{steps:?}");
+    for (i, step) in steps.iter().enumerate() {
+        if step.starts_with(">/etc/") {
+            assert!(
+                i < at(&steps, "dracut"),
+                "{step} after the rebuild: {steps:?}"
+            );
+        }
+    }
+    assert_eq!(
+        holds,
+        [(BLS.to_string(), format!("/boot/initramfs-{K}.img"))]
+    );
+    // An entry grubby changes without a rebuild is written too (for the
+    // journal), not held, before grubby.
+    assert!(
+        at(&steps, &format!(">{RESCUE}")) < at(&steps, "grubby"),
+        "{steps:?}"
+    );
+    let after = crate::plan::modules::testkit::written(&p, BLS).unwrap();
+    assert!(
+        after.contains("\noptions root=/dev/vda1 ro rhgb quiet gdrprov_pc=1\n"),
+        "{after}"
+    );
+    assert!(
+        after.contains(&format!("\ninitrd /initramfs-{K}.img $tuned_initrd\n")),
+        "{after}"
+    );
+    // No new command line: no grubby, nothing held, no switch.
+    let p = rhel("root=/dev/vda1 ro rhgb quiet")
+        .plan(&desired(MODULES_ONLY))
+        .0
+        .unwrap();
+    let (steps, holds) = steps_of(&p);
+    assert!(
+        holds.is_empty() && !steps.contains(&entry),
+        "{steps:?} {holds:?}"
+    );
+    // --no-exec: nothing runs, so nothing is switched either.
+    let mut w = rhel("root=/dev/vda1 ro rhgb quiet");
+    w.no_exec = true;
+    let p = w.plan(&desired(PROFILE)).0.unwrap();
+    assert!(!steps_of(&p).0.contains(&entry), "{:?}", steps_of(&p).0);
+}
+
+/// An RHEL 8 entry reads its line from grubenv: not held, and the plan says
+/// why.
+#[test]
+fn rhel_8_kernelopts_entries_are_not_held_and_the_plan_says_so() {
+    let p = rhel("$kernelopts").plan(&desired(PROFILE)).0.unwrap();
+    let (steps, holds) = steps_of(&p);
+    assert!(holds.is_empty(), "{holds:?}");
+    assert!(!steps.contains(&format!(">{BLS}")), "{steps:?}");
+    assert!(at(&steps, "dracut") < at(&steps, "grubby"), "{steps:?}");
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains(BLS) && w.contains("$kernelopts")),
+        "{:?}",
+        p.warnings
+    );
+}

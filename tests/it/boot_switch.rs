@@ -20,7 +20,7 @@ const K: &str = "6.8.0-49-generic";
 const ESP: &str = "/boot/efi";
 const REBUILD: &str = "#!/bin/sh\nk=$3\nif [ -f /etc/modprobe.d/gdrprov-blacklist.conf ]; then echo blocked; else echo plain; fi > /boot/initrd.img-$k\n";
 
-fn gd(root: &Path, args: &[&str]) -> Output {
+pub(crate) fn gd(root: &Path, args: &[&str]) -> Output {
     gdrprov()
         .args(args)
         .args(["--root", &root.display().to_string()])
@@ -29,7 +29,7 @@ fn gd(root: &Path, args: &[&str]) -> Output {
 }
 
 #[track_caller]
-fn ok(out: &Output, what: &str) {
+pub(crate) fn ok(out: &Output, what: &str) {
     assert!(
         out.status.success(),
         "{what}: exit {:?}\n{}\n{}",
@@ -183,7 +183,7 @@ fn same_side(root: &Path, shape: Shape, when: &str) -> bool {
     line_new
 }
 
-fn held_left(root: &Path) -> Vec<String> {
+pub(crate) fn held_left(root: &Path) -> Vec<String> {
     snapshot(root)
         .into_keys()
         .filter(|p| p.contains(".gdrprov-held"))
@@ -318,7 +318,7 @@ fn a_kill_after_any_step_and_its_recovery_boot_one_side() {
 
 /// Runs `args` with a fault after step `n`; false when it had fewer steps
 /// (it finished).
-fn kill_after(root: &Path, n: usize, args: &[&str]) -> bool {
+pub(crate) fn kill_after(root: &Path, n: usize, args: &[&str]) -> bool {
     let out = gdrprov()
         .env("GDRPROV_FAULT_AFTER_STEP", n.to_string())
         .args(args)

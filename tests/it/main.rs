@@ -22,6 +22,7 @@ mod boot_booted;
 mod boot_entries;
 mod boot_shapes;
 mod boot_switch;
+mod boot_switch_bls;
 mod durable;
 mod efa;
 mod examples;

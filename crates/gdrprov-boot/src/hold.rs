@@ -81,6 +81,73 @@ pub fn hold(text: &str, name: &str) -> Option<String> {
     changed.then_some(out)
 }
 
+/// What `grubby --update-kernel=ALL --args=ADD --remove-args=REMOVE` makes of
+/// a BLS entry's `options` (RHEL's grubby, the `grubby-bls` script's
+/// `update_args`): each argument of `remove` goes (the first token equal to
+/// it; one without `=` also takes the first `KEY=...`), then each of `add`
+/// takes out the first token of its key (`KEY` or `KEY=...`), then `add` is
+/// appended in order; blanks fold to one space. On the RHEL family gdrprov
+/// writes this itself, as the switch of an entry held during `dracut`, before
+/// grubby runs: grubby then finds the same arguments and writes the same line.
+pub fn grubby_options(options: &str, add: &[&str], remove: &[&str]) -> String {
+    let mut args: Vec<&str> = options.split_whitespace().collect();
+    let drop_first = |args: &mut Vec<&str>, hit: &dyn Fn(&str) -> bool| {
+        if let Some(i) = args.iter().position(|a| hit(a)) {
+            args.remove(i);
+        }
+    };
+    let key_of = |arg: &str, key: &str| {
+        arg == key || arg.strip_prefix(key).is_some_and(|r| r.starts_with('='))
+    };
+    for r in remove.iter().flat_map(|r| r.split_whitespace()) {
+        if r.contains('=') {
+            drop_first(&mut args, &|a| a == r);
+        } else {
+            drop_first(&mut args, &|a| key_of(a, r));
+        }
+    }
+    let add: Vec<&str> = add.iter().flat_map(|a| a.split_whitespace()).collect();
+    for a in &add {
+        let key = a.split('=').next().unwrap_or(a);
+        drop_first(&mut args, &|x| key_of(x, key));
+    }
+    args.extend(add);
+    args.join(" ")
+}
+
+/// Whether a line's key is `key` (a BLS entry's `options`, `initrd`...).
+fn is_key(line: &str, key: &str) -> bool {
+    line.strip_prefix(key)
+        .is_some_and(|r| r.is_empty() || r.starts_with([' ', '\t', '\n', '\r']))
+}
+
+/// The value of a BLS entry's first `options` line, blanks trimmed.
+pub fn options_of(text: &str) -> Option<&str> {
+    text.lines()
+        .find(|l| is_key(l, "options"))
+        .map(|l| l["options".len()..].trim())
+}
+
+/// `text` with every `options` line made `options VALUE` (as grubby writes
+/// it); every other line byte for byte. `None` when it has no such line.
+pub fn with_options(text: &str, value: &str) -> Option<String> {
+    let mut changed = false;
+    let mut out = String::with_capacity(text.len() + value.len());
+    for line in text.split_inclusive('\n') {
+        if is_key(line, "options") {
+            out.push_str("options ");
+            out.push_str(value);
+            if line.ends_with('\n') {
+                out.push('\n');
+            }
+            changed = true;
+        } else {
+            out.push_str(line);
+        }
+    }
+    changed.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +197,47 @@ mod tests {
             hold(bare, name).as_deref(),
             Some("initrd /k/initrd.img-6.1.0-56-amd64.gdrprov-held")
         );
+    }
+
+    #[test]
+    fn grubby_removes_then_appends() {
+        let opts = "root=/dev/mapper/rl-root ro  iommu=off quiet intel_iommu=on rhgb";
+        assert_eq!(
+            grubby_options(opts, &["iommu=pt intel_iommu=on"], &[]),
+            "root=/dev/mapper/rl-root ro quiet rhgb iommu=pt intel_iommu=on"
+        );
+        // Removal: a bare key takes KEY=...; KEY=VALUE only that token.
+        assert_eq!(
+            grubby_options(opts, &[], &["iommu"]),
+            "root=/dev/mapper/rl-root ro quiet intel_iommu=on rhgb"
+        );
+        assert_eq!(
+            grubby_options(opts, &[], &["iommu=pt"]),
+            "root=/dev/mapper/rl-root ro iommu=off quiet intel_iommu=on rhgb"
+        );
+        // Only the first of a key goes; a key is not a prefix of another.
+        assert_eq!(
+            grubby_options("a=1 a=2 ab=3", &["a=9"], &[]),
+            "a=2 ab=3 a=9"
+        );
+        assert_eq!(grubby_options("quiet", &[], &["quie"]), "quiet");
+        // Idempotent once applied, as `grubby` run again leaves the line.
+        let once = grubby_options(opts, &["iommu=pt", "x"], &["rhgb"]);
+        assert_eq!(grubby_options(&once, &["iommu=pt", "x"], &["rhgb"]), once);
+    }
+
+    #[test]
+    fn an_entry_gets_its_options_line_replaced() {
+        let e = "title R\nversion 5.14\nlinux /vmlinuz-5.14\ninitrd /initramfs-5.14.img $tuned_initrd\noptions  root=/dev/vda1 ro\ngrub_class rocky\n";
+        assert_eq!(options_of(e), Some("root=/dev/vda1 ro"));
+        assert_eq!(
+            with_options(e, "root=/dev/vda1 ro iommu=pt").unwrap(),
+            e.replace(
+                "options  root=/dev/vda1 ro\n",
+                "options root=/dev/vda1 ro iommu=pt\n"
+            )
+        );
+        assert_eq!(options_of("optionsx a\n"), None);
+        assert_eq!(with_options("title x\n", "a"), None);
     }
 }

@@ -13,11 +13,12 @@
 //! fsync and rename. The kernel on the ESP is never rewritten, and the loader
 //! entry stays as gdrprov wrote it. Pure: reads facts and `ctx.seen`.
 //!
-//! Either way (and on GRUB) the entry is held on the initrd it loads while the
-//! initrd is rebuilt ([`holds`], `gdrprov_boot::hold`): the new initrd goes
-//! where no boot reads it until the switch, the entry written with its new
-//! options (systemd-boot) or update-grub (GRUB), names it together with the
-//! new command line.
+//! Either way (and on GRUB, and on RHEL's BLS entries) the entry is held on
+//! the initrd it loads while the initrd is rebuilt ([`holds`],
+//! `gdrprov_boot::hold`): the new initrd goes where no boot reads it until the
+//! switch, the entry written with its new options (systemd-boot, RHEL BLS:
+//! `bls_switch`) or update-grub (GRUB), names it together with the new
+//! command line.
 
 use crate::facts::boot_shape::{CmdlineHome, SdBoot};
 use crate::facts::OsFamily;
@@ -67,8 +68,24 @@ pub fn initramfs_command(ctx: &Context, kernel: &str, spec: CommandSpec) -> Comm
 /// from `/boot/initrd.img-KERNEL`), as a path under the ESP.
 fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
     let from = format!("/boot/initrd.img-{kernel}");
-    let name = format!("initrd.img-{kernel}");
     let mut out: Vec<Placement> = Vec::new();
+    for (_, to) in entry_initrds(ctx, sd, kernel) {
+        if to != from && !out.iter().any(|p| p.to == to) {
+            out.push(Placement {
+                from: from.clone(),
+                to,
+            });
+        }
+    }
+    out
+}
+
+/// Each type #1 entry of `kernel` with each initrd it loads that is named
+/// `initrd.img-KERNEL` (a safe absolute path under the ESP): the entry's
+/// path and the initrd's path inside the root.
+fn entry_initrds(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<(String, String)> {
+    let name = format!("initrd.img-{kernel}");
+    let mut out = Vec::new();
     for path in &sd.entries {
         let Some(text) = ctx.seen.file_fact(path) else {
             continue;
@@ -78,15 +95,11 @@ fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
         }
         for rel in values(text, "initrd") {
             let safe = rel.starts_with('/') && !rel.split('/').any(|c| c == "..");
-            if !safe || rel.rsplit('/').next() != Some(name.as_str()) {
-                continue;
-            }
-            let to = format!("{}{rel}", sd.esp.trim_end_matches('/'));
-            if to != from && !out.iter().any(|p| p.to == to) {
-                out.push(Placement {
-                    from: from.clone(),
-                    to,
-                });
+            if safe && rel.rsplit('/').next() == Some(name.as_str()) {
+                out.push((
+                    path.clone(),
+                    format!("{}{rel}", sd.esp.trim_end_matches('/')),
+                ));
             }
         }
     }
@@ -96,9 +109,10 @@ fn placements(ctx: &Context, sd: &SdBoot, kernel: &str) -> Vec<Placement> {
 /// The boot files that load the initrd of `kernel` in place and are held on
 /// it while it is rebuilt: GRUB's grub.cfg (Debian family) where it loads
 /// `/boot/initrd.img-KERNEL`; on systemd-boot the type #1 entries whose initrd
-/// gdrprov places (see [`placements`]). Not: UKIs (the command line and the
-/// initrd are one file, replaced whole), RHEL's BLS entries with dracut
-/// (not handled yet: see docs/reliability.md), a root booted from elsewhere.
+/// gdrprov places (see [`placements`]); on the RHEL family the BLS entries
+/// that load `/boot/initramfs-KERNEL.img` (`bls_switch::holds`). Not: UKIs
+/// (the command line and the initrd are one file, replaced whole), a root
+/// booted from elsewhere.
 pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
     let name = format!("initrd.img-{kernel}");
     match &ctx.facts.boot.cmdline_home {
@@ -106,28 +120,15 @@ pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
             if ctx.facts.os.family == OsFamily::Rhel || sd.layout.as_deref() == Some("uki") {
                 return Vec::new();
             }
-            let mut out: Vec<Hold> = Vec::new();
-            for path in &sd.entries {
-                let Some(text) = ctx.seen.file_fact(path) else {
-                    continue;
-                };
-                if !is_entry_of(text, kernel) {
-                    continue;
-                }
-                for rel in values(text, "initrd") {
-                    let safe = rel.starts_with('/') && !rel.split('/').any(|c| c == "..");
-                    if !safe || rel.rsplit('/').next() != Some(name.as_str()) {
-                        continue;
-                    }
-                    out.push(Hold {
-                        reader: path.clone(),
-                        file: format!("{}{rel}", sd.esp.trim_end_matches('/')),
-                    });
-                }
-            }
-            out
+            entry_initrds(ctx, sd, kernel)
+                .into_iter()
+                .map(|(reader, file)| Hold { reader, file })
+                .collect()
         }
-        CmdlineHome::OnHost { .. } if ctx.facts.os.family != OsFamily::Rhel => {
+        CmdlineHome::OnHost { .. } if ctx.facts.os.family == OsFamily::Rhel => {
+            super::bls_switch::holds(ctx, kernel)
+        }
+        CmdlineHome::OnHost { .. } => {
             let cfg = super::bootcfg::GRUB_CFG;
             match &ctx.seen.grub.cfg {
                 Some(text) if gdrprov_boot::hold::names(text, &name) => vec![Hold {

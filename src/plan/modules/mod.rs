@@ -1,6 +1,7 @@
 //! Desired-state modules: each turns (facts, its part of the profile, what
 //! gdrprov already owns) into changes, without side effects.
 
+pub mod bls_switch;
 pub mod bootcfg;
 pub mod bootcfg_arch;
 pub mod bootcfg_elsewhere;
