@@ -45,6 +45,7 @@ mod hostile_text;
 mod interface;
 mod journal_check;
 mod journal_sums;
+mod kill_window;
 mod kills;
 mod kills_random;
 mod kmod;
