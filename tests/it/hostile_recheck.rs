@@ -190,7 +190,8 @@ fn every_path_a_root_profile_names_stays_inside_the_root() {
     std::fs::create_dir_all(&etc).unwrap();
     std::fs::write(t.path().join("secret.txt"), "outside\n").unwrap();
     std::os::unix::fs::symlink(t.path().join("secret.txt"), etc.join("t.txt")).unwrap();
-    let when_file = "files:\n  - path: /etc/x.conf\n    template: t.txt\n    when: { arch: x86_64 }\n";
+    let when_file =
+        "files:\n  - path: /etc/x.conf\n    template: t.txt\n    when: { arch: x86_64 }\n";
     // A `when:` file's template, a symlink out of the root: refused.
     std::fs::write(
         etc.join("site.yaml"),
