@@ -128,7 +128,7 @@ fn link(root: &Path, p: &str, target: &str) {
 
 /// The root's / on an NVMe partition, the default route on an mlx5 NIC, as
 /// a snapshot of a running host shows them.
-fn boot_devices(r: &Path) {
+pub(crate) fn boot_devices(r: &Path) {
     write(
         r,
         "/proc/self/mountinfo",

@@ -38,6 +38,7 @@ mod health;
 mod hostile;
 mod hostile_bounds;
 mod hostile_journal;
+mod hostile_json;
 mod hostile_lock;
 mod hostile_peer;
 mod hostile_recheck;
