@@ -308,3 +308,34 @@ fn extends_resolves_each_file_once_and_is_bounded() {
         &["extends", "more than 32 levels"],
     );
 }
+
+/// A listener that cannot start (here: no RDMA device, or its port taken)
+/// leaves no token file: none in `$TMPDIR`, none at a `--token-file` that
+/// was not there (issue 37: each failed listener left a new one in
+/// `$TMPDIR` that nobody was told of). The secret is made only once the
+/// listener is bound, and then announced.
+#[test]
+fn a_listener_that_cannot_start_leaves_no_token_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let new_token = tmp.path().join("new-token");
+    let given = ["--token-file", new_token.to_str().unwrap()];
+    for extra in [&[][..], &given[..]] {
+        let out = gdrprov()
+            .timeout(LIMIT)
+            .env_remove("GDRPROV_PAIR_TOKEN")
+            .env("TMPDIR", tmp.path())
+            .args(["bench", "pair", "--listen", "127.0.0.1", "--port", &port])
+            .args(["--timeout", "20"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {}", stderr_of(&out));
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{extra:?}: left behind {left:?}");
+    }
+}
