@@ -377,3 +377,22 @@ fn drained_and_probation_lists_are_bounded() {
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(took < Duration::from_secs(20), "took {took:?}");
 }
+
+/// `--hosts FILE` has the bound of a Slurm host list (`--nodelist`): at
+/// most 65,536 distinct names, a longer file refused naming the bound
+/// (before: 100,000 names were planned, a 16 MiB file would be 1.6 million).
+#[test]
+fn a_host_file_is_bounded_as_a_host_list_is() {
+    let t = tempfile::tempdir().unwrap();
+    let names = |n: usize| -> String { (0..n).map(|i| format!("h{i}\n")).collect() };
+    let over = t.path().join("over");
+    std::fs::write(&over, names(70_000) + &names(10)).unwrap();
+    refused(
+        &["fleet", "sweep", "plan", "--hosts", over.to_str().unwrap()],
+        &["70000 hosts", "more than 65536"],
+    );
+    let max = t.path().join("max");
+    std::fs::write(&max, names(65_536) + &names(65_536)).unwrap();
+    let (out, _) = run(&["fleet", "sweep", "plan", "--hosts", max.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}
