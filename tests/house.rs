@@ -9,7 +9,9 @@
 //!   `#[cfg(test)] mod` block not counted; test code not checked);
 //! - the lints that keep the doors (Cargo.toml's `[workspace.lints]` and
 //!   clippy.toml: no `unsafe`, no `std::fs` or process outside `src/host`, no
-//!   print outside `src/output`) allowed only in the modules they are for.
+//!   print outside `src/output`) allowed only in the modules they are for;
+//! - one reader: no file is opened for reading anywhere but the host
+//!   layer's door, `src/host/read.rs` (and its `read/` part).
 //!
 //! What the compiler can say, it says: prints outside the output layer,
 //! `std::fs` outside the host layer and `unsafe` outside the rdma crate fail
@@ -952,6 +954,53 @@ fn guarded_allows(f: &File) -> Vec<(usize, String)> {
     out
 }
 
+// ---------------------------------------------------------------- the door
+
+/// The one door for reading (issue 37): `src/host/read.rs` and the part of
+/// it in `src/host/read/`.
+fn is_the_door(rel: &str) -> bool {
+    rel == "src/host/read.rs" || rel.starts_with("src/host/read/")
+}
+
+/// Every place production code opens a file to read it, by itself:
+/// `File::open`, `std::fs::read`, `std::fs::read_to_string`, an
+/// `OpenOptions` with `.read(true)`, nix's `fcntl::open`, `openat`,
+/// `openat2`. (line, what). Writing opens (`File::create`, `OpenOptions`
+/// with `.write(true)` alone), listing a directory and reading a symlink
+/// are not reads of a file's bytes.
+fn file_reads(f: &File) -> Vec<(usize, String)> {
+    let t = production_tokens(f);
+    let path_sep = |i: usize| is_punct(t.get(i), ':') && is_punct(t.get(i + 1), ':');
+    let mut out = Vec::new();
+    for (i, (_, line)) in t.iter().enumerate() {
+        let what = match ident_at(&t, i) {
+            Some(first @ ("File" | "fs" | "fcntl")) if path_sep(i + 1) => {
+                match (first, ident_at(&t, i + 3)) {
+                    ("File", Some("open")) => Some("File::open"),
+                    ("fs", Some("read")) => Some("std::fs::read"),
+                    ("fs", Some("read_to_string")) => Some("std::fs::read_to_string"),
+                    ("fcntl", Some("open")) => Some("nix::fcntl::open"),
+                    _ => None,
+                }
+            }
+            Some(name @ ("openat" | "openat2")) => Some(name),
+            Some("read")
+                if i > 0
+                    && is_punct(t.get(i - 1), '.')
+                    && is_punct(t.get(i + 1), '(')
+                    && is_ident(t.get(i + 2), "true") =>
+            {
+                Some("OpenOptions with .read(true)")
+            }
+            _ => None,
+        };
+        if let Some(w) = what {
+            out.push((*line, w.to_string()));
+        }
+    }
+    out
+}
+
 // ---------------------------------------------------------------- tests
 
 #[test]
@@ -1289,4 +1338,76 @@ fn the_allow_scan_sees_a_stray_allow() {
             (6, "unsafe_code".to_string())
         ]
     );
+}
+
+/// One reader: every file gdrprov reads is opened by the host layer's door,
+/// `src/host/read.rs`, which refuses what is not a regular file, never
+/// blocks and reads at most a stated size (`ReadLimit`). clippy keeps
+/// `std::fs` out of everything but `src/host`; this keeps the rest of
+/// `src/host` (and anything allowed `std::fs` anywhere) from opening a
+/// file to read it by itself: it asks the door.
+#[test]
+fn every_file_read_goes_through_the_one_door() {
+    let tree = load_tree();
+    let mut offenders = Vec::new();
+    let mut at_the_door = 0;
+    for f in tree.files.iter().filter(|f| !f.test) {
+        for (line, what) in file_reads(f) {
+            if is_the_door(&f.rel) {
+                at_the_door += 1;
+            } else {
+                offenders.push(format!("{}:{line}: {what}", f.rel));
+            }
+        }
+    }
+    for o in &offenders {
+        println!("{o}");
+    }
+    // The door itself opens files (a root's, one named by the user, the
+    // lock, a directory to sync): a scan that finds none there is broken.
+    assert!(
+        at_the_door >= 5,
+        "found only {at_the_door} file opens in src/host/read*; the scan is broken"
+    );
+    assert!(
+        offenders.is_empty(),
+        "{} files opened for reading outside the door (src/host/read.rs): read through it instead \
+         (Host::read*, host::read_local / open_local with a ReadLimit, or a function of the door \
+         for a new kind of open):\n{}",
+        offenders.len(),
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_door_scan_sees_every_way_to_open_a_file_for_reading() {
+    let src = "use std::fs::read_to_string;\nfn a() { let _ = std::fs::File::open(p); }\n\
+               fn b() { std::fs::read(p); std::fs::read_dir(p); std::fs::read_link(p); }\n\
+               fn c() { OpenOptions::new()\n.read(true).open(p); OpenOptions::new().write(true); }\n\
+               fn d() { nix::fcntl::open(p); openat2(r, p, h); File::create(p); }\n\
+               #[cfg(test)]\nmod tests { fn t() { std::fs::read(p); } }\n";
+    let stripped = strip(src);
+    let f = File {
+        rel: "src/host/fs.rs".into(),
+        krate: "gdrprov".into(),
+        module: vec!["host".into(), "fs".into()],
+        test: false,
+        tokens: tokens(&stripped),
+        stripped,
+    };
+    let found = file_reads(&f);
+    let found: Vec<(usize, &str)> = found.iter().map(|(l, w)| (*l, w.as_str())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, "std::fs::read_to_string"),
+            (2, "File::open"),
+            (3, "std::fs::read"),
+            (5, "OpenOptions with .read(true)"),
+            (6, "nix::fcntl::open"),
+            (6, "openat2"),
+        ]
+    );
+    assert!(is_the_door("src/host/read.rs") && is_the_door("src/host/read/in_root.rs"));
+    assert!(!is_the_door("src/host/fs.rs") && !is_the_door("src/host/reader.rs"));
 }

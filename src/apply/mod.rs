@@ -40,6 +40,19 @@ pub struct Outcome {
 /// is being made (backups and journal written, not yet published).
 const FAULT_ENV: &str = "GDRPROV_FAULT_AFTER_STEP";
 
+/// Test-only fault injection at a named point between two steps of the
+/// journal (documented beside `GDRPROV_FAULT_AFTER_STEP`): the process aborts
+/// there, as a kill would. `rollback-marked`: a rollback has marked the
+/// generations it undoes and not yet removed the directories they made.
+const FAULT_AT_ENV: &str = "GDRPROV_FAULT_AT";
+
+/// Aborts the process when [`FAULT_AT_ENV`] names `point`.
+fn fault_at(point: &str) {
+    if std::env::var(FAULT_AT_ENV).is_ok_and(|v| v == point) {
+        std::process::abort();
+    }
+}
+
 pub fn execute(
     host: &Host,
     store: &StateStore,
@@ -452,6 +465,7 @@ pub(super) fn mark_rolled_back(
 /// A complete rollback removes the directories the applies it undid had
 /// created (empty once their files are gone).
 fn remove_undone_dirs(host: &Host, store: &StateStore, undoes: &[u64]) -> Result<()> {
+    fault_at("rollback-marked");
     for u in undoes {
         let g = store.load_generation(*u)?;
         remove_created_dirs(host, &g.steps)?;

@@ -43,10 +43,14 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         }
         return Ok(exit::OK);
     };
-    let vars = composed.doc.vars.clone();
-    let var = |k: &str| vars.get(k).and_then(|v| v.as_str()).map(PathBuf::from);
-    let textfile = a.textfile.clone().or_else(|| var("gdrprov-textfile"));
-    let nfd_file = a.nfd_file.clone().or_else(|| var("gdrprov-nfd-file"));
+    let textfile = match &a.textfile {
+        Some(p) => Some(p.clone()),
+        None => var_path(root, &composed, "gdrprov-textfile", "--textfile")?,
+    };
+    let nfd_file = match &a.nfd_file {
+        Some(p) => Some(p.clone()),
+        None => var_path(root, &composed, "gdrprov-nfd-file", "--nfd-file")?,
+    };
     let req = ops::VerifyRequest {
         snapshot: None,
         root: root.to_path_buf(),
@@ -175,6 +179,31 @@ fn in_root_file(host: &Host, name: &str) -> Result<Option<PathBuf>> {
     };
     let real = host.root().join(logical.trim_start_matches('/'));
     Ok(crate::host::is_local_file(&real).then_some(real))
+}
+
+/// A file the profile names in `vars` (`gdrprov-textfile`,
+/// `gdrprov-nfd-file`) is a file of the host the root is, as the first-boot
+/// unit writes it there: a plain absolute path resolved inside the root
+/// (symlinks too), never a file of the machine running gdrprov (issue 37).
+/// `None` when the profile names none; a value that is not text is not a
+/// path and is left alone, as before.
+fn var_path(root: &Path, composed: &Composed, key: &str, option: &str) -> Result<Option<PathBuf>> {
+    let Some(value) = composed.doc.vars.get(key).and_then(|v| v.as_str()) else {
+        return Ok(None);
+    };
+    let refuse = |why: String| {
+        Error::Refused(format!(
+            "the profile's vars.{key} `{value}`: {why}; name a plain absolute path of the host (e.g. /var/lib/node_exporter/gdrprov.prom), or give {option}"
+        ))
+    };
+    let why = |e: Error| match e {
+        Error::BadPath { why, .. } => refuse(why),
+        other => refuse(other.to_string()),
+    };
+    crate::host::check_profile_path(value).map_err(why)?;
+    let host = Host::open(root, true)?;
+    let inside = host.resolve(value).map_err(why)?;
+    Ok(Some(inside.real))
 }
 
 /// `ops::verify` on a thread, given up after `limit` (a probe that hangs on

@@ -217,11 +217,17 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         None => HashMap::new(),
     };
     let drained = match &a.drained {
-        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::ReadLimit::NodeList)?),
+        Some(f) => slurm::parse_drained(
+            &io::read_text(f, crate::host::ReadLimit::NodeList)?,
+            "--drained",
+        )?,
         None => Vec::new(),
     };
     let probation = match &a.probation {
-        Some(f) => slurm::parse_drained(&io::read_text(f, crate::host::ReadLimit::NodeList)?),
+        Some(f) => slurm::parse_drained(
+            &io::read_text(f, crate::host::ReadLimit::NodeList)?,
+            "--probation",
+        )?,
         None => Vec::new(),
     };
     let ctx = Context {

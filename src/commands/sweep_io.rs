@@ -63,6 +63,14 @@ pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     }
     let mut seen = std::collections::HashSet::new();
     hosts.retain(|h| seen.insert(h.clone()));
+    // The bound of a Slurm host list holds for a file of names too.
+    if hosts.len() > slurm::MAX_HOSTS {
+        return Err(Error::Usage(format!(
+            "{} hosts given: more than {}, more than any cluster a sweep runs on; give fewer (split the sweep)",
+            hosts.len(),
+            slurm::MAX_HOSTS
+        )));
+    }
     Ok(hosts)
 }
 

@@ -359,7 +359,13 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
 /// The nodes drained once the decisions run: drained before and not
 /// resumed, and those drained now.
 fn drained_after(before: &[(String, String)], d: &Decisions) -> Vec<String> {
-    let resumed = |n: &str| d.resume.iter().any(|a| a.node == n && !a.argv.is_empty());
+    let resumed: std::collections::HashSet<&str> = d
+        .resume
+        .iter()
+        .filter(|a| !a.argv.is_empty())
+        .map(|a| a.node.as_str())
+        .collect();
+    let resumed = |n: &str| resumed.contains(n);
     distinct(
         before
             .iter()

@@ -123,13 +123,20 @@ pub fn decide(
         cap,
         ..Decisions::default()
     };
-    let on_probation = |n: &str| probation.iter().any(|(x, _)| x == n);
-    let already = |n: &str| drained.iter().any(|(x, _)| x == n) || on_probation(n);
+    // Sets, not scans: a node list holds up to MAX_HOSTS names.
+    let probation_set: std::collections::HashSet<&str> =
+        probation.iter().map(|(n, _)| n.as_str()).collect();
+    let drained_set: std::collections::HashSet<&str> =
+        drained.iter().map(|(n, _)| n.as_str()).collect();
+    let suspect_reason: std::collections::HashMap<&str, &String> =
+        suspects.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let on_probation = |n: &str| probation_set.contains(n);
+    let already = |n: &str| drained_set.contains(n) || on_probation(n);
     let new: Vec<&(String, String)> = suspects.iter().filter(|(n, _)| !already(n)).collect();
     // The cap counts every node a sweep keeps drained, old and new.
     let kept_old = drained
         .iter()
-        .filter(|(n, r)| is_sweep_reason(r) && suspects.iter().any(|(s, _)| s == n))
+        .filter(|(n, r)| is_sweep_reason(r) && suspect_reason.contains_key(n.as_str()))
         .count();
     if new.len() + kept_old > cap {
         d.held = new.iter().map(|(n, _)| n.clone()).collect();
@@ -158,7 +165,7 @@ pub fn decide(
                 argv: Vec::new(),
             });
         } else {
-            let now = suspects.iter().find(|(s, _)| s == n).map(|(_, r)| r);
+            let now = suspect_reason.get(n.as_str()).copied();
             d.drain.push(drain_action(n, now.unwrap_or(earlier)));
         }
     }
@@ -180,17 +187,28 @@ pub fn is_sweep_reason(reason: &str) -> bool {
 }
 
 /// Drained nodes as `sinfo -h -N -t drain,draining -o '%N|%E'` prints them
-/// (one `NODE|REASON` a line).
-pub fn parse_drained(text: &str) -> Vec<(String, String)> {
+/// (one `NODE|REASON` a line), each node once (its first line), at most
+/// [`MAX_HOSTS`] of them: a longer list is refused, naming `what` (the
+/// option), before the sweep's work grows with it (issue 37: 200,000 lines
+/// took over a minute, deduplicated pairwise).
+pub fn parse_drained(text: &str, what: &str) -> Result<Vec<(String, String)>> {
     let mut out: Vec<(String, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let (node, reason) = line.split_once('|').unwrap_or((line, ""));
-        let node = node.trim().to_string();
-        if !out.iter().any(|(n, _)| *n == node) {
-            out.push((node, reason.trim().to_string()));
+        let node = node.trim();
+        if seen.contains(node) {
+            continue;
         }
+        if out.len() == MAX_HOSTS {
+            return Err(Error::Usage(format!(
+                "{what}: it names more than {MAX_HOSTS} nodes, more than any Slurm cluster; give the output of `sinfo -h -N -t drain,draining -o '%N|%E'` for the sweep's cluster"
+            )));
+        }
+        seen.insert(node.to_string());
+        out.push((node.to_string(), reason.trim().to_string()));
     }
-    out
+    Ok(out)
 }
 
 /// The most nodes one host list may name: past any Slurm cluster (the
@@ -412,7 +430,7 @@ mod tests {
 
     #[test]
     fn sinfo_lines_parse() {
-        let d = parse_drained("n1|gdrprov: rail x\nn2|\n\nn1|dup\n");
+        let d = parse_drained("n1|gdrprov: rail x\nn2|\n\nn1|dup\n", "--drained").unwrap();
         assert_eq!(
             d,
             vec![

@@ -2,7 +2,9 @@
 //! the journal, the parents of a file it created): renamed into place,
 //! removed whole or when empty, never through a symlink by their name.
 
-use super::fs::{is_absent, split_parent, sync_dir};
+use super::fs::sync_dir;
+use super::path::split_parent;
+use super::read::is_absent;
 use super::Host;
 use crate::error::{Error, Result};
 use std::path::Path;

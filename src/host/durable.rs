@@ -40,13 +40,13 @@
 //! image's journal is checkpointed when the builder unmounts it, and the
 //! builder's own `/` must never be frozen.
 
+use super::read::open_dir;
 use super::Host;
 use crate::error::{Error, Result};
 use nix::sys::statfs::{self, FsType};
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::Path;
+use std::os::unix::fs::MetadataExt;
 
 /// Directories whose filesystems hold what boot loaders read: GRUB's
 /// `grub.cfg` and `grubenv` (BIOS and EFI), BLS / systemd-boot entries, the
@@ -223,13 +223,6 @@ impl Host {
         }
         best
     }
-}
-
-fn open_dir(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
-        .open(path)
 }
 
 /// The filesystem's name as people know it, and what it needs beyond syncfs.

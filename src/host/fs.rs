@@ -3,7 +3,8 @@
 //! replaced file held open until then), so a crash or a full disk leaves
 //! either the old file or the new one, never a mix, on FAT too.
 
-use super::read::ReadLimit;
+use super::path::split_parent;
+use super::read::{is_absent, not_regular_file as not_regular, ReadLimit};
 use super::Host;
 use crate::error::{Error, Result};
 use std::io::Write;
@@ -41,74 +42,6 @@ impl Host {
     /// [`ReadLimit::RootFile`]'s size ([`Host::read_limited`] for others).
     pub fn read(&self, path: &str) -> Result<Option<Vec<u8>>> {
         self.read_limited(path, ReadLimit::RootFile)
-    }
-
-    /// Opens a regular file inside the root for reading, with the path it
-    /// is shown by; `None` when it does not exist.
-    pub(super) fn open_regular(&self, path: &str) -> Result<Option<(std::fs::File, String)>> {
-        if let Some(opened) = self.open_in_root(path) {
-            return opened;
-        }
-        let r = self.resolve(path)?;
-        // O_NONBLOCK: opening a FIFO without a writer must not wait for one.
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .open(&r.real)
-        {
-            Ok(f) => f,
-            Err(e) if is_absent(&e) => return Ok(None),
-            Err(e) => return Err(Error::io("read", self.display(&r.logical), e)),
-        };
-        self.check_regular(&file, &r.logical)?;
-        Ok(Some((file, r.logical)))
-    }
-
-    /// Checks (fstat, on the file opened) that an open file is a regular
-    /// file: a FIFO, socket or device node in a root would block the read or
-    /// never end, so it is refused, naming the path and the fix.
-    fn check_regular(&self, file: &std::fs::File, path: &str) -> Result<()> {
-        let shown = || self.display(path);
-        let meta = file.metadata().map_err(|e| Error::io("stat", shown(), e))?;
-        if meta.is_file() {
-            return Ok(());
-        }
-        // A directory read as a file fails at once, as it always did; a
-        // FIFO, socket or device node is a hostile root, named later.
-        if !meta.is_dir() {
-            if let Ok(mut seen) = self.special.lock() {
-                seen.insert(path.to_string());
-            }
-        }
-        Err(not_regular(shown(), &meta))
-    }
-
-    /// [`Host::open_regular`] with the kernel resolving the path inside the
-    /// root (`openat2` with `RESOLVE_IN_ROOT`: the same chroot semantics as
-    /// [`Host::resolve`], in one system call instead of one per component).
-    /// `None` when the kernel cannot do it (older than 5.6, a seccomp filter,
-    /// a magic link): the caller then resolves the path itself.
-    fn open_in_root(&self, path: &str) -> Option<Result<Option<(std::fs::File, String)>>> {
-        use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-        let root = self.root_fd.as_ref()?;
-        let relative = path.strip_prefix('/')?;
-        let how = OpenHow::new()
-            .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT);
-        let fd = match openat2(
-            root.as_ref(),
-            if relative.is_empty() { "." } else { relative },
-            how,
-        ) {
-            Ok(fd) => fd,
-            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR) => return Some(Ok(None)),
-            Err(_) => return None,
-        };
-        let file = std::fs::File::from(fd);
-        Some(
-            self.check_regular(&file, path)
-                .map(|()| Some((file, path.to_string()))),
-        )
     }
 
     /// Fails, naming them, when a read met a FIFO, socket or device node where
@@ -365,7 +298,7 @@ impl Host {
             // freed clusters (systemd-boot: "Error preparing initrd: Volume
             // Corrupt"; power-cut campaign, systemd-boot run 6). Held open,
             // the old clusters are freed only once the new entry is written.
-            let replaced = open_replaced(&r.real);
+            let replaced = super::read::hold_replaced(&r.real);
             std::fs::rename(&tmp, &r.real)?;
             new.sync_all()?;
             sync_dir(dir)?;
@@ -432,58 +365,6 @@ impl Host {
     }
 }
 
-/// The root directory, open for `openat2`; `None` where it cannot be opened.
-pub(super) fn open_root(root: &Path) -> Option<std::os::fd::OwnedFd> {
-    nix::fcntl::open(
-        root,
-        nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_DIRECTORY | nix::fcntl::OFlag::O_CLOEXEC,
-        nix::sys::stat::Mode::empty(),
-    )
-    .ok()
-}
-
-/// The error for a path that is there but is not a regular file (a FIFO,
-/// socket, device node or directory where gdrprov reads or writes a file).
-pub(super) fn not_regular(path: String, meta: &std::fs::Metadata) -> Error {
-    let kind = super::read::kind_of(meta);
-    Error::BadPath {
-        path,
-        why: format!(
-            "it is {kind}, not a regular file, so gdrprov will not read or write it; \
-             replace it with a regular file (or remove it) and run again"
-        ),
-    }
-}
-
-pub(super) fn is_absent(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-    )
-}
-
-pub(super) fn split_parent(path: &str) -> Result<(&str, &str)> {
-    match path.rsplit_once('/') {
-        Some((parent, name)) if !name.is_empty() => {
-            Ok((if parent.is_empty() { "/" } else { parent }, name))
-        }
-        _ => Err(Error::BadPath {
-            path: path.into(),
-            why: "not a file path".into(),
-        }),
-    }
-}
-
-/// The file a rename is about to replace, opened (never followed, never
-/// waited on); `None` when there is none or it cannot be opened.
-fn open_replaced(path: &Path) -> Option<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .ok()
-}
-
 /// Creates `tmp`, has `fill` write it, sets its mode and owner, fsyncs it;
 /// gives it back open.
 fn write_tmp(
@@ -515,7 +396,7 @@ fn write_tmp(
 }
 
 pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::File::open(dir)?.sync_all()
+    super::read::open_dir(dir)?.sync_all()
 }
 
 #[cfg(test)]

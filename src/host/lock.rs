@@ -58,7 +58,7 @@ impl Host {
             .metadata()
             .map_err(|e| Error::io(op, shown.clone(), e))?;
         if !meta.is_file() {
-            return Err(super::fs::not_regular(shown, &meta));
+            return Err(super::read::not_regular_file(shown, &meta));
         }
         Ok((file, shown))
     }

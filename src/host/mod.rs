@@ -77,7 +77,7 @@ impl Host {
         } else {
             record::load_replay(&canonical).map(Arc::new)
         };
-        let root_fd = fs::open_root(&canonical).map(Arc::new);
+        let root_fd = read::open_root(&canonical).map(Arc::new);
         Ok(Host {
             root: canonical,
             live,

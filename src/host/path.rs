@@ -148,6 +148,19 @@ fn components(p: &Path) -> VecDeque<OsString> {
         .collect()
 }
 
+/// `/a/b/c` as (`/a/b`, `c`); a path without a file name is refused.
+pub(super) fn split_parent(path: &str) -> Result<(&str, &str)> {
+    match path.rsplit_once('/') {
+        Some((parent, name)) if !name.is_empty() => {
+            Ok((if parent.is_empty() { "/" } else { parent }, name))
+        }
+        _ => Err(Error::BadPath {
+            path: path.into(),
+            why: "not a file path".into(),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,6 +21,10 @@
 //! reaches must still be a regular file within the limit. Paths *inside a
 //! root* never follow a symlink out of it ([`Host::resolve`]).
 
+mod in_root;
+
+pub(super) use in_root::open_root;
+
 use super::Host;
 use crate::error::{Error, Result};
 use std::io::Read;
@@ -175,6 +179,27 @@ pub(super) fn kind_of(meta: &std::fs::Metadata) -> &'static str {
     } else {
         "a special file"
     }
+}
+
+/// The error for a path that is there but is not a regular file (a FIFO,
+/// socket, device node or directory where gdrprov reads or writes a file).
+pub(super) fn not_regular_file(path: String, meta: &std::fs::Metadata) -> Error {
+    let kind = kind_of(meta);
+    Error::BadPath {
+        path,
+        why: format!(
+            "it is {kind}, not a regular file, so gdrprov will not read or write it; \
+             replace it with a regular file (or remove it) and run again"
+        ),
+    }
+}
+
+/// Whether an error says the path is not there.
+pub(super) fn is_absent(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+    )
 }
 
 /// Opens a file named by the user (not in a root) for reading, never
@@ -340,6 +365,36 @@ pub fn list_local_dir(dir: &Path) -> Result<Vec<(PathBuf, bool)>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The first `max` bytes at most of a regular file (a script's `#!` line),
+/// its path already resolved in the root; `None` when it is not a regular
+/// file or cannot be read.
+pub(super) fn read_head(real: &Path, max: u64) -> Option<Vec<u8>> {
+    let (file, _) = open_local(real, ReadLimit::RootFile).ok()?;
+    let mut head = Vec::new();
+    file.take(max).read_to_end(&mut head).ok()?;
+    Some(head)
+}
+
+/// A directory, open for what the host layer does to it as a whole (fsync
+/// its entries, `syncfs`, freeze and thaw), never to read its names.
+pub(super) fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_DIRECTORY | nix::libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The file a rename is about to replace, held open until the new one is
+/// on disk (never read, never followed, never waited on); `None` when there
+/// is none or it cannot be opened.
+pub(super) fn hold_replaced(path: &Path) -> Option<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+        .ok()
 }
 
 /// `count` random bytes from the kernel (`/dev/urandom`: the one device

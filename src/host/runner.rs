@@ -253,18 +253,10 @@ fn executable(real: &std::path::Path) -> bool {
 
 /// The interpreter a script names on its `#!` line.
 fn interpreter(real: &std::path::Path) -> Option<String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut head = [0u8; 256];
-    // O_NONBLOCK: a FIFO swapped in after the check above must not block the open.
-    let n = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(real)
-        .ok()?
-        .read(&mut head)
-        .ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
+    // Through the door: a regular file, opened without blocking (a FIFO
+    // swapped in after the check above must not block the open).
+    let head = super::read::read_head(real, 256)?;
+    let line = head.strip_prefix(b"#!")?;
     let line = line.split(|&b| b == b'\n').next()?;
     let text = String::from_utf8_lossy(line);
     text.split_whitespace().next().map(String::from)

@@ -253,6 +253,13 @@ pub fn boot_present(present: &[String]) -> Result<(), String> {
 
 pub fn boot_args(absent: &[String], allowed: &[String]) -> Result<(), String> {
     for a in absent {
+        // Removing `--` would hand init's arguments (the host's own) to the
+        // kernel: it is the separator, not an argument gdrprov manages.
+        if a == "--" {
+            return Err(
+                "boot.cmdline.absent: `--` is not a kernel argument but the end of them (what follows goes to init); removing it would give init's arguments to the kernel. Remove it from the profile".into(),
+            );
+        }
         let key = a.split_once('=').map_or(a.as_str(), |(k, _)| k);
         let Some((_, why)) = BOOT_CRITICAL.iter().find(|(k, _)| *k == key) else {
             continue;

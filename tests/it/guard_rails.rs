@@ -128,7 +128,7 @@ fn link(root: &Path, p: &str, target: &str) {
 
 /// The root's / on an NVMe partition, the default route on an mlx5 NIC, as
 /// a snapshot of a running host shows them.
-fn boot_devices(r: &Path) {
+pub(crate) fn boot_devices(r: &Path) {
     write(
         r,
         "/proc/self/mountinfo",
@@ -384,4 +384,27 @@ fn version_requirements_have_one_grammar_in_requires_and_when() {
             assert!(err.contains("is not a version constraint"), "{yaml}: {err}");
         }
     }
+}
+
+/// Issue 37 (found by its audit): `--` in `boot.cmdline.absent` would
+/// remove the separator from the host's command line and hand init's
+/// arguments (`-- single`) to the kernel: refused at load, as in `present`.
+#[test]
+fn a_double_dash_to_remove_is_refused_too() {
+    let t = tempfile::tempdir().unwrap();
+    let p = profile(
+        t.path(),
+        "p.yaml",
+        "boot:\n  cmdline:\n    absent: [\"--\"]\n",
+    );
+    let out = gdrprov()
+        .args(["profile", "validate", &p])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("boot.cmdline.absent") && err.contains("the end of them"),
+        "{err}"
+    );
 }

@@ -308,3 +308,91 @@ fn extends_resolves_each_file_once_and_is_bounded() {
         &["extends", "more than 32 levels"],
     );
 }
+
+/// A listener that cannot start (here: no RDMA device, or its port taken)
+/// leaves no token file: none in `$TMPDIR`, none at a `--token-file` that
+/// was not there (issue 37: each failed listener left a new one in
+/// `$TMPDIR` that nobody was told of). The secret is made only once the
+/// listener is bound, and then announced.
+#[test]
+fn a_listener_that_cannot_start_leaves_no_token_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let new_token = tmp.path().join("new-token");
+    let given = ["--token-file", new_token.to_str().unwrap()];
+    for extra in [&[][..], &given[..]] {
+        let out = gdrprov()
+            .timeout(LIMIT)
+            .env_remove("GDRPROV_PAIR_TOKEN")
+            .env("TMPDIR", tmp.path())
+            .args(["bench", "pair", "--listen", "127.0.0.1", "--port", &port])
+            .args(["--timeout", "20"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{extra:?}: {}", stderr_of(&out));
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(left.is_empty(), "{extra:?}: left behind {left:?}");
+    }
+}
+
+/// `--drained` and `--probation` (`sinfo` lines) are node lists too: each
+/// node once, at most 65,536, a longer list refused at once naming the
+/// option (before: each line was compared with every earlier one, and
+/// 200,000 lines of a 2 MB file took over a minute). The most allowed,
+/// given to both options, is read in seconds.
+#[test]
+fn drained_and_probation_lists_are_bounded() {
+    let t = tempfile::tempdir().unwrap();
+    results(t.path());
+    let d = t.path().to_str().unwrap();
+    let list = |n: usize| -> String { (0..n).map(|i| format!("n{i}|gdrprov: rail x\n")).collect() };
+    let over = t.path().join("over");
+    std::fs::write(&over, list(70_000)).unwrap();
+    let max = t.path().join("max");
+    std::fs::write(&max, list(65_536)).unwrap();
+    let (over, max) = (over.to_str().unwrap(), max.to_str().unwrap());
+    for opt in ["--drained", "--probation"] {
+        refused(
+            &["fleet", "sweep", "report", d, opt, over],
+            &[opt, "more than 65536 nodes"],
+        );
+    }
+    let (out, took) = run(&[
+        "fleet",
+        "sweep",
+        "report",
+        d,
+        "--drained",
+        max,
+        "--probation",
+        max,
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(took < Duration::from_secs(20), "took {took:?}");
+}
+
+/// `--hosts FILE` has the bound of a Slurm host list (`--nodelist`): at
+/// most 65,536 distinct names, a longer file refused naming the bound
+/// (before: 100,000 names were planned, a 16 MiB file would be 1.6 million).
+#[test]
+fn a_host_file_is_bounded_as_a_host_list_is() {
+    let t = tempfile::tempdir().unwrap();
+    let names = |n: usize| -> String { (0..n).map(|i| format!("h{i}\n")).collect() };
+    let over = t.path().join("over");
+    std::fs::write(&over, names(70_000) + &names(10)).unwrap();
+    refused(
+        &["fleet", "sweep", "plan", "--hosts", over.to_str().unwrap()],
+        &["70000 hosts", "more than 65536"],
+    );
+    let max = t.path().join("max");
+    std::fs::write(&max, names(65_536) + &names(65_536)).unwrap();
+    let (out, _) = run(&["fleet", "sweep", "plan", "--hosts", max.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+}

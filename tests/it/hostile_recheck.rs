@@ -172,3 +172,93 @@ fn a_profile_name_that_is_a_path_never_leaves_the_root() {
         "{err}"
     );
 }
+
+/// Everything a profile of the root names stays inside the root: the
+/// templates of its `when:` parts (its own and its parent's in the root) and
+/// the files its `vars` name for recheck to write (`gdrprov-textfile`,
+/// `gdrprov-nfd-file`), which are files of the host the root is. Before: a
+/// profile of an image naming `vars: { gdrprov-textfile: /x/y.prom }` made
+/// `recheck --root IMAGE` write /x/y.prom on the machine running gdrprov.
+#[test]
+fn every_path_a_root_profile_names_stays_inside_the_root() {
+    let t = tempfile::tempdir().unwrap();
+    let root = Root::example("ubuntu-22.04-h100");
+    let file = t.path().join("site.yaml");
+    std::fs::write(&file, site("site")).unwrap();
+    apply(&root, file.to_str().unwrap());
+    let etc = root.join("etc/gdrprov");
+    std::fs::create_dir_all(&etc).unwrap();
+    std::fs::write(t.path().join("secret.txt"), "outside\n").unwrap();
+    std::os::unix::fs::symlink(t.path().join("secret.txt"), etc.join("t.txt")).unwrap();
+    let when_file =
+        "files:\n  - path: /etc/x.conf\n    template: t.txt\n    when: { arch: x86_64 }\n";
+    // A `when:` file's template, a symlink out of the root: refused.
+    std::fs::write(
+        etc.join("site.yaml"),
+        format!("name: site\nextends: [rdma-dmabuf]\n{when_file}"),
+    )
+    .unwrap();
+    let (code, _, err) = recheck(&root, t.path(), false);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("template") && err.contains("outside the root"),
+        "{err}"
+    );
+    // The same in a parent of the root that the profile extends.
+    std::fs::write(
+        etc.join("base.yaml"),
+        format!("name: base\nextends: [rdma-dmabuf]\n{when_file}"),
+    )
+    .unwrap();
+    std::fs::write(etc.join("site.yaml"), "name: site\nextends: [base]\n").unwrap();
+    let (code, _, err) = recheck(&root, t.path(), false);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("outside the root"), "{err}");
+    // vars: the textfile and NFD file are written inside the root, at the
+    // path they name there (a symlink in the root resolved in the root).
+    let outside = t.path().join("out");
+    std::fs::create_dir_all(&outside).unwrap();
+    let prom = outside.join("gdrprov.prom");
+    let nfd = outside.join("nfd");
+    std::fs::create_dir_all(root.join("var/lib")).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("var/lib/exporter")).unwrap();
+    std::fs::write(
+        etc.join("site.yaml"),
+        format!(
+            "name: site\nextends: [rdma-dmabuf]\nnccl: {{ NCCL_SOCKET_IFNAME: site0 }}\nvars: {{ gdrprov-textfile: {}, gdrprov-nfd-file: /var/lib/exporter/nfd }}\n",
+            prom.display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = recheck(&root, t.path(), false);
+    assert!(matches!(code, Some(0 | 3)), "{out}{err}");
+    assert!(!prom.exists() && !nfd.exists(), "written outside the root");
+    let inside = root.join(prom.strip_prefix("/").unwrap());
+    assert!(
+        std::fs::read_to_string(&inside)
+            .unwrap()
+            .contains("gdrprov_recheck"),
+        "{}",
+        inside.display()
+    );
+    assert!(root
+        .join(outside.strip_prefix("/").unwrap())
+        .join("nfd")
+        .exists());
+    // A path that is not plain: refused, naming the key and the fix; under
+    // --format json one document.
+    std::fs::write(
+        etc.join("site.yaml"),
+        "name: site\nextends: [rdma-dmabuf]\nvars: { gdrprov-textfile: ../../x.prom }\n",
+    )
+    .unwrap();
+    let (code, out, err) = recheck(&root, t.path(), true);
+    assert_eq!(code, Some(1), "{out}{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("one JSON document");
+    let msg = doc["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("vars.gdrprov-textfile") && msg.contains("--textfile"),
+        "{msg}"
+    );
+    assert!(!t.path().join("x.prom").exists());
+}
