@@ -356,6 +356,25 @@ fn a_double_dash_or_a_bad_module_list_in_kernel_arguments_is_refused() {
     }
 }
 
+/// Issue 37: a host whose own command line has `--` (init's arguments after
+/// it). Before, `plan rdma-dmabuf` put `iommu=pt intel_iommu=on` after the
+/// `--`, where the kernel hands them to init; now plan and apply refuse,
+/// naming `--` and the fix, and change nothing.
+#[test]
+fn a_host_command_line_with_a_double_dash_is_refused_not_extended_past_it() {
+    let root = Root::example("ubuntu-22.04-h100");
+    let grub = root.join("etc/default/grub");
+    let text = std::fs::read_to_string(&grub).unwrap().replace(
+        "GRUB_CMDLINE_LINUX=\"console=tty1 console=ttyS0,115200n8\"",
+        "GRUB_CMDLINE_LINUX=\"console=tty1 console=ttyS0,115200n8 -- single\"",
+    );
+    assert!(text.contains("-- single"));
+    std::fs::write(&grub, text).unwrap();
+    let words = ["has `--`", "iommu=pt", "go to init", "nothing was changed"];
+    refused(&root, &["plan", "rdma-dmabuf"], &words);
+    refused(&root, &["apply", "rdma-dmabuf", "-y"], &words);
+}
+
 /// Issue 37: one grammar for version requirements, under `requires:` and
 /// `when:` alike; what it does not understand is refused in both (before,
 /// `requires: { kernel: "=> 5" }` was read as `= "> 5"`).

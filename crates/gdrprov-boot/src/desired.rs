@@ -111,6 +111,9 @@ pub enum DesiredError {
     /// An argument gdrprov will not write.
     #[error("boot profile: {0}")]
     BadArg(#[from] ArgError),
+    /// The host's command line has `--`: what gdrprov adds would follow it.
+    #[error("the boot configuration's command line has `--`, which ends the kernel's arguments: what gdrprov would add ({0}) would come after it and go to init, not to the kernel. Move the arguments after `--` into init's own configuration (or remove `--` from the command line), then run gdrprov again; nothing was changed")]
+    InitSeparator(String),
     /// One wanted argument is forbidden by another rule.
     #[error("boot profile: {wanted} is wanted but {rule}; remove one of the two from the profile")]
     Conflict {
@@ -321,6 +324,10 @@ pub fn plan_args(
     running: Option<&[String]>,
 ) -> Result<ArgPlan, DesiredError> {
     let (wants, forbids) = rules(wants)?;
+    // After `--` the arguments are init's: never judged, removed or counted
+    // as the kernel's, and nothing can be added before it in every boot shape.
+    let (current, init) = kernel_part(current);
+    let running = running.map(|r| kernel_part(r).0);
     let is_wanted = |a: &str| wants.iter().any(|w| w.arg == a);
     let forbidden = |a: &str| forbids.iter().any(|(f, _)| f.matches(a));
     // Owned arguments no profile wants any more go, like forbidden ones.
@@ -344,12 +351,16 @@ pub fn plan_args(
             result.push(w.arg.clone());
         }
     }
+    if !init.is_empty() && !add.is_empty() {
+        return Err(DesiredError::InitSeparator(add.join(" ")));
+    }
     let mut owned_after = Vec::new();
     for o in owned.iter().chain(&add) {
         if is_wanted(o) && result.contains(o) {
             push_unique(&mut owned_after, o);
         }
     }
+    result.extend(init.iter().cloned());
     let reboot = running.map(|r| running_diff(r, &wants, &forbidden, &released));
     Ok(ArgPlan {
         wanted: wants.into_iter().map(|w| w.arg).collect(),
@@ -359,6 +370,13 @@ pub fn plan_args(
         owned: owned_after,
         reboot,
     })
+}
+
+/// The kernel's arguments of a command line and what follows them: `--`
+/// and init's arguments (empty when there is no `--`).
+fn kernel_part(args: &[String]) -> (&[String], &[String]) {
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    args.split_at(end)
 }
 
 /// Plan removing everything gdrprov owns (the profile is removed): only the
@@ -658,5 +676,30 @@ mod tests {
             plan_args(&[], &w, &[], None),
             Err(DesiredError::BadArg(_))
         ));
+    }
+
+    #[test]
+    fn arguments_after_the_separator_are_inits() {
+        let w = wants(IommuIntent::Passthrough, CpuVendor::Intel);
+        // Nothing can be added before `--` in every boot shape: refused.
+        let e = plan_args(&v("ro quiet -- single"), &w, &[], None);
+        match e {
+            Err(DesiredError::InitSeparator(adds)) => assert_eq!(adds, "iommu=pt intel_iommu=on"),
+            other => panic!("{other:?}"),
+        }
+        // What follows `--` neither satisfies a want nor is removed.
+        let e = plan_args(&v("ro -- iommu=pt intel_iommu=on"), &w, &[], None);
+        assert!(matches!(e, Err(DesiredError::InitSeparator(_))), "{e:?}");
+        let p = plan("ro iommu=pt intel_iommu=on -- iommu=off", &w, "", None);
+        assert!(p.add.is_empty() && p.remove.is_empty(), "{p:?}");
+        assert_eq!(p.result, v("ro iommu=pt intel_iommu=on -- iommu=off"));
+        // The running line is judged on its kernel part too.
+        let p = plan(
+            "ro iommu=pt intel_iommu=on",
+            &w,
+            "",
+            Some("ro -- iommu=pt intel_iommu=on"),
+        );
+        assert!(p.reboot_needed(), "{p:?}");
     }
 }
