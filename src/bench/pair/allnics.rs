@@ -93,20 +93,14 @@ pub fn run_rails(
         Some(p) => missing(p),
     };
     if listener && make {
-        // One secret for every rail's session, where --token-file says.
+        // One secret for every rail's session, where --token-file says (else
+        // a new name in $TMPDIR). The first rail whose listener is bound
+        // makes it and says where, the others read it: when no rail can
+        // listen, no token file is left behind.
         let path = match &opts.token_file {
-            Some(p) => {
-                auth::generate_secret_at(p)?;
-                p.clone()
-            }
-            None => auth::generate_secret(&std::env::temp_dir())?.1,
+            Some(p) => p.clone(),
+            None => auth::new_secret_path(&std::env::temp_dir())?,
         };
-        notes(&format!(
-            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {} --all-nics --token-file {}",
-            path.display(),
-            opts.listen.as_deref().unwrap_or(""),
-            path.display()
-        ));
         opts.token_file = Some(path);
     }
     let count = rails.len();

@@ -127,9 +127,14 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
 /// Make a new secret and write it to a new file readable by its owner only (mode 0600),
 /// named at random in `dir`.
 pub fn generate_secret(dir: &Path) -> Result<(Secret, PathBuf), PairError> {
-    let tag = hex(&random_bytes(4)?);
-    let path = dir.join(format!("gdrprov-pair-{tag}.token"));
+    let path = new_secret_path(dir)?;
     Ok((generate_secret_at(&path)?, path))
+}
+
+/// A new secret file's name, at random in `dir`; nothing is written.
+pub fn new_secret_path(dir: &Path) -> Result<PathBuf, PairError> {
+    let tag = hex(&random_bytes(4)?);
+    Ok(dir.join(format!("gdrprov-pair-{tag}.token")))
 }
 
 /// Make a new secret and write it to `path`, which must not exist yet

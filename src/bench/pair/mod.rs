@@ -259,8 +259,13 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
         },
     };
     if let Some(p) = &generated {
+        // On a rail of --all-nics the client runs every rail, from --listen's address.
+        let target = match &opts.rail {
+            Some(_) => format!("{listen} --all-nics"),
+            None => addr.to_string(),
+        };
         notes(&format!(
-            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {addr} --token-file {}",
+            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {target} --token-file {}",
             p.display(),
             p.display()
         ));

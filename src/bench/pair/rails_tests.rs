@@ -145,3 +145,42 @@ fn each_rail_session_gets_its_nic_gpu_and_tag() {
         .to_string();
     assert!(e.contains("no RDMA NIC with an ACTIVE port"), "{e}");
 }
+
+/// Issue 37: `--all-nics --listen` makes its secret only once a rail's
+/// listener is bound (before, it wrote the token file first, and a listener
+/// that could bind no rail left it behind, told of but never used).
+#[test]
+fn all_nics_listener_that_binds_no_rail_leaves_no_token_file() {
+    use crate::bench::pair::allnics::run_rails;
+    use crate::bench::pair::PairOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("new.token");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let opts = PairOptions {
+        all_nics: true,
+        listen: Some("127.0.0.1".into()),
+        port: taken.local_addr().unwrap().port(),
+        token_file: Some(token.clone()),
+        timeout: std::time::Duration::from_secs(5),
+        ..PairOptions::client("")
+    };
+    let rail = Rail {
+        index: 0,
+        nic: "mlx5_0".into(),
+        gpu_pci: None,
+        distance: None,
+        note: None,
+    };
+    let said = std::cell::RefCell::new(Vec::<String>::new());
+    let notes = |s: &str| said.borrow_mut().push(s.to_string());
+    let out = run_rails(&opts, vec![rail], &notes).unwrap();
+    assert!(!out.passed);
+    let error = out.rails[0].error.as_deref().unwrap_or("");
+    assert!(error.contains("cannot listen"), "{error}");
+    assert!(!token.exists(), "left {}", token.display());
+    assert!(
+        !said.borrow().iter().any(|s| s.contains("new one is in")),
+        "{:?}",
+        said.borrow()
+    );
+}
