@@ -35,6 +35,13 @@ pub struct CommandSpec {
     /// it in place ([`Hold`]): the switch to the rebuilt one comes later.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hold: Vec<Hold>,
+    /// Boot files that load the rebuilt initramfs but that this plan does
+    /// not switch (an `apply --trial` leaves the default entry as it is), so
+    /// not held by it. A later rollback that puts such a file back (a
+    /// commit switched it meanwhile) holds it while it runs the command
+    /// again (`plan::rollback`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub may_hold: Vec<Hold>,
 }
 
 /// A boot file (`reader`: grub.cfg, a type #1 entry) that loads `file` (the
@@ -74,6 +81,7 @@ impl CommandSpec {
             place: Vec::new(),
             undo: None,
             hold: Vec::new(),
+            may_hold: Vec::new(),
         }
     }
 

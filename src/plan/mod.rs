@@ -203,7 +203,11 @@ fn boot_switch_last<'a>(
     }
     for c in commands.iter_mut() {
         if let Action::Run { command } = &mut c.action {
-            command.hold.retain(|h| switched.contains(&h.reader));
+            let (held, not_switched) = std::mem::take(&mut command.hold)
+                .into_iter()
+                .partition(|h| switched.contains(&h.reader));
+            command.hold = held;
+            command.may_hold = not_switched;
             if command.hold.is_empty() {
                 continue;
             }

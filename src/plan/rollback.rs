@@ -58,6 +58,7 @@ pub fn plan_rollback(
     // the boot files it switches on the initramfs they load; those files
     // (loader entries) are restored after the commands.
     commands.sort_by_key(|c| !c.rebuilds_initramfs());
+    hold_what_is_put_back(&mut commands, &changes);
     let (switches, changes): (Vec<Change>, Vec<Change>) = changes
         .into_iter()
         .partition(|c| c.path().is_some_and(|p| is_held_reader(&commands, p)));
@@ -87,6 +88,25 @@ pub fn plan_rollback(
     plan.changes.extend(switches);
     plan.state_after = state_after;
     Ok((plan, undo.iter().map(|g| g.generation).collect()))
+}
+
+/// A boot file that a rebuild's apply did not switch (`may_hold`: an
+/// `apply --trial`) but that this rollback puts back (a later commit
+/// switched it) is held during the rebuild too, and put back after it: else
+/// it would name the old command line while still loading the initramfs
+/// not yet rebuilt (found by the systemd-boot power-cut campaign: a
+/// rollback of a trial and its commit cut during update-initramfs).
+fn hold_what_is_put_back(commands: &mut [CommandSpec], changes: &[Change]) {
+    let put_back: Vec<&str> = changes.iter().filter_map(|c| c.path()).collect();
+    for c in commands.iter_mut() {
+        for h in std::mem::take(&mut c.may_hold) {
+            if put_back.contains(&h.reader.as_str()) && !c.hold.contains(&h) {
+                c.hold.push(h);
+            } else {
+                c.may_hold.push(h);
+            }
+        }
+    }
 }
 
 /// Whether `path` is a boot file one of `commands` holds on its initramfs

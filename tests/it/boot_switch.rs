@@ -334,3 +334,80 @@ pub(crate) fn kill_after(root: &Path, n: usize, args: &[&str]) -> bool {
         ),
     }
 }
+
+/// Two applies rolled back together: the first rebuilt the initramfs
+/// without switching the boot entry (only a module blocked: the entry's line
+/// stays, so the rebuild held nothing), the second switched the entry
+/// without a rebuild (a kernel argument added). This is how `apply --trial`
+/// then `commit` leave the journal on systemd-boot (the trial entry is new;
+/// the commit writes the default entry), which a chroot root cannot run
+/// (the one-shot EFI variable). The rollback of both must still hold the
+/// entry while it rebuilds, and put it back after (found by the systemd-boot
+/// power-cut campaign, seed 3702 cut 1: a rollback of a trial and its
+/// commit, cut during update-initramfs, booted the old line with the new
+/// initramfs). Killed after every step, then `recover`: one side at every
+/// instant.
+#[test]
+fn a_rollback_holds_the_entry_a_later_apply_switched_over_an_earlier_rebuild() {
+    if !is_root() {
+        eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
+        return;
+    }
+    let shape = Shape::SdBoot;
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.yaml");
+    let blocked = "name: p\nmodules:\n  absent: [nvidia_peermem]\n";
+    std::fs::write(&first, blocked).unwrap();
+    let second = dir.path().join("second.yaml");
+    std::fs::write(
+        &second,
+        format!("{blocked}boot:\n  cmdline:\n    present: [iommu=pt]\n"),
+    )
+    .unwrap();
+    let (first, second) = (first.to_str().unwrap(), second.to_str().unwrap());
+    let both_applied = || {
+        let (t, root) = shape.root();
+        ok(
+            &gd(&root, &["apply", first, "-y", "--force"]),
+            "apply first",
+        );
+        let (line_new, initrd_new, _) = side(&root, shape);
+        assert!(
+            !line_new && initrd_new,
+            "{shape:?}: the first apply switched the line"
+        );
+        ok(
+            &gd(&root, &["apply", second, "-y", "--force"]),
+            "apply second",
+        );
+        let during = std::fs::read_to_string(root.join("run/boot-file-during-rebuild"));
+        assert!(during.is_ok(), "the first apply rebuilt the initramfs");
+        assert!(same_side(&root, shape, "after both applies"));
+        (t, root)
+    };
+    let (_t, root) = both_applied();
+    let _ = std::fs::remove_file(root.join("run/boot-file-during-rebuild"));
+    ok(
+        &gd(&root, &["rollback", "--generation", "1", "-y"]),
+        "rollback",
+    );
+    let during = std::fs::read_to_string(root.join("run/boot-file-during-rebuild")).unwrap();
+    assert!(
+        during.contains(".gdrprov-held") && during.contains("iommu=pt"),
+        "during the rollback's rebuild the boot file read:\n{during}"
+    );
+    assert!(!same_side(&root, shape, "after rollback"));
+    assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
+    for n in 1..=20 {
+        let (_t, root) = both_applied();
+        if !kill_after(&root, n, &["rollback", "--generation", "1", "-y"]) {
+            assert!(n > 2, "the rollback had only {} steps", n - 1);
+            break;
+        }
+        same_side(&root, shape, &format!("rollback killed after step {n}"));
+        ok(&gd(&root, &["recover", "-y"]), "recover");
+        let new = same_side(&root, shape, &format!("recovered from rollback step {n}"));
+        assert!(!new, "recover did not complete the rollback");
+        assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
+    }
+}

@@ -177,7 +177,11 @@ fn all_nics_listener_that_binds_no_rail_leaves_no_token_file() {
     assert!(!out.passed);
     let error = out.rails[0].error.as_deref().unwrap_or("");
     assert!(error.contains("cannot listen"), "{error}");
-    assert!(!crate::host::local_exists(&token), "left {}", token.display());
+    assert!(
+        !crate::host::local_exists(&token),
+        "left {}",
+        token.display()
+    );
     assert!(
         !said.borrow().iter().any(|s| s.contains("new one is in")),
         "{:?}",
