@@ -91,9 +91,22 @@ pub struct ArgPlan {
     pub owned: Vec<String>,
     /// How the running command line differs; `None` when not given.
     pub reboot: Option<Vec<CmdlineDiff>>,
+    /// The command line has `--`: what follows is init's (never judged,
+    /// removed, or counted as the kernel's), and `add` would follow it.
+    pub past_separator: bool,
 }
 
 impl ArgPlan {
+    /// For a plan that writes the command line: refused when it would add
+    /// arguments after a `--` (they would go to init). A plan that only
+    /// judges a line (a kernel booted from elsewhere) does not ask.
+    pub fn writable(self) -> Result<ArgPlan, DesiredError> {
+        if self.past_separator && !self.add.is_empty() {
+            return Err(DesiredError::InitSeparator(self.add.join(" ")));
+        }
+        Ok(self)
+    }
+
     /// Nothing to change in the boot configuration.
     pub fn is_noop(&self) -> bool {
         self.add.is_empty() && self.remove.is_empty()
@@ -351,9 +364,6 @@ pub fn plan_args(
             result.push(w.arg.clone());
         }
     }
-    if !init.is_empty() && !add.is_empty() {
-        return Err(DesiredError::InitSeparator(add.join(" ")));
-    }
     let mut owned_after = Vec::new();
     for o in owned.iter().chain(&add) {
         if is_wanted(o) && result.contains(o) {
@@ -369,6 +379,7 @@ pub fn plan_args(
         result,
         owned: owned_after,
         reboot,
+        past_separator: !init.is_empty(),
     })
 }
 
@@ -682,13 +693,16 @@ mod tests {
     fn arguments_after_the_separator_are_inits() {
         let w = wants(IommuIntent::Passthrough, CpuVendor::Intel);
         // Nothing can be added before `--` in every boot shape: refused.
-        let e = plan_args(&v("ro quiet -- single"), &w, &[], None);
-        match e {
+        let judged = plan_args(&v("ro quiet -- single"), &w, &[], None);
+        let judged = judged.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(judged.add, v("iommu=pt intel_iommu=on"));
+        match judged.writable() {
             Err(DesiredError::InitSeparator(adds)) => assert_eq!(adds, "iommu=pt intel_iommu=on"),
             other => panic!("{other:?}"),
         }
         // What follows `--` neither satisfies a want nor is removed.
-        let e = plan_args(&v("ro -- iommu=pt intel_iommu=on"), &w, &[], None);
+        let e = plan_args(&v("ro -- iommu=pt intel_iommu=on"), &w, &[], None)
+            .and_then(ArgPlan::writable);
         assert!(matches!(e, Err(DesiredError::InitSeparator(_))), "{e:?}");
         let p = plan("ro iommu=pt intel_iommu=on -- iommu=off", &w, "", None);
         assert!(p.add.is_empty() && p.remove.is_empty(), "{p:?}");

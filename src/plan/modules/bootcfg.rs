@@ -141,7 +141,8 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .collect();
     let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
     let running: Option<Vec<String>> = running_line.map(cmdline::split);
-    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?;
+    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?
+        .writable()?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
     let s = Shared {

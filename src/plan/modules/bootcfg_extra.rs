@@ -37,10 +37,12 @@ pub(super) fn command_lines(
     };
     let mut extras = Vec::new();
     for (name, wants) in listed {
-        let p = desired::plan_args(base, wants, &[], None).map_err(|source| Error::BootArgsIn {
-            within: format!("boot entry `{name}`"),
-            source,
-        })?;
+        let p = desired::plan_args(base, wants, &[], None)
+            .and_then(desired::ArgPlan::writable)
+            .map_err(|source| Error::BootArgsIn {
+                within: format!("boot entry `{name}`"),
+                source,
+            })?;
         extras.push(Extra {
             name: name.clone(),
             own: p.wanted,

@@ -221,7 +221,8 @@ pub fn plan(
             .map(|(_, t)| from_running(&options_of(t)))
             .unwrap_or_default(),
     };
-    let args = desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?;
+    let args =
+        desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?.writable()?;
     // A trial leaves the default entry and future kernels as they are.
     let mut changed = false;
     if !trial {
