@@ -193,19 +193,9 @@ pub(crate) fn held_left(root: &Path) -> Vec<String> {
 /// The plan: the initramfs rebuild holds the boot file and comes before the
 /// switch (update-grub; the entry's write), which comes last.
 fn plan_order(root: &Path, shape: Shape) -> usize {
-    let out = gd(
-        root,
-        &["plan", "rdma-dmabuf", "--force", "--format", "json"],
-    );
-    ok(&out, "plan");
-    let v = json_of(&out);
+    let v = planned(root);
     let changes = v["changes"].as_array().unwrap_or_else(|| panic!("{v:#}"));
     let at = |f: &dyn Fn(&serde_json::Value) -> bool| changes.iter().position(f);
-    let runs = |c: &serde_json::Value, tool: &str| {
-        c["command"]["argv"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x == tool))
-    };
     let rebuild = at(&|c| runs(c, "update-initramfs")).expect("an initramfs rebuild");
     let hold = &changes[rebuild]["command"]["hold"][0];
     assert_eq!(hold["reader"], shape.reader().as_str(), "{v:#}");
@@ -228,6 +218,47 @@ fn plan_order(root: &Path, shape: Shape) -> usize {
         );
     }
     changes.len()
+}
+
+/// `plan rdma-dmabuf --force` on `root`, as JSON.
+pub(crate) fn planned(root: &Path) -> serde_json::Value {
+    let out = gd(
+        root,
+        &["plan", "rdma-dmabuf", "--force", "--format", "json"],
+    );
+    ok(&out, "plan");
+    json_of(&out)
+}
+
+/// Whether a planned change runs `tool`.
+pub(crate) fn runs(c: &serde_json::Value, tool: &str) -> bool {
+    c["command"]["argv"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x == tool))
+}
+
+/// `rollback ARGS` on a fresh root from `applied` (what it undoes in
+/// effect), killed after each step in turn, each then recovered: one side
+/// at every kill and after it, the old side once recovered, no held copy
+/// left.
+fn rollback_killed_after_every_step(
+    shape: Shape,
+    applied: &dyn Fn() -> (tempfile::TempDir, PathBuf),
+    args: &[&str],
+) {
+    for n in 1..=20 {
+        let (_t, root) = applied();
+        if !kill_after(&root, n, args) {
+            assert!(n > 2, "{shape:?}: the rollback had only {} steps", n - 1);
+            return;
+        }
+        same_side(&root, shape, &format!("rollback killed after step {n}"));
+        ok(&gd(&root, &["recover", "-y"]), "recover");
+        let new = same_side(&root, shape, &format!("recovered from rollback step {n}"));
+        assert!(!new, "{shape:?}: recover did not complete the rollback");
+        assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
+    }
+    panic!("{shape:?}: the rollback did not finish in 20 steps");
 }
 
 fn both(f: fn(Shape)) {
@@ -297,22 +328,15 @@ fn a_kill_after_any_step_and_its_recovery_boot_one_side() {
             assert!(!new, "{shape:?}: recover of an apply left the new side");
             assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
         }
-        for n in 1..=20 {
-            let (_t, root) = shape.root();
+        let applied = || {
+            let (t, root) = shape.root();
             ok(
                 &gd(&root, &["apply", "rdma-dmabuf", "-y", "--force"]),
                 "apply",
             );
-            if !kill_after(&root, n, &["rollback", "-y"]) {
-                assert!(n > 2, "{shape:?}: the rollback had only {} steps", n - 1);
-                break;
-            }
-            same_side(&root, shape, &format!("rollback killed after step {n}"));
-            ok(&gd(&root, &["recover", "-y"]), "recover");
-            let new = same_side(&root, shape, &format!("recovered from rollback step {n}"));
-            assert!(!new, "{shape:?}: recover did not complete the rollback");
-            assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
-        }
+            (t, root)
+        };
+        rollback_killed_after_every_step(shape, &applied, &["rollback", "-y"]);
     });
 }
 
@@ -398,16 +422,6 @@ fn a_rollback_holds_the_entry_a_later_apply_switched_over_an_earlier_rebuild() {
     );
     assert!(!same_side(&root, shape, "after rollback"));
     assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
-    for n in 1..=20 {
-        let (_t, root) = both_applied();
-        if !kill_after(&root, n, &["rollback", "--generation", "1", "-y"]) {
-            assert!(n > 2, "the rollback had only {} steps", n - 1);
-            break;
-        }
-        same_side(&root, shape, &format!("rollback killed after step {n}"));
-        ok(&gd(&root, &["recover", "-y"]), "recover");
-        let new = same_side(&root, shape, &format!("recovered from rollback step {n}"));
-        assert!(!new, "recover did not complete the rollback");
-        assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
-    }
+    let args = ["rollback", "--generation", "1", "-y"];
+    rollback_killed_after_every_step(shape, &both_applied, &args);
 }

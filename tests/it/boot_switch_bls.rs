@@ -17,7 +17,7 @@
 //! gdrprov edits itself); `lsinitrd` lists nvidia-peermem in the image.
 
 use crate::boot_shapes::put;
-use crate::boot_switch::{gd, held_left, kill_after, ok};
+use crate::boot_switch::{gd, held_left, kill_after, ok, planned, runs};
 use crate::common::*;
 use crate::reliability::{install_with_libs, is_root, write_script};
 use std::path::{Path, PathBuf};
@@ -148,19 +148,9 @@ fn same_side(root: &Path, when: &str) -> bool {
 /// The plan: dracut holds the entry; the entry's write (the switch) follows
 /// it and comes before grubby. Gives the number of steps.
 fn plan_order(root: &Path) -> usize {
-    let out = gd(
-        root,
-        &["plan", "rdma-dmabuf", "--force", "--format", "json"],
-    );
-    ok(&out, "plan");
-    let v = json_of(&out);
+    let v = planned(root);
     let changes = v["changes"].as_array().unwrap_or_else(|| panic!("{v:#}"));
     let at = |f: &dyn Fn(&serde_json::Value) -> bool| changes.iter().position(f);
-    let runs = |c: &serde_json::Value, tool: &str| {
-        c["command"]["argv"]
-            .as_array()
-            .is_some_and(|a| a.iter().any(|x| x == tool))
-    };
     let rebuild = at(&|c| runs(c, "dracut")).expect("dracut");
     let hold = &changes[rebuild]["command"]["hold"];
     assert_eq!(hold[0]["reader"], ENTRY, "{v:#}");
