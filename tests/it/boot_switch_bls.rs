@@ -37,7 +37,8 @@ exit 0
 ";
 
 const GRUBBY: &str = "#!/bin/sh
-# Stand-in for RHEL's grubby --update-kernel=ALL (see the test module).
+# Stand-in for RHEL's grubby --update-kernel=ALL (see the test module): the
+# entries' options lines, and grubenv's kernelopts as grubby-bls edits it.
 add= rm=
 for a in \"$@\"; do
   case $a in
@@ -47,40 +48,72 @@ for a in \"$@\"; do
     *) echo \"grubby stand-in: unknown argument $a\" >&2; exit 64 ;;
   esac
 done
+# newopts OPTIONS: each removed argument goes, each added one's key goes,
+# then the added ones are appended.
+newopts() {
+  set -f
+  new=
+  for t in $1; do
+    keep=y
+    for r in $rm; do
+      case $r in
+        *=*) [ \"$t\" = \"$r\" ] && keep=n ;;
+        *) case $t in \"$r\"|\"$r\"=*) keep=n ;; esac ;;
+      esac
+    done
+    for a in $add; do
+      k=${a%%=*}
+      case $t in \"$k\"|\"$k\"=*) keep=n ;; esac
+    done
+    [ $keep = y ] && new=\"$new $t\"
+  done
+  for a in $add; do new=\"$new $a\"; done
+  set +f
+  echo \"${new# }\"
+}
 : > /run/entries-before-grubby
 for f in /boot/loader/entries/*.conf; do
   out=
   while IFS= read -r l; do
     echo \"$l\" >> /run/entries-before-grubby
     case $l in
-      options\\ *)
-        set -f
-        new=
-        for t in ${l#options }; do
-          keep=y
-          for r in $rm; do
-            case $r in
-              *=*) [ \"$t\" = \"$r\" ] && keep=n ;;
-              *) case $t in \"$r\"|\"$r\"=*) keep=n ;; esac ;;
-            esac
-          done
-          for a in $add; do
-            k=${a%%=*}
-            case $t in \"$k\"|\"$k\"=*) keep=n ;; esac
-          done
-          [ $keep = y ] && new=\"$new $t\"
-        done
-        for a in $add; do new=\"$new $a\"; done
-        set +f
-        l=\"options$new\" ;;
+      options\\ *) l=\"options $(newopts \"${l#options }\")\" ;;
     esac
     out=\"$out$l
 \"
   done < \"$f\"
   printf '%s' \"$out\" > \"$f\"
 done
+env=/boot/grub2/grubenv
+if [ -f $env ]; then
+  out=
+  while IFS= read -r l; do
+    case $l in
+      kernelopts=*) l=\"kernelopts=$(newopts \"${l#kernelopts=}\")\" ;;
+    esac
+    out=\"$out$l
+\"
+  done < $env
+  printf '%s' \"$out\" > $env
+fi
 exit 0
 ";
+
+/// Stand-in for `grub2-editenv - set KEY=VALUE`: that line replaced, the
+/// others kept.
+const EDITENV: &str = "#!/bin/sh
+[ \"$1\" = - ] && [ \"$2\" = set ] || { echo \"grub2-editenv stand-in: $*\" >&2; exit 64; }
+key=${3%%=*} env=/boot/grub2/grubenv out=
+while IFS= read -r l; do
+  case $l in \"$key\"=*) l=$3 ;; esac
+  out=\"$out$l
+\"
+done < $env
+printf '%s' \"$out\" > $env
+";
+
+/// grubenv as RHEL keeps it (a real one is padded with `#` to 1024 bytes).
+const GRUBENV: &str = "# GRUB Environment Block\nsaved_entry=3c1d-old\nkernelopts=root=/dev/mapper/rl-root ro rhgb quiet\nboot_success=0\n";
 
 /// Rocky 9.4 (the example host) with its kernel's initramfs, made a chroot.
 fn rocky_root() -> (tempfile::TempDir, PathBuf) {
@@ -95,6 +128,9 @@ fn rocky_root() -> (tempfile::TempDir, PathBuf) {
     put(&root, "/boot/initramfs-0-rescue-3c1d9f0e.img", "rescue\n");
     write_script(&root, "/usr/sbin/dracut", DRACUT);
     write_script(&root, "/usr/sbin/grubby", GRUBBY);
+    write_script(&root, "/usr/sbin/grub2-editenv", EDITENV);
+    // grubby edits grubenv's kernelopts too; rollback and recover set it back.
+    put(&root, "/boot/grub2/grubenv", GRUBENV);
     write_script(
         &root,
         "/usr/sbin/lsinitrd",
@@ -290,4 +326,35 @@ fn a_failing_grubby_puts_the_entries_back_after_the_rebuild() {
     assert!(!same_side(&root, "after the failed apply"));
     assert!(held_left(&root).is_empty(), "{:?}", held_left(&root));
     assert_eq!(tree(&root), was);
+}
+
+/// grubenv's `kernelopts` (the command line of RHEL 8's `options
+/// $kernelopts` entries): grubby edits it, and no file gdrprov writes keeps
+/// it. Before, a rollback left it with the applied arguments for good; now
+/// rollback sets that key back, and only it: a `saved_entry` changed since
+/// (a kernel update's `grubby --set-default`) stays.
+#[test]
+fn rollback_sets_grubenv_kernelopts_back_and_only_it() {
+    if !is_root() {
+        eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
+        return;
+    }
+    let (_t, root) = rocky_root();
+    let env = GRUBENV;
+    ok(&gd(&root, &PROFILE), "apply");
+    let applied = std::fs::read_to_string(root.join("boot/grub2/grubenv")).unwrap();
+    let line = applied
+        .lines()
+        .find(|l| l.starts_with("kernelopts="))
+        .unwrap_or_default();
+    assert!(line.contains(" iommu=pt"), "{applied}");
+    // A kernel update meanwhile makes its entry the default.
+    let updated = applied.replace("saved_entry=3c1d-old", "saved_entry=3c1d-new");
+    std::fs::write(root.join("boot/grub2/grubenv"), &updated).unwrap();
+    ok(&gd(&root, &["rollback", "-y"]), "rollback");
+    let rolled = std::fs::read_to_string(root.join("boot/grub2/grubenv")).unwrap();
+    assert_eq!(
+        rolled,
+        env.replace("saved_entry=3c1d-old", "saved_entry=3c1d-new")
+    );
 }

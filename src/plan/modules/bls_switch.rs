@@ -193,7 +193,7 @@ pub fn kernelopts_warning(ctx: &Context, commands: &[Change]) -> Option<String> 
         .collect();
     (!paths.is_empty()).then(|| {
         format!(
-            "the BLS entries {} take their kernel arguments from $kernelopts in /boot/grub2/grubenv, which grubby changes after dracut has rebuilt their initramfs: a power cut between the two boots the old arguments with the rebuilt initramfs, and a rollback does not put grubenv back (gdrprov holds and journals only entries whose arguments are written out, as RHEL 9 writes them); apply where a power cut is unlikely, and reboot once it has finished",
+            "the BLS entries {} take their kernel arguments from $kernelopts in /boot/grub2/grubenv, which grubby changes after dracut has rebuilt their initramfs: a power cut between the two boots the old arguments with the rebuilt initramfs (gdrprov holds only entries whose arguments are written out, as RHEL 9 writes them; a rollback sets grubenv's kernelopts back); apply where a power cut is unlikely, and reboot once it has finished",
             paths.join(", ")
         )
     })

@@ -318,6 +318,15 @@ fn extra_entries(
     })
 }
 
+/// grubenv's `kernelopts` value, where it is plain (grub2-editenv escapes
+/// a backslash or newline; such a value is not set back).
+fn kernelopts(grubenv: &str) -> Option<&str> {
+    let value = grubenv
+        .lines()
+        .find_map(|l| l.strip_prefix("kernelopts="))?;
+    (!value.contains('\\')).then_some(value)
+}
+
 /// Making the boot loader read the new command line and entries: grubby on
 /// BLS entries, else `update-grub` after checking the shell files, and
 /// GRUB's own check of what it generated.
@@ -338,13 +347,21 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
                 argv.push(format!("--remove-args={}", args.remove.join(" ")));
             }
             let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let spec = CommandSpec::new(
+            let mut spec = CommandSpec::new(
                 &argv_ref,
                 format!(
                     "Update the kernel arguments of the boot entries ({}) with grubby",
                     stale.join(", ")
                 ),
             );
+            // grubby also edits grubenv's kernelopts (RHEL 8's `options
+            // $kernelopts`), which no file gdrprov writes keeps: rollback
+            // sets that key back, and only it (saved_entry, next_entry may
+            // have changed since).
+            if let Some(old) = seen.grub.grubenv_bls.as_deref().and_then(kernelopts) {
+                let set = format!("kernelopts={old}");
+                spec = spec.undone_by(&["grub2-editenv", "-", "set", &set]);
+            }
             part.commands.push(run_change(
                 spec,
                 Some(format!(
@@ -577,6 +594,21 @@ mod tests {
             ["grubby --update-kernel=ALL --args=iommu=pt intel_iommu=on"]
         );
         assert!(p.changes[0].description.contains("(abc-5.14.1.conf)"));
+        // grubby edits grubenv's kernelopts too: rollback sets it back.
+        let Action::Run { command } = &p.changes[0].action else {
+            panic!("{:?}", p.changes[0]);
+        };
+        assert_eq!(
+            command.undo.as_deref(),
+            Some(
+                &[
+                    "grub2-editenv".to_string(),
+                    "-".into(),
+                    "set".into(),
+                    "kernelopts=root=/dev/vda1 ro".into()
+                ][..]
+            )
+        );
     }
 
     #[test]
