@@ -36,6 +36,13 @@ impl Host {
             let Some(held_text) = hold::hold(&text, h.name()) else {
                 continue;
             };
+            let held_text = match (&h.kernelopts, hold::options_of(&held_text)) {
+                (Some(value), Some(options)) => {
+                    let literal = hold::with_kernelopts(options, value);
+                    hold::with_options(&held_text, &literal).unwrap_or(held_text)
+                }
+                _ => held_text,
+            };
             if !self.exists(&h.file) {
                 continue;
             }
@@ -106,6 +113,7 @@ mod tests {
         let hold = Hold {
             reader: "/boot/grub/grub.cfg".into(),
             file: "/boot/initrd.img-6.1".into(),
+            kernelopts: None,
         };
         h.hold_readers(std::slice::from_ref(&hold)).unwrap();
         let held_cfg = h.read_text("/boot/grub/grub.cfg").unwrap().unwrap();

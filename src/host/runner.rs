@@ -51,6 +51,11 @@ pub struct CommandSpec {
 pub struct Hold {
     pub reader: String,
     pub file: String,
+    /// RHEL 8: grubenv's `kernelopts` when the plan was made, written out
+    /// into the held entry in place of `$kernelopts` (grubby changes grubenv
+    /// while the entry is held; see `plan::modules::bls_switch`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernelopts: Option<String>,
 }
 
 impl Hold {

@@ -254,14 +254,48 @@ fn rhel_bls_rebuilds_holding_the_entry_then_writes_it_before_grubby() {
     assert!(!steps_of(&p).0.contains(&entry), "{:?}", steps_of(&p).0);
 }
 
-/// An RHEL 8 entry reads its line from grubenv: not held, and the plan says
-/// why.
+/// An RHEL 8 entry reads its line from grubenv (`$kernelopts`), which
+/// grubby edits: held with grubenv's line written out, and switched to the
+/// new line written out, before grubby (other variables kept). Where grubenv
+/// has no plain `kernelopts`, not held, and the plan says why.
 #[test]
-fn rhel_8_kernelopts_entries_are_not_held_and_the_plan_says_so() {
-    let p = rhel("$kernelopts").plan(&desired(PROFILE)).0.unwrap();
+fn rhel_8_kernelopts_entries_are_held_with_their_line_written_out() {
+    let p = rhel("$kernelopts $tuned_params")
+        .plan(&desired(PROFILE))
+        .0
+        .unwrap();
+    let (steps, holds) = steps_of(&p);
+    let entry = format!(">{BLS}");
+    assert_eq!(
+        holds,
+        [(BLS.to_string(), format!("/boot/initramfs-{K}.img"))]
+    );
+    assert!(at(&steps, "dracut") < at(&steps, &entry), "{steps:?}");
+    assert!(at(&steps, &entry) < at(&steps, "grubby"), "{steps:?}");
+    let held_line = p.changes.iter().find_map(|c| match &c.action {
+        Action::Run { command } if command.rebuilds_initramfs() => {
+            command.hold.first().and_then(|h| h.kernelopts.clone())
+        }
+        _ => None,
+    });
+    assert_eq!(held_line.as_deref(), Some("root=/dev/vda1 ro rhgb quiet"));
+    let after = crate::plan::modules::testkit::written(&p, BLS).unwrap();
+    assert!(
+        after.contains("\noptions root=/dev/vda1 ro rhgb quiet $tuned_params gdrprov_pc=1\n"),
+        "{after}"
+    );
+    assert!(
+        p.warnings.iter().all(|w| !w.contains("$kernelopts")),
+        "{:?}",
+        p.warnings
+    );
+    // No plain kernelopts in grubenv: not held, not written, said.
+    let mut w = rhel("$kernelopts");
+    w.seen.grub.grubenv_bls = Some("saved_entry=x\n".into());
+    let p = w.plan(&desired(PROFILE)).0.unwrap();
     let (steps, holds) = steps_of(&p);
     assert!(holds.is_empty(), "{holds:?}");
-    assert!(!steps.contains(&format!(">{BLS}")), "{steps:?}");
+    assert!(!steps.contains(&entry), "{steps:?}");
     assert!(at(&steps, "dracut") < at(&steps, "grubby"), "{steps:?}");
     assert!(
         p.warnings

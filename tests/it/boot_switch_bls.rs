@@ -77,6 +77,7 @@ for f in /boot/loader/entries/*.conf; do
   while IFS= read -r l; do
     echo \"$l\" >> /run/entries-before-grubby
     case $l in
+      *'$kernelopts'*) ;;
       options\\ *) l=\"options $(newopts \"${l#options }\")\" ;;
     esac
     out=\"$out$l
@@ -148,13 +149,43 @@ fn tree(root: &Path) -> Snap {
 
 type Snap = std::collections::BTreeMap<String, (Vec<u8>, u32)>;
 
-/// What the entry boots: whether its options are the new ones (`iommu=pt`),
-/// whether the initramfs it loads is the new one (`blocked`), and its path.
+/// RHEL 8's shape of the same root: the entry's line is `$kernelopts`, the
+/// value in grubenv.
+fn rocky8_root() -> (tempfile::TempDir, PathBuf) {
+    let (t, root) = rocky_root();
+    let entry = std::fs::read_to_string(root.join(&ENTRY[1..])).unwrap();
+    let options = entry
+        .lines()
+        .find_map(|l| l.strip_prefix("options "))
+        .unwrap()
+        .to_string();
+    put(
+        &root,
+        ENTRY,
+        &entry.replace(&format!("options {options}"), "options $kernelopts"),
+    );
+    let env = GRUBENV.replace(
+        "kernelopts=root=/dev/mapper/rl-root ro rhgb quiet",
+        &format!("kernelopts={options}"),
+    );
+    put(&root, "/boot/grub2/grubenv", &env);
+    (t, root)
+}
+
+/// What the entry boots: whether its options are the new ones (`iommu=pt`;
+/// `$kernelopts` read from grubenv, as GRUB does), whether the initramfs it
+/// loads is the new one (`blocked`), and its path.
 fn side(root: &Path) -> (bool, bool, String) {
     let text = std::fs::read_to_string(root.join(&ENTRY[1..])).unwrap();
+    let env = std::fs::read_to_string(root.join("boot/grub2/grubenv")).unwrap_or_default();
+    let kernelopts = env
+        .lines()
+        .find_map(|l| l.strip_prefix("kernelopts="))
+        .unwrap_or_default();
     let line_new = text
         .lines()
         .filter(|l| l.starts_with("options"))
+        .map(|l| l.replace("$kernelopts", kernelopts))
         .any(|l| l.split_whitespace().any(|a| a == "iommu=pt"));
     // The entry's paths are on the /boot filesystem.
     let initrd = text
@@ -253,13 +284,23 @@ fn apply_holds_the_bls_entry_during_dracut_and_switches_it_before_grubby() {
 }
 
 /// Killed after every step of apply, then of rollback: the entry and its
-/// initramfs are of one side, and `recover` gives the original tree.
+/// initramfs are of one side, and `recover` gives the original tree. RHEL 9
+/// (options written out) and RHEL 8 (`$kernelopts`, from grubenv).
 #[test]
 fn a_kill_after_any_step_and_its_recovery_boot_one_side_on_bls() {
     if !is_root() {
         eprintln!("SKIPPED: a chroot root needs root (CI runs as root)");
         return;
     }
+    let nine = kills_each_one_side(rocky_root);
+    let eight = kills_each_one_side(rocky8_root);
+    eprintln!("RHEL BLS: {nine} kills on RHEL 9, {eight} on RHEL 8, each one side and recovered to the original tree");
+}
+
+/// [`a_kill_after_any_step_and_its_recovery_boot_one_side_on_bls`] on the
+/// roots `make` gives: the number of kills.
+fn kills_each_one_side(make: fn() -> (tempfile::TempDir, PathBuf)) -> usize {
+    let rocky_root = make;
     let (_t, root) = rocky_root();
     let was = tree(&root);
     let steps = plan_order(&root);
@@ -282,6 +323,9 @@ fn a_kill_after_any_step_and_its_recovery_boot_one_side_on_bls() {
         ok(&gd(&root, &PROFILE), "apply");
         if !kill_after(&root, n, &["rollback", "-y"]) {
             assert!(n > 2, "the rollback had only {} steps", n - 1);
+            // It ran whole: the original tree, grubenv included.
+            assert!(!same_side(&root, "after a whole rollback"));
+            assert_eq!(tree(&root), was, "a whole rollback");
             break;
         }
         same_side(&root, &format!("rollback killed after step {n}"));
@@ -294,8 +338,8 @@ fn a_kill_after_any_step_and_its_recovery_boot_one_side_on_bls() {
         assert_eq!(tree(&root), was, "recover of rollback step {n}");
         kills += 1;
     }
-    eprintln!("RHEL BLS: {kills} kills, each one side and recovered to the original tree");
     assert!(kills >= 8, "{kills}");
+    kills
 }
 
 /// grubby fails after the switch (the entries are on the new side): the

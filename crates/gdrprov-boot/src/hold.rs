@@ -115,6 +115,22 @@ pub fn grubby_options(options: &str, add: &[&str], remove: &[&str]) -> String {
     args.join(" ")
 }
 
+/// `options` with each `$kernelopts` token (`${kernelopts}` too) written out
+/// as `value`: RHEL 8's entries take their command line from grubenv's
+/// `kernelopts`, which grubby edits; an entry held or switched by gdrprov
+/// carries its line itself, so that grubenv changing under it cannot mix it.
+/// Other variables (`$tuned_params`) are kept.
+pub fn with_kernelopts(options: &str, value: &str) -> String {
+    options
+        .split_whitespace()
+        .map(|t| match t {
+            "$kernelopts" | "${kernelopts}" => value,
+            t => t,
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Whether a line's key is `key` (a BLS entry's `options`, `initrd`...).
 fn is_key(line: &str, key: &str) -> bool {
     line.strip_prefix(key)
@@ -239,5 +255,22 @@ mod tests {
         );
         assert_eq!(options_of("optionsx a\n"), None);
         assert_eq!(with_options("title x\n", "a"), None);
+    }
+
+    #[test]
+    fn kernelopts_is_written_out_and_other_variables_kept() {
+        let value = "root=/dev/mapper/rl-root ro rhgb quiet";
+        assert_eq!(
+            with_kernelopts("$kernelopts $tuned_params", value),
+            format!("{value} $tuned_params")
+        );
+        assert_eq!(with_kernelopts("${kernelopts}", value), value);
+        assert_eq!(with_kernelopts("ro quiet", value), "ro quiet");
+        // Then grubby's arguments apply to the line written out.
+        let literal = with_kernelopts("$kernelopts $tuned_params", value);
+        assert_eq!(
+            grubby_options(&literal, &["iommu=pt"], &["quiet"]),
+            "root=/dev/mapper/rl-root ro rhgb $tuned_params iommu=pt"
+        );
     }
 }

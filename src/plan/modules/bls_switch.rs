@@ -15,10 +15,16 @@
 //! the same way, so that the journal keeps them all: grubby has no undo, and
 //! a rollback puts back the entries' old text.
 //!
-//! An entry whose options read `$kernelopts` (RHEL 8: the line is in
-//! `/boot/grub2/grubenv`, which grubby edits and gdrprov does not journal) is
-//! not held: no single write switches it, and a rollback could not put the
-//! line back. The plan says so ([`kernelopts_warning`]).
+//! An entry whose options read `$kernelopts` (RHEL 8: the line is grubenv's
+//! `kernelopts`, which grubby edits) is held and switched with that line
+//! written out: held with grubenv's line as the plan read it, switched to the
+//! new one (grubby's arguments applied to it), so grubby's later edit of
+//! grubenv cannot reach it. It stays written out (`$tuned_params` and other
+//! variables are kept): a rollback puts the entry's `$kernelopts` text back
+//! only after its `dracut`, when grubby's journaled undo has already set
+//! grubenv's `kernelopts` back (`bootcfg`), so each instant is one side.
+//! Where grubenv has no plain `kernelopts` line such an entry is not held,
+//! and the plan says so ([`kernelopts_warning`]).
 
 use super::bootcfg::{BLS_DIR, MODULE};
 use crate::facts::boot_shape::CmdlineHome;
@@ -65,21 +71,41 @@ fn entries_loading<'a>(ctx: &'a Context, kernel: &str) -> Vec<(String, &'a str)>
 
 /// Whether an entry's command line is `$kernelopts` from grubenv (RHEL 8).
 fn reads_grubenv(text: &str) -> bool {
-    hold::options_of(text).is_some_and(|o| o.contains("$kernelopts"))
+    hold::options_of(text).is_some_and(|o| {
+        o.split_whitespace()
+            .any(|t| t == "$kernelopts" || t == "${kernelopts}")
+    })
+}
+
+/// grubenv's `kernelopts` as the plan read it (plain values only).
+fn kernelopts<'a>(ctx: &'a Context<'_>) -> Option<&'a str> {
+    ctx.seen
+        .grub
+        .grubenv_bls
+        .as_deref()
+        .and_then(super::bootcfg::kernelopts)
 }
 
 /// The entries held on the initramfs of `kernel` while dracut rebuilds it
-/// (see the module): those with literal options.
+/// (see the module). An RHEL 8 entry (`$kernelopts`) is held with grubenv's
+/// line written out, so that grubby's edit of grubenv cannot reach it; not
+/// held where grubenv's line is unknown ([`kernelopts_warning`]).
 pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
     if !is_bls(ctx) {
         return Vec::new();
     }
     entries_loading(ctx, kernel)
         .into_iter()
-        .filter(|(_, t)| !reads_grubenv(t))
-        .map(|(reader, _)| Hold {
-            reader,
-            file: format!("/boot/{}", image(kernel)),
+        .filter_map(|(reader, text)| {
+            let kernelopts = match reads_grubenv(text) {
+                true => Some(kernelopts(ctx)?.to_string()),
+                false => None,
+            };
+            Some(Hold {
+                reader,
+                file: format!("/boot/{}", image(kernel)),
+                kernelopts,
+            })
         })
         .collect()
 }
@@ -137,17 +163,27 @@ pub fn switches(ctx: &Context, commands: &[Change]) -> Vec<Change> {
         .collect();
     let mut out: Vec<Change> = Vec::new();
     for (name, text) in &ctx.seen.grub.bls_entries {
-        if !is_distribution_entry(name) || reads_grubenv(text) {
+        if !is_distribution_entry(name) {
             continue;
         }
         let Some(options) = hold::options_of(text) else {
             continue;
         };
-        let new = hold::grubby_options(options, &add, &remove);
+        // An RHEL 8 entry a rebuild holds is switched with its new line
+        // written out (see `holds`). One not held keeps `$kernelopts`: grubby
+        // changes grubenv, not its text, and grubby's undo sets grubenv back.
+        let path = format!("{BLS_DIR}/{name}");
+        let options = match (reads_grubenv(text), kernelopts(ctx)) {
+            (false, _) => options.to_string(),
+            (true, Some(value)) if held.iter().any(|h| h.reader == path) => {
+                hold::with_kernelopts(options, value)
+            }
+            (true, _) => continue,
+        };
+        let new = hold::grubby_options(&options, &add, &remove);
         let Some(after) = hold::with_options(text, &new).filter(|a| a != text) else {
             continue;
         };
-        let path = format!("{BLS_DIR}/{name}");
         let description = match held.iter().find(|h| h.reader == path) {
             Some(h) => format!(
                 "Switch {path} to the rebuilt {} with the new kernel arguments, now that it is on disk (grubby then finds them there and writes the same line)",
@@ -188,12 +224,12 @@ pub fn kernelopts_warning(ctx: &Context, commands: &[Change]) -> Option<String> 
         .filter(|c| c.rebuilds_initramfs())
         .filter_map(|c| kver(c))
         .flat_map(|k| entries_loading(ctx, k))
-        .filter(|(_, t)| reads_grubenv(t))
+        .filter(|(_, t)| reads_grubenv(t) && kernelopts(ctx).is_none())
         .map(|(p, _)| p)
         .collect();
     (!paths.is_empty()).then(|| {
         format!(
-            "the BLS entries {} take their kernel arguments from $kernelopts in /boot/grub2/grubenv, which grubby changes after dracut has rebuilt their initramfs: a power cut between the two boots the old arguments with the rebuilt initramfs (gdrprov holds only entries whose arguments are written out, as RHEL 9 writes them; a rollback sets grubenv's kernelopts back); apply where a power cut is unlikely, and reboot once it has finished",
+            "the BLS entries {} take their kernel arguments from $kernelopts, and /boot/grub2/grubenv has no plain kernelopts line to write out in their place: gdrprov cannot hold them while dracut rebuilds their initramfs, so a power cut between dracut and grubby boots the old arguments with the rebuilt initramfs; apply where a power cut is unlikely, and reboot once it has finished",
             paths.join(", ")
         )
     })

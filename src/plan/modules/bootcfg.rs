@@ -320,7 +320,7 @@ fn extra_entries(
 
 /// grubenv's `kernelopts` value, where it is plain (grub2-editenv escapes
 /// a backslash or newline; such a value is not set back).
-fn kernelopts(grubenv: &str) -> Option<&str> {
+pub(super) fn kernelopts(grubenv: &str) -> Option<&str> {
     let value = grubenv
         .lines()
         .find_map(|l| l.strip_prefix("kernelopts="))?;

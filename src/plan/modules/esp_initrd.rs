@@ -122,7 +122,11 @@ pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
             }
             entry_initrds(ctx, sd, kernel)
                 .into_iter()
-                .map(|(reader, file)| Hold { reader, file })
+                .map(|(reader, file)| Hold {
+                    reader,
+                    file,
+                    kernelopts: None,
+                })
                 .collect()
         }
         CmdlineHome::OnHost { .. } if ctx.facts.os.family == OsFamily::Rhel => {
@@ -134,6 +138,7 @@ pub fn holds(ctx: &Context, kernel: &str) -> Vec<Hold> {
                 Some(text) if gdrprov_boot::hold::names(text, &name) => vec![Hold {
                     reader: cfg.to_string(),
                     file: format!("/boot/{name}"),
+                    kernelopts: None,
                 }],
                 _ => Vec::new(),
             }
