@@ -123,12 +123,19 @@ pub fn grubby_options(options: &str, add: &[&str], remove: &[&str]) -> String {
 pub fn with_kernelopts(options: &str, value: &str) -> String {
     options
         .split_whitespace()
-        .map(|t| match t {
-            "$kernelopts" | "${kernelopts}" => value,
-            t => t,
-        })
+        .map(|t| if is_kernelopts(t) { value } else { t })
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// Whether `options` read grubenv's `kernelopts` (RHEL 8's entries).
+pub fn reads_kernelopts(options: &str) -> bool {
+    options.split_whitespace().any(is_kernelopts)
+}
+
+/// `$kernelopts` or `${kernelopts}`, as GRUB expands it.
+fn is_kernelopts(token: &str) -> bool {
+    token == "$kernelopts" || token == "${kernelopts}"
 }
 
 /// Whether a line's key is `key` (a BLS entry's `options`, `initrd`...).

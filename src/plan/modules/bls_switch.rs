@@ -71,10 +71,7 @@ fn entries_loading<'a>(ctx: &'a Context, kernel: &str) -> Vec<(String, &'a str)>
 
 /// Whether an entry's command line is `$kernelopts` from grubenv (RHEL 8).
 fn reads_grubenv(text: &str) -> bool {
-    hold::options_of(text).is_some_and(|o| {
-        o.split_whitespace()
-            .any(|t| t == "$kernelopts" || t == "${kernelopts}")
-    })
+    hold::options_of(text).is_some_and(hold::reads_kernelopts)
 }
 
 /// grubenv's `kernelopts` as the plan read it (plain values only).
