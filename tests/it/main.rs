@@ -45,6 +45,7 @@ mod hostile_lock;
 mod hostile_peer;
 mod hostile_recheck;
 mod hostile_text;
+mod hostile_suite;
 mod interface;
 mod journal_check;
 mod journal_sums;
