@@ -138,7 +138,7 @@ pub fn trial_specs(specs: &[String]) -> Vec<String> {
         .iter()
         .map(|s| {
             let p = std::path::Path::new(s);
-            if crate::host::is_local_file(p) {
+            if crate::profile::spec_names_a_file(s) && crate::host::is_local_file(p) {
                 crate::host::canonical_local(p)
                     .map(|c| c.display().to_string())
                     .unwrap_or_else(|| s.clone())

@@ -21,22 +21,32 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
-/// `gdrprov ARGS_FILE`: argv has exactly one argument, an existing file
-/// whose content is a JSON object. Anything else is the normal command line.
+/// `gdrprov ARGS_FILE`, the way Ansible runs a binary module: argv has
+/// exactly one argument, it is [`is_ansible_args_path`], and the file holds
+/// a JSON object. Anything else is the normal command line, whatever files
+/// the working directory holds.
 pub fn args_file_from_argv() -> Option<PathBuf> {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args.len() != 2 {
+    let [_, arg] = args.as_slice() else {
         return None;
-    }
-    let path = PathBuf::from(&args[1]);
-    if !crate::host::is_local_file(&path) {
+    };
+    let path = PathBuf::from(arg);
+    if !is_ansible_args_path(&path) {
         return None;
     }
     let text = crate::host::read_local_text(&path, crate::host::ReadLimit::Args).ok()?;
-    match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Object(_)) => Some(path),
-        _ => None,
-    }
+    matches!(serde_json::from_str::<Value>(&text), Ok(Value::Object(_))).then_some(path)
+}
+
+/// Ansible writes a binary module's arguments to `REMOTE_TMP/args` and runs
+/// `MODULE` with that absolute path (ansible's `ActionBase._execute_module`).
+/// A command word never starts with `/`, so no subcommand can be taken for
+/// it, and no file in the working directory can turn one into the module
+/// (issue 43: a file named `man` holding a task ran as root). The file must
+/// also be a regular file owned by the user running gdrprov, as the one
+/// Ansible just wrote is.
+pub fn is_ansible_args_path(path: &Path) -> bool {
+    path.is_absolute() && crate::host::is_own_regular_file(path)
 }
 
 /// Runs the module; prints exactly one JSON object; exit 0, or 1 when failed.

@@ -86,6 +86,7 @@ pub fn run_staged(
 ) -> Staged {
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .env("PATH", super::runner::search_path())
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -35,9 +35,9 @@ pub use lock::{write_new_private, FileLock};
 pub use lockfile::{holder_of, write_pid};
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
-    canonical_local, is_local_dir, is_local_file, is_local_special, list_local_dir, local_exists,
-    local_id, log_text, open_local, random_bytes, read_kmsg, read_local, read_local_text, LocalId,
-    ReadLimit,
+    canonical_local, is_local_dir, is_local_file, is_local_special, is_own_regular_file,
+    list_local_dir, local_exists, local_id, log_text, open_local, random_bytes, read_kmsg,
+    read_local, read_local_text, LocalId, ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
 pub use runner::{CommandOutput, CommandSpec, Hold, Placement};

@@ -311,6 +311,15 @@ pub fn is_local_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
+/// Whether `path` is itself a regular file (not a symlink to one) owned by
+/// the effective user: a file this user wrote, not one another user could
+/// have planted.
+pub fn is_own_regular_file(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw())
+}
+
 /// Whether `path` names a FIFO, socket or device node (a symlink followed):
 /// something there that is neither a regular file nor a directory.
 pub fn is_local_special(path: &Path) -> bool {

@@ -10,6 +10,21 @@ use std::os::unix::fs::PermissionsExt;
 /// The search path when `$PATH` is unset (as execvp and the shells use).
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+/// The search path every command gdrprov runs is found in and gets: the
+/// absolute directories of `$PATH`, in order. An empty entry or `.` (or any
+/// relative one) would make a file of the working directory the program a
+/// root-run gdrprov starts (issue 43): they are dropped. Nothing left: the
+/// default path.
+pub fn search_path() -> String {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let kept: Vec<&str> = path.split(':').filter(|d| d.starts_with('/')).collect();
+    if kept.is_empty() {
+        DEFAULT_PATH.to_string()
+    } else {
+        kept.join(":")
+    }
+}
+
 /// A command gdrprov wants to run, with the reason shown to people.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CommandSpec {
@@ -216,9 +231,8 @@ impl Host {
         if prog.is_empty() {
             return None;
         }
-        let path = std::env::var("PATH").unwrap_or_else(|_| DEFAULT_PATH.to_string());
-        path.split(':')
-            .filter(|dir| dir.starts_with('/'))
+        search_path()
+            .split(':')
             .map(|dir| format!("{}/{prog}", dir.trim_end_matches('/')))
             .find(|p| is_exec(p))
     }
@@ -233,10 +247,10 @@ impl Host {
             return Err(Error::Usage("empty command".into()));
         };
         self.log(|r| r.spawned.push(argv.clone()));
-        let cmd = spec
-            .env
-            .iter()
-            .fold(duct::cmd(prog, args), |c, (k, v)| c.env(k, v));
+        let cmd = spec.env.iter().fold(
+            duct::cmd(prog, args).env("PATH", search_path()),
+            |c, (k, v)| c.env(k, v),
+        );
         let out = cmd
             .env("LC_ALL", "C")
             .stdin_null()

@@ -187,14 +187,23 @@ fn default_name(origin: &Origin) -> String {
     }
 }
 
-/// A spec that names an existing file is that file; otherwise a built-in name.
-/// `extends` entries are looked up next to the profile that names them first.
+/// Whether a profile spec on the command line names a file: it has a `/`
+/// or ends in `.yaml`/`.yml`. Anything else is a built-in profile's name,
+/// whatever the working directory holds (issue 43: a file named
+/// `rdma-dmabuf` in the directory root ran gdrprov from replaced the built-in).
+pub fn spec_names_a_file(spec: &str) -> bool {
+    spec.contains('/') || spec.ends_with(".yaml") || spec.ends_with(".yml")
+}
+
+/// A spec that names a file ([`spec_names_a_file`]) is that file; otherwise
+/// a built-in name. `extends` entries are looked up next to the profile that
+/// names them first.
 fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
     let candidates: Vec<PathBuf> = match relative_to {
         Some(dir) => vec![dir.join(spec), dir.join(format!("{spec}.yaml"))],
-        None => vec![PathBuf::from(spec)],
+        None if spec_names_a_file(spec) => vec![PathBuf::from(spec)],
+        None => Vec::new(),
     };
-    let looks_like_path = spec.contains('/') || spec.ends_with(".yaml") || spec.ends_with(".yml");
     // A FIFO or device node by that name is a file too: reading it is
     // refused then, naming what it is (never a hang, never "unknown profile").
     for c in &candidates {
@@ -202,7 +211,10 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
             return Ok(Origin::File(c.clone()));
         }
     }
-    if relative_to.is_none() && crate::host::is_local_dir(Path::new(spec)) {
+    if relative_to.is_none()
+        && spec_names_a_file(spec)
+        && crate::host::is_local_dir(Path::new(spec))
+    {
         return Err(Error::ProfileInvalid {
             file: spec.to_string(),
             msg: format!(
@@ -211,7 +223,7 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
             ),
         });
     }
-    if !looks_like_path {
+    if !spec_names_a_file(spec) {
         if let Some(name) = builtin::PROFILES
             .iter()
             .map(|(n, _)| *n)
@@ -219,6 +231,18 @@ fn locate(spec: &str, relative_to: Option<&Path>) -> Result<Origin> {
         {
             return Ok(Origin::Builtin(name));
         }
+    }
+    if relative_to.is_none()
+        && !spec_names_a_file(spec)
+        && crate::host::local_exists(Path::new(spec))
+    {
+        return Err(Error::ProfileInvalid {
+            file: spec.to_string(),
+            msg: format!(
+                "is not a built-in profile ({}); a bare name never reads a file of the working directory: to use that file, write ./{spec}",
+                builtin::names().join(", ")
+            ),
+        });
     }
     Err(Error::UnknownProfile {
         name: spec.to_string(),

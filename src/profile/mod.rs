@@ -11,7 +11,7 @@ pub mod model;
 pub mod text;
 pub mod when;
 
-pub use load::{load, load_exact, parse, Exact};
+pub use load::{load, load_exact, parse, spec_names_a_file, Exact};
 pub use merge::{compose, Composed};
 pub use model::*;
 
