@@ -380,7 +380,10 @@ mod tests {
             std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
             std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
             let e = load_secret(Some(&other)).unwrap_err().to_string();
-            assert!(e.contains("owned by uid 65534") && e.contains("chown"), "{e}");
+            assert!(
+                e.contains("owned by uid 65534") && e.contains("chown"),
+                "{e}"
+            );
         }
         for bad in [
             "\0".repeat(17),
