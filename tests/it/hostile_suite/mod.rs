@@ -11,3 +11,4 @@ pub mod harness;
 
 mod cwd;
 mod journal;
+mod peer;
