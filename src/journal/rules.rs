@@ -110,9 +110,7 @@ pub fn state_problem(st: &State) -> Option<(String, String)> {
 }
 
 fn step_problem(s: &Step, versioned: bool) -> Option<(String, String)> {
-    let Some(path) = s.path.as_deref() else {
-        return None;
-    };
+    let path = s.path.as_deref()?;
     if let Some(why) = path_problem(path) {
         return Some(("path".into(), why));
     }

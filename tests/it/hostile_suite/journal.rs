@@ -424,7 +424,8 @@ fn every_tampered_journal_is_refused_by_every_reader() {
 fn every_tampered_state_is_refused_by_every_reader() {
     let b = bases();
     let t = tempfile::tempdir().unwrap();
-    let edits: [(&str, fn(&mut Value), &str); 5] = [
+    type Edit = (&'static str, fn(&mut Value), &'static str);
+    let edits: [Edit; 5] = [
         (
             "generation as a string",
             |s| s["generation"] = json!("1"),
