@@ -442,7 +442,7 @@ impl<'a> StateStore<'a> {
     pub fn save_generation(&self, g: &Generation) -> Result<()> {
         self.write_private(
             &format!("generations/{}/journal.json", g.generation),
-            &to_json(g)?,
+            &to_json(&rules::sealed(g))?,
         )
     }
 
@@ -451,7 +451,7 @@ impl<'a> StateStore<'a> {
     pub fn save_staged_generation(&self, g: &Generation) -> Result<()> {
         self.write_private(
             &format!("{}/journal.json", staging_dir(g.generation)),
-            &to_json(g)?,
+            &to_json(&rules::sealed(g))?,
         )
     }
 

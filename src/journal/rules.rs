@@ -53,6 +53,27 @@ impl Step {
     }
 }
 
+/// `g` as it is written: a versioned document, so every step touching a
+/// file carries its `meta_sum` (a journal of an older gdrprov, read under the
+/// same rules, gets them when it is written again, e.g. marked rolled back).
+pub fn sealed(g: &Generation) -> std::borrow::Cow<'_, Generation> {
+    if g.steps
+        .iter()
+        .all(|s| s.path.is_none() || s.meta_sum.is_some())
+    {
+        return std::borrow::Cow::Borrowed(g);
+    }
+    let mut g = g.clone();
+    for s in g
+        .steps
+        .iter_mut()
+        .filter(|s| s.path.is_some() && s.meta_sum.is_none())
+    {
+        s.seal();
+    }
+    std::borrow::Cow::Owned(g)
+}
+
 /// SHA-256 (hex) over a step's path, `before`, `before_meta` and
 /// `created_dirs`, as JSON.
 fn meta_sum(s: &Step) -> String {

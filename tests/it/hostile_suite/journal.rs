@@ -511,3 +511,55 @@ fn a_newer_minor_version_still_rolls_back() {
         std::fs::read(pristine.join("etc/default/grub")).unwrap()
     );
 }
+
+/// A journal of an older gdrprov (no `format_version`, no `meta_sum`) reads
+/// as 1.x and still rolls back; the metadata rules hold for it all the same
+/// (a setuid mode in it is refused, naming the field).
+#[test]
+fn an_unversioned_journal_reads_as_1x_under_the_same_rules() {
+    let b = bases();
+    let t = tempfile::tempdir().unwrap();
+    let strip = |j: &mut Value| {
+        j.as_object_mut().unwrap().remove("format_version");
+        for s in j["steps"].as_array_mut().unwrap() {
+            s.as_object_mut().unwrap().remove("meta_sum");
+        }
+    };
+    let bad = copy(&b.done, t.path(), "old-setuid");
+    let mut j = journal(&bad);
+    strip(&mut j);
+    mode_or(0o4000)(&mut j, &bad, &b);
+    std::fs::write(bad.join(JOURNAL), serde_json::to_vec_pretty(&j).unwrap()).unwrap();
+    let r = bad.to_str().unwrap();
+    for args in [
+        &["rollback", "--yes", "--root", r][..],
+        &["history", "--root", r],
+    ] {
+        let before = tree(&bad);
+        let text = assert_refused(&run_in(None, args), "before_meta.mode", &args.join(" "));
+        assert!(text.contains("setuid"), "{text}");
+        assert_unchanged(&before, &tree(&bad), &args.join(" "));
+    }
+    let root = copy(&b.done, t.path(), "old");
+    let mut j = journal(&root);
+    strip(&mut j);
+    std::fs::write(root.join(JOURNAL), serde_json::to_vec_pretty(&j).unwrap()).unwrap();
+    let r = root.to_str().unwrap();
+    for args in [
+        &["history", "--root", r][..],
+        &["journal", "check", "--root", r],
+        &["rollback", "--yes", "--root", r],
+    ] {
+        let out = run_in(None, args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+    let pristine = Root::example("ubuntu-22.04-h100");
+    assert_eq!(
+        std::fs::read(root.join("etc/default/grub")).unwrap(),
+        std::fs::read(pristine.join("etc/default/grub")).unwrap()
+    );
+    assert!(
+        !root.join("etc/hostile-extra.d").exists(),
+        "the directory apply made is removed"
+    );
+}
