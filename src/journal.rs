@@ -252,7 +252,7 @@ impl<'a> StateStore<'a> {
                     .and_then(|st| rules::state_problem(&st).map_or(Ok(st), Err))
                     .map_err(|(field, why)| {
                         Error::Journal(format!(
-                            "{} is damaged: {}{why}; gdrprov will not act on it (nothing was changed). Restore it from the latest generation's journal.json (its state_after) or remove {} to start over",
+                            "{} {}{why}; gdrprov will not act on it (nothing was changed). Restore it from the latest generation's journal.json (its state_after) or remove {} to start over",
                             self.host.display(&Self::path("state.json")),
                             field_of(&field),
                             self.host.display(DIR)
@@ -432,7 +432,7 @@ impl<'a> StateStore<'a> {
             .and_then(|p| rules::record_problem(&p.doc, p.versioned).map_or(Ok(p.doc), Err))
             .map_err(|(field, why)| {
                 Error::Journal(format!(
-                    "{} is damaged: {}{why}; gdrprov will not act on it (nothing was changed). Restore it from a backup of the host (never edit a journal by hand)",
+                    "{} {}{why}; gdrprov will not act on it (nothing was changed). Restore it from a backup of the host (never edit a journal by hand)",
                     rules::journal_file(self.host, n),
                     field_of(&field)
                 ))
@@ -547,12 +547,14 @@ fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
     doc::to_json(v).map_err(Error::Journal)
 }
 
-/// `field `F`: ` for a message, nothing for the whole document.
+/// What is wrong with a document, for a message: `is damaged: field `F`: `
+/// (nothing for the whole document), or, for another version, that this
+/// gdrprov cannot read it.
 fn field_of(field: &str) -> String {
-    if field.is_empty() {
-        String::new()
-    } else {
-        format!("field `{field}`: ")
+    match field {
+        "" => "is damaged: ".into(),
+        doc::FIELD => format!("cannot be read by this gdrprov: field `{field}`: "),
+        _ => format!("is damaged: field `{field}`: "),
     }
 }
 

@@ -104,7 +104,7 @@ fn version(v: &Value) -> Result<u64, Refusal> {
         Some(_) => Err(Refusal::new(
             FIELD,
             format!(
-                "it is format version {text}, of another major version than this gdrprov reads ({MAJOR}.x, written by gdrprov {}); read it with the gdrprov that wrote it",
+                "it is format version {text}, another major version than this gdrprov ({}) reads ({MAJOR}.x); read it with the gdrprov that wrote it, or one that reads {text}",
                 env!("CARGO_PKG_VERSION")
             ),
         )),
