@@ -9,6 +9,10 @@ use crate::host::{holder_of, write_pid, CommandSpec, FileMeta, Host, ReadLimit, 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+pub mod doc;
+mod rules;
+pub use rules::{check_created_dirs, created_dir_problem, mode_problem, restore_meta};
+
 pub const DIR: &str = "/var/lib/gdrprov";
 const STAGING_SUFFIX: &str = ".new";
 
@@ -119,6 +123,7 @@ pub enum Kind {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Step {
     pub description: String,
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -127,8 +132,10 @@ pub struct Step {
     /// `None` when the file did not exist.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub before: Option<String>,
+    /// Mode and owner as apply first read the file: read only through
+    /// [`restore_meta`], which checks them against the root.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub before_meta: Option<FileMeta>,
+    before_meta: Option<FileMeta>,
     /// Checksum and size of the `before` copy, checked before it is restored.
     /// Absent in journals of older versions: their backups are restored
     /// unchecked, as those versions did.
@@ -140,6 +147,10 @@ pub struct Step {
     /// Checksum and size of the `after` copy (absent in older journals).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub after_sum: Option<Sum>,
+    /// SHA-256 over `path`, `before`, `before_meta` and `created_dirs`
+    /// (`rules`); absent in journals without a format version.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub meta_sum: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub command: Option<CommandSpec>,
     /// Directories this step's write creates (they did not exist when the
@@ -178,6 +189,7 @@ impl std::fmt::Display for Sum {
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Generation {
     pub generation: u64,
     pub kind: Kind,
@@ -233,13 +245,21 @@ impl<'a> StateStore<'a> {
             .read_text_limited(&Self::path("state.json"), ReadLimit::State)?
         {
             None => Ok(State::default()),
-            Some(text) => serde_json::from_str(&text).map_err(|e| {
-                Error::Journal(format!(
-                    "{} is damaged ({e}); restore it from the latest generation's journal.json (its state_after) or remove {} to start over",
-                    self.host.display(&Self::path("state.json")),
-                    self.host.display(DIR)
-                ))
-            }),
+            Some(text) => {
+                let st: State = doc::parse(&text)
+                    .map(|p| p.doc)
+                    .map_err(|r| (r.field, r.why))
+                    .and_then(|st| rules::state_problem(&st).map_or(Ok(st), Err))
+                    .map_err(|(field, why)| {
+                        Error::Journal(format!(
+                            "{} {}{why}; gdrprov will not act on it (nothing was changed). Restore it from the latest generation's journal.json (its state_after) or remove {} to start over",
+                            self.host.display(&Self::path("state.json")),
+                            field_of(&field),
+                            self.host.display(DIR)
+                        ))
+                    })?;
+                Ok(st)
+            }
         }
     }
 
@@ -407,14 +427,22 @@ impl<'a> StateStore<'a> {
             .host
             .read_text_limited(&Self::path(&rel), ReadLimit::Journal)?
             .ok_or_else(|| Error::Journal(format!("generation {n} has no journal.json")))?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::Journal(format!("generation {n}: journal.json is damaged: {e}")))
+        doc::parse::<Generation>(&text)
+            .map_err(|r| (r.field, r.why))
+            .and_then(|p| rules::record_problem(&p.doc, p.versioned).map_or(Ok(p.doc), Err))
+            .map_err(|(field, why)| {
+                Error::Journal(format!(
+                    "{} {}{why}; gdrprov will not act on it (nothing was changed). Restore it from a backup of the host (never edit a journal by hand)",
+                    rules::journal_file(self.host, n),
+                    field_of(&field)
+                ))
+            })
     }
 
     pub fn save_generation(&self, g: &Generation) -> Result<()> {
         self.write_private(
             &format!("generations/{}/journal.json", g.generation),
-            &to_json(g)?,
+            &to_json(&rules::sealed(g))?,
         )
     }
 
@@ -423,7 +451,7 @@ impl<'a> StateStore<'a> {
     pub fn save_staged_generation(&self, g: &Generation) -> Result<()> {
         self.write_private(
             &format!("{}/journal.json", staging_dir(g.generation)),
-            &to_json(g)?,
+            &to_json(&rules::sealed(g))?,
         )
     }
 
@@ -516,19 +544,29 @@ impl<'a> StateStore<'a> {
 pub type Lock = crate::host::FileLock;
 
 fn to_json<T: Serialize>(v: &T) -> Result<Vec<u8>> {
-    let mut s = serde_json::to_vec_pretty(v).map_err(|e| Error::Journal(e.to_string()))?;
-    s.push(b'\n');
-    Ok(s)
+    doc::to_json(v).map_err(Error::Journal)
+}
+
+/// What is wrong with a document, for a message: `is damaged: field `F`: `
+/// (nothing for the whole document), or, for another version, that this
+/// gdrprov cannot read it.
+fn field_of(field: &str) -> String {
+    match field {
+        "" => "is damaged: ".into(),
+        doc::FIELD => format!("cannot be read by this gdrprov: field `{field}`: "),
+        _ => format!("is damaged: field `{field}`: "),
+    }
 }
 
 /// A step's path as a journal must hold it: absolute and plain (no `..`).
 /// One that climbs (an edited journal) is refused, never skipped.
 pub fn journal_path(path: &str) -> Result<()> {
-    crate::host::check_profile_path(path).map_err(|e| {
-        Error::Journal(format!(
+    match rules::path_problem(path) {
+        None => Ok(()),
+        Some(e) => Err(Error::Journal(format!(
             "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
-        ))
-    })
+        ))),
+    }
 }
 
 /// Seconds since the Unix epoch as RFC 3339 UTC (`2026-11-22T20:15:03Z`).

@@ -297,19 +297,10 @@ fn prepare_step(
     i: usize,
     change: &Change,
 ) -> Result<Step> {
-    let mut step = Step {
-        description: change.description.clone(),
-        path: change.path().map(str::to_string),
-        before: None,
-        before_meta: None,
-        before_sum: None,
-        after: None,
-        after_sum: None,
-        command: None,
-        created_dirs: Vec::new(),
-        done: false,
-        pending: false,
-    };
+    let mut step = Step::new(
+        change.description.clone(),
+        change.path().map(str::to_string),
+    );
     let expected_before = match &change.action {
         Action::WriteFile { before, .. } => before.as_deref(),
         Action::RemoveFile { before, .. } => Some(before.as_str()),
@@ -333,7 +324,9 @@ fn prepare_step(
         store.write_private(&format!("{staged}/{i}.before"), &bytes)?;
         step.before = Some(rel);
         step.before_sum = Some(journal::Sum::of(&bytes));
-        step.before_meta = host.meta(path)?;
+        let meta = host.meta(path)?;
+        refuse_unrestorable_mode(host, path, meta)?;
+        step.record_before_meta(meta);
     }
     if let Action::WriteFile { after, .. } = &change.action {
         let rel = format!("{dir}/{i}.after");
@@ -342,7 +335,21 @@ fn prepare_step(
         step.after_sum = Some(journal::Sum::of(after.as_bytes()));
         step.created_dirs = missing_dirs(host, path);
     }
+    step.seal();
     Ok(step)
+}
+
+/// A file whose mode a rollback would refuse to put back (setuid, setgid,
+/// sticky or world-writable: `journal::mode_problem`) is not edited at all.
+fn refuse_unrestorable_mode(host: &Host, path: &str, meta: Option<host::FileMeta>) -> Result<()> {
+    let Some(why) = meta.and_then(|m| journal::mode_problem(m.mode)) else {
+        return Ok(());
+    };
+    Err(Error::Refused(format!(
+        "{} has {why}: gdrprov does not edit such a file, since it could not put that mode back on rollback (nothing was changed). Remove those bits (`chmod ug-s,o-t,o-w {}`) and run again",
+        host.display(path),
+        host.display(path)
+    )))
 }
 
 /// The parent directories of `path` that do not exist yet, deepest first
@@ -365,8 +372,11 @@ fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
 /// files were removed), deepest first; never one gdrprov did not create.
 fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
     for step in steps.iter().rev() {
+        // Never one gdrprov did not make (refused before anything changed).
         for d in &step.created_dirs {
-            host.remove_empty_dir(d)?;
+            if journal::created_dir_problem(host, d).is_none() {
+                host.remove_empty_dir(d)?;
+            }
         }
     }
     Ok(())

@@ -211,7 +211,8 @@ pub struct Undone {
 pub fn recovery_plan(host: &Host, store: &StateStore, gens: &[Generation]) -> Result<Plan> {
     let mut changes: Vec<Change> = Vec::new();
     for g in gens.iter().rev() {
-        for step in g.steps.iter().rev() {
+        journal::check_created_dirs(host, g)?;
+        for (i, step) in g.steps.iter().enumerate().rev() {
             let Some(path) = &step.path else { continue };
             journal_path(path)?;
             let current = host.read_text(path).ok().flatten();
@@ -230,7 +231,7 @@ pub fn recovery_plan(host: &Host, store: &StateStore, gens: &[Generation]) -> Re
                     before: current,
                     after,
                     new_mode: 0o644,
-                    meta: step.before_meta,
+                    meta: journal::restore_meta(host, g.generation, i, step)?,
                 },
                 None => Action::RemoveFile {
                     path: path.clone(),

@@ -20,6 +20,7 @@ pub(super) struct Reverted {
 /// first, puts back every file a generation's steps touched, newest first, then re-runs the
 /// regeneration commands it had started. Marks it reverted.
 pub(super) fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
+    journal::check_created_dirs(host, g)?;
     let mut out = undo_commands(host, &g.steps);
     // The boot switch last (issue 37): the boot files a rebuild holds (loader
     // entries) are put back after the regeneration, the rest before it.
@@ -29,13 +30,13 @@ pub(super) fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Res
             .as_deref()
             .is_some_and(|p| crate::plan::rollback::is_held_reader(&specs, p))
     };
-    restore_files(host, store, &g.steps, |s| {
+    restore_files(host, store, g, |s| {
         (s.done || s.path.is_some()) && !switch(s)
     })?;
     let regen = rerun_regeneration(host, &g.steps);
     out.skipped.extend(regen.skipped);
     out.failed.extend(regen.failed);
-    restore_files(host, store, &g.steps, switch)?;
+    restore_files(host, store, g, switch)?;
     remove_created_dirs(host, &g.steps)?;
     // The restored boot files must be what the next boot reads, too. Best
     // effort: the revert itself has succeeded, and this only syncs.
@@ -155,28 +156,29 @@ pub(super) fn regen_note(r: &Reverted) -> String {
 fn restore_files(
     host: &Host,
     store: &StateStore,
-    steps: &[Step],
+    g: &Generation,
     select: impl Fn(&Step) -> bool,
 ) -> Result<()> {
-    // Every backup is read and checked against its checksum before the first
-    // file is written: a damaged one stops the restore with nothing changed.
+    // Every backup is read and checked against its checksum, and every
+    // recorded mode and owner against the root, before the first file is
+    // written: a damaged one stops the restore with nothing changed.
     let mut backups = Vec::new();
-    for step in steps.iter().rev().filter(|s| select(s)) {
+    for (i, step) in g.steps.iter().enumerate().rev().filter(|(_, s)| select(s)) {
         let Some(path) = &step.path else { continue };
         journal::journal_path(path)?;
         let bytes = match &step.before {
             Some(rel) => Some(store.read_backup(rel)?),
             None => None,
         };
-        backups.push((step, path, bytes));
+        let meta = journal::restore_meta(host, g.generation, i, step)?;
+        backups.push((path, bytes, meta));
     }
-    for (step, path, bytes) in backups {
-        if already_back(host, path, bytes.as_deref(), step.before_meta) {
+    for (path, bytes, meta) in backups {
+        if already_back(host, path, bytes.as_deref(), meta) {
             continue;
         }
         match bytes {
             Some(bytes) => {
-                let meta: Option<FileMeta> = step.before_meta;
                 host.write_atomic(
                     path,
                     bytes.as_bytes(),

@@ -18,7 +18,9 @@ pub struct Problem {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub path: Option<String>,
     /// `state-unreadable`, `journal-unreadable`, `unfinished`, `step-path`,
-    /// `backup-missing`, `backup-mismatch`, `changed-since`, `state-mismatch`.
+    /// `backup-missing`, `backup-mismatch`, `changed-since`, `state-mismatch`,
+    /// `step-meta` (a recorded mode, owner or created directory a rollback
+    /// would refuse).
     pub kind: &'static str,
     pub message: String,
     pub fix: String,
@@ -151,6 +153,22 @@ fn check_generation(
             ),
             fix: format!("`{}`", crate::apply::recover_command(host)),
         });
+    }
+    // What a rollback or recover would put back: its recorded modes and
+    // owners, and the directories it would remove, against the root.
+    if matches!(result_of(g), "in-effect" | "in-progress" | "failed") {
+        let owners = (0..g.steps.len())
+            .map(|i| crate::journal::restore_meta(host, n, i, &g.steps[i]).map(|_| ()))
+            .chain([crate::journal::check_created_dirs(host, g)]);
+        for e in owners.filter_map(|r| r.err()) {
+            problems.push(Problem {
+                generation: Some(n),
+                path: None,
+                kind: "step-meta",
+                message: e.to_string(),
+                fix: "restore the generation's journal.json from a backup of the host; never edit it by hand".into(),
+            });
+        }
     }
     for step in &g.steps {
         if let Some(path) = &step.path {

@@ -168,7 +168,8 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
     let mut commands: Vec<CommandSpec> = Vec::new();
     let mut undone: Vec<CommandSpec> = Vec::new();
     for g in undo {
-        for step in g.steps.iter().rev() {
+        crate::journal::check_created_dirs(host, g)?;
+        for (i, step) in g.steps.iter().enumerate().rev() {
             if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
                 if !commands.contains(cmd) {
                     commands.push(cmd.clone());
@@ -223,7 +224,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
                         before: current,
                         after,
                         new_mode: 0o644,
-                        meta: step.before_meta,
+                        meta: crate::journal::restore_meta(host, g.generation, i, step)?,
                     },
                     reboot: boot_time_effect(path),
                 },

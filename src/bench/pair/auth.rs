@@ -90,11 +90,12 @@ pub fn load_secret(file: Option<&Path>) -> Result<Option<(Secret, SecretSource)>
 }
 
 /// A token file's text: a regular file (a FIFO or `/dev/zero` is refused at
-/// once, through the host layer's guard), at most 4 KiB, readable by its
-/// owner only (a secret others can read is no secret: refused, with the
+/// once, through the host layer's guard), at most 4 KiB, owned by the user
+/// running gdrprov and readable by that owner only (a secret another user
+/// owns or others can read is no secret: refused, with the `chown` or the
 /// `chmod 600` fix).
 fn read_token_file(p: &Path) -> Result<String, PairError> {
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let bad = |why: String| PairError::BadSecret {
         path: p.display().to_string(),
         why,
@@ -104,6 +105,15 @@ fn read_token_file(p: &Path) -> Result<String, PairError> {
             crate::error::Error::BadPath { why, .. } => bad(why),
             other => bad(other.to_string()),
         })?;
+    let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(bad(format!(
+            "it is owned by uid {}, not by the user running gdrprov (uid {me}); a secret must be its owner's only: copy it to a file of your own (`install -m 600 {} NEW`) or run `chown {me} {}`",
+            meta.uid(),
+            p.display(),
+            p.display()
+        )));
+    }
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
         return Err(bad(format!(
@@ -194,6 +204,15 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The handshake's own deadline, in seconds, on both ends, apart from
+/// `--timeout`: a peer that connects or accepts and then says nothing is
+/// dropped after this long (docs/commands.md, `bench pair`).
+pub const HANDSHAKE_SECS: u64 = 10;
+
+fn handshake_limit() -> std::time::Duration {
+    std::time::Duration::from_secs(HANDSHAKE_SECS)
+}
+
 fn tool() -> String {
     format!("gdrprov {}", env!("CARGO_PKG_VERSION"))
 }
@@ -201,6 +220,10 @@ fn tool() -> String {
 /// The listener's half: Hello, check the client's proof, prove its own. On a wrong proof the
 /// client is told so and the error says nothing was registered (nothing is before this returns).
 pub fn listener_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
+    conn.handshake(handshake_limit(), |conn| listener_half(conn, secret))
+}
+
+fn listener_half(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
     conn.doing = "during the authentication".into();
     let nonce = hex(&random_bytes(32)?);
     conn.send(&Msg::Hello {
@@ -246,6 +269,10 @@ pub fn listener_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairEr
 
 /// The client's half: answer the Hello with its own nonce and proof, then check the listener's.
 pub fn client_handshake(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
+    conn.handshake(handshake_limit(), |conn| client_half(conn, secret))
+}
+
+fn client_half(conn: &mut Conn, secret: &Secret) -> Result<(), PairError> {
     conn.doing = "during the authentication".into();
     let (version, lnonce) = match conn.recv()? {
         Msg::Hello { version, nonce, .. } => (version, nonce),
@@ -345,6 +372,19 @@ mod tests {
         }
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
         assert!(load_secret(Some(&p)).unwrap().is_some());
+        // Issue 43: 0600 but another user's file (root can chown; as
+        // another user the fixture cannot be made, and is skipped).
+        if nix::unistd::geteuid().is_root() {
+            let other = dir.path().join("theirs");
+            std::fs::write(&other, "0123456789abcdef0123\n").unwrap();
+            std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o600)).unwrap();
+            std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
+            let e = load_secret(Some(&other)).unwrap_err().to_string();
+            assert!(
+                e.contains("owned by uid 65534") && e.contains("chown"),
+                "{e}"
+            );
+        }
         for bad in [
             "\0".repeat(17),
             "0123456789abcdef\u{1b}[2J".to_string(),

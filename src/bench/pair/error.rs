@@ -68,6 +68,13 @@ pub enum PairError {
         peer: String,
     },
 
+    /// The peer connected (or accepted) and did not finish the handshake
+    /// within its own deadline (`auth::HANDSHAKE_SECS`), apart from `--timeout`.
+    #[error(
+        "the peer {peer} did not complete the handshake within its deadline of {secs} s (apart from --timeout): it connected and then said nothing, or too little. Check that {peer} runs `gdrprov bench pair` of the same version (a client connects to a `--listen`, and the other way round) and that nothing else listens on that port"
+    )]
+    HandshakeTimedOut { secs: u64, peer: String },
+
     #[error("{0}")]
     Mismatch(String),
 

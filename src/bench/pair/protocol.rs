@@ -217,6 +217,9 @@ pub struct Conn {
     /// until then nothing it sends is shown (only what kind of message it
     /// was), afterwards only as [`said`] bounds it.
     pub authenticated: bool,
+    /// While the handshake runs: its own deadline's length (see
+    /// [`Conn::handshake`]), so that running out names it, not `--timeout`.
+    handshake: Option<Duration>,
 }
 
 impl Conn {
@@ -229,7 +232,25 @@ impl Conn {
             limit,
             doing: "during the set-up".into(),
             authenticated: false,
+            handshake: None,
         }
+    }
+
+    /// Runs `f` (the handshake) under a deadline of its own, `limit` from
+    /// now (or the session's, if sooner): a peer that accepts or connects and
+    /// then says nothing is dropped after `limit`, not after `--timeout`.
+    pub fn handshake<T>(
+        &mut self,
+        limit: Duration,
+        f: impl FnOnce(&mut Conn) -> Result<T, PairError>,
+    ) -> Result<T, PairError> {
+        let session = self.deadline;
+        self.deadline = session.min(Instant::now() + limit);
+        self.handshake = Some(limit);
+        let out = f(self);
+        self.deadline = session;
+        self.handshake = None;
+        out
     }
 
     pub fn local_addr(&self) -> Option<String> {
@@ -249,6 +270,13 @@ impl Conn {
     }
 
     pub fn timed_out(&self) -> PairError {
+        // The session's own limit may come first (a `--timeout` shorter than the handshake's).
+        if let Some(limit) = self.handshake.filter(|l| *l <= self.limit) {
+            return PairError::HandshakeTimedOut {
+                secs: limit.as_secs(),
+                peer: self.peer.clone(),
+            };
+        }
         PairError::TimedOut {
             secs: self.limit.as_secs(),
             during: self.doing.clone(),

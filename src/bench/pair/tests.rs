@@ -644,3 +644,34 @@ fn all_nics_json_reads_as_the_sweep_reads_it() {
     );
     assert!(text.ends_with("all rails: FAIL\n"), "{text}");
 }
+
+/// Issue 43: a peer that connects or accepts and then says nothing is
+/// dropped at the handshake's own deadline (10 s), not at the session's
+/// (here 300 s, `--timeout`'s default), on both ends at once.
+#[test]
+fn a_silent_peer_is_dropped_at_the_handshake_deadline_on_both_ends() {
+    let limit = Duration::from_secs(300);
+    let (mut lc, _silent_client) = pair_conns(limit);
+    let (_silent_listener, mut cc) = pair_conns(limit);
+    let t = Instant::now();
+    let listener = thread::spawn(move || listener_handshake(&mut lc, &secret(S)).unwrap_err());
+    let client = client_handshake(&mut cc, &secret(S)).unwrap_err();
+    let listener = listener.join().unwrap();
+    let took = t.elapsed();
+    let deadline = Duration::from_secs(super::auth::HANDSHAKE_SECS);
+    assert!(
+        took >= deadline - Duration::from_millis(500) && took < deadline + Duration::from_secs(10),
+        "{took:?}"
+    );
+    for e in [client, listener] {
+        assert!(
+            matches!(e, PairError::HandshakeTimedOut { secs: 10, .. }),
+            "{e}"
+        );
+        assert!(
+            e.to_string()
+                .contains("within its deadline of 10 s (apart from --timeout)"),
+            "{e}"
+        );
+    }
+}

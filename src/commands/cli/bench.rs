@@ -164,7 +164,7 @@ pub struct PairArgs {
     /// File holding the shared secret [default: $GDRPROV_PAIR_TOKEN; a listener without either makes one].
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
-    /// Hard time limit in seconds for the whole session (accept, set-up, run).
+    /// Hard time limit in seconds for the whole session (accept, set-up, run); the handshake has its own deadline of 10 s on both ends.
     #[arg(long, default_value_t = 300, value_name = "SECS")]
     pub timeout: u64,
     #[command(flatten)]

@@ -10,3 +10,5 @@
 pub mod harness;
 
 mod cwd;
+mod journal;
+mod peer;
