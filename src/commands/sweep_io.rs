@@ -3,7 +3,8 @@
 
 use super::add_records;
 use crate::commands::cli::fleet::HostsArgs;
-use crate::docs::{self, pair::PairResult, verify::VerifyReport, ReadError};
+use crate::docs::pair::{PairResult, MAX_RAIL_NAME};
+use crate::docs::{self, verify::VerifyReport, ReadError};
 use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::render::Unread;
@@ -124,13 +125,19 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
 /// A result file's place, checked: two different nodes, a round in range
 /// (what the file's name and directory say: the runner's layout, refused as
 /// a whole; what is inside is the document's, read by `docs::read`).
-fn check_place(f: &Path, a: &str, b: &str, round: u32) -> Result<()> {
+fn check_place(f: &Path, a: &str, b: &str, rail: Option<&str>, round: u32) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
             "{}: {why}; remove or fix that file",
             f.display()
         )))
     };
+    if let Some(r) = rail.filter(|r| r.len() > MAX_RAIL_NAME) {
+        return bad(format!(
+            "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
+            r.len()
+        ));
+    }
     if a == b {
         return bad(format!(
             "`{a}` paired with itself is not a measurement of a path between two nodes"
@@ -201,7 +208,7 @@ pub fn load_with_mtus(
             .and_then(|n| n.to_str())
             .map(results::round_from_dir)
             .unwrap_or(0);
-        check_place(f, &a, &b, round)?;
+        check_place(f, &a, &b, rail.as_deref(), round)?;
         let doc = match docs::read::<PairResult>(f) {
             Ok(doc) => doc,
             Err(e) => {

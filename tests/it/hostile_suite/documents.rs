@@ -324,3 +324,77 @@ fn results_that_are_all_unreadable_are_refused_by_file_and_field() {
         }
     }
 }
+
+/// A snapshot root's recorded command outputs (`.gdrprov-snapshot/
+/// commands.json`, read by every command given `--root SNAP`) of a wrong
+/// shape: refused naming the file and the field, never replayed as "no
+/// command recorded" (exit 1, the snapshot unchanged).
+#[test]
+fn a_snapshot_s_recorded_commands_of_a_wrong_shape_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let snap = t.path().join("snap");
+    crate::common::copy_tree(
+        &crate::common::repo().join("tests/fixtures/snapshots/vm-softroce"),
+        &snap,
+    );
+    let file = snap.join(".gdrprov-snapshot/commands.json");
+    let good: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let first = |p: &str, v: Option<Value>| set(&good, p, v).to_string().into_bytes();
+    let cases: Vec<(&str, Vec<u8>, &str, &str)> = vec![
+        (
+            "number as string",
+            first("/0/code", Some(json!("1"))),
+            "[0].code",
+            "invalid type: string",
+        ),
+        (
+            "huge",
+            first("/0/code", Some(json!(1e300))),
+            "[0].code",
+            "invalid type",
+        ),
+        (
+            "negative as a flag",
+            first("/0/ran", Some(json!(-1))),
+            "[0].ran",
+            "invalid type",
+        ),
+        (
+            "null",
+            first("/0/argv", Some(Value::Null)),
+            "[0].argv",
+            "invalid type: null",
+        ),
+        (
+            "missing field",
+            first("/0/argv", None),
+            "[0]",
+            "missing field `argv`",
+        ),
+        (
+            "wrong top-level type",
+            b"{}".to_vec(),
+            ".",
+            "expected a sequence",
+        ),
+        ("empty file", Vec::new(), ".", "EOF while parsing"),
+        ("not JSON", b"<html>".to_vec(), ".", "expected value"),
+        (
+            "NaN",
+            b"[{\"argv\": [\"x\"], \"code\": NaN}]".to_vec(),
+            "",
+            "expected value",
+        ),
+    ];
+    let root = snap.to_str().unwrap().to_string();
+    for (name, bytes, field, word) in cases {
+        let case = format!("snapshot commands.json x {name}");
+        std::fs::write(&file, &bytes).unwrap();
+        let before = tree(&snap);
+        let out = run_in(None, &["inventory", "--root", &root]);
+        let text = assert_refused(&out, "commands.json", &case);
+        assert!(text.contains(word), "{case}: {text}");
+        assert!(text.contains(&format!("field `{field}")), "{case}: {text}");
+        assert_unchanged(&before, &tree(&snap), &case);
+    }
+}
