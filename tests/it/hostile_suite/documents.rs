@@ -398,3 +398,34 @@ fn a_snapshot_s_recorded_commands_of_a_wrong_shape_are_refused() {
         assert_unchanged(&before, &tree(&snap), &case);
     }
 }
+
+/// A node on probation (drained by an earlier sweep, resumed for this one)
+/// or drained by a sweep, whose results cannot be read, keeps its state:
+/// not drained again, not resumed.
+#[test]
+fn a_node_not_judged_keeps_its_slurm_state() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let (res, _) = fleet(d);
+    for f in files_of(&res, "n5") {
+        let v: Value = serde_json::from_slice(&std::fs::read(&f).unwrap()).unwrap();
+        let v = set(&v, "/results/0/average_gbps", Some(json!("96.0")));
+        std::fs::write(&f, v.to_string()).unwrap();
+    }
+    let list = "n5|gdrprov: sweep: rail mlx5_1 low with 3 partners\n";
+    std::fs::write(d.join("list.txt"), list).unwrap();
+    for opt in ["--probation", "--drained"] {
+        let before = tree(d);
+        let (code, v, text) = report(d, &[opt, "list.txt"]);
+        assert_eq!(code, Some(0), "{opt}: {text}");
+        let acted = |k: &str| {
+            v["slurm"][k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|a| a["node"] == "n5")
+        };
+        assert!(!acted("drain") && !acted("resume"), "{opt}: {v:#}");
+        assert_unchanged(&before, &tree(d), opt);
+    }
+}
