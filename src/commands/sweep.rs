@@ -325,11 +325,15 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
 
 /// The nodes of files that could not be read are not judged (issue 43).
 fn withhold(sweep: &Sweep, c: &mut Classified, unread: &[Unread]) {
-    for u in unread {
-        for n in &u.nodes {
-            if let Some(i) = sweep.nodes.iter().position(|x| x == n) {
-                c.withhold(i);
-            }
+    let index: HashMap<&str, usize> = sweep
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    for n in unread.iter().flat_map(|u| &u.nodes) {
+        if let Some(i) = index.get(n.as_str()) {
+            c.withhold(*i);
         }
     }
 }

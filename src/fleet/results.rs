@@ -1,5 +1,7 @@
 //! The shape of a `gdrprov bench pair` result as the sweep reads it, in one
-//! place so that it follows the pair command's JSON.
+//! place so that it follows the pair command's JSON. The document is typed,
+//! versioned and checked in `crate::docs::pair` (read by `docs::read`); this
+//! turns it into the sweep's records.
 //!
 //! A runner writes each pair's JSON (the client's `--format json` output) to
 //! `DIR/round-R/A+B.json`, or `A+B+RAIL.json` when it runs one rail per
