@@ -6,6 +6,7 @@ pub mod apply;
 pub mod bench;
 pub mod checks;
 pub mod commands;
+pub mod docs;
 pub mod error;
 pub mod exit;
 pub mod facts;

@@ -73,6 +73,19 @@ impl NcclReport {
     }
 }
 
+/// The longest transport name taken from a log (NCCL's are a few words:
+/// `P2P/CUMEM/read`, `NET/IB/0/GDRDMA`).
+const MAX_TRANSPORT: usize = 64;
+
+/// A transport as NCCL names it: letters, digits and `/_.-`, at most
+/// [`MAX_TRANSPORT`] bytes. Anything else after ` via ` is not NCCL's
+/// structured part (a line of another program, a damaged log) and is not read.
+fn is_transport(t: &str) -> bool {
+    (1..=MAX_TRANSPORT).contains(&t.len())
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'_' | b'.' | b'-'))
+}
+
 /// The transports of an NCCL log's channel lines, each once, in order.
 pub fn transports(log: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
@@ -84,7 +97,7 @@ pub fn transports(log: &str) -> Vec<String> {
             continue;
         };
         let t = via.split_whitespace().next().unwrap_or("").to_string();
-        if !t.is_empty() && !out.contains(&t) {
+        if is_transport(&t) && !out.contains(&t) {
             out.push(t);
         }
     }
@@ -328,6 +341,18 @@ mod tests {
         assert_eq!(path_of(&s), "host-memory");
         assert_eq!(path_of(&[]), "unknown");
         assert_eq!(path_of(&["NET/IB/0".to_string()]), "network");
+    }
+
+    #[test]
+    fn only_transport_names_are_read_from_channel_lines() {
+        let long = "P".repeat(65);
+        let log = format!(
+            "NCCL INFO Channel 00 : 0[0] -> 1[1] via \x1b[31mSHM\n\
+             NCCL INFO Channel 01 : 0[0] -> 1[1] via {long}\n\
+             NCCL INFO Channel 02 : 0[0] -> 1[1] via $(reboot)\n\
+             NCCL INFO Channel 03 : 0[0] -> 1[1] via P2P/CUMEM/read\n"
+        );
+        assert_eq!(transports(&log), vec!["P2P/CUMEM/read"]);
     }
 
     #[test]

@@ -6,9 +6,9 @@ use super::cli::fleet::{
 };
 use crate::error::{Error, Result};
 use crate::exit;
-use crate::fleet::classify::{classify, Thresholds};
+use crate::fleet::classify::{classify, Classified, Thresholds};
 use crate::fleet::plan::{self, Round};
-use crate::fleet::render::{self, Context};
+use crate::fleet::render::{self, Context, Unread};
 use crate::fleet::results::Record;
 use crate::fleet::{remedy, simulate, slurm, Obs, Sweep};
 use crate::names;
@@ -141,14 +141,19 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         plan.nodes = sweep.nodes;
     } else {
         let bar = crate::output::progress("reading pair results", !out.json());
-        let sweep = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
+        let (sweep, unread) = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
         if sweep.obs.is_empty() {
             return Err(Error::Usage(format!(
-                "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json)",
-                a.retest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json){}",
+                a.retest.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+                unread_text(&unread)
             )));
         }
-        let c = classify(&sweep, &a.thresholds.thresholds()?);
+        let mut c = classify(&sweep, &a.thresholds.thresholds()?);
+        withhold(&sweep, &mut c, &unread);
+        for u in &unread {
+            out.note(&unread_line(u));
+        }
         let done = sweep.rounds();
         let next = simulate::next_round(&sweep, &c, done as usize);
         if done >= a.max_rounds {
@@ -204,18 +209,26 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         Vec::new()
     };
     let bar = crate::output::progress("reading pair results", !out.json());
-    let (sweep, mtus) = io::load_with_mtus(&a.results, nodes, &[], &bar)?;
+    let (sweep, mtus, mut unread) = io::load_with_mtus(&a.results, nodes, &[], &bar)?;
     if sweep.obs.is_empty() {
         return Err(Error::Usage(format!(
-            "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`)",
-            a.results.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`){}",
+            a.results.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            unread_text(&unread)
         )));
     }
-    let c = classify(&sweep, &thresholds);
     let findings = match &a.verify_dir {
-        Some(d) => io::read_verify_dir(d)?,
+        Some(d) => io::read_verify_dir(d, &mut unread)?,
         None => HashMap::new(),
     };
+    let mut c = classify(&sweep, &thresholds);
+    withhold(&sweep, &mut c, &unread);
+    // Text says them in the report; other formats on standard error too.
+    if out.format != Format::Text {
+        for u in &unread {
+            out.note(&unread_line(u));
+        }
+    }
     let drained = match &a.drained {
         Some(f) => slurm::parse_drained(
             &io::read_text(f, crate::host::ReadLimit::NodeList)?,
@@ -237,6 +250,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
         probation,
         cap: slurm::cap(sweep.nodes.len(), a.drain_percent, a.max_drain),
         with_pairs: a.pairs,
+        unread,
     };
     let report = render::report(&sweep, &c, &ctx);
     if let Some(path) = &a.slurm_script {
@@ -307,6 +321,42 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<i32> {
         ));
     }
     Ok(exit::OK)
+}
+
+/// The nodes of files that could not be read are not judged (issue 43).
+fn withhold(sweep: &Sweep, c: &mut Classified, unread: &[Unread]) {
+    let index: HashMap<&str, usize> = sweep
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i))
+        .collect();
+    for n in unread.iter().flat_map(|u| &u.nodes) {
+        if let Some(i) = index.get(n.as_str()) {
+            c.withhold(*i);
+        }
+    }
+}
+
+/// One file not read, for people: the nodes not judged, and why.
+fn unread_line(u: &Unread) -> String {
+    format!(
+        "not judged: {} (a file of theirs could not be read: {})",
+        u.nodes.join(", "),
+        u.problem
+    )
+}
+
+/// The files not read, after a refusal that found nothing else.
+fn unread_text(unread: &[Unread]) -> String {
+    match unread.first() {
+        None => String::new(),
+        Some(u) => format!(
+            "; {} file(s) could not be read, the first: {}",
+            unread.len(),
+            u.problem
+        ),
+    }
 }
 
 /// Records into a sweep: rails named in the records first, a record without

@@ -3,8 +3,11 @@
 
 use super::add_records;
 use crate::commands::cli::fleet::HostsArgs;
+use crate::docs::pair::{PairResult, MAX_RAIL_NAME};
+use crate::docs::{self, verify::VerifyReport, ReadError};
 use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
+use crate::fleet::render::Unread;
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
 use crate::host::{is_local_dir, list_local_dir, local_id, read_local_text, ReadLimit};
@@ -16,23 +19,12 @@ const MAX_FILES: usize = 200_000;
 const MAX_DEPTH: usize = 8;
 /// The highest round number (a directory `round-R`) taken as a round.
 const MAX_ROUND: u32 = 10_000;
-/// No port runs faster than this (Gb/s): a result above it is not a measurement.
-const MAX_GBPS: f64 = 100_000.0;
 
 /// A file named on the command line, read through the host layer's guard:
 /// a regular file only (a FIFO or `/dev/zero` is refused at once), at most
 /// the size its kind allows.
 pub fn read_text(path: &Path, kind: ReadLimit) -> Result<String> {
     read_local_text(path, kind)
-}
-
-fn read_json(path: &Path, kind: ReadLimit) -> Result<serde_json::Value> {
-    serde_json::from_str(&read_text(path, kind)?).map_err(|e| {
-        Error::Usage(format!(
-            "{}: not JSON ({e}); the runner must save `--format json` output there",
-            path.display()
-        ))
-    })
 }
 
 /// The hosts of --hosts FILE or --nodelist LIST (one of them), in order, once each.
@@ -130,63 +122,62 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
     Ok(())
 }
 
-/// A result file's record, checked: two different nodes, numbers finite
-/// and in range, a round in range.
-/// The longest rail name a result may give (an RDMA device's or a netdev's
-/// name is far shorter): the name is shown back in the sweep's report.
-const MAX_RAIL_NAME: usize = 64;
-
-fn check_record(f: &Path, r: &results::Record) -> Result<()> {
+/// A result file's place, checked: two different nodes, a round in range
+/// (what the file's name and directory say: the runner's layout, refused as
+/// a whole; what is inside is the document's, read by `docs::read`).
+fn check_place(f: &Path, a: &str, b: &str, rail: Option<&str>, round: u32) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
             "{}: {why}; remove or fix that file",
             f.display()
         )))
     };
-    if let Some(rail) = r.rail.as_ref().filter(|n| n.len() > MAX_RAIL_NAME) {
+    if let Some(r) = rail.filter(|r| r.len() > MAX_RAIL_NAME) {
         return bad(format!(
             "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
-            rail.len()
+            r.len()
         ));
     }
-    if r.a == r.b {
+    if a == b {
         return bad(format!(
-            "`{}` paired with itself is not a measurement of a path between two nodes",
-            r.a
+            "`{a}` paired with itself is not a measurement of a path between two nodes"
         ));
     }
-    if !(r.gbps.is_finite() && (0.0..=MAX_GBPS).contains(&r.gbps)) {
+    if round > MAX_ROUND {
         return bad(format!(
-            "average_gbps {} is not a rate between 0 and {MAX_GBPS} Gb/s",
-            r.gbps
-        ));
-    }
-    if let Some(x) = r
-        .fraction
-        .filter(|x| !(x.is_finite() && (0.0..=2.0).contains(x)))
-    {
-        return bad(format!("line_rate_fraction {x} is not between 0 and 2"));
-    }
-    if r.round > MAX_ROUND {
-        return bad(format!(
-            "round {} is past the highest a sweep runs ({MAX_ROUND})",
-            r.round
+            "round {round} is past the highest a sweep runs ({MAX_ROUND})"
         ));
     }
     Ok(())
+}
+
+/// A document that could not be read, said in the report: the door's
+/// refusals (not a regular file, too large) stay errors of the whole
+/// command; a content that is not the document names the nodes it is of.
+fn unread_or_err(e: ReadError, nodes: Vec<String>) -> Result<Unread> {
+    match e {
+        ReadError::Door(e) => Err(e),
+        ReadError::Doc(d) => Ok(Unread {
+            nodes,
+            file: d.file.clone(),
+            field: d.field.clone(),
+            problem: d.to_string(),
+        }),
+    }
 }
 
 /// Each (node, rail)'s port MTU, as the pair results show it.
 pub type Mtus = HashMap<(String, String), u64>;
 
 /// The pair results under DIRS as a sweep over NODES (more are added as
-/// found) and RAILS, with each node rail's MTU.
+/// found) and RAILS, with each node rail's MTU, and the files that could
+/// not be read (their nodes are for the caller to withhold from judgement).
 pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
     bar: &indicatif::ProgressBar,
-) -> Result<(Sweep, Mtus)> {
+) -> Result<(Sweep, Mtus, Vec<Unread>)> {
     let mut files = JsonFiles::new();
     for d in dirs {
         if !is_local_dir(d) {
@@ -198,6 +189,7 @@ pub fn load_with_mtus(
         json_files(d, &mut files)?;
     }
     let mut records = Vec::new();
+    let mut unread = Vec::new();
     // Each measurement once: keyed by round, pair (either order) and rail.
     let mut measured = HashSet::new();
     bar.set_length(files.files.len() as u64);
@@ -216,9 +208,15 @@ pub fn load_with_mtus(
             .and_then(|n| n.to_str())
             .map(results::round_from_dir)
             .unwrap_or(0);
-        let doc = read_json(f, ReadLimit::PairResult)?;
+        check_place(f, &a, &b, rail.as_deref(), round)?;
+        let doc = match docs::read::<PairResult>(f) {
+            Ok(doc) => doc,
+            Err(e) => {
+                unread.push(unread_or_err(e, vec![a.clone(), b.clone()])?);
+                continue;
+            }
+        };
         for r in results::read(&doc, &a, &b, rail.as_deref(), round) {
-            check_record(f, &r)?;
             let pair = if r.a < r.b {
                 (&r.a, &r.b)
             } else {
@@ -233,7 +231,7 @@ pub fn load_with_mtus(
     let mut sweep = Sweep::new(nodes, rails.to_vec());
     let mut mtus = HashMap::new();
     add_records(&mut sweep, &records, &mut mtus);
-    Ok((sweep, mtus))
+    Ok((sweep, mtus, unread))
 }
 
 pub fn load_results(
@@ -241,12 +239,17 @@ pub fn load_results(
     nodes: Vec<String>,
     rails: &[String],
     bar: &indicatif::ProgressBar,
-) -> Result<Sweep> {
-    Ok(load_with_mtus(dirs, nodes, rails, bar)?.0)
+) -> Result<(Sweep, Vec<Unread>)> {
+    let (sweep, _, unread) = load_with_mtus(dirs, nodes, rails, bar)?;
+    Ok((sweep, unread))
 }
 
-/// DIR/NODE.json, each a `gdrprov verify --format json` document.
-pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
+/// DIR/NODE.json, each a `gdrprov verify --format json` document; those
+/// that could not be read are added to UNREAD (their node is not judged).
+pub fn read_verify_dir(
+    dir: &Path,
+    unread: &mut Vec<Unread>,
+) -> Result<HashMap<String, NodeFindings>> {
     let mut files = JsonFiles::new();
     if !is_local_dir(dir) {
         return Err(Error::Usage(format!(
@@ -262,10 +265,12 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
             .and_then(|s| s.to_str())
             .unwrap_or("")
             .to_string();
-        out.insert(
-            node,
-            remedy::from_verify(&read_json(&f, ReadLimit::VerifyReport)?),
-        );
+        match docs::read::<VerifyReport>(&f) {
+            Ok(doc) => {
+                out.insert(node, remedy::from_verify(&doc));
+            }
+            Err(e) => unread.push(unread_or_err(e, vec![node])?),
+        }
     }
     Ok(out)
 }

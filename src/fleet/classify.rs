@@ -195,6 +195,24 @@ impl Classified {
     pub fn ambiguous(&self, node: usize, rail: usize) -> usize {
         self.detail[node * self.rail_count + rail].ambiguous
     }
+
+    /// Judges nothing of NODE (its results could not all be read): unmeasured
+    /// on every rail (so neither bad nor cleared: not drained, not resumed),
+    /// no path verdict with it. Its readable measurements still count for
+    /// the rails' medians and for its partners.
+    pub fn withhold(&mut self, node: usize) {
+        let at = node * self.rail_count;
+        if at + self.rail_count > self.state.len() {
+            return;
+        }
+        for r in 0..self.rail_count {
+            self.state[at + r] = State::Unmeasured;
+            self.detail[at + r] = NodeRail::default();
+        }
+        self.paths.retain(|(a, b, _, _)| *a != node && *b != node);
+        self.path_suspects
+            .retain(|(a, b, _)| *a != node && *b != node);
+    }
 }
 
 /// Per-rail medians, spread and cut.

@@ -9,7 +9,9 @@
 //! with a seeded model of a fleet, [`nfd`] composes Kubernetes feature labels.
 //! Reading files is the command's job (src/commands/sweep_io.rs), writing
 //! them the host layer's (src/host/textfile.rs, through `ops::write_nfd`);
-//! the shape of a pair result read is in [`results`], in one place.
+//! a pair result and a verify report are typed and read in `crate::docs`
+//! (strict, versioned: the one home of documents read as data); what the
+//! sweep takes of a pair result is in [`results`], in one place.
 
 pub mod classify;
 pub mod grid;

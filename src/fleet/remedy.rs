@@ -4,8 +4,8 @@
 //! from the profile) is fixable by `gdrprov apply` with that profile; a bad
 //! node with no such finding is a hardware suspect, drained.
 
+use crate::docs::verify::{Status, VerifyReport};
 use serde::Serialize;
-use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// verify's checks whose failure is a configuration cause that apply fixes.
@@ -41,39 +41,23 @@ fn bounded(s: &str) -> String {
     )
 }
 
-pub fn from_verify(doc: &Value) -> NodeFindings {
-    let profiles = doc
-        .get("profiles")
-        .and_then(Value::as_array)
-        .map(|p| {
-            p.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+pub fn from_verify(doc: &VerifyReport) -> NodeFindings {
     let causes = doc
-        .get("checks")
-        .and_then(Value::as_array)
-        .map(|checks| {
-            checks
-                .iter()
-                .filter(|c| c.get("status").and_then(Value::as_str) == Some("fail"))
-                .filter_map(|c| {
-                    let name = c.get("name").and_then(Value::as_str)?;
-                    CONFIG_CHECKS.contains(&name).then(|| {
-                        format!(
-                            "{name}: {}",
-                            bounded(c.get("detail").and_then(Value::as_str).unwrap_or("failed"))
-                        )
-                    })
-                })
-                .collect()
+        .checks
+        .iter()
+        .flatten()
+        .filter(|c| c.status == Status::Fail && CONFIG_CHECKS.contains(&c.name.as_str()))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c.name,
+                bounded(c.detail.as_deref().unwrap_or("failed"))
+            )
         })
-        .unwrap_or_default();
+        .collect();
     NodeFindings {
-        profiles,
-        ready: doc.get("ready").and_then(Value::as_bool),
+        profiles: doc.profiles.clone().unwrap_or_default(),
+        ready: doc.ready,
         causes,
     }
 }
@@ -145,7 +129,12 @@ pub fn fixable(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn from_verify(doc: &Value) -> NodeFindings {
+        let doc = crate::docs::parse::<VerifyReport>("n.json", doc.to_string().as_bytes()).unwrap();
+        super::from_verify(&doc)
+    }
 
     #[test]
     fn configuration_failures_are_causes_others_are_not() {
@@ -163,8 +152,10 @@ mod tests {
         let x = fixable("n1", Some(&f), &[]).unwrap();
         assert_eq!(x.command, "gdrprov apply rdma-dmabuf");
         // A link trained narrow is hardware: nothing to apply.
-        let hw = from_verify(&json!({"profiles": ["rdma-dmabuf"], "checks": [
-            {"name": "pcie-links", "status": "fail", "detail": "x8"}]}));
+        let hw = from_verify(
+            &json!({"profiles": ["rdma-dmabuf"], "ready": false, "checks": [
+            {"name": "pcie-links", "status": "fail", "detail": "x8"}]}),
+        );
         assert_eq!(fixable("n2", Some(&hw), &[]), None);
         assert_eq!(fixable("n3", None, &[]), None);
     }

@@ -95,9 +95,23 @@ pub struct Report {
     pub slurm: Decisions,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pairs: Vec<PairOut>,
+    /// Files that could not be read, each with the nodes it names: those
+    /// nodes are not judged (not drained, not resumed, no lows counted).
+    pub unread: Vec<Unread>,
     /// The node x rail map (metrics and the HTML report; not in the JSON).
     #[serde(skip)]
     pub grid: super::grid::Grid,
+}
+
+/// A results or verify file that could not be read: the nodes it names
+/// are not judged by this report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unread {
+    pub nodes: Vec<String>,
+    pub file: String,
+    /// The field to blame (`results[0].average_gbps`), when one is.
+    pub field: Option<String>,
+    pub problem: String,
 }
 
 /// What the report needs besides the measurements.
@@ -112,6 +126,8 @@ pub struct Context {
     pub probation: Vec<(String, String)>,
     pub cap: usize,
     pub with_pairs: bool,
+    /// Files not read (their nodes are withheld from the classifier already).
+    pub unread: Vec<Unread>,
 }
 
 fn evidence(
@@ -303,7 +319,19 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
         .map(|(i, n)| (n.as_str(), i))
         .collect();
     let cleared = |n: &str| index.get(n).is_some_and(|i| c.cleared(*i));
-    let slurm = slurm::decide(&suspects, &ctx.drained, &ctx.probation, &cleared, ctx.cap);
+    // A node not judged keeps its state: on probation, not drained again.
+    let unread: std::collections::HashSet<&str> = ctx
+        .unread
+        .iter()
+        .flat_map(|u| u.nodes.iter().map(String::as_str))
+        .collect();
+    let probation: Vec<(String, String)> = ctx
+        .probation
+        .iter()
+        .filter(|(n, _)| !unread.contains(n.as_str()))
+        .cloned()
+        .collect();
+    let slurm = slurm::decide(&suspects, &ctx.drained, &probation, &cleared, ctx.cap);
     let drained = drained_after(&ctx.drained, &slurm);
     verdicts.extend(path_verdicts(sweep, c));
     verdicts.extend(fleet_verdict(c));
@@ -352,6 +380,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
             .collect(),
         slurm,
         pairs,
+        unread: ctx.unread.clone(),
         grid: super::grid::grid(sweep, c, drained),
     }
 }

@@ -1,5 +1,7 @@
 //! The shape of a `gdrprov bench pair` result as the sweep reads it, in one
-//! place so that it follows the pair command's JSON.
+//! place so that it follows the pair command's JSON. The document is typed,
+//! versioned and checked in `crate::docs::pair` (read by `docs::read`); this
+//! turns it into the sweep's records.
 //!
 //! A runner writes each pair's JSON (the client's `--format json` output) to
 //! `DIR/round-R/A+B.json`, or `A+B+RAIL.json` when it runs one rail per
@@ -13,7 +15,7 @@
 //!   - `data_check.passed` (of the rail; else of the judged size);
 //!   - `client.port.mtu`, `listener.port.mtu` (the RoCE/IB MTU of each end), when present.
 
-use serde_json::Value;
+use crate::docs::pair::{PairResult, Rail};
 
 /// One rail of one pair run.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,8 +55,16 @@ pub fn round_from_dir(name: &str) -> u32 {
     digits.parse().unwrap_or(0)
 }
 
-/// The records of one pair document.
-pub fn read(doc: &Value, a: &str, b: &str, file_rail: Option<&str>, round: u32) -> Vec<Record> {
+/// The records of one pair document (typed and checked by
+/// `docs::read`: every rail that did not fail has its sizes and its data
+/// check, its numbers in range).
+pub fn read(
+    doc: &PairResult,
+    a: &str,
+    b: &str,
+    file_rail: Option<&str>,
+    round: u32,
+) -> Vec<Record> {
     let failed = |rail: Option<String>| Record {
         round,
         a: a.to_string(),
@@ -66,48 +76,27 @@ pub fn read(doc: &Value, a: &str, b: &str, file_rail: Option<&str>, round: u32) 
         mtu_a: None,
         mtu_b: None,
     };
-    if doc.get("error").is_some_and(|e| !e.is_null()) {
+    if doc.error.is_some() {
         return vec![failed(file_rail.map(str::to_string))];
     }
-    let rails: Vec<&Value> = match doc.get("rails").and_then(Value::as_array) {
-        Some(list) if !list.is_empty() => list.iter().collect(),
-        _ => vec![doc],
-    };
-    rails
-        .into_iter()
-        .map(|r| {
-            let name = r
-                .get("rail")
-                .and_then(Value::as_str)
-                .or_else(|| r.pointer("/client/port/device").and_then(Value::as_str))
-                .or(file_rail)
-                .map(str::to_string);
-            let best = r.get("results").and_then(Value::as_array).and_then(|xs| {
-                xs.iter()
-                    .max_by_key(|x| x.get("bytes").and_then(Value::as_u64).unwrap_or(0))
-            });
+    doc.rails
+        .iter()
+        .map(|r: &Rail| {
+            let name = r.name().or(file_rail).map(str::to_string);
+            let best = r.judged().filter(|_| r.error.is_none());
             let Some(best) = best else {
                 return failed(name);
             };
-            let gbps = best
-                .get("average_gbps")
-                .and_then(Value::as_f64)
-                .unwrap_or(0.0);
-            let data_ok = r
-                .pointer("/data_check/passed")
-                .or_else(|| best.pointer("/data_check/passed"))
-                .and_then(Value::as_bool)
-                .unwrap_or(false);
             Record {
                 round,
                 a: a.to_string(),
                 b: b.to_string(),
                 rail: name,
-                gbps,
-                fraction: best.get("line_rate_fraction").and_then(Value::as_f64),
-                data_ok,
-                mtu_a: r.pointer("/listener/port/mtu").and_then(Value::as_u64),
-                mtu_b: r.pointer("/client/port/mtu").and_then(Value::as_u64),
+                gbps: best.average_gbps,
+                fraction: best.line_rate_fraction,
+                data_ok: r.data_ok().unwrap_or(false),
+                mtu_a: Rail::mtu(r.listener.as_ref()),
+                mtu_b: Rail::mtu(r.client.as_ref()),
             }
         })
         .collect()
@@ -116,7 +105,12 @@ pub fn read(doc: &Value, a: &str, b: &str, file_rail: Option<&str>, round: u32) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{json, Value};
+
+    fn read(doc: &Value, a: &str, b: &str, rail: Option<&str>, round: u32) -> Vec<Record> {
+        let doc = crate::docs::parse::<PairResult>("t.json", doc.to_string().as_bytes()).unwrap();
+        super::read(&doc, a, b, rail, round)
+    }
 
     fn pair_doc(device: &str, gbps: f64, frac: Option<f64>, ok: bool) -> Value {
         json!({

@@ -75,7 +75,7 @@ impl Host {
         let replay = if live {
             None
         } else {
-            record::load_replay(&canonical).map(Arc::new)
+            record::load_replay(&canonical)?.map(Arc::new)
         };
         let root_fd = read::open_root(&canonical).map(Arc::new);
         Ok(Host {

@@ -74,21 +74,38 @@ impl Recording {
 }
 
 /// Loads the recorded commands and probes of a snapshot root, if it is one.
-pub(super) fn load_replay(root: &Path) -> Option<Recording> {
+/// Either file absent: nothing recorded. Present, it must be what `inventory
+/// --snapshot` wrote (strict types: a wrong type or a missing field is
+/// refused, naming the file and the field), never read as "no commands"
+/// (issue 43: a replay that answered "tool absent" for a damaged file).
+pub(super) fn load_replay(root: &Path) -> crate::error::Result<Option<Recording>> {
     let dir = root.join(SNAPSHOT_DIR);
     if !dir.is_dir() {
-        return None;
+        return Ok(None);
     }
     let mut rec = Recording::default();
     // Through the door: a FIFO planted there is refused, not waited on.
     let read = |name: &str| super::read::read_local_text(&dir.join(name), ReadLimit::RootFile);
     if let Ok(text) = read("commands.json") {
-        rec.commands = serde_json::from_str(&text).unwrap_or_default();
+        rec.commands = strict(&dir.join("commands.json"), &text)?;
     }
     if let Ok(text) = read("probes.json") {
-        rec.probes = serde_json::from_str(&text).unwrap_or_default();
+        rec.probes = strict(&dir.join("probes.json"), &text)?;
     }
-    Some(rec)
+    Ok(Some(rec))
+}
+
+/// TEXT as a `T`, or a refusal naming FILE and the failing field's path.
+fn strict<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> crate::error::Result<T> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        crate::error::Error::Usage(format!(
+            "{}: field `{field}`: {}; this snapshot file is not as `gdrprov inventory --snapshot` wrote it: take the snapshot again",
+            file.display(),
+            e.into_inner()
+        ))
+    })
 }
 
 impl Host {

@@ -36,17 +36,26 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 /// The envelope of every JSON document gdrprov prints (docs/commands.md):
-/// `{"gdrprov": VERSION, "command": "boot list", "root": "/", ...body}`.
+/// `{"gdrprov": VERSION, "command": "boot list", "root": "/",
+/// "format_version": "1.0", ...body}`: the format's version (`docs::FORMAT_VERSION`)
+/// lets a reader of another gdrprov version take it or refuse it by name.
 /// A body that is not an object goes under `value`.
 pub fn envelope(command: &str, root: &Path, body: impl Serialize) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     out.insert("gdrprov".into(), env!("CARGO_PKG_VERSION").into());
     out.insert("command".into(), command.into());
     out.insert("root".into(), root.display().to_string().into());
+    out.insert(
+        crate::docs::VERSION_FIELD.into(),
+        crate::docs::FORMAT_VERSION.into(),
+    );
     match serde_json::to_value(body) {
         Ok(serde_json::Value::Object(m)) => {
             for (k, v) in m {
-                if !matches!(k.as_str(), "gdrprov" | "command" | "root") {
+                if !matches!(
+                    k.as_str(),
+                    "gdrprov" | "format_version" | "command" | "root"
+                ) {
                     out.insert(k, v);
                 }
             }

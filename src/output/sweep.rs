@@ -93,6 +93,16 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
         }
     }
+    if !r.unread.is_empty() {
+        let _ = writeln!(
+            s,
+            "not judged ({} file(s) could not be read; their nodes are neither drained nor resumed):",
+            r.unread.len()
+        );
+        for u in &r.unread {
+            let _ = writeln!(s, "  {}: {}", u.nodes.join(", "), u.problem);
+        }
+    }
     let d = &r.slurm;
     let _ = writeln!(
         s,
@@ -155,6 +165,11 @@ pub fn prometheus(r: &Report) -> String {
             "gdrprov_sweep_rounds",
             "Rounds measured.",
             r.rounds as usize,
+        ),
+        (
+            "gdrprov_sweep_unread_files",
+            "Result or verify files that could not be read (their nodes not judged).",
+            r.unread.len(),
         ),
     ] {
         header(&mut s, name, help);

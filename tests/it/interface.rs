@@ -40,6 +40,9 @@ fn assert_envelope(v: &Value, command: &str, root: &str) {
     // The envelope comes first, for people reading it too.
     let keys: Vec<&String> = v.as_object().unwrap().keys().take(3).collect();
     assert_eq!(keys, ["gdrprov", "command", "root"], "{v:#}");
+    // The document's format (issue 43): a reader of another gdrprov takes a
+    // newer minor and refuses another major by name.
+    assert_eq!(v["format_version"], "1.0", "{v:#}");
 }
 
 #[test]

@@ -10,5 +10,6 @@
 pub mod harness;
 
 mod cwd;
+mod documents;
 mod journal;
 mod peer;
