@@ -24,6 +24,7 @@ pub mod desired;
 pub mod entries;
 pub mod grub_defaults;
 pub mod hold;
+pub mod line;
 pub mod sdboot;
 mod shell;
 pub mod uki;
