@@ -9,4 +9,5 @@
 
 pub mod harness;
 
+mod boot_lines;
 mod cwd;
