@@ -18,16 +18,14 @@ use gdrprov_boot::line::BootLine;
 use gdrprov_boot::{entries, grub_defaults};
 
 use super::bootcfg_extra::{self as extra, EntryFile, Extra};
-pub use super::bootcfg_grub::bls_default_entry;
+pub use super::bootcfg_grub::{bls_default_entry, BLS_DIR, GRUBENV_BLS};
 use super::bootcfg_grub::{
     bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
     regenerate_command, DEFAULTS,
 };
 
 pub const MODULE: &str = "boot";
-pub const BLS_DIR: &str = "/boot/loader/entries";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
-pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
 
 fn wants_of(boot: &crate::profile::Boot, vendor: Vendor) -> BootWants {
     BootWants {

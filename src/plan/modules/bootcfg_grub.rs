@@ -12,6 +12,8 @@ use gdrprov_boot::line::BootLine;
 use gdrprov_boot::{entries, grub_defaults};
 
 pub(super) const DEFAULTS: &str = "/etc/default/grub";
+pub const BLS_DIR: &str = "/boot/loader/entries";
+pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
 
 /// `module`'s change that writes one edit of the GRUB defaults (`files`: each defaults file's
 /// name and text as read, the edit's file among them).
@@ -208,10 +210,7 @@ pub(super) fn grubby_separator(seen: &PlanFacts) -> Result<()> {
         .as_deref()
         .is_some_and(|k| BootLine::parse(k).has_separator())
     {
-        holders.push(format!(
-            "{} (kernelopts)",
-            seen.display(super::bootcfg::GRUBENV_BLS)
-        ));
+        holders.push(format!("{} (kernelopts)", seen.display(GRUBENV_BLS)));
     }
     for (name, text) in &seen.grub.bls_entries {
         let options: Vec<&str> = text
@@ -222,7 +221,7 @@ pub(super) fn grubby_separator(seen: &PlanFacts) -> Result<()> {
             })
             .collect();
         if BootLine::parse(&options.join(" ")).has_separator() {
-            holders.push(seen.display(&format!("{}/{name}", super::bootcfg::BLS_DIR)));
+            holders.push(seen.display(&format!("{}/{name}", BLS_DIR)));
         }
     }
     if holders.is_empty() {
@@ -272,7 +271,7 @@ pub(super) fn grubby_fits(
         let loader = [format!("BOOT_IMAGE=(hd0,gpt2){}", e.linux)];
         let within = format!(
             "BLS entry {} (after grubby)",
-            seen.display(&format!("{}/{name}", super::bootcfg::BLS_DIR))
+            seen.display(&format!("{}/{name}", BLS_DIR))
         );
         let args: Vec<String> = after.split_whitespace().map(str::to_string).collect();
         super::bootcfg_arch::line_fits(facts, &within, &args, &loader)?;

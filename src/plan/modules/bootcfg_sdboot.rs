@@ -289,7 +289,9 @@ fn default_edits(
             .max_by_key(|v| v.iter().map(String::len).sum::<usize>());
         let loader = longest.unwrap_or_else(|| vec![format!("initrd={}", "0".repeat(80))]);
         let future = cmdline::split(&new_line);
-        super::bootcfg_arch::line_fits(ctx.facts, &within, &future, &loader)?;
+        if !args.add.is_empty() {
+            super::bootcfg_arch::line_fits(ctx.facts, &within, &future, &loader)?;
+        }
         let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(
             MODULE,
@@ -320,7 +322,9 @@ fn default_edits(
         };
         let within = format!("systemd-boot entry {}", ctx.seen.display(path));
         let after = cmdline::split(&options_of(&new_text));
-        super::bootcfg_arch::line_fits(ctx.facts, &within, &after, &initrd_args(text))?;
+        if !e.add.is_empty() {
+            super::bootcfg_arch::line_fits(ctx.facts, &within, &after, &initrd_args(text))?;
+        }
         let what = desired::describe_args(&e.add, &e.remove);
         // The entry is the switch: written after the commands, once the
         // initrd it loads is rebuilt and on disk (issue 37).
