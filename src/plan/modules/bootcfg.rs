@@ -665,4 +665,24 @@ mod tests {
         assert_eq!(trial.args, ["quiet", "iommu=pt", "intel_iommu=on"]);
         assert!(commands(&p).last().unwrap().starts_with("grub-reboot "));
     }
+
+    #[test]
+    fn extra_and_trial_entries_put_their_arguments_before_the_separator() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"quiet -- single\"\n");
+        let mut d = desired(PASSTHROUGH);
+        d.entries.push((
+            "gds".into(),
+            desired("boot: { iommu: off }").doc.boot.clone(),
+        ));
+        let p = w.plan(&d).0.unwrap();
+        let gds = written(&p, &entries::grubd_path("gds")).unwrap();
+        assert!(gds.contains("quiet iommu=off -- single"), "{gds}");
+        w.trial = Some(vec!["x".into()]);
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        let trial = written(&p, &entries::grubd_path(entries::TRIAL_ENTRY)).unwrap();
+        assert!(
+            trial.contains("quiet iommu=pt intel_iommu=on gdrprov.trial=1 -- single"),
+            "{trial}"
+        );
+    }
 }
