@@ -349,11 +349,27 @@ impl PlanFacts {
     }
 }
 
+/// The drop-ins grub-mkconfig sources after `/etc/default/grub`, as paths
+/// in its order (`gdrprov_boot::grub_defaults::dropin_set`: `*.cfg` of
+/// `/bin/sh`, no dotfile, byte order); a name that is not UTF-8 is in the
+/// set as an `Err` naming it, so that whoever reads the set refuses it
+/// rather than skipping it. Every reader of the GRUB defaults takes this.
+pub fn grub_defaults_set(host: &Host) -> Vec<(String, std::result::Result<(), String>)> {
+    use gdrprov_boot::grub_defaults::{dropin_set, DROPIN_DIR};
+    let names = host.list_dir(DROPIN_DIR);
+    match dropin_set(&names) {
+        Ok(set) => set
+            .into_iter()
+            .map(|n| (format!("{DROPIN_DIR}/{n}"), Ok(())))
+            .collect(),
+        Err(e) => vec![(format!("{DROPIN_DIR}/{}", e.shown), Err(e.to_string()))],
+    }
+}
+
 /// `/etc/default/grub` and its drop-ins, GRUB's config and environment, the
 /// BLS entries (RHEL family), and which GRUB tools the root has.
 fn grub(host: &Host, family: OsFamily) -> GrubFacts {
     const DEFAULTS: &str = "/etc/default/grub";
-    const DEFAULTS_D: &str = "/etc/default/grub.d";
     let read = |p: &str| -> FileRead {
         let r = host.read_text(p).map_err(|e| e.to_string());
         if matches!(r, Ok(Some(_))) {
@@ -362,16 +378,8 @@ fn grub(host: &Host, family: OsFamily) -> GrubFacts {
         r
     };
     let mut defaults = vec![(DEFAULTS.to_string(), read(DEFAULTS))];
-    let mut names: Vec<String> = host
-        .list_dir(DEFAULTS_D)
-        .into_iter()
-        .filter(|n| n.ends_with(".cfg"))
-        .collect();
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for n in names {
-        let path = format!("{DEFAULTS_D}/{n}");
-        let r = read(&path);
-        defaults.push((path, r));
+    for (path, r) in grub_defaults_set(host) {
+        defaults.push((path.clone(), r.and_then(|()| read(&path))));
     }
     let bls = family == OsFamily::Rhel;
     let bls_entries = if bls {

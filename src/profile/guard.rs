@@ -251,6 +251,43 @@ pub fn boot_present(present: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// `boot.cmdline.present` entries that replace an argument a host needs to
+/// boot, guarded exactly as `absent` is ([`boot_args`]): a `key=value`
+/// removes the host's other values of `key` (`present: [root=/dev/sdb1]`
+/// takes out the host's `root=UUID=...`), and `rw` / `ro` override each
+/// other (the kernel takes the last). Refused unless `allow-removing`
+/// names the key replaced.
+pub fn boot_replacing(present: &[String], allowed: &[String]) -> Result<(), String> {
+    for a in present {
+        let replaced = match a.split_once('=') {
+            Some((k, _)) => k.replace('-', "_"),
+            None if a == "rw" => "ro".to_string(),
+            None if a == "ro" => "rw".to_string(),
+            None => continue,
+        };
+        let Some((key, why)) = BOOT_CRITICAL
+            .iter()
+            .find(|(k, _)| k.replace('-', "_") == replaced)
+        else {
+            continue;
+        };
+        if allowed.iter().any(|x| x == key) {
+            continue;
+        }
+        let how = if a.contains('=') {
+            format!(
+                "replaces the host's own `{key}=` value (every other value of `{key}` is removed)"
+            )
+        } else {
+            format!("overrides the host's `{key}`")
+        };
+        return Err(format!(
+            "boot.cmdline.present: `{a}` {how}, an argument a host needs to boot ({why}); with the wrong one the host may not boot again. Remove it from the list; or, if this profile really must replace it, say so: `boot.cmdline.allow-removing: [{key}]`"
+        ));
+    }
+    Ok(())
+}
+
 pub fn boot_args(absent: &[String], allowed: &[String]) -> Result<(), String> {
     for a in absent {
         // Removing `--` would hand init's arguments (the host's own) to the
@@ -336,5 +373,26 @@ mod tests {
         assert!(boot_args(&s(&["quiet", "splash", "iommu"]), &[]).is_ok());
         let e = boot_args(&[], &s(&["quiet"])).unwrap_err();
         assert!(e.contains("allow-removing: `quiet`"), "{e}");
+    }
+
+    #[test]
+    fn replacing_a_boot_argument_needs_saying_so_too() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        for (a, key) in [
+            ("root=/dev/sdb1", "root"),
+            ("init=/bin/bash", "init"),
+            ("rootfstype=xfs", "rootfstype"),
+            ("rootflags=ro", "rootflags"),
+            ("rw", "ro"),
+            ("ro", "rw"),
+        ] {
+            let e = boot_replacing(&s(&[a]), &[]).unwrap_err();
+            assert!(
+                e.contains(&format!("`{a}`")) && e.contains(&format!("allow-removing: [{key}]")),
+                "{e}"
+            );
+            assert!(boot_replacing(&s(&[a]), &s(&[key])).is_ok(), "{a}");
+        }
+        assert!(boot_replacing(&s(&["iommu=pt", "quiet", "rootwait"]), &[]).is_ok());
     }
 }

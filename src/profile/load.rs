@@ -444,6 +444,7 @@ fn check_boot(doc: &ProfileDoc) -> Check {
         }
     }
     super::guard::boot_args(&doc.boot.cmdline.absent, &doc.boot.cmdline.allow_removing)?;
+    super::guard::boot_replacing(&doc.boot.cmdline.present, &doc.boot.cmdline.allow_removing)?;
     super::guard::boot_present(&doc.boot.cmdline.present)?;
     if let Some(entry) = &doc.boot.entry {
         if entry.is_empty()

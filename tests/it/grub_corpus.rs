@@ -12,6 +12,7 @@ use std::process::Command;
 use gdrprov_boot::cmdline;
 use gdrprov_boot::desired::{self, BootWants, CpuVendor, IommuIntent};
 use gdrprov_boot::grub_defaults::{self, FileEdit, GrubError};
+use gdrprov_boot::line::BootLine;
 
 type Files = Vec<(String, String)>;
 
@@ -383,7 +384,8 @@ fn profiles_apply_to_the_corpus() {
             absent: vec![],
         };
         let current = grub_defaults::effective_cmdline(&refs(&files)).expect("read");
-        let plan = desired::plan_args(&current, &wants, &[], None).expect("plan");
+        let plan =
+            desired::plan_args(&BootLine::from_args(&current), &wants, &[], None).expect("plan");
         assert_eq!(plan.is_noop(), c.compliant, "{}: {plan:?}", c.dir);
         let after = edit_and_check(&files, &plan.add, &plan.remove);
         if c.compliant {
@@ -400,7 +402,13 @@ fn profiles_apply_to_the_corpus() {
         // there and no conflicting one is, anywhere.
         let mut all = linux;
         all.extend(default);
-        let replan = desired::plan_args(&all, &wants, &plan.owned, Some(&all)).expect("replan");
+        let replan = desired::plan_args(
+            &BootLine::from_args(&all),
+            &wants,
+            &plan.owned,
+            Some(&BootLine::from_args(&all)),
+        )
+        .expect("replan");
         assert!(replan.is_noop(), "{}: not idempotent: {replan:?}", c.dir);
         assert!(!replan.reboot_needed(), "{}", c.dir);
         for bad in ["iommu=off", "intel_iommu=off"] {
@@ -423,10 +431,12 @@ fn release_removes_only_what_gdrprov_added() {
             absent: vec![],
         };
         let current = grub_defaults::effective_cmdline(&refs(&files)).expect("read");
-        let plan = desired::plan_args(&current, &wants, &[], None).expect("plan");
+        let plan =
+            desired::plan_args(&BootLine::from_args(&current), &wants, &[], None).expect("plan");
         let applied = edit_and_check(&files, &plan.add, &plan.remove);
         let now = grub_defaults::effective_cmdline(&refs(&applied)).expect("read");
-        let release = desired::release_args(&now, &plan.owned, None).expect("release");
+        let release =
+            desired::release_args(&BootLine::from_args(&now), &plan.owned, None).expect("release");
         let released = edit_and_check(&applied, &release.add, &release.remove);
         let (linux, default) = bash_args(&released);
         // Back to the original minus the conflicts the profile removed; the

@@ -11,6 +11,7 @@ use std::fmt;
 use thiserror::Error;
 
 use super::cmdline::{self, ArgError};
+use super::line::BootLine;
 
 /// What a profile says about the IOMMU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,28 +86,16 @@ pub struct ArgPlan {
     pub add: Vec<String>,
     /// Arguments to remove: exact current arguments, every occurrence.
     pub remove: Vec<String>,
-    /// The command line after the change.
+    /// The command line after the change: the kernel's part changed,
+    /// `--` and init's part (if any) as they were.
     pub result: Vec<String>,
     /// The arguments gdrprov owns after the change (record these).
     pub owned: Vec<String>,
     /// How the running command line differs; `None` when not given.
     pub reboot: Option<Vec<CmdlineDiff>>,
-    /// The command line has `--`: what follows is init's (never judged,
-    /// removed, or counted as the kernel's), and `add` would follow it.
-    pub past_separator: bool,
 }
 
 impl ArgPlan {
-    /// For a plan that writes the command line: refused when it would add
-    /// arguments after a `--` (they would go to init). A plan that only
-    /// judges a line (a kernel booted from elsewhere) does not ask.
-    pub fn writable(self) -> Result<ArgPlan, DesiredError> {
-        if self.past_separator && !self.add.is_empty() {
-            return Err(DesiredError::InitSeparator(self.add.join(" ")));
-        }
-        Ok(self)
-    }
-
     /// Nothing to change in the boot configuration.
     pub fn is_noop(&self) -> bool {
         self.add.is_empty() && self.remove.is_empty()
@@ -124,9 +113,6 @@ pub enum DesiredError {
     /// An argument gdrprov will not write.
     #[error("boot profile: {0}")]
     BadArg(#[from] ArgError),
-    /// The host's command line has `--`: what gdrprov adds would follow it.
-    #[error("the boot configuration's command line has `--`, which ends the kernel's arguments: what gdrprov would add ({0}) would come after it and go to init, not to the kernel. Move the arguments after `--` into init's own configuration (or remove `--` from the command line), then run gdrprov again; nothing was changed")]
-    InitSeparator(String),
     /// One wanted argument is forbidden by another rule.
     #[error("boot profile: {wanted} is wanted but {rule}; remove one of the two from the profile")]
     Conflict {
@@ -329,18 +315,17 @@ fn push_unique(v: &mut Vec<String>, s: &str) {
 
 /// Plan the kernel arguments: `current` is the effective command line of the
 /// boot configuration, `owned` what gdrprov recorded as its own, `running`
-/// the split `/proc/cmdline` when the target is the running system.
+/// the running command line when the target is the running system. Only
+/// the kernel's part of each line (before `--`) is judged, removed from or
+/// added to; `result` keeps `--` and init's part after the kernel's.
 pub fn plan_args(
-    current: &[String],
+    line: &BootLine,
     wants: &BootWants,
     owned: &[String],
-    running: Option<&[String]>,
+    running: Option<&BootLine>,
 ) -> Result<ArgPlan, DesiredError> {
     let (wants, forbids) = rules(wants)?;
-    // After `--` the arguments are init's: never judged, removed or counted
-    // as the kernel's, and nothing can be added before it in every boot shape.
-    let (current, init) = kernel_part(current);
-    let running = running.map(|r| kernel_part(r).0);
+    let current = &line.kernel;
     let is_wanted = |a: &str| wants.iter().any(|w| w.arg == a);
     let forbidden = |a: &str| forbids.iter().any(|(f, _)| f.matches(a));
     // Owned arguments no profile wants any more go, like forbidden ones.
@@ -352,50 +337,45 @@ pub fn plan_args(
             push_unique(&mut remove, a);
         }
     }
-    let mut result: Vec<String> = current
+    let mut kept: Vec<String> = current
         .iter()
         .filter(|a| !remove.contains(a))
         .cloned()
         .collect();
     let mut add = Vec::new();
     for w in &wants {
-        if !w.satisfied_by(&result) {
+        if !w.satisfied_by(&kept) {
             push_unique(&mut add, &w.arg);
-            result.push(w.arg.clone());
+            kept.push(w.arg.clone());
         }
     }
     let mut owned_after = Vec::new();
     for o in owned.iter().chain(&add) {
-        if is_wanted(o) && result.contains(o) {
+        if is_wanted(o) && kept.contains(o) {
             push_unique(&mut owned_after, o);
         }
     }
-    result.extend(init.iter().cloned());
-    let reboot = running.map(|r| running_diff(r, &wants, &forbidden, &released));
+    let reboot = running.map(|r| running_diff(&r.kernel, &wants, &forbidden, &released));
+    let result = BootLine {
+        kernel: kept,
+        init: line.init.clone(),
+    };
     Ok(ArgPlan {
         wanted: wants.into_iter().map(|w| w.arg).collect(),
         add,
         remove,
-        result,
+        result: result.args(),
         owned: owned_after,
         reboot,
-        past_separator: !init.is_empty(),
     })
-}
-
-/// The kernel's arguments of a command line and what follows them: `--`
-/// and init's arguments (empty when there is no `--`).
-fn kernel_part(args: &[String]) -> (&[String], &[String]) {
-    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    args.split_at(end)
 }
 
 /// Plan removing everything gdrprov owns (the profile is removed): only the
 /// owned arguments go, never one the user set.
 pub fn release_args(
-    current: &[String],
+    current: &BootLine,
     owned: &[String],
-    running: Option<&[String]>,
+    running: Option<&BootLine>,
 ) -> Result<ArgPlan, DesiredError> {
     let none = BootWants {
         iommu: IommuIntent::Unmanaged,
@@ -461,8 +441,8 @@ mod tests {
     }
 
     fn plan(cur: &str, w: &BootWants, owned: &str, running: Option<&str>) -> ArgPlan {
-        let r = running.map(v);
-        match plan_args(&v(cur), w, &v(owned), r.as_deref()) {
+        let r = running.map(BootLine::parse);
+        match plan_args(&BootLine::parse(cur), w, &v(owned), r.as_ref()) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         }
@@ -611,7 +591,7 @@ mod tests {
         // gdrprov added iommu=pt; the user set intel_iommu=on themselves.
         let cur = v("quiet intel_iommu=on iommu=pt");
         let owned = v("iommu=pt");
-        let p = match release_args(&cur, &owned, None) {
+        let p = match release_args(&BootLine::from_args(&cur), &owned, None) {
             Ok(p) => p,
             Err(e) => panic!("{e}"),
         };
@@ -668,23 +648,23 @@ mod tests {
         let mut w = wants(IommuIntent::Passthrough, CpuVendor::Intel);
         w.present = v("iommu=off");
         assert!(matches!(
-            plan_args(&[], &w, &[], None),
+            plan_args(&BootLine::default(), &w, &[], None),
             Err(DesiredError::Conflict { .. })
         ));
         let mut w = wants(IommuIntent::Unmanaged, CpuVendor::Intel);
         w.present = v("foo=1 foo=2");
         assert!(matches!(
-            plan_args(&[], &w, &[], None),
+            plan_args(&BootLine::default(), &w, &[], None),
             Err(DesiredError::Conflict { .. })
         ));
         let mut w = wants(IommuIntent::Off, CpuVendor::Intel);
         w.absent = v("iommu");
-        let e = plan_args(&[], &w, &[], None);
+        let e = plan_args(&BootLine::default(), &w, &[], None);
         assert!(matches!(e, Err(DesiredError::Conflict { .. })), "{e:?}");
         let mut w = wants(IommuIntent::Unmanaged, CpuVendor::Intel);
         w.present = vec!["a;b".into()];
         assert!(matches!(
-            plan_args(&[], &w, &[], None),
+            plan_args(&BootLine::default(), &w, &[], None),
             Err(DesiredError::BadArg(_))
         ));
     }
@@ -692,18 +672,18 @@ mod tests {
     #[test]
     fn arguments_after_the_separator_are_inits() {
         let w = wants(IommuIntent::Passthrough, CpuVendor::Intel);
-        // Nothing can be added before `--` in every boot shape: refused.
-        let judged = plan_args(&v("ro quiet -- single"), &w, &[], None);
-        let judged = judged.unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(judged.add, v("iommu=pt intel_iommu=on"));
-        match judged.writable() {
-            Err(DesiredError::InitSeparator(adds)) => assert_eq!(adds, "iommu=pt intel_iommu=on"),
-            other => panic!("{other:?}"),
-        }
+        // Added arguments go before `--`, never to init.
+        let p = plan("ro quiet -- single", &w, "", None);
+        assert_eq!(p.add, v("iommu=pt intel_iommu=on"));
+        assert_eq!(p.result, v("ro quiet iommu=pt intel_iommu=on -- single"));
+        let p = plan("--", &w, "", None);
+        assert_eq!(p.result, v("iommu=pt intel_iommu=on --"));
         // What follows `--` neither satisfies a want nor is removed.
-        let e = plan_args(&v("ro -- iommu=pt intel_iommu=on"), &w, &[], None)
-            .and_then(ArgPlan::writable);
-        assert!(matches!(e, Err(DesiredError::InitSeparator(_))), "{e:?}");
+        let p = plan("ro -- iommu=pt intel_iommu=on", &w, "", None);
+        assert_eq!(
+            p.result,
+            v("ro iommu=pt intel_iommu=on -- iommu=pt intel_iommu=on")
+        );
         let p = plan("ro iommu=pt intel_iommu=on -- iommu=off", &w, "", None);
         assert!(p.add.is_empty() && p.remove.is_empty(), "{p:?}");
         assert_eq!(p.result, v("ro iommu=pt intel_iommu=on -- iommu=off"));

@@ -4,11 +4,11 @@
 //! Everything here is pure: strings in, strings and structs out. Reading and
 //! writing the files is the host layer's job. The intended flow:
 //!
-//! 1. Read `/etc/default/grub`, then every `/etc/default/grub.d/*.cfg` sorted
-//!    bytewise, as `(name, content)` pairs.
+//! 1. Read `/etc/default/grub`, then every drop-in of
+//!    [`grub_defaults::dropin_set`] in its order, as `(name, content)` pairs.
 //! 2. [`grub_defaults::effective_cmdline`] gives the arguments GRUB puts on a
 //!    normal entry (`GRUB_CMDLINE_LINUX` then `GRUB_CMDLINE_LINUX_DEFAULT`).
-//! 3. [`desired::plan_args`] with the profile's [`desired::BootWants`], the
+//! 3. [`desired::plan_args`] on the line as a [`line::BootLine`], with the profile's [`desired::BootWants`], the
 //!    owned arguments recorded by the last apply, and the split
 //!    `/proc/cmdline` (when the root is the running system) gives what to add
 //!    and remove, the new ownership record, and the reboot diff.
@@ -17,6 +17,13 @@
 //!    re-read and checked. Apply writes them, may run `bash -n` on them, then
 //!    regenerates `grub.cfg`, and records `ArgPlan::owned`.
 //!
+//! Every boot shape reads and writes its line through one model,
+//! [`line::BootLine`]: the kernel's part ends at `--` (init's follows), added
+//! arguments go before it ([`line::edit_text`] for a line kept byte for
+//! byte), and [`line::fits`] keeps the whole line, with what the boot loader
+//! adds, under the kernel's `COMMAND_LINE_SIZE`. GRUB's drop-ins are the set
+//! [`grub_defaults::dropin_set`] gives, as `/bin/sh` globs them.
+//!
 //! Every error carries the file and line and says what to fix by hand.
 
 pub mod cmdline;
@@ -24,6 +31,7 @@ pub mod desired;
 pub mod entries;
 pub mod grub_defaults;
 pub mod hold;
+pub mod line;
 pub mod sdboot;
 mod shell;
 pub mod uki;

@@ -175,14 +175,8 @@ fn saved_default_edits(host: &Host) -> Result<Vec<Change>> {
         return Ok(Vec::new());
     };
     let mut files = vec![("/etc/default/grub".to_string(), main)];
-    let mut names: Vec<String> = host
-        .list_dir("/etc/default/grub.d")
-        .into_iter()
-        .filter(|n| n.ends_with(".cfg"))
-        .collect();
-    names.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
-    for n in names {
-        let path = format!("/etc/default/grub.d/{n}");
+    for (path, named) in crate::plan::inputs::grub_defaults_set(host) {
+        named.map_err(Error::Refused)?;
         if let Some(text) = host.read_text(&path)? {
             files.push((path, text));
         }

@@ -14,19 +14,18 @@ use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::Context;
 use crate::profile::IommuMode;
 use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
-use gdrprov_boot::{cmdline, entries, grub_defaults};
+use gdrprov_boot::line::BootLine;
+use gdrprov_boot::{entries, grub_defaults};
 
 use super::bootcfg_extra::{self as extra, EntryFile, Extra};
-pub use super::bootcfg_grub::bls_default_entry;
+pub use super::bootcfg_grub::{bls_default_entry, BLS_DIR, GRUBENV_BLS};
 use super::bootcfg_grub::{
     bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
     regenerate_command, DEFAULTS,
 };
 
 pub const MODULE: &str = "boot";
-pub const BLS_DIR: &str = "/boot/loader/entries";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
-pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
 
 fn wants_of(boot: &crate::profile::Boot, vendor: Vendor) -> BootWants {
     BootWants {
@@ -140,13 +139,14 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .map(|(n, c)| (n.as_str(), c.as_str()))
         .collect();
     let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
-    let running: Option<Vec<String>> = running_line.map(cmdline::split);
-    let args = desired::plan_args(&current, &wants, &ctx.state.kernel_args, running.as_deref())?
-        .writable()?;
+    let running = running_line.map(BootLine::parse);
+    let line = BootLine::from_args(&current);
+    let args = desired::plan_args(&line, &wants, &ctx.state.kernel_args, running.as_ref())?;
     let trial = ctx.trial.is_some();
     let bls = ctx.facts.os.family == OsFamily::Rhel;
     let s = Shared {
         seen,
+        facts: ctx.facts,
         files,
         current,
         args,
@@ -156,7 +156,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     };
     let edited = default_entry(&s, &mut part)?;
     let x = extra_entries(ctx, &s, &listed, &owned_entries, &mut part)?;
-    regeneration(&s, &x, edited, &mut part);
+    regeneration(&s, &x, edited, &mut part)?;
     trial_boot(ctx, &s, x, &mut part);
     Ok(part)
 }
@@ -164,6 +164,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 /// What the parts of the boot plan share.
 struct Shared<'a> {
     seen: &'a PlanFacts,
+    facts: &'a crate::facts::Facts,
     /// The GRUB defaults (name, text), `/etc/default/grub` first.
     files: Vec<(String, String)>,
     /// The default entry's command line as the defaults give it now.
@@ -203,6 +204,14 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
     let mut edited = false;
     if !trial {
         part.kernel_args = Some(args.owned.clone());
+        if !args.add.is_empty() {
+            let within = format!(
+                "the GRUB defaults ({} and its drop-ins)",
+                seen.display(DEFAULTS)
+            );
+            let loader = super::bootcfg_grub::grub_loader_args(seen);
+            super::bootcfg_arch::line_fits(s.facts, &within, &args.result, &loader)?;
+        }
         let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
             .map_err(|e| grub_error(seen, e))?;
         edited = !edits.is_empty();
@@ -244,14 +253,27 @@ fn extra_entries(
     let bls_default = if bls { bls_default_entry(seen) } else { None };
     let (base_now, base_after) = match &bls_default {
         Some((_, _, e)) => {
-            let after =
-                desired::plan_args(&e.options, &s.wants, &ctx.state.kernel_args, None)?.result;
+            let after = desired::plan_args(
+                &BootLine::from_args(&e.options),
+                &s.wants,
+                &ctx.state.kernel_args,
+                None,
+            )?
+            .result;
             (e.options.clone(), after)
         }
         None => (s.current.clone(), args.result.clone()),
     };
     let trial_own = trial.then_some(args.wanted.as_slice());
     let extras = extra::command_lines(listed, &base_now, &base_after, trial_own)?;
+    let loader = match &bls_default {
+        Some((_, _, e)) => vec![format!("BOOT_IMAGE=(hd0,gpt2){}", e.linux)],
+        None => super::bootcfg_grub::grub_loader_args(seen),
+    };
+    for x in &extras {
+        let within = format!("boot entry `{}`", x.name);
+        super::bootcfg_arch::line_fits(ctx.facts, &within, &x.args, &loader)?;
+    }
     if bls && !extras.is_empty() && bls_default.is_none() {
         return Err(Error::Refused(format!(
             "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
@@ -330,7 +352,7 @@ pub(super) fn kernelopts(grubenv: &str) -> Option<&str> {
 /// Making the boot loader read the new command line and entries: grubby on
 /// BLS entries, else `update-grub` after checking the shell files, and
 /// GRUB's own check of what it generated.
-fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
+fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) -> Result<()> {
     let (seen, files, args, trial, bls) = (s.seen, &s.files, &s.args, s.trial, s.bls);
     let (extras, wanted_paths) = (&x.extras, x.wanted_paths.as_slice());
     let (scripts_changed, removed) = (x.scripts_changed.as_slice(), x.removed);
@@ -341,6 +363,8 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
             bls_needing_change(seen, &args.wanted, &args.remove)
         };
         if !stale.is_empty() {
+            super::bootcfg_grub::grubby_separator(seen)?;
+            super::bootcfg_grub::grubby_fits(seen, s.facts, &args.wanted, &args.remove)?;
             let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
             argv.push(format!("--args={}", args.wanted.join(" ")));
             if !args.remove.is_empty() {
@@ -441,6 +465,7 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) {
             }
         }
     }
+    Ok(())
 }
 
 /// `apply --trial`: the one-shot boot of the trial entry; a replaced pending
@@ -639,5 +664,25 @@ mod tests {
         let trial = p.state_after.trial.as_ref().unwrap();
         assert_eq!(trial.args, ["quiet", "iommu=pt", "intel_iommu=on"]);
         assert!(commands(&p).last().unwrap().starts_with("grub-reboot "));
+    }
+
+    #[test]
+    fn extra_and_trial_entries_put_their_arguments_before_the_separator() {
+        let mut w = debian("GRUB_CMDLINE_LINUX=\"quiet -- single\"\n");
+        let mut d = desired(PASSTHROUGH);
+        d.entries.push((
+            "gds".into(),
+            desired("boot: { iommu: off }").doc.boot.clone(),
+        ));
+        let p = w.plan(&d).0.unwrap();
+        let gds = written(&p, &entries::grubd_path("gds")).unwrap();
+        assert!(gds.contains("quiet iommu=off -- single"), "{gds}");
+        w.trial = Some(vec!["x".into()]);
+        let p = w.plan(&desired(PASSTHROUGH)).0.unwrap();
+        let trial = written(&p, &entries::grubd_path(entries::TRIAL_ENTRY)).unwrap();
+        assert!(
+            trial.contains("quiet iommu=pt intel_iommu=on gdrprov.trial=1 -- single"),
+            "{trial}"
+        );
     }
 }

@@ -3,10 +3,12 @@
 //! Intel. Pure: a function of the facts; says in warnings what it could not
 //! know for sure.
 
+use crate::error::{Error, Result};
 use crate::facts::arch::Arch;
 use crate::facts::{CpuVendor, Facts};
 use crate::profile::IommuMode;
 use gdrprov_boot::desired::CpuVendor as Vendor;
+use gdrprov_boot::line;
 
 /// The platform for `boot::desired`, and warnings for the plan. `modes`
 /// are the IOMMU intents of the default entry and every extra entry.
@@ -53,6 +55,15 @@ pub fn platform(facts: &Facts, modes: &[Option<IommuMode>]) -> (Vendor, Vec<Stri
         _ => {}
     }
     (vendor, warnings)
+}
+
+/// Refuses a boot line that would not fit the kernel's command line buffer
+/// on this root's architecture (`gdrprov_boot::line::fits`): `args` as
+/// gdrprov writes them, `loader` what the boot loader puts before them.
+/// `within` names the boot shape and file.
+pub fn line_fits(facts: &Facts, within: &str, args: &[String], loader: &[String]) -> Result<()> {
+    let size = line::command_line_size(facts.arch.arch == Arch::Aarch64);
+    line::fits(within, args, loader, size).map_err(|e| Error::Refused(e.to_string()))
 }
 
 #[cfg(test)]

@@ -6,8 +6,8 @@
 
 use crate::facts::boot_shape::{CmdlineHome, Starter};
 use crate::facts::Facts;
-use gdrprov_boot::cmdline;
 use gdrprov_boot::desired::{self, BootWants, IommuIntent};
+use gdrprov_boot::line::BootLine;
 use serde::Serialize;
 
 /// The boot part of the profiles on such a host (plan JSON: `boot`).
@@ -105,10 +105,12 @@ pub fn plan(
     {
         return Ok(None);
     }
-    let running: Option<Vec<String>> = facts.proc_cmdline.as_deref().map(cmdline::split);
+    // Judged only (gdrprov writes nothing here): on its kernel's part, as
+    // every boot line (`gdrprov_boot::line`).
+    let running = facts.proc_cmdline.as_deref().map(BootLine::parse);
     let current = running.clone().unwrap_or_default();
     let args =
-        desired::plan_args(&current, wants, &[], running.as_deref()).map_err(|e| e.to_string())?;
+        desired::plan_args(&current, wants, &[], running.as_ref()).map_err(|e| e.to_string())?;
     let (missing, unwanted, satisfied) = match running {
         Some(_) => (
             Some(args.add.clone()),

@@ -9,6 +9,7 @@ use crate::facts::boot::TRIAL_MARKER;
 use crate::plan::change::{ManagedFile, Part};
 use gdrprov_boot::desired::{self, BootWants};
 use gdrprov_boot::entries;
+use gdrprov_boot::line::BootLine;
 
 /// An extra entry to write: its name, its profile's own arguments (for the
 /// title) and its whole command line.
@@ -37,11 +38,12 @@ pub(super) fn command_lines(
     };
     let mut extras = Vec::new();
     for (name, wants) in listed {
-        let p = desired::plan_args(base, wants, &[], None)
-            .and_then(desired::ArgPlan::writable)
-            .map_err(|source| Error::BootArgsIn {
-                within: format!("boot entry `{name}`"),
-                source,
+        let p =
+            desired::plan_args(&BootLine::from_args(base), wants, &[], None).map_err(|source| {
+                Error::BootArgsIn {
+                    within: format!("boot entry `{name}`"),
+                    source,
+                }
             })?;
         extras.push(Extra {
             name: name.clone(),
@@ -53,11 +55,11 @@ pub(super) fn command_lines(
         extras.push(Extra {
             name: entries::TRIAL_ENTRY.into(),
             own: own.to_vec(),
-            args: base_after
-                .iter()
-                .cloned()
-                .chain([TRIAL_MARKER.to_string()])
-                .collect(),
+            // The marker is the kernel's (read back from /proc/cmdline):
+            // before a `--`, like every argument gdrprov adds.
+            args: BootLine::from_args(base_after)
+                .with(&[TRIAL_MARKER.to_string()], &[])
+                .args(),
         });
     }
     Ok(extras)

@@ -8,9 +8,12 @@ use crate::error::{Error, Result};
 use crate::host::CommandSpec;
 use crate::plan::change::Change;
 use crate::plan::inputs::PlanFacts;
-use gdrprov_boot::{cmdline, entries, grub_defaults};
+use gdrprov_boot::line::BootLine;
+use gdrprov_boot::{entries, grub_defaults};
 
 pub(super) const DEFAULTS: &str = "/etc/default/grub";
+pub const BLS_DIR: &str = "/boot/loader/entries";
+pub const GRUBENV_BLS: &str = "/boot/grub2/grubenv";
 
 /// `module`'s change that writes one edit of the GRUB defaults (`files`: each defaults file's
 /// name and text as read, the edit's file among them).
@@ -151,7 +154,10 @@ pub(super) fn grub_cfg_stale(seen: &PlanFacts, wanted: &[String], extras: &[Extr
         .iter()
         .filter(|m| !m.id.as_deref().is_some_and(entries::is_gdrprov_id))
         .filter(|m| m.kernel.as_deref().is_some_and(|k| k.contains("vmlinuz")))
-        .any(|m| wanted.iter().any(|w| !m.args.contains(w)));
+        .any(|m| {
+            let kernel = BootLine::from_args(&m.args).kernel;
+            wanted.iter().any(|w| !kernel.contains(w))
+        });
     let extra_stale = extras.iter().any(|x| {
         !menu
             .iter()
@@ -185,9 +191,90 @@ pub(super) fn bls_needing_change(
                 .find_map(|l| l.strip_prefix("options"))
                 .unwrap_or("")
                 .replace("$kernelopts", &kernelopts);
-            let args = cmdline::split(&options);
+            let args = BootLine::parse(&options).kernel;
             wanted.iter().any(|w| !args.contains(w)) || args.iter().any(|a| remove.contains(a))
         })
         .map(|(n, _)| n.clone())
         .collect()
+}
+
+/// grubby (`--update-kernel=ALL`, RHEL's BLS) puts the arguments it adds at
+/// the end of each entry's `options` and of grubenv's `kernelopts`: after a
+/// `--` there, where they would go to init. Refused, naming the file,
+/// before anything is written.
+pub(super) fn grubby_separator(seen: &PlanFacts) -> Result<()> {
+    let env = seen.grub.grubenv_bls.as_deref().unwrap_or_default();
+    let kernelopts = entries::grubenv_get(env, "kernelopts");
+    let mut holders: Vec<String> = Vec::new();
+    if kernelopts
+        .as_deref()
+        .is_some_and(|k| BootLine::parse(k).has_separator())
+    {
+        holders.push(format!("{} (kernelopts)", seen.display(GRUBENV_BLS)));
+    }
+    for (name, text) in &seen.grub.bls_entries {
+        let options: Vec<&str> = text
+            .lines()
+            .filter_map(|l| {
+                let r = l.trim_start().strip_prefix("options")?;
+                (r.starts_with([' ', '\t']) || r.is_empty()).then_some(r)
+            })
+            .collect();
+        if BootLine::parse(&options.join(" ")).has_separator() {
+            holders.push(seen.display(&format!("{}/{name}", BLS_DIR)));
+        }
+    }
+    if holders.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{}: the kernel command line has `--`, which ends the kernel's arguments (what follows goes to init), and grubby, which gdrprov runs to update the BLS entries, appends the arguments it adds at the end of the line, after `--`, where init would get them instead of the kernel. Move init's arguments after `--` into init's own configuration (or remove `--`) there, then run gdrprov again; nothing was changed",
+        holders.join(", ")
+    )))
+}
+
+/// What GRUB puts on a kernel's line besides the defaults' arguments:
+/// `BOOT_IMAGE=` and the kernel's path (GRUB's `linux` command, x86 and
+/// arm64), and grub-mkconfig's `root=` and `ro` (10_linux). The longest
+/// kernel path grub.cfg names, else one of 64 bytes; `root=` as a UUID.
+pub(super) fn grub_loader_args(seen: &PlanFacts) -> Vec<String> {
+    let longest = seen.grub.cfg.as_deref().and_then(|cfg| {
+        entries::parse_grub_cfg(cfg)
+            .into_iter()
+            .filter_map(|m| m.kernel)
+            .max_by_key(String::len)
+    });
+    let path = longest.unwrap_or_else(|| format!("/boot/vmlinuz-{}", "0".repeat(50)));
+    vec![
+        format!("BOOT_IMAGE={path}"),
+        format!("root=UUID={}", "0".repeat(36)),
+        "ro".into(),
+    ]
+}
+
+/// Each BLS entry's line after grubby (`gdrprov_boot::hold::grubby_options`
+/// of its options, `$kernelopts` written out) fits the kernel's buffer,
+/// with GRUB's `BOOT_IMAGE=(hdX,gptY)/vmlinuz-...` before it.
+pub(super) fn grubby_fits(
+    seen: &PlanFacts,
+    facts: &crate::facts::Facts,
+    wanted: &[String],
+    remove: &[String],
+) -> Result<()> {
+    let env = seen.grub.grubenv_bls.as_deref().unwrap_or_default();
+    let kernelopts = entries::grubenv_get(env, "kernelopts").unwrap_or_default();
+    let add: Vec<&str> = wanted.iter().map(String::as_str).collect();
+    let remove: Vec<&str> = remove.iter().map(String::as_str).collect();
+    for (name, text) in &seen.grub.bls_entries {
+        let e = entries::parse_bls(name.trim_end_matches(".conf"), text, &kernelopts);
+        let after = gdrprov_boot::hold::grubby_options(&e.options.join(" "), &add, &remove);
+        let loader = [format!("BOOT_IMAGE=(hd0,gpt2){}", e.linux)];
+        let within = format!(
+            "BLS entry {} (after grubby)",
+            seen.display(&format!("{}/{name}", BLS_DIR))
+        );
+        let args: Vec<String> = after.split_whitespace().map(str::to_string).collect();
+        super::bootcfg_arch::line_fits(facts, &within, &args, &loader)?;
+    }
+    Ok(())
 }

@@ -16,6 +16,7 @@ use crate::plan::change::{Change, Part};
 use crate::plan::modules::Context;
 use gdrprov_boot::desired::{self, BootWants};
 use gdrprov_boot::entries::{self, BlsEntry};
+use gdrprov_boot::line::{self, BootLine};
 use gdrprov_boot::{cmdline, sdboot};
 
 pub const MODULE: &str = "boot";
@@ -30,38 +31,11 @@ fn from_running(line: &str) -> Vec<String> {
         .collect()
 }
 
-/// A command line with `remove` taken out (every occurrence, exactly as
-/// written) and `add` appended; everything else byte for byte.
-pub fn edit_args(line: &str, add: &[String], remove: &[String]) -> String {
-    let mut out = String::new();
-    let mut last = 0;
-    for (s, e) in cmdline::split_spans(line) {
-        if remove.iter().any(|r| r == &line[s..e]) {
-            out.push_str(line[last..s].trim_end_matches([' ', '\t']));
-            last = e;
-        }
-    }
-    out.push_str(&line[last..]);
-    if !line.starts_with([' ', '\t']) {
-        out = out.trim_start().to_string();
-    }
-    let mut out = if out.trim().is_empty() {
-        String::new()
-    } else {
-        out
-    };
-    for a in add {
-        if !out.is_empty() && !out.ends_with([' ', '\t']) {
-            out.push(' ');
-        }
-        out.push_str(a);
-    }
-    out
-}
-
 /// An entry file with its `options` lines edited: removals wherever they
-/// are, additions at the end of the last `options` line (a new one after
-/// `linux` when there is none).
+/// are in the kernel's part, additions at the end of the kernel's part:
+/// before the `--` of the options line that has one, else at the end of the
+/// last `options` line (a new one after `linux` when there is none).
+/// `options` lines after the one with `--` are init's, left as they are.
 pub fn edit_entry(text: &str, add: &[String], remove: &[String]) -> String {
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let is_options = |l: &str| {
@@ -70,24 +44,28 @@ pub fn edit_entry(text: &str, add: &[String], remove: &[String]) -> String {
             .is_some_and(|r| r.starts_with([' ', '\t']) || r.is_empty())
     };
     let mut last = None;
+    let mut placed = false;
     for (i, l) in lines.iter_mut().enumerate() {
-        if is_options(l) {
-            // Keep the key and its alignment (`options    root=...`).
-            let at = l.find("options").unwrap_or(0) + "options".len();
-            let value = l[at..].trim_start();
-            let key = &l[..l.len() - value.len()];
-            let edited = edit_args(value, &[], remove);
-            *l = if edited.is_empty() {
-                key.trim_end().to_string()
-            } else if key.ends_with([' ', '\t']) {
-                format!("{key}{edited}")
-            } else {
-                format!("{key} {edited}")
-            };
-            last = Some(i);
+        if placed || !is_options(l) {
+            continue;
         }
+        // Keep the key and its alignment (`options    root=...`).
+        let at = l.find("options").unwrap_or(0) + "options".len();
+        let value = l[at..].trim_start();
+        let key = &l[..l.len() - value.len()];
+        placed = BootLine::parse(value).has_separator();
+        let here: &[String] = if placed { add } else { &[] };
+        let edited = line::edit_text(value, here, remove);
+        *l = if edited.is_empty() {
+            key.trim_end().to_string()
+        } else if key.ends_with([' ', '\t']) {
+            format!("{key}{edited}")
+        } else {
+            format!("{key} {edited}")
+        };
+        last = Some(i);
     }
-    if !add.is_empty() {
+    if !add.is_empty() && !placed {
         match last {
             Some(i) => {
                 let l = &mut lines[i];
@@ -159,6 +137,14 @@ fn set_options(text: &str, value: &str) -> String {
 /// edit and that rewrite boots the same line. `None` for an entry with
 /// other arguments (written by hand): it keeps its own order.
 fn kernel_install_options(edited: &[String], cmdline: &[String]) -> Option<String> {
+    // With `--`, sorting would move words across it: the entry keeps its
+    // own order (`edit_entry`).
+    if [edited, cmdline]
+        .iter()
+        .any(|l| BootLine::from_args(l).has_separator())
+    {
+        return None;
+    }
     let mid = "systemd.machine_id=";
     let mut want = cmdline.to_vec();
     if !want.iter().any(|a| a.starts_with(mid)) {
@@ -170,6 +156,17 @@ fn kernel_install_options(edited: &[String], cmdline: &[String]) -> Option<Strin
     a.sort();
     b.sort();
     (a == b).then(|| want.join(" "))
+}
+
+/// What systemd-boot adds to a type #1 entry's options: `initrd=PATH`
+/// for each `initrd` line, the path written with `\\` as the EFI stub reads it.
+fn initrd_args(text: &str) -> Vec<String> {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("initrd"))
+        .filter(|r| r.starts_with([' ', '\t']))
+        .flat_map(|r| r.split_whitespace())
+        .map(|p| format!("initrd={}", p.replace('/', "\\")))
+        .collect()
 }
 
 fn options_of(text: &str) -> String {
@@ -202,7 +199,7 @@ pub fn plan(
             seen.display("/")
         )));
     }
-    let running: Option<Vec<String>> = running_line.map(cmdline::split);
+    let running = running_line.map(BootLine::parse);
     let current_file = seen.file(KERNEL_CMDLINE)?.map(str::to_string);
     // The kernels' entries; gdrprov's own (`boot.entry`, the trial) are
     // whole files it owns, planned below.
@@ -221,8 +218,8 @@ pub fn plan(
             .map(|(_, t)| from_running(&options_of(t)))
             .unwrap_or_default(),
     };
-    let args =
-        desired::plan_args(&base, wants, &ctx.state.kernel_args, running.as_deref())?.writable()?;
+    let line = BootLine::from_args(&base);
+    let args = desired::plan_args(&line, wants, &ctx.state.kernel_args, running.as_ref())?;
     // A trial leaves the default entry and future kernels as they are.
     let mut changed = false;
     if !trial {
@@ -281,7 +278,20 @@ fn default_edits(
     };
     let mut new_line = line.clone();
     if !args.is_noop() {
-        new_line = edit_args(&line, &args.add, &args.remove);
+        new_line = line::edit_text(&line, &args.add, &args.remove);
+        let within = format!(
+            "{} (the command line of future kernels)",
+            ctx.seen.display(KERNEL_CMDLINE)
+        );
+        let longest = entries
+            .iter()
+            .map(|(_, t)| initrd_args(t))
+            .max_by_key(|v| v.iter().map(String::len).sum::<usize>());
+        let loader = longest.unwrap_or_else(|| vec![format!("initrd={}", "0".repeat(80))]);
+        let future = cmdline::split(&new_line);
+        if !args.add.is_empty() {
+            super::bootcfg_arch::line_fits(ctx.facts, &within, &future, &loader)?;
+        }
         let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(
             MODULE,
@@ -297,7 +307,7 @@ fn default_edits(
     let future = cmdline::split(&new_line);
     for (path, text) in entries {
         let old = options_of(text);
-        let e = desired::plan_args(&cmdline::split(&old), wants, &ctx.state.kernel_args, None)
+        let e = desired::plan_args(&BootLine::parse(&old), wants, &ctx.state.kernel_args, None)
             .map_err(|source| Error::BootArgsIn {
                 within: path.to_string(),
                 source,
@@ -305,11 +315,16 @@ fn default_edits(
         if e.is_noop() {
             continue;
         }
-        let edited = cmdline::split(&edit_args(&old, &e.add, &e.remove));
+        let edited = cmdline::split(&line::edit_text(&old, &e.add, &e.remove));
         let new_text = match kernel_install_options(&edited, &future) {
             Some(opts) => set_options(text, &opts),
             None => edit_entry(text, &e.add, &e.remove),
         };
+        let within = format!("systemd-boot entry {}", ctx.seen.display(path));
+        let after = cmdline::split(&options_of(&new_text));
+        if !e.add.is_empty() {
+            super::bootcfg_arch::line_fits(ctx.facts, &within, &after, &initrd_args(text))?;
+        }
         let what = desired::describe_args(&e.add, &e.remove);
         // The entry is the switch: written after the commands, once the
         // initrd it loads is rebuilt and on disk (issue 37).
@@ -376,7 +391,8 @@ fn extra_entries(
         .map(|(_, t)| t.clone())
         .unwrap_or_default();
     let base_now = default.options.clone();
-    let base_after = desired::plan_args(&base_now, wants, &ctx.state.kernel_args, None)
+    let base_line = BootLine::from_args(&base_now);
+    let base_after = desired::plan_args(&base_line, wants, &ctx.state.kernel_args, None)
         .map_err(|source| Error::BootArgsIn {
             within: format!("{}/{}.conf", dir, default.id),
             source,
@@ -498,7 +514,8 @@ mod tests {
     }
 
     #[test]
-    fn edit_args_keeps_everything_else() {
+    fn edit_text_keeps_everything_else() {
+        let edit_args = line::edit_text;
         assert_eq!(
             edit_args("root=UUID=1 ro  quiet", &v(&["iommu=pt"]), &[]),
             "root=UUID=1 ro  quiet iommu=pt"
@@ -529,6 +546,27 @@ mod tests {
         assert_eq!(
             edit_entry(bare, &v(&["iommu=pt"]), &[]),
             "title X\nlinux /vmlinuz\noptions iommu=pt\ninitrd /initrd"
+        );
+    }
+
+    #[test]
+    fn an_entry_with_a_separator_gets_its_arguments_before_it() {
+        let add = v(&["iommu=pt", "intel_iommu=on"]);
+        let e = "title D\nlinux /l\noptions root=UUID=1 ro quiet -- single\ninitrd /i\n";
+        assert_eq!(
+            edit_entry(e, &add, &[]),
+            "title D\nlinux /l\noptions root=UUID=1 ro quiet iommu=pt intel_iommu=on -- single\ninitrd /i\n"
+        );
+        // The `--` on an earlier options line: later lines are init's.
+        let e = "options ro iommu=off --\noptions iommu=off single\n";
+        assert_eq!(
+            edit_entry(e, &add, &v(&["iommu=off"])),
+            "options ro iommu=pt intel_iommu=on --\noptions iommu=off single\n"
+        );
+        // kernel-install's order is not forced across a `--`.
+        assert_eq!(
+            kernel_install_options(&v(&["ro", "--", "s"]), &v(&["ro", "--", "s"])),
+            None
         );
     }
 

@@ -9,6 +9,7 @@
 
 pub mod harness;
 
+mod boot_lines;
 mod cwd;
 mod documents;
 mod journal;

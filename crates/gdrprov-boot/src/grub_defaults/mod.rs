@@ -15,6 +15,7 @@
 use thiserror::Error;
 
 use super::cmdline::{self, ArgError};
+use super::line;
 use super::shell::{self, LexError};
 
 /// The variable whose arguments go to every kernel entry, recovery included.
@@ -23,11 +24,13 @@ pub const CMDLINE_LINUX: &str = "GRUB_CMDLINE_LINUX";
 pub const CMDLINE_LINUX_DEFAULT: &str = "GRUB_CMDLINE_LINUX_DEFAULT";
 
 mod decode;
+mod dropins;
 mod error;
 mod parse;
 mod splice;
 
 use decode::*;
+pub use dropins::{dropin_set, NotUtf8, DROPIN_DIR};
 pub use error::GrubError;
 use error::*;
 use parse::*;
@@ -119,13 +122,30 @@ pub fn effective_cmdline(files: &[(&str, &str)]) -> Result<Vec<String>, GrubErro
 }
 
 /// Plan the edit that makes `var` hold its current arguments minus every
-/// occurrence of `remove`, plus those of `add` it does not hold yet (appended
-/// in order). Returns only the files that change; nothing when already right.
+/// occurrence of `remove`, plus those of `add` it does not hold yet (in
+/// order). Only the kernel's part counts (the arguments before a `--` in
+/// the value: what follows goes to init): removals are made there, and
+/// additions go at its end, before `--`. Returns only the files that
+/// change; nothing when already right.
 pub fn plan_edit(
     files: &[(&str, &str)],
     var: &str,
     add: &[String],
     remove: &[String],
+) -> Result<Vec<FileEdit>, GrubError> {
+    let own = effective_value(files, var)?;
+    edit_var(files, var, add, remove, line::kernel_end(&own))
+}
+
+/// [`plan_edit`] where the kernel's part of `var` is its first `kernel`
+/// arguments (0 for `GRUB_CMDLINE_LINUX_DEFAULT` when `GRUB_CMDLINE_LINUX`,
+/// which comes first on the line, has the `--`).
+fn edit_var(
+    files: &[(&str, &str)],
+    var: &str,
+    add: &[String],
+    remove: &[String],
+    kernel: usize,
 ) -> Result<Vec<FileEdit>, GrubError> {
     cmdline::validate_args(add)?;
     if let Some(arg) = add.iter().find(|a| remove.contains(a)) {
@@ -136,7 +156,9 @@ pub fn plan_edit(
     let exp = expand(&assigns);
     let toks = tokens(&exp);
     let current: Vec<String> = toks.iter().map(|t| t.text.clone()).collect();
-    let mut intended: Vec<String> = current
+    let kernel = kernel.min(current.len());
+    let (head, tail) = current.split_at(kernel);
+    let mut intended: Vec<String> = head
         .iter()
         .filter(|t| !remove.contains(t))
         .cloned()
@@ -148,6 +170,7 @@ pub fn plan_edit(
         }
     }
     intended.extend(additions.iter().cloned());
+    intended.extend(tail.iter().cloned());
     if intended == current {
         return Ok(Vec::new());
     }
@@ -156,7 +179,14 @@ pub fn plan_edit(
     let splices = if assigns.is_empty() {
         vec![append_line(0, first.0, first.1, var, &additions)?]
     } else {
-        value_splices(files, var, &assigns, &exp, &toks, remove, &additions)?
+        let at = insertion(files, var, &assigns, &exp, toks.get(kernel), &additions)?;
+        let kernel_toks = toks.get(..kernel).unwrap_or_default();
+        let edit = ValueEdit {
+            remove,
+            additions: &additions,
+            at,
+        };
+        value_splices(files, var, &assigns, &exp, kernel_toks, &edit)?
     };
     apply_splices(&mut contents, splices);
 
@@ -176,16 +206,62 @@ pub fn plan_edit(
     Ok(changed(files, &contents))
 }
 
+/// Where additions go when the value has a `--` (`sep`, the first token
+/// after the kernel's part): the assignment that wrote it and the byte
+/// before which they are put. `None` without a `--` or additions: they go
+/// at the end of the last assignment.
+fn insertion(
+    files: &[(&str, &str)],
+    var: &str,
+    assigns: &[Assignment],
+    exp: &[ExpChar],
+    sep: Option<&Token>,
+    additions: &[String],
+) -> Result<Option<(usize, usize)>, GrubError> {
+    let Some(t) = sep.filter(|_| !additions.is_empty()) else {
+        return Ok(None);
+    };
+    let Some(c) = exp.get(t.range.0) else {
+        return Ok(None);
+    };
+    let (ai, start, _) = c.origin;
+    let a = assigns.get(ai);
+    if let Some(a) = a.filter(|a| matches!(a.quoting, Quoting::Double | Quoting::Single)) {
+        return Ok(Some((ai, start.max(a.value_span.0 + 1))));
+    }
+    Err(GrubError::Unsupported {
+        file: a
+            .and_then(|a| files.get(a.file))
+            .map(|f| f.0)
+            .unwrap_or_default()
+            .to_owned(),
+        line: a.map_or(0, |a| a.line),
+        var: var.to_owned(),
+        reason: "its unquoted value holds `--` (the end of the kernel's arguments), before which the new arguments must go".into(),
+    })
+}
+
 /// Plan the kernel command line edit GRUB needs: remove `remove` from both
 /// `GRUB_CMDLINE_LINUX_DEFAULT` and `GRUB_CMDLINE_LINUX` (either can hold a
 /// conflicting argument), and add `add` to `GRUB_CMDLINE_LINUX` (so recovery
 /// entries get it too) unless `GRUB_CMDLINE_LINUX_DEFAULT` already holds it.
+/// The line is `GRUB_CMDLINE_LINUX` then `GRUB_CMDLINE_LINUX_DEFAULT`; its
+/// kernel's part ends at the first `--` ([`line`]): nothing after it is
+/// removed or counted, and additions go before it.
 pub fn plan_cmdline_edit(
     files: &[(&str, &str)],
     add: &[String],
     remove: &[String],
 ) -> Result<Vec<FileEdit>, GrubError> {
-    let step1 = plan_edit(files, CMDLINE_LINUX_DEFAULT, &[], remove)?;
+    let linux = effective_value(files, CMDLINE_LINUX)?;
+    let default_now = effective_value(files, CMDLINE_LINUX_DEFAULT)?;
+    let linux_kernel = line::kernel_end(&linux);
+    let default_kernel = if linux_kernel < linux.len() {
+        0
+    } else {
+        line::kernel_end(&default_now)
+    };
+    let step1 = edit_var(files, CMDLINE_LINUX_DEFAULT, &[], remove, default_kernel)?;
     let mid = merged(files, &step1);
     let mid_files: Vec<(&str, &str)> = files
         .iter()
@@ -193,12 +269,18 @@ pub fn plan_cmdline_edit(
         .map(|((n, _), c)| (*n, c.as_str()))
         .collect();
     let default_args = effective_value(&mid_files, CMDLINE_LINUX_DEFAULT)?;
+    let default_kernel = if linux_kernel < linux.len() {
+        0
+    } else {
+        line::kernel_end(&default_args)
+    };
+    let default_kernel_args = default_args.get(..default_kernel).unwrap_or_default();
     let add: Vec<String> = add
         .iter()
-        .filter(|a| !default_args.contains(a))
+        .filter(|a| !default_kernel_args.contains(a))
         .cloned()
         .collect();
-    let step2 = plan_edit(&mid_files, CMDLINE_LINUX, &add, remove)?;
+    let step2 = edit_var(&mid_files, CMDLINE_LINUX, &add, remove, linux_kernel)?;
     let end = merged(&mid_files, &step2);
     let end_files: Vec<(&str, &str)> = files
         .iter()
@@ -299,6 +381,57 @@ mod tests {
         assert_eq!(
             edit(t, &["c", "d", "d"], &["e"]),
             "GRUB_CMDLINE_LINUX=\"c d\"\n"
+        );
+    }
+
+    #[test]
+    fn additions_go_before_the_separator_and_init_is_left_alone() {
+        let add = s(&["iommu=pt", "intel_iommu=on"]);
+        let cases = [
+            (
+                "GRUB_CMDLINE_LINUX=\"ro quiet -- single\"\n",
+                "GRUB_CMDLINE_LINUX=\"ro quiet iommu=pt intel_iommu=on -- single\"\n",
+            ),
+            (
+                "GRUB_CMDLINE_LINUX='--'\n",
+                "GRUB_CMDLINE_LINUX='iommu=pt intel_iommu=on --'\n",
+            ),
+            (
+                "GRUB_CMDLINE_LINUX=\"iommu=off -- iommu=off\"\n",
+                "GRUB_CMDLINE_LINUX=\"iommu=pt intel_iommu=on -- iommu=off\"\n",
+            ),
+            // `--` in LINUX: DEFAULT is init's, never edited nor counted.
+            (
+                "GRUB_CMDLINE_LINUX=\"ro --\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt iommu=off\"\n",
+                "GRUB_CMDLINE_LINUX=\"ro iommu=pt intel_iommu=on --\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"iommu=pt iommu=off\"\n",
+            ),
+            // `--` in DEFAULT: LINUX comes first, so appending is before it.
+            (
+                "GRUB_CMDLINE_LINUX=\"ro\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"iommu=off -- iommu=off\"\n",
+                "GRUB_CMDLINE_LINUX=\"ro iommu=pt intel_iommu=on\"\nGRUB_CMDLINE_LINUX_DEFAULT=\"-- iommu=off\"\n",
+            ),
+            // A self-reference after the `--`: added in the assignment that wrote it.
+            (
+                "GRUB_CMDLINE_LINUX=\"ro -- s\"\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX quiet\"\n",
+                "GRUB_CMDLINE_LINUX=\"ro iommu=pt intel_iommu=on -- s\"\nGRUB_CMDLINE_LINUX=\"$GRUB_CMDLINE_LINUX quiet\"\n",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = plan_cmdline_edit(&one(text), &add, &s(&["iommu=off"]))
+                .unwrap_or_else(|e| panic!("{text:?}: {e}"));
+            assert_eq!(
+                e.first().map(|e| e.new_content.as_str()),
+                Some(want),
+                "{text:?}"
+            );
+            let again = plan_cmdline_edit(&one(want), &add, &s(&["iommu=off"]));
+            assert_eq!(again, Ok(Vec::new()), "{want:?}");
+        }
+        // An unquoted `--` cannot take words before it: refused, naming the line.
+        let e = plan_cmdline_edit(&one("GRUB_CMDLINE_LINUX=--\n"), &add, &[]);
+        assert!(
+            matches!(e, Err(GrubError::Unsupported { line: 1, .. })),
+            "{e:?}"
         );
     }
 

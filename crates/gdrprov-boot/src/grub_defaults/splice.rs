@@ -103,38 +103,89 @@ pub(super) fn removal_range(
     Ok((ai, (start, end)))
 }
 
+/// What to do to a value: remove these arguments (of the kernel's part),
+/// add these, at the end of the last assignment or at `at` (assignment,
+/// byte: before a `--`).
+pub(super) struct ValueEdit<'a> {
+    pub(super) remove: &'a [String],
+    pub(super) additions: &'a [String],
+    pub(super) at: Option<(usize, usize)>,
+}
+
+/// `toks`: the tokens that may be removed (the kernel's part).
 pub(super) fn value_splices(
     files: &[(&str, &str)],
     var: &str,
     assigns: &[Assignment],
     exp: &[ExpChar],
     toks: &[Token],
-    remove: &[String],
-    additions: &[String],
+    edit: &ValueEdit,
 ) -> Result<Vec<Splice>, GrubError> {
     let mut ranges: Vec<Vec<(usize, usize)>> = vec![Vec::new(); assigns.len()];
-    for t in toks.iter().filter(|t| remove.contains(&t.text)) {
+    for t in toks.iter().filter(|t| edit.remove.contains(&t.text)) {
         let (ai, r) = removal_range(files, var, assigns, exp, t)?;
         if let Some(v) = ranges.get_mut(ai) {
             v.push(r);
         }
     }
-    let last = assigns.len().saturating_sub(1);
+    let target = edit
+        .at
+        .map_or(assigns.len().saturating_sub(1), |(ai, _)| ai);
     let mut splices = Vec::new();
     for (ai, (a, rs)) in assigns.iter().zip(ranges).enumerate() {
-        let adds = if ai == last { additions } else { &[] };
+        let adds = if ai == target { edit.additions } else { &[] };
         if rs.is_empty() && adds.is_empty() {
             continue;
         }
         let text = files.get(a.file).map(|f| f.1).unwrap_or_default();
+        let with = match edit.at {
+            Some((_, at)) if !adds.is_empty() => inserted_value(text, a, rs, adds, at),
+            _ => new_value(text, a, rs, adds),
+        };
         splices.push(Splice {
             file: a.file,
             start: a.value_span.0,
             end: a.value_span.1,
-            with: new_value(text, a, rs, adds),
+            with,
         });
     }
     Ok(splices)
+}
+
+/// `text[from..to]` without the `removed` ranges.
+fn kept_between(text: &str, from: usize, to: usize, removed: &[(usize, usize)]) -> String {
+    let mut kept = String::new();
+    let mut pos = from;
+    for &(s, e) in removed {
+        let (s, e) = (s.clamp(from, to), e.clamp(from, to));
+        if s > pos {
+            kept.push_str(text.get(pos..s).unwrap_or_default());
+        }
+        pos = pos.max(e);
+    }
+    kept.push_str(text.get(pos.min(to)..to).unwrap_or_default());
+    kept
+}
+
+/// The quoted assignment's new raw value with `adds` put before byte `at`
+/// (the `--` that ends the kernel's arguments), `removed` taken out.
+pub(super) fn inserted_value(
+    text: &str,
+    a: &Assignment,
+    mut removed: Vec<(usize, usize)>,
+    adds: &[String],
+    at: usize,
+) -> String {
+    removed.sort_unstable();
+    let (vs, ve) = a.value_span;
+    let before = kept_between(text, vs, at, &removed);
+    let after = kept_between(text, at, ve, &removed);
+    let sep = if before.ends_with([' ', '\t', '"', '\'']) {
+        ""
+    } else {
+        " "
+    };
+    format!("{before}{sep}{} {after}", adds.join(" "))
 }
 
 /// The assignment's new raw value: its bytes minus `removed`, plus `adds`
@@ -147,15 +198,7 @@ pub(super) fn new_value(
 ) -> String {
     removed.sort_unstable();
     let (vs, ve) = a.value_span;
-    let mut kept = String::new();
-    let mut pos = vs;
-    for (s, e) in removed {
-        if s > pos {
-            kept.push_str(text.get(pos..s).unwrap_or_default());
-        }
-        pos = pos.max(e);
-    }
-    kept.push_str(text.get(pos.min(ve)..ve).unwrap_or_default());
+    let kept = kept_between(text, vs, ve, &removed);
     if adds.is_empty() {
         return kept;
     }
