@@ -328,6 +328,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         });
     }
     require_chroot_rights(&host, &plan)?;
+    apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::PLAN,
@@ -415,6 +416,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     // not in effect) writes nothing.
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     let profiles = store.load_state()?.profiles;
+    apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::ROLLBACK,

@@ -386,17 +386,6 @@ pub(super) fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// The file a rename is about to replace, held open until the new one is
-/// on disk (never read, never followed, never waited on); `None` when there
-/// is none or it cannot be opened.
-pub(super) fn hold_replaced(path: &Path) -> Option<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .ok()
-}
-
 /// `count` random bytes from the kernel (`/dev/urandom`: the one device
 /// gdrprov reads, and only that count).
 pub fn random_bytes(count: usize) -> std::io::Result<Vec<u8>> {

@@ -75,6 +75,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             names.join(", ")
         ),
     })?;
+    apply::refuse_links(&host, &restored)?;
     let lock = store.lock()?;
     let undone = apply::undo_unfinished(&host, &store)?;
     let notes = undone.iter().flat_map(|u| u.notes.clone()).collect();
