@@ -65,7 +65,8 @@ fn every_write_refuses_a_link_at_the_file_or_on_the_way() {
         h.write_atomic(p, b"evil\n", WriteOptions::default())
             .map(drop)
     };
-    let cases: Vec<(&str, Box<dyn Fn() -> crate::error::Result<()>>)> = vec![
+    type Case<'a> = (&'a str, Box<dyn Fn() -> crate::error::Result<()> + 'a>);
+    let cases: Vec<Case> = vec![
         ("/etc/link.conf", Box::new(|| write("/etc/link.conf"))),
         (
             "/var/lib/gdrprov/up",
