@@ -82,6 +82,10 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         None => (timed_out(root, &specs, a.timeout), false),
     };
     let took = start.elapsed().as_secs_f64();
+    // A link where any of them goes is refused before the first is written.
+    for d in textfile.iter().chain(&nfd_file) {
+        d.refuse_links()?;
+    }
     crate::host::textfile::write_marker(
         &marker_dir,
         report.ready,

@@ -30,7 +30,7 @@ mod local;
 mod lock;
 mod ops;
 
-pub use local::{remove_local, write_local, write_new_private, LocalTree};
+pub use local::{refuse_local_link, remove_local, write_local, write_new_private, LocalTree};
 pub use lock::write_pid;
 
 use super::read::{kind_of, not_regular_file as not_regular};
@@ -175,7 +175,7 @@ pub(super) fn link_refused(written: &str, link: &str, target: &str) -> Error {
     Error::BadPath {
         path: written.into(),
         why: format!(
-            "{link} is a symlink to {target}: gdrprov never writes through a link (the write would land on {target}); replace the link by the file or directory itself, or remove it, and run again"
+            "{link} is a symlink to {target}: gdrprov never writes through a link (the write would land on {target}); replace the link by a regular file (or directory) of its own, or remove it, and run again"
         ),
     }
 }

@@ -430,6 +430,12 @@ impl Host {
     /// Reads a file of the root, at most `limit`'s size; `None` when it
     /// does not exist.
     pub fn read_limited(&self, path: &str, limit: ReadLimit) -> Result<Option<Vec<u8>>> {
+        // gdrprov's own state and journal are read where they are written:
+        // never through a link (the write door refuses one there too), so a
+        // link at state.json is named for what it is, not parsed as state.
+        if matches!(limit, ReadLimit::State | ReadLimit::Journal) {
+            self.refuse_links([path])?;
+        }
         let Some((file, logical)) = self.open_regular(path)? else {
             return Ok(None);
         };

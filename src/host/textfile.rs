@@ -43,6 +43,14 @@ impl Dest {
         }
     }
 
+    /// Refuses, before anything is written, a link where this file goes.
+    pub fn refuse_links(&self) -> Result<()> {
+        match self {
+            Dest::Local(p) => door::refuse_local_link(p),
+            Dest::InRoot { root, path } => Host::open(root, true)?.refuse_links([path.as_str()]),
+        }
+    }
+
     /// Removes the file here; absent is not an error.
     pub fn remove(&self) -> Result<()> {
         match self {
@@ -60,6 +68,9 @@ pub fn write_marker(dir: &Dest, ready: bool, text: &str) -> Result<()> {
     } else {
         ("failed", "ready")
     };
+    // Both checked first: a link at either leaves both as they were.
+    dir.join(name).refuse_links()?;
+    dir.join(other).refuse_links()?;
     dir.join(name).write(text)?;
     dir.join(other).remove()
 }

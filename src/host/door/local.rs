@@ -74,6 +74,25 @@ pub fn remove_local(path: &Path) -> Result<()> {
     }
 }
 
+/// Refuses a symlink at `path`, a file named by the user, before anything
+/// is written (its directory as named; absent is fine).
+pub fn refuse_local_link(path: &Path) -> Result<()> {
+    let (dir, name) = split_local(path)?;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let Ok(fd) = nix::fcntl::open(&dir, flags, Mode::empty()) else {
+        return Ok(());
+    };
+    let dir = Dir {
+        fd,
+        logical: dir.display().to_string().trim_end_matches('/').to_string(),
+        prefix: String::new(),
+    };
+    match dir.entry(&name)? {
+        Some(m) if m.file_type().is_symlink() => Err(dir.refuse_link(&name, &dir.shown(&name))),
+        _ => Ok(()),
+    }
+}
+
 /// Writes `text` into a new file at `path` (named by the user or made in
 /// `$TMPDIR`, not in a root) readable by its owner only (0600), never over an
 /// existing file or through a symlink.
