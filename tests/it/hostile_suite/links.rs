@@ -332,3 +332,39 @@ fn a_distributions_kernel_cmdline_link_is_followed_and_said() {
         assert_eq!(std::fs::read(&outside).unwrap(), b"outside\n");
     }
 }
+
+/// `recover` puts back the files of a generation a kill left unfinished: a
+/// link at any of them is refused before the lock is taken.
+#[test]
+fn recover_never_writes_through_a_link() {
+    let (_t, outside) = outside_file();
+    let (host, profile) = PLANS[0];
+    let all = targets(&outside);
+    for (i, path) in written_by(host, profile).into_iter().enumerate() {
+        let target = &all[(i + 1) % all.len()];
+        if *target == path {
+            continue;
+        }
+        let root = Root::example(host);
+        // Killed after every step: each step's file is written.
+        let out = gdrprov()
+            .env("GDRPROV_FAULT_AFTER_STEP", "3")
+            .args(["apply", profile, "--yes", "--no-exec", "--root", root.arg()])
+            .output()
+            .unwrap();
+        assert_ne!(
+            out.status.code(),
+            Some(0),
+            "the fault did not stop the apply"
+        );
+        plant(&root, &path, target);
+        judged(
+            &root,
+            &["recover", "--yes", "--no-exec"],
+            &path,
+            target,
+            &outside,
+            true,
+        );
+    }
+}
