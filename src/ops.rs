@@ -311,6 +311,8 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     let host = req.target.open()?;
     require_root(&host, names::APPLY)?;
     let store = StateStore::new(&host);
+    // The journal's own files are never read or written through a link.
+    apply::refuse_links(&host, &crate::plan::Plan::default())?;
     // A generation left unfinished is recovered first, by `gdrprov recover`.
     apply::refuse_unfinished(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;
@@ -328,6 +330,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         });
     }
     require_chroot_rights(&host, &plan)?;
+    apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::PLAN,
@@ -400,6 +403,8 @@ pub enum RolledBack {
 pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     let host = Host::open(&req.root, req.no_exec)?;
     let store = StateStore::new(&host);
+    // The journal's own files are never read or written through a link.
+    apply::refuse_links(&host, &crate::plan::Plan::default())?;
     // An unfinished generation first: `gdrprov recover`, never "nothing to
     // roll back" while its changes are still there.
     apply::refuse_unfinished(&host, &store)?;
@@ -415,6 +420,7 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     // not in effect) writes nothing.
     let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
     let profiles = store.load_state()?.profiles;
+    apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::ROLLBACK,

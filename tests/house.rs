@@ -959,7 +959,9 @@ fn guarded_allows(f: &File) -> Vec<(usize, String)> {
 /// The one door for reading (issue 37): `src/host/read.rs` and the part of
 /// it in `src/host/read/`.
 fn is_the_door(rel: &str) -> bool {
-    rel == "src/host/read.rs" || rel.starts_with("src/host/read/")
+    // The write door opens files too (to write them, and directories to
+    // walk): both doors, no other module.
+    rel == "src/host/read.rs" || rel.starts_with("src/host/read/") || is_the_write_door(rel)
 }
 
 /// Every place production code opens a file to read it, by itself:
@@ -996,6 +998,77 @@ fn file_reads(f: &File) -> Vec<(usize, String)> {
         };
         if let Some(w) = what {
             out.push((*line, w.to_string()));
+        }
+    }
+    out
+}
+
+/// The one door for writing: `src/host/door.rs` and `src/host/door/`.
+fn is_the_write_door(rel: &str) -> bool {
+    rel == "src/host/door.rs" || rel.starts_with("src/host/door/")
+}
+
+/// Every place production code writes, creates, renames or removes a file
+/// or directory, or changes its mode or owner, by itself: std's
+/// `fs::write`, `File::create`, an `OpenOptions` with `.write(true)`,
+/// `.create(true)`, `.append(true)` or `.truncate(true)`, `fs::rename`,
+/// `remove_file`, `remove_dir*`, `create_dir*`, `DirBuilder`,
+/// `set_permissions`, `symlink`, `hard_link`, `fs::copy`, `chown`; nix's
+/// `unlink*`, `mkdir*`, `rename*`, `fchmod*`, `fchown*`, `symlinkat`,
+/// `linkat`, `mkfifo*`, `mknod*`, `*truncate`, `*fallocate`; and a write-mode
+/// open (`O_WRONLY`, `O_RDWR`, `O_CREAT`, `O_TRUNC`). (line, what).
+fn file_writes(f: &File) -> Vec<(usize, String)> {
+    let t = production_tokens(f);
+    let path_sep = |i: usize| is_punct(t.get(i), ':') && is_punct(t.get(i + 1), ':');
+    let method = |i: usize| i > 0 && is_punct(t.get(i - 1), '.') && is_punct(t.get(i + 1), '(');
+    // `fs::NAME`, already counted by the first arm.
+    let after_fs = |i: usize| i >= 3 && path_sep(i - 2) && is_ident(t.get(i - 3), "fs");
+    let mut out = Vec::new();
+    for (i, (_, line)) in t.iter().enumerate() {
+        let Some(name) = ident_at(&t, i) else {
+            continue;
+        };
+        let what = match name {
+            "fs" | "File" if path_sep(i + 1) => match (name, ident_at(&t, i + 3)) {
+                (
+                    "fs",
+                    Some(
+                        w @ ("write" | "rename" | "remove_file" | "remove_dir" | "remove_dir_all"
+                        | "create_dir" | "create_dir_all" | "set_permissions" | "symlink"
+                        | "hard_link" | "copy" | "chown" | "lchown" | "fchown"),
+                    ),
+                ) => Some(format!("fs::{w}")),
+                ("File", Some(w @ ("create" | "create_new"))) => Some(format!("File::{w}")),
+                _ => None,
+            },
+            "DirBuilder" => Some("DirBuilder".to_string()),
+            "unlink" | "unlinkat" | "mkdir" | "mkdirat" | "renameat" | "renameat2" | "fchmod"
+            | "fchmodat" | "fchownat" | "symlinkat" | "linkat" | "mkfifo" | "mkfifoat"
+            | "mknod" | "mknodat" | "truncate" | "ftruncate" | "fallocate" | "posix_fallocate"
+            | "O_WRONLY" | "O_RDWR" | "O_CREAT" | "O_TRUNC"
+                if !method(i) && !is_ident(t.get(i.wrapping_sub(1)), "fn") =>
+            {
+                Some(name.to_string())
+            }
+            "fchown" | "chown" | "lchown" | "symlink" | "hard_link" | "remove_file"
+            | "remove_dir" | "create_dir_all"
+                if is_punct(t.get(i + 1), '(')
+                    && !method(i)
+                    && !after_fs(i)
+                    && !is_ident(t.get(i.wrapping_sub(1)), "fn") =>
+            {
+                Some(name.to_string())
+            }
+            "set_permissions" | "set_len" if method(i) => Some(format!(".{name}(")),
+            "write" | "create" | "create_new" | "append" | "truncate"
+                if method(i) && is_ident(t.get(i + 2), "true") =>
+            {
+                Some(format!("OpenOptions with .{name}(true)"))
+            }
+            _ => None,
+        };
+        if let Some(w) = what {
+            out.push((*line, w));
         }
     }
     out
@@ -1410,4 +1483,78 @@ fn the_door_scan_sees_every_way_to_open_a_file_for_reading() {
     );
     assert!(is_the_door("src/host/read.rs") && is_the_door("src/host/read/in_root.rs"));
     assert!(!is_the_door("src/host/fs.rs") && !is_the_door("src/host/reader.rs"));
+}
+
+#[test]
+fn every_file_write_goes_through_the_one_door() {
+    let tree = load_tree();
+    let mut offenders = Vec::new();
+    let mut at_the_door = 0;
+    for f in tree.files.iter().filter(|f| !f.test) {
+        for (line, what) in file_writes(f) {
+            if is_the_write_door(&f.rel) {
+                at_the_door += 1;
+            } else {
+                offenders.push(format!("{}:{line}: {what}", f.rel));
+            }
+        }
+    }
+    for o in &offenders {
+        println!("{o}");
+    }
+    // The door itself writes, renames, removes and makes directories: a
+    // scan that finds few there is broken.
+    assert!(
+        at_the_door >= 10,
+        "found only {at_the_door} writes in src/host/door*; the scan is broken"
+    );
+    assert!(
+        offenders.is_empty(),
+        "{} file-system writes outside the write door (src/host/door.rs): write through it instead \
+         (Host::write_atomic, copy_atomic, create_dir_all, remove, rename_dir, remove_dir_all, \
+         host::write_local for a file named by the user, or a function of the door for a new kind \
+         of write), so that no write ever follows a symlink:\n{}",
+        offenders.len(),
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_write_scan_sees_every_way_to_write_a_file() {
+    let src = "fn a() { std::fs::write(p, b); File::create(p); }\n\
+               fn b() { OpenOptions::new().write(true).create(true); std::fs::rename(a, b); }\n\
+               fn c() { unlinkat(d, n, f); nix::sys::stat::mkdirat(d, n, m); f.set_permissions(p); }\n\
+               fn d() { std::os::unix::fs::symlink(a, b); DirBuilder::new(); OFlag::O_CREAT; }\n\
+               fn e() { host.remove_dir_all(p); host.create_dir_all(p, m); host.write_atomic(p); }\n\
+               fn f() { OpenOptions::new().read(true).write(false); std::fs::read(p); }\n\
+               #[cfg(test)]\nmod tests { fn t() { std::fs::write(p, b); } }\n";
+    let stripped = strip(src);
+    let f = File {
+        rel: "src/host/fs.rs".into(),
+        krate: "gdrprov".into(),
+        module: vec!["host".into(), "fs".into()],
+        test: false,
+        tokens: tokens(&stripped),
+        stripped,
+    };
+    let found = file_writes(&f);
+    let found: Vec<(usize, &str)> = found.iter().map(|(l, w)| (*l, w.as_str())).collect();
+    assert_eq!(
+        found,
+        vec![
+            (1, "fs::write"),
+            (1, "File::create"),
+            (2, "OpenOptions with .write(true)"),
+            (2, "OpenOptions with .create(true)"),
+            (2, "fs::rename"),
+            (3, "unlinkat"),
+            (3, "mkdirat"),
+            (3, ".set_permissions("),
+            (4, "fs::symlink"),
+            (4, "DirBuilder"),
+            (4, "O_CREAT"),
+        ]
+    );
+    assert!(is_the_write_door("src/host/door.rs") && is_the_write_door("src/host/door/ops.rs"));
+    assert!(!is_the_write_door("src/host/fs.rs") && !is_the_write_door("src/host/doors.rs"));
 }

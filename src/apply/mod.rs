@@ -73,6 +73,7 @@ pub fn execute_as(
     undoes: Vec<u64>,
     command: Option<&str>,
 ) -> Result<Outcome> {
+    refuse_links(host, plan)?;
     let state_before = store.load_state()?;
     let n = store.next_generation()?;
     let mut generation = Generation {
@@ -183,6 +184,21 @@ pub fn execute_as(
         recovered: Vec::new(),
         durable,
     })
+}
+
+/// Refuses, before anything is written, a plan whose files (or the
+/// journal's own: state, generations, lock) the door would refuse to write:
+/// a symlink on the way or at the file (`Host::refuse_links`, src/host/door.rs).
+/// The door refuses them at the write anyway; checked first, the root is
+/// left as it was.
+pub fn refuse_links(host: &Host, plan: &Plan) -> Result<()> {
+    let own = ["state.json", "lock", "generations/.check"].map(|f| format!("{}/{f}", journal::DIR));
+    host.refuse_links(
+        plan.changes
+            .iter()
+            .filter_map(Change::path)
+            .chain(own.iter().map(String::as_str)),
+    )
 }
 
 /// A regeneration command of this run may rewrite a file an earlier step wrote: Debian's

@@ -9,6 +9,7 @@ use crate::checks::verify::{Check, Report, Status};
 use crate::commands::cli::RecheckArgs;
 use crate::error::{Error, Result};
 use crate::exit;
+use crate::host::textfile::Dest;
 use crate::host::Host;
 use crate::journal::{ProfileSource, StateStore};
 use crate::names;
@@ -21,6 +22,9 @@ use std::time::Duration;
 
 /// Where a profile that is not built in is looked for (relative to the root).
 const PROFILE_DIR: &str = "etc/gdrprov";
+
+/// The readiness marker's directory inside the root, unless `--marker-dir`.
+const MARKER_DIR: &str = "/run/gdrprov";
 
 pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     if a.timeout == 0 || a.timeout > 3600 {
@@ -44,12 +48,21 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         return Ok(exit::OK);
     };
     let textfile = match &a.textfile {
-        Some(p) => Some(p.clone()),
+        Some(p) => Some(Dest::Local(p.clone())),
         None => var_path(root, &composed, "gdrprov-textfile", "--textfile")?,
     };
     let nfd_file = match &a.nfd_file {
-        Some(p) => Some(p.clone()),
+        Some(p) => Some(Dest::Local(p.clone())),
         None => var_path(root, &composed, "gdrprov-nfd-file", "--nfd-file")?,
+    };
+    // A directory the user named is theirs; the default is the root's own
+    // `/run/gdrprov` (of `--root R`, never the machine's).
+    let marker_dir = match &a.marker_dir {
+        Some(d) => Dest::Local(d.clone()),
+        None => Dest::InRoot {
+            root: root.to_path_buf(),
+            path: MARKER_DIR.into(),
+        },
     };
     let req = ops::VerifyRequest {
         snapshot: None,
@@ -63,14 +76,18 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
     let (report, finished) = match bounded(req, Duration::from_secs(a.timeout)) {
         Some(Ok(r)) => (r, true),
         Some(Err(e)) => {
-            let _ = crate::host::textfile::write_marker(&a.marker_dir, false, &e.to_string());
+            let _ = crate::host::textfile::write_marker(&marker_dir, false, &e.to_string());
             return Err(e);
         }
         None => (timed_out(root, &specs, a.timeout), false),
     };
     let took = start.elapsed().as_secs_f64();
+    // A link where any of them goes is refused before the first is written.
+    for d in textfile.iter().chain(&nfd_file) {
+        d.refuse_links()?;
+    }
     crate::host::textfile::write_marker(
-        &a.marker_dir,
+        &marker_dir,
         report.ready,
         &crate::output::metrics::marker_text(&report),
     )?;
@@ -83,7 +100,7 @@ pub fn run(out: &Output, root: &Path, a: &RecheckArgs) -> Result<i32> {
         let trigger = metrics::trigger(a.reason.as_deref());
         let text =
             metrics::prometheus(&report) + &metrics::recheck(&report, trigger, finished, took, now);
-        crate::host::textfile::write_textfile(path, &text)?;
+        path.write(&text)?;
     }
     if let Some(path) = &nfd_file {
         crate::ops::write_nfd(path, Some(&report), &specs, a.nfd_expiry)?;
@@ -187,7 +204,7 @@ fn in_root_file(host: &Host, name: &str) -> Result<Option<PathBuf>> {
 /// (symlinks too), never a file of the machine running gdrprov (issue 37).
 /// `None` when the profile names none; a value that is not text is not a
 /// path and is left alone, as before.
-fn var_path(root: &Path, composed: &Composed, key: &str, option: &str) -> Result<Option<PathBuf>> {
+fn var_path(root: &Path, composed: &Composed, key: &str, option: &str) -> Result<Option<Dest>> {
     let Some(value) = composed.doc.vars.get(key).and_then(|v| v.as_str()) else {
         return Ok(None);
     };
@@ -201,9 +218,11 @@ fn var_path(root: &Path, composed: &Composed, key: &str, option: &str) -> Result
         other => refuse(other.to_string()),
     };
     crate::host::check_profile_path(value).map_err(why)?;
-    let host = Host::open(root, true)?;
-    let inside = host.resolve(value).map_err(why)?;
-    Ok(Some(inside.real))
+    // Written through the door inside the root: never through a link there.
+    Ok(Some(Dest::InRoot {
+        root: root.to_path_buf(),
+        path: value.to_string(),
+    }))
 }
 
 /// `ops::verify` on a thread, given up after `limit` (a probe that hangs on

@@ -7,6 +7,7 @@ pub mod boot;
 pub mod boot_shape;
 pub mod bootdev;
 pub mod cuda;
+pub mod distro_links;
 pub mod efa;
 pub mod erdma;
 pub mod gids;
@@ -87,6 +88,10 @@ pub struct Facts {
     /// Copy figures a snapshot recorded (each GPU alone and all together); `None` elsewhere.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_copy: Option<gpu_copy::CopyFigures>,
+    /// Links a distribution ships at a path gdrprov writes, that the write
+    /// door follows (the plan says so beside the change).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub distro_links: Vec<distro_links::DistroLink>,
 }
 
 /// How much to ask.
@@ -193,6 +198,7 @@ impl Facts {
             platform: platform::probe(host),
             gpu_topology,
             gpu_copy: gpu_copy::replayed(host),
+            distro_links: distro_links::probe(host),
         }
     }
 
@@ -284,6 +290,7 @@ impl Facts {
             platform: platform::PlatformFacts::unknown(),
             gpu_topology: gpu_topo::GpuTopology::default(),
             gpu_copy: None,
+            distro_links: Vec::new(),
         }
     }
 

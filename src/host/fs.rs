@@ -1,15 +1,13 @@
-//! File access inside the root. Writes are atomic (a temp file beside the
-//! target, fsync, rename, fsync of the file and of the directory, the
-//! replaced file held open until then), so a crash or a full disk leaves
-//! either the old file or the new one, never a mix, on FAT too.
+//! File access inside the root: reads, listings and metadata. Every write
+//! is the door's ([`super::door`]): atomic (a temp file beside the target,
+//! fsync, rename, fsync of the file and of the directory, the replaced file
+//! held open until then), so a crash or a full disk leaves either the old
+//! file or the new one, never a mix, on FAT too; never through a symlink.
 
-use super::path::split_parent;
 use super::read::{is_absent, not_regular_file as not_regular, ReadLimit};
 use super::Host;
 use crate::error::{Error, Result};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 /// Mode and owner of a file, kept across edits and restored on rollback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -159,7 +157,7 @@ impl Host {
         self.list_dir_unlogged(path)
     }
 
-    fn list_dir_unlogged(&self, path: &str) -> Vec<String> {
+    pub(super) fn list_dir_unlogged(&self, path: &str) -> Vec<String> {
         let Ok(r) = self.resolve(path) else {
             return Vec::new();
         };
@@ -187,216 +185,6 @@ impl Host {
             Err(e) => Err(Error::io("stat", self.display(&r.logical), e)),
         }
     }
-
-    /// Creates a directory and its parents inside the root, each one created
-    /// with exactly `mode` (the umask does not narrow it: a root-run tool
-    /// under umask 077 must not make /etc/x unreadable to services).
-    pub fn create_dir_all(&self, path: &str, mode: u32) -> Result<()> {
-        // Resolution follows every symlink that exists (inside the root); what
-        // is missing after that is plain names, created as real directories.
-        let r = self.resolve(path)?;
-        let shown = || self.display(&r.logical);
-        match std::fs::metadata(&r.real) {
-            Ok(m) if m.is_dir() => return Ok(()),
-            Ok(_) => {
-                return Err(Error::BadPath {
-                    path: shown(),
-                    why: "exists and is not a directory".into(),
-                })
-            }
-            Err(_) => {}
-        }
-        let mut missing = Vec::new();
-        let mut p = r.real.as_path();
-        while p.starts_with(&self.root) && p != self.root && std::fs::symlink_metadata(p).is_err() {
-            missing.push(p);
-            p = p.parent().unwrap_or(Path::new("/"));
-        }
-        for d in missing.into_iter().rev() {
-            match std::fs::DirBuilder::new().mode(mode).create(d) {
-                Ok(()) => std::fs::set_permissions(d, std::fs::Permissions::from_mode(mode))
-                    .map_err(|e| Error::io("create directory", shown(), e))?,
-                // Another run made it first: fine.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && d.is_dir() => {}
-                Err(e) => return Err(Error::io("create directory", shown(), e)),
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes a file atomically, creating its parent directories.
-    pub fn write_atomic(&self, path: &str, data: &[u8], opts: WriteOptions) -> Result<()> {
-        self.replace(path, opts, |f| f.write_all(data))
-    }
-
-    /// Copies `from` to `to` inside the root as [`Host::write_atomic`]
-    /// writes. `to` keeps its mode and owner (new: 0644, root). Streamed: an
-    /// initramfs is tens of megabytes.
-    pub fn copy_atomic(&self, from: &str, to: &str) -> Result<()> {
-        let Some((mut src, _)) = self.open_regular(from)? else {
-            return Err(Error::BadPath {
-                path: self.display(from),
-                why: "does not exist, so it cannot be copied".into(),
-            });
-        };
-        // A failed read of `from` shows as a failed write of `to`, with
-        // the error (and its hint: a full ESP) of the read.
-        self.replace(to, WriteOptions::default(), |f| {
-            std::io::copy(&mut src, f).map(|_| ())
-        })
-    }
-
-    /// Copies a file a command made (`from`) where the boot loader reads it
-    /// (`to`), unless the directory it goes to is gone (its kernel was
-    /// removed: nothing boots from there). A copy a killed run left
-    /// half-made goes first.
-    pub(super) fn place(&self, from: &str, to: &str) -> Result<()> {
-        let (parent, _) = split_parent(to)?;
-        if !self.exists(parent) {
-            return Ok(());
-        }
-        self.remove_leftover_temps(to)?;
-        self.copy_atomic(from, to)
-    }
-
-    /// Replaces `path` by a temp file that `fill` writes: fsynced, renamed
-    /// over it, fsynced again (its new name), then the directory fsynced, the
-    /// replaced file held open until then.
-    fn replace(
-        &self,
-        path: &str,
-        opts: WriteOptions,
-        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
-    ) -> Result<()> {
-        let (parent, name) = split_parent(path)?;
-        self.create_dir_all(parent, 0o755)?;
-        let r = self.resolve(path)?;
-        let shown = self.display(&r.logical);
-        let existing = match std::fs::symlink_metadata(&r.real) {
-            Ok(m) if m.is_file() => Some(FileMeta {
-                mode: m.permissions().mode() & 0o7777,
-                uid: m.uid(),
-                gid: m.gid(),
-            }),
-            Ok(m) => return Err(not_regular(shown, &m)),
-            Err(_) => None,
-        };
-        let meta = opts.meta.or(existing).unwrap_or(FileMeta {
-            mode: opts.new_mode,
-            uid: 0,
-            gid: 0,
-        });
-        let dir = r.real.parent().unwrap_or(Path::new("/"));
-        let tmp = dir.join(format!(".{name}.gdrprov-{}.tmp", std::process::id()));
-        let result = write_tmp(&tmp, fill, meta).and_then(|new| {
-            // The file replaced stays open until the new one and the
-            // directory are on disk. On FAT (the ESP) its clusters are freed
-            // when its inode goes, at the end of the rename, and the rename's
-            // directory entry (the new start cluster) is written with the
-            // renamed file's inode, not with the directory: synced in the
-            // other order, a power cut between left the entry pointing into
-            // freed clusters (systemd-boot: "Error preparing initrd: Volume
-            // Corrupt"; power-cut campaign, systemd-boot run 6). Held open,
-            // the old clusters are freed only once the new entry is written.
-            let replaced = super::read::hold_replaced(&r.real);
-            std::fs::rename(&tmp, &r.real)?;
-            new.sync_all()?;
-            sync_dir(dir)?;
-            drop(replaced);
-            Ok(())
-        });
-        if let Err(e) = result {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::io("write", shown, e));
-        }
-        Ok(())
-    }
-
-    /// Removes the temporary files `write_atomic` makes beside `path`
-    /// (`.NAME.gdrprov-PID.tmp`) that a killed run left behind; returns the
-    /// names removed. Call it only under the state lock, when no other
-    /// gdrprov can be writing beside `path`.
-    pub fn remove_leftover_temps(&self, path: &str) -> Result<Vec<String>> {
-        let (parent, name) = split_parent(path)?;
-        let prefix = format!(".{name}.gdrprov-");
-        let dir = self.resolve(parent)?;
-        let mut removed = Vec::new();
-        for entry in self.list_dir_unlogged(parent) {
-            let Some(pid) = entry
-                .strip_prefix(&prefix)
-                .and_then(|rest| rest.strip_suffix(".tmp"))
-            else {
-                continue;
-            };
-            if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            let shown = if parent == "/" {
-                format!("/{entry}")
-            } else {
-                format!("{parent}/{entry}")
-            };
-            // The entry itself, never resolved: a symlink by that name is not
-            // ours, and following it would remove its target.
-            let real = dir.real.join(&entry);
-            if std::fs::symlink_metadata(&real).is_ok_and(|m| m.is_file()) {
-                std::fs::remove_file(&real)
-                    .map_err(|e| Error::io("remove", self.display(&shown), e))?;
-                removed.push(shown);
-            }
-        }
-        if !removed.is_empty() {
-            sync_dir(&dir.real).map_err(|e| Error::io("sync", self.display(parent), e))?;
-        }
-        Ok(removed)
-    }
-
-    /// Removes a file; a file already gone is not an error.
-    pub fn remove(&self, path: &str) -> Result<()> {
-        let r = self.resolve(path)?;
-        match std::fs::remove_file(&r.real) {
-            Ok(()) => {
-                let dir = r.real.parent().unwrap_or(Path::new("/"));
-                sync_dir(dir).map_err(|e| Error::io("sync", self.display(&r.logical), e))
-            }
-            Err(e) if is_absent(&e) => Ok(()),
-            Err(e) => Err(Error::io("remove", self.display(&r.logical), e)),
-        }
-    }
-}
-
-/// Creates `tmp`, has `fill` write it, sets its mode and owner, fsyncs it;
-/// gives it back open.
-fn write_tmp(
-    tmp: &Path,
-    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
-    meta: FileMeta,
-) -> std::io::Result<std::fs::File> {
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
-        .open(tmp)?;
-    fill(&mut f)?;
-    // FAT (an EFI system partition: systemd-boot's entries) has no owners or
-    // modes: its mount options give every file the same ones, and a chown or
-    // chmod to others fails with EPERM.
-    let fat = nix::sys::statfs::fstatfs(&f)
-        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::MSDOS_SUPER_MAGIC);
-    if !fat {
-        // Owner first: chown clears set-id bits, chmod then sets the wanted mode.
-        if nix::unistd::geteuid().is_root() {
-            std::os::unix::fs::fchown(&f, Some(meta.uid), Some(meta.gid))?;
-        }
-        f.set_permissions(std::fs::Permissions::from_mode(meta.mode))?;
-    }
-    f.sync_all()?;
-    Ok(f)
-}
-
-pub(super) fn sync_dir(dir: &Path) -> std::io::Result<()> {
-    super::read::open_dir(dir)?.sync_all()
 }
 
 #[cfg(test)]
@@ -428,20 +216,25 @@ mod tests {
     }
 
     #[test]
-    fn write_through_symlink_stays_in_root() {
+    fn a_write_through_a_symlinked_directory_is_refused_naming_the_link() {
         let t = tempfile::tempdir().unwrap();
         let outside = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(t.path().join("etc")).unwrap();
         std::os::unix::fs::symlink(outside.path(), t.path().join("etc/modprobe.d")).unwrap();
         let h = Host::open(t.path(), true).unwrap();
-        h.write_atomic("/etc/modprobe.d/x.conf", b"x\n", WriteOptions::default())
-            .unwrap();
+        let err = h
+            .write_atomic("/etc/modprobe.d/x.conf", b"x\n", WriteOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("etc/modprobe.d is a symlink to")
+                && err.contains(&outside.path().display().to_string())
+                && err.contains("replace the link"),
+            "{err}"
+        );
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());
-        let inside = t
-            .path()
-            .join(outside.path().strip_prefix("/").unwrap())
-            .join("x.conf");
-        assert_eq!(std::fs::read(inside).unwrap(), b"x\n");
+        let inside = t.path().join(outside.path().strip_prefix("/").unwrap());
+        assert!(!inside.exists(), "written inside the root through the link");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The journal's lock file once open: the pid written into it and read back.
-//! It is opened by the door ([`Host::open_lock_file`], in `read/in_root.rs`),
+//! The journal's lock file once open: the pid another run wrote, read back
+//! (ours is written by the door, `door::write_pid`).
+//! It is opened by the write door ([`Host::open_lock_file`], in `door/lock.rs`),
 //! so that nothing but a regular file is ever written: a device node, FIFO,
 //! socket or directory placed where the lock goes is refused before one byte
 //! is written (issue 37: `19704\n` was written into the first bytes of a
@@ -7,18 +8,10 @@
 
 #[cfg(doc)]
 use super::Host;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Seek};
 
 /// At most this much of a lock file is read: a pid and a newline.
 const MAX_LOCK_BYTES: u64 = 32;
-
-/// Writes this process's pid into an open, locked lock file (replacing what
-/// it held).
-pub fn write_pid(file: &mut std::fs::File) {
-    let _ = file.set_len(0);
-    let _ = file.rewind();
-    let _ = writeln!(file, "{}", std::process::id());
-}
 
 /// The pid another run wrote into a lock file, as ` (pid N)`; empty when it
 /// wrote none (or something that is not a pid). Reads at most a few bytes.

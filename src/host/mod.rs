@@ -16,7 +16,7 @@
 )]
 
 pub mod child;
-mod dirs;
+pub mod door;
 mod durable;
 mod fs;
 mod hold;
@@ -29,10 +29,11 @@ mod runner;
 pub mod snapshot;
 pub mod textfile;
 
+pub use door::{remove_local, write_local, write_new_private, write_pid, LocalTree, DISTRO_LINKS};
 pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
-pub use lock::{write_new_private, FileLock};
-pub use lockfile::{holder_of, write_pid};
+pub use lock::FileLock;
+pub use lockfile::holder_of;
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
     canonical_local, is_local_dir, is_local_file, is_local_special, is_own_regular_file,

@@ -395,17 +395,6 @@ pub(super) fn open_dir(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// The file a rename is about to replace, held open until the new one is
-/// on disk (never read, never followed, never waited on); `None` when there
-/// is none or it cannot be opened.
-pub(super) fn hold_replaced(path: &Path) -> Option<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-        .open(path)
-        .ok()
-}
-
 /// `count` random bytes from the kernel (`/dev/urandom`: the one device
 /// gdrprov reads, and only that count).
 pub fn random_bytes(count: usize) -> std::io::Result<Vec<u8>> {
@@ -450,6 +439,12 @@ impl Host {
     /// Reads a file of the root, at most `limit`'s size; `None` when it
     /// does not exist.
     pub fn read_limited(&self, path: &str, limit: ReadLimit) -> Result<Option<Vec<u8>>> {
+        // gdrprov's own state and journal are read where they are written:
+        // never through a link (the write door refuses one there too), so a
+        // link at state.json is named for what it is, not parsed as state.
+        if matches!(limit, ReadLimit::State | ReadLimit::Journal) {
+            self.refuse_links([path])?;
+        }
         let Some((file, logical)) = self.open_regular(path)? else {
             return Ok(None);
         };

@@ -5,7 +5,7 @@
 //! nothing, so `inventory --root DIR` and `doctor --root DIR` give the same
 //! answers on any machine.
 
-use super::{Host, Recording, Visit, KEEP_FILE, SNAPSHOT_DIR};
+use super::{Host, LocalTree, Recording, Visit, KEEP_FILE, SNAPSHOT_DIR};
 use crate::error::{Error, Result};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -33,10 +33,7 @@ impl Copier<'_> {
         if std::fs::symlink_metadata(at).is_ok() {
             return Ok(());
         }
-        if let Some(parent) = at.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        std::os::unix::fs::symlink(target, at)?;
+        LocalTree::make_link(at, target)?;
         self.summary.links += 1;
         Ok(())
     }
@@ -55,7 +52,7 @@ impl Copier<'_> {
                 Visit::Link(target) => self.link(&at, target),
                 Visit::Dir if std::fs::symlink_metadata(&at).is_err() => {
                     self.summary.dirs += 1;
-                    std::fs::create_dir_all(&at)
+                    LocalTree::make_dir_all(&at)
                 }
                 Visit::Dir => Ok(()),
             };
@@ -98,10 +95,7 @@ impl Copier<'_> {
                 .push(format!("{path} (over {MAX_FILE} bytes)"));
             return Ok(());
         }
-        if let Some(p) = d.parent() {
-            std::fs::create_dir_all(p)?;
-        }
-        std::fs::write(&d, data)?;
+        LocalTree::write(&d, &data)?;
         self.summary.files += 1;
         Ok(())
     }
@@ -134,11 +128,11 @@ impl Copier<'_> {
                     self.link(&at, &t)?;
                 }
             } else if ft.is_dir() {
-                std::fs::create_dir_all(&at)?;
+                LocalTree::make_dir_all(&at)?;
                 self.summary.dirs += 1;
             } else {
                 // Listed, not read: its name is the fact, so an empty file stands in.
-                std::fs::write(&at, b"")?;
+                LocalTree::write(&at, b"")?;
             }
         }
         Ok(())
@@ -151,7 +145,7 @@ impl Copier<'_> {
         if std::fs::metadata(&s).is_ok_and(|m| m.is_file())
             && std::fs::symlink_metadata(&d).is_err()
         {
-            std::fs::write(&d, b"")?;
+            LocalTree::write(&d, b"")?;
         }
         Ok(())
     }
@@ -171,7 +165,7 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
         }
     }
     let io = |e: std::io::Error| Error::io("write snapshot", dest.display().to_string(), e);
-    std::fs::create_dir_all(dest).map_err(io)?;
+    LocalTree::make_dir_all(dest).map_err(io)?;
     let dest = std::fs::canonicalize(dest).map_err(io)?;
     if dest.starts_with(host.root()) && host.root() != Path::new("/") {
         return Err(Error::Usage(
@@ -199,10 +193,14 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
     }
     keep_empty_dirs(&dest).map_err(io)?;
     let meta_dir = dest.join(SNAPSHOT_DIR);
-    std::fs::create_dir_all(&meta_dir).map_err(io)?;
+    LocalTree::make_dir_all(&meta_dir).map_err(io)?;
     let json = |v: &dyn erased::Json| v.to_json();
-    std::fs::write(meta_dir.join("commands.json"), json(&rec.commands)).map_err(io)?;
-    std::fs::write(meta_dir.join("probes.json"), json(&rec.probes)).map_err(io)?;
+    LocalTree::write(
+        &meta_dir.join("commands.json"),
+        json(&rec.commands).as_bytes(),
+    )
+    .map_err(io)?;
+    LocalTree::write(&meta_dir.join("probes.json"), json(&rec.probes).as_bytes()).map_err(io)?;
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -213,9 +211,11 @@ pub fn write(host: &Host, rec: &Recording, dest: &Path) -> Result<Summary> {
         "source_root": host.root().display().to_string(),
         "skipped": c.summary.skipped,
     });
-    std::fs::write(
-        meta_dir.join("snapshot.json"),
-        serde_json::to_string_pretty(&info).unwrap_or_default(),
+    LocalTree::write(
+        &meta_dir.join("snapshot.json"),
+        serde_json::to_string_pretty(&info)
+            .unwrap_or_default()
+            .as_bytes(),
     )
     .map_err(io)?;
     c.summary.commands = rec.commands.len();
@@ -233,7 +233,7 @@ fn keep_empty_dirs(dir: &Path) -> std::io::Result<()> {
         }
     }
     if empty {
-        std::fs::write(dir.join(KEEP_FILE), b"")?;
+        LocalTree::write(&dir.join(KEEP_FILE), b"")?;
     }
     Ok(())
 }

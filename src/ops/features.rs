@@ -7,7 +7,7 @@ use crate::fleet::nfd;
 /// Writes the feature file for a verify REPORT (None: verify failed before
 /// it had one: not ready) atomically, expiring after EXPIRY.
 pub fn write_nfd(
-    path: &std::path::Path,
+    path: &crate::host::textfile::Dest,
     report: Option<&crate::checks::verify::Report>,
     profiles: &[String],
     expiry: std::time::Duration,
@@ -26,5 +26,5 @@ pub fn write_nfd(
         nfd::rdma_path(memory.as_deref(), &present, &absent),
         std::time::SystemTime::now() + expiry,
     );
-    crate::host::textfile::write_textfile(path, &text)
+    path.write(&text)
 }

@@ -27,6 +27,8 @@ pub struct RecoverRequest {
 pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
     let host = Host::open(&req.root, req.no_exec)?;
     let store = StateStore::new(&host);
+    // The journal's own files are never read or written through a link.
+    apply::refuse_links(&host, &crate::plan::Plan::default())?;
     let gens = apply::unfinished(&store);
     if gens.is_empty() {
         // A journal that cannot be read may be one left unfinished: never
@@ -75,6 +77,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             names.join(", ")
         ),
     })?;
+    apply::refuse_links(&host, &restored)?;
     let lock = store.lock()?;
     let undone = apply::undo_unfinished(&host, &store)?;
     let notes = undone.iter().flat_map(|u| u.notes.clone()).collect();

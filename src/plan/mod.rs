@@ -156,9 +156,27 @@ pub fn build(ctx: &Context) -> Result<Plan> {
         changes.extend(rest);
     }
     changes.extend(late);
+    note_distro_links(ctx, &mut changes);
     plan.changes = changes;
     plan.state_after = state_after;
     Ok(plan)
+}
+
+/// A change written through a distribution's own link (the one exception
+/// of the write door, src/host/door.rs) says so in its description, in text
+/// and JSON: "follows the distribution's link /etc/kernel/cmdline →
+/// /usr/lib/kernel/cmdline".
+fn note_distro_links(ctx: &Context, changes: &mut [Change]) {
+    for c in changes.iter_mut() {
+        let Some(link) = c
+            .path()
+            .and_then(|p| ctx.facts.distro_links.iter().find(|l| l.path == p))
+        else {
+            continue;
+        };
+        let note = link.note();
+        c.description = format!("{} ({note})", c.description);
+    }
 }
 
 /// The boot switch last (issue 37): what a boot loader reads names a new

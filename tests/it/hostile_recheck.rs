@@ -215,21 +215,33 @@ fn every_path_a_root_profile_names_stays_inside_the_root() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("outside the root"), "{err}");
     // vars: the textfile and NFD file are written inside the root, at the
-    // path they name there (a symlink in the root resolved in the root).
+    // path they name there, never through a link in the root (issue 43: a
+    // link there is refused, naming it and its target; before, it was
+    // resolved in the root and written where it led).
     let outside = t.path().join("out");
     std::fs::create_dir_all(&outside).unwrap();
     let prom = outside.join("gdrprov.prom");
     let nfd = outside.join("nfd");
     std::fs::create_dir_all(root.join("var/lib")).unwrap();
     std::os::unix::fs::symlink(&outside, root.join("var/lib/exporter")).unwrap();
-    std::fs::write(
-        etc.join("site.yaml"),
+    let vars = |nfd_at: &str| {
         format!(
-            "name: site\nextends: [rdma-dmabuf]\nnccl: {{ NCCL_SOCKET_IFNAME: site0 }}\nvars: {{ gdrprov-textfile: {}, gdrprov-nfd-file: /var/lib/exporter/nfd }}\n",
+            "name: site\nextends: [rdma-dmabuf]\nnccl: {{ NCCL_SOCKET_IFNAME: site0 }}\nvars: {{ gdrprov-textfile: {}, gdrprov-nfd-file: {nfd_at} }}\n",
             prom.display()
-        ),
-    )
-    .unwrap();
+        )
+    };
+    std::fs::write(etc.join("site.yaml"), vars("/var/lib/exporter/nfd")).unwrap();
+    let (code, out, err) = recheck(&root, t.path(), false);
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "var/lib/exporter is a symlink to {}",
+            outside.display()
+        )),
+        "{err}"
+    );
+    assert!(!nfd.exists(), "written outside the root");
+    std::fs::write(etc.join("site.yaml"), vars(&nfd.display().to_string())).unwrap();
     let (code, out, err) = recheck(&root, t.path(), false);
     assert!(matches!(code, Some(0 | 3)), "{out}{err}");
     assert!(!prom.exists() && !nfd.exists(), "written outside the root");

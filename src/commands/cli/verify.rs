@@ -108,9 +108,10 @@ pub struct RecheckArgs {
     /// one that is not built in is read from /etc/gdrprov/NAME.yaml).
     #[arg(value_name = "PROFILE")]
     pub profiles: Vec<String>,
-    /// Readiness marker directory: `ready` or `failed` (as `verify --marker-dir`).
-    #[arg(long, value_name = "DIR", default_value = "/run/gdrprov")]
-    pub marker_dir: PathBuf,
+    /// Readiness marker directory: `ready` or `failed` (as `verify --marker-dir`); default:
+    /// /run/gdrprov of the root (with --root R, R/run/gdrprov, never the machine's).
+    #[arg(long, value_name = "DIR")]
+    pub marker_dir: Option<PathBuf>,
     /// Prometheus textfile to refresh (default: the profile's `vars.gdrprov-textfile`, the file
     /// the first-boot unit writes; none when unset).
     #[arg(long, value_name = "FILE")]

@@ -1,12 +1,11 @@
 //! The door's side inside a root: a file of the root opened for reading
 //! (resolved by the kernel inside the root with `openat2`, or by
-//! [`Host::resolve`] where the kernel cannot), the root's own handle for it,
-//! and the lock file (opened to read the holder's pid and to write ours).
+//! [`Host::resolve`] where the kernel cannot) and the root's own handle for
+//! it. (The lock file is opened by the write door, `door/lock.rs`.)
 //! Each is opened without blocking and checked on the open file (`fstat`):
 //! a FIFO, socket or device node where a file should be is refused.
 
 use crate::error::{Error, Result};
-use crate::host::path::split_parent;
 use crate::host::read::{is_absent, not_regular_file as not_regular};
 use crate::host::Host;
 use std::os::unix::fs::OpenOptionsExt;
@@ -82,58 +81,6 @@ impl Host {
             self.check_regular(&file, path)
                 .map(|()| Some((file, path.to_string()))),
         )
-    }
-
-    /// Opens the lock file at `path` (inside the root) for reading and, with
-    /// `create`, writing (created 0600 when missing). Never follows a
-    /// symlink, never blocks on open (`O_NONBLOCK`: a FIFO), and refuses
-    /// (`fstat` on the open file) anything that is not a regular file, with
-    /// the path and the fix (issue 37: `19704\n` was written into the first
-    /// bytes of a block device at `var/lib/gdrprov/lock`). `None`: absent
-    /// and not `create`.
-    pub fn open_lock_file(
-        &self,
-        path: &str,
-        create: bool,
-    ) -> Result<Option<(std::fs::File, String)>> {
-        // The parent is resolved (chroot semantics); the lock itself is the
-        // name in it, never followed: a symlink there is refused.
-        let (parent, name) = split_parent(path)?;
-        let dir = self.resolve(parent)?;
-        let real = dir.real.join(name);
-        let shown = self.display(&format!("{}/{name}", dir.logical.trim_end_matches('/')));
-        let mut opts = std::fs::OpenOptions::new();
-        opts.read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
-            .mode(0o600);
-        if create {
-            opts.write(true).create(true).truncate(false);
-        }
-        let file = match opts.open(&real) {
-            Ok(f) => f,
-            Err(e) if !create && is_absent(&e) => return Ok(None),
-            // A symlink (O_NOFOLLOW), a directory, a socket (ENXIO): named
-            // by what is there, with the fix, not by the errno.
-            Err(e) => {
-                return Err(match std::fs::symlink_metadata(&real) {
-                    Ok(m) if m.file_type().is_symlink() => Error::BadPath {
-                        path: shown,
-                        why: "it is a symlink, not a regular file, so gdrprov will not read or write it; \
-                              replace it with a regular file (or remove it) and run again"
-                            .into(),
-                    },
-                    Ok(m) if !m.is_file() => not_regular(shown, &m),
-                    _ => Error::io("open lock", shown, e),
-                })
-            }
-        };
-        let meta = file
-            .metadata()
-            .map_err(|e| Error::io("stat", shown.clone(), e))?;
-        if !meta.is_file() {
-            return Err(not_regular(shown, &meta));
-        }
-        Ok(Some((file, shown)))
     }
 }
 

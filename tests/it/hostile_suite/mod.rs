@@ -13,4 +13,5 @@ mod boot_lines;
 mod cwd;
 mod documents;
 mod journal;
+mod links;
 mod peer;
