@@ -64,7 +64,11 @@ pub fn tree(root: &Path) -> BTreeMap<String, Entry> {
 
 /// Fails naming every path whose entry differs between `before` and `after`.
 #[track_caller]
-pub fn assert_unchanged(before: &BTreeMap<String, Entry>, after: &BTreeMap<String, Entry>, case: &str) {
+pub fn assert_unchanged(
+    before: &BTreeMap<String, Entry>,
+    after: &BTreeMap<String, Entry>,
+    case: &str,
+) {
     let diff: Vec<&String> = before
         .keys()
         .chain(after.keys())
@@ -89,7 +93,12 @@ pub fn run_in(cwd: Option<&Path>, args: &[&str]) -> Output {
 #[track_caller]
 pub fn assert_refused(out: &Output, needle: &str, case: &str) -> String {
     let text = format!("{}{}", stdout_of(out), stderr_of(out));
-    assert_eq!(out.status.code(), Some(1), "{case}: exit {:?}, wanted 1\n{text}", out.status.code());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{case}: exit {:?}, wanted 1\n{text}",
+        out.status.code()
+    );
     assert!(!text.contains("panicked"), "{case}: it panicked\n{text}");
     assert!(
         text.to_lowercase().contains(&needle.to_lowercase()),
