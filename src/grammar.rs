@@ -288,6 +288,87 @@ impl ProfileName {
 }
 name_type!(ProfileName);
 
+/// `DEV[:PORT]` (`--device mlx5_0:1`): a [`RailName`] and, optionally, a
+/// port from 1 to 255; the text as given. A clap `value_parser`.
+pub fn rail_port(s: &str) -> Result<String, NameError> {
+    let (dev, port) = match s.rsplit_once(':') {
+        Some((d, p)) => (d, Some(p)),
+        None => (s, None),
+    };
+    RailName::parse(dev)?;
+    if let Some(p) = port {
+        if !p.parse::<u8>().is_ok_and(|p| p > 0) {
+            return refuse(
+                "device and port",
+                s,
+                "the port must be a number from 1 to 255 after `:` (DEV:PORT, e.g. mlx5_0:1)",
+            );
+        }
+    }
+    Ok(s.to_string())
+}
+
+/// A [`RailName`] as text: a clap `value_parser` for an option whose field
+/// stays a `String`.
+pub fn rail(s: &str) -> Result<String, NameError> {
+    RailName::parse(s).map(String::from)
+}
+
+// Numbers an operator gives: finite and in the option's stated range. Each
+// is a clap `value_parser` (`#[arg(value_parser = grammar::percent)]`);
+// whole numbers use clap's ranged parsers
+// (`clap::value_parser!(u32).range(1..=10_000)`), which refuse a value past
+// the type instead of wrapping it.
+
+/// A finite number within `lo..=hi` (`lo` itself only when `lo_ok`).
+fn number(s: &str, lo: f64, lo_ok: bool, hi: f64, what: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("\"{}\" is not a number; give {what}", shown(s)))?;
+    if !v.is_finite() {
+        return Err(format!("{v} is not a finite number; give {what}"));
+    }
+    if v < lo || (v == lo && !lo_ok) || v > hi {
+        return Err(format!("{v} is out of range; give {what}"));
+    }
+    Ok(v)
+}
+
+/// A share in percent: 0 to 100.
+pub fn percent(s: &str) -> Result<f64, String> {
+    number(s, 0.0, true, 100.0, "a percentage from 0 to 100")
+}
+
+/// A fraction: 0 to 1.
+pub fn fraction(s: &str) -> Result<f64, String> {
+    number(s, 0.0, true, 1.0, "a fraction from 0 to 1")
+}
+
+/// A pass mark as a fraction: above 0, at most 1.
+pub fn fraction_above_zero(s: &str) -> Result<f64, String> {
+    number(s, 0.0, false, 1.0, "a fraction above 0, at most 1")
+}
+
+/// The most Gb/s (or GB/s) a rate may be: past any port or link.
+pub const MAX_RATE: f64 = 100_000.0;
+
+/// A rate (Gb/s or GB/s): above 0, at most [`MAX_RATE`].
+pub fn rate(s: &str) -> Result<f64, String> {
+    number(s, 0.0, false, MAX_RATE, "a rate above 0, at most 100000")
+}
+
+/// Seconds of a run: above 0, below a day.
+pub fn seconds(s: &str) -> Result<f64, String> {
+    number(
+        s,
+        0.0,
+        false,
+        86_399.0,
+        "a number of seconds above 0, below 86400 (a day)",
+    )
+}
+
 /// Parses a non-UTF-8 argument as well: refused, shown lossily (clap's
 /// `value_parser` for an `OsStr` entry).
 pub fn utf8<'a>(kind: &'static str, s: &'a std::ffi::OsStr) -> Result<&'a str, NameError> {
@@ -356,6 +437,10 @@ mod tests {
             assert_eq!(RailName::parse(r).unwrap().as_str(), r);
         }
         assert!(RailName::parse("all").is_err());
+        assert_eq!(rail_port("mlx5_0:1").unwrap(), "mlx5_0:1");
+        for bad in ["mlx5_0:0", "mlx5_0:", ":1", "a/b:1", "../x", "mlx5_0:1:1"] {
+            assert!(rail_port(bad).is_err(), "{bad}");
+        }
         for p in ["rdma-dmabuf", "site (test) ü", "a.b"] {
             assert_eq!(ProfileName::parse(p).unwrap().as_str(), p);
         }
@@ -368,6 +453,20 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.as_str(), "nvidia_peermem");
         assert!(ModuleName::parse(&"m".repeat(57)).is_err());
+    }
+
+    #[test]
+    fn numbers_are_finite_and_in_range() {
+        for bad in ["inf", "-inf", "NaN", "nan", "-5", "101", "1e400", "x", ""] {
+            assert!(percent(bad).is_err(), "{bad}");
+        }
+        assert_eq!(percent("10").unwrap(), 10.0);
+        assert_eq!(percent("0").unwrap(), 0.0);
+        assert_eq!(percent("100").unwrap(), 100.0);
+        assert!(fraction("1.01").is_err() && fraction("0").is_ok());
+        assert!(fraction_above_zero("0").is_err() && fraction_above_zero("1").is_ok());
+        assert!(rate("0").is_err() && rate("100001").is_err() && rate("400").is_ok());
+        assert!(seconds("86400").is_err() && seconds("0.5").is_ok());
     }
 
     #[test]

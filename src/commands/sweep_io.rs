@@ -7,6 +7,7 @@ use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
+use crate::grammar::{NodeName, ProfileName, RailName};
 use crate::host::{is_local_dir, list_local_dir, local_id, read_local_text, ReadLimit};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -35,26 +36,30 @@ fn read_json(path: &Path, kind: ReadLimit) -> Result<serde_json::Value> {
     })
 }
 
-/// The hosts of --hosts FILE or --nodelist LIST (one of them), in order, once each.
+/// The hosts of --hosts FILE or --nodelist LIST (one of them), in order,
+/// once each; every one a [`NodeName`].
 pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
     if let Some(f) = &h.hosts {
-        for line in read_text(f, ReadLimit::HostList)?.lines() {
+        for (i, line) in read_text(f, ReadLimit::HostList)?.lines().enumerate() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
                 continue;
             }
-            if name.contains(char::is_whitespace) || name.contains('+') {
-                return Err(Error::Usage(format!(
-                    "{}: `{name}` is not a host name (one name a line, no spaces or `+`)",
-                    f.display()
-                )));
-            }
-            hosts.push(name.to_string());
+            let name = NodeName::parse(name).map_err(|e| {
+                Error::Usage(format!(
+                    "--hosts {}:{}: {e} (one name a line, `#` starts a comment)",
+                    f.display(),
+                    i + 1
+                ))
+            })?;
+            hosts.push(name.into_string());
         }
     }
     if let Some(list) = &h.nodelist {
-        hosts.extend(slurm::expand_hostlist(list)?);
+        let names =
+            slurm::expand_hostlist(list).map_err(|e| Error::Usage(format!("--nodelist: {e}")))?;
+        hosts.extend(names.into_iter().map(NodeName::into_string));
     }
     if h.hosts.is_none() && h.nodelist.is_none() {
         return Err(Error::Usage(
@@ -130,12 +135,52 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
     Ok(())
 }
 
-/// A result file's record, checked: two different nodes, numbers finite
-/// and in range, a round in range.
-/// The longest rail name a result may give (an RDMA device's or a netdev's
-/// name is far shorter): the name is shown back in the sweep's report.
-const MAX_RAIL_NAME: usize = 64;
+/// The round of a result file: its directory's `round-R` (`roundR`, `rR`),
+/// 0 for a directory named otherwise. A round number past [`MAX_ROUND`]
+/// (or past u32, which would wrap) is refused, naming the file.
+fn round_of(f: &Path) -> Result<u32> {
+    let Some(dir) = f
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+    else {
+        return Ok(0);
+    };
+    let digits = dir
+        .trim_start_matches("round")
+        .trim_start_matches('r')
+        .trim_start_matches(['-', '_']);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(results::round_from_dir(dir));
+    }
+    match digits.parse::<u32>() {
+        Ok(r) if r <= MAX_ROUND => Ok(r),
+        _ => Err(Error::Usage(format!(
+            "{}: round {digits} is past the highest a sweep runs ({MAX_ROUND}); rename its directory round-R with R from 1 to {MAX_ROUND}",
+            f.display()
+        ))),
+    }
+}
 
+/// A result file's name (`A+B.json`, `A+B+RAIL.json`): two node names and
+/// a rail name, each by its grammar.
+fn result_names(f: &Path, a: &str, b: &str, rail: Option<&str>) -> Result<()> {
+    let bad = |e: crate::grammar::NameError| {
+        Error::Usage(format!(
+            "{}: the file's name: {e}; name it LISTENER+CLIENT.json or LISTENER+CLIENT+RAIL.json with the nodes' host names",
+            f.display()
+        ))
+    };
+    NodeName::parse(a).map_err(bad)?;
+    NodeName::parse(b).map_err(bad)?;
+    if let Some(r) = rail {
+        RailName::parse(r).map_err(bad)?;
+    }
+    Ok(())
+}
+
+/// A result file's record, checked: two different nodes, a rail by its
+/// grammar, numbers finite and in range, a round in range.
 fn check_record(f: &Path, r: &results::Record) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
@@ -143,11 +188,8 @@ fn check_record(f: &Path, r: &results::Record) -> Result<()> {
             f.display()
         )))
     };
-    if let Some(rail) = r.rail.as_ref().filter(|n| n.len() > MAX_RAIL_NAME) {
-        return bad(format!(
-            "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
-            rail.len()
-        ));
+    if let Some(Err(e)) = r.rail.as_deref().map(RailName::parse) {
+        return bad(format!("its rail: {e}"));
     }
     if r.a == r.b {
         return bad(format!(
@@ -210,12 +252,8 @@ pub fn load_with_mtus(
                 f.display()
             )));
         };
-        let round = f
-            .parent()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .map(results::round_from_dir)
-            .unwrap_or(0);
+        result_names(f, &a, &b, rail.as_deref())?;
+        let round = round_of(f)?;
         let doc = read_json(f, ReadLimit::PairResult)?;
         for r in results::read(&doc, &a, &b, rail.as_deref(), round) {
             check_record(f, &r)?;
@@ -257,15 +295,31 @@ pub fn read_verify_dir(dir: &Path) -> Result<HashMap<String, NodeFindings>> {
     json_files(dir, &mut files)?;
     let mut out = HashMap::new();
     for f in files.files {
-        let node = f
+        let stem = f
             .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("")
-            .to_string();
-        out.insert(
-            node,
-            remedy::from_verify(&read_json(&f, ReadLimit::VerifyReport)?),
-        );
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
+        let node = NodeName::parse(&stem).map_err(|e| {
+            Error::Usage(format!(
+                "--verify-dir: {}: the file's name: {e}; save each node's report as DIR/NODE.json",
+                f.display()
+            ))
+        })?;
+        let doc = read_json(&f, ReadLimit::VerifyReport)?;
+        // Each name goes into the fix command the report prints.
+        let names = doc.get("profiles").and_then(|p| p.as_array());
+        for p in names.into_iter().flatten() {
+            p.as_str()
+                .ok_or_else(|| "a profile name must be a string".to_string())
+                .and_then(|s| ProfileName::parse(s).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    Error::Usage(format!(
+                        "--verify-dir: {}: `profiles`: {e}; that is not a report gdrprov verify wrote",
+                        f.display()
+                    ))
+                })?;
+        }
+        out.insert(node.into_string(), remedy::from_verify(&doc));
     }
     Ok(out)
 }

@@ -268,8 +268,14 @@ impl Output {
 }
 
 /// clap's own message (usage errors on stderr; `--help`, `--version` on stdout).
+/// A usage error's message is escaped like every other: clap quotes the
+/// refused value as given (a newline, CR or ESC in `--nodelist`).
 pub fn clap_message(e: &clap::Error) {
-    let _ = e.print();
+    if e.use_stderr() {
+        eprint!("{}", escape(&e.render().to_string()));
+    } else {
+        let _ = e.print();
+    }
 }
 
 /// `gdrprov: NOTE` on standard error (progress notes, recovered runs).

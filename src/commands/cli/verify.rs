@@ -41,13 +41,13 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub no_loopback: bool,
     /// RDMA device for the loopback (default: the first ACTIVE port).
-    #[arg(long, value_name = "DEV")]
+    #[arg(long, value_name = "DEV", value_parser = crate::grammar::rail_port)]
     pub device: Option<String>,
     /// Seconds the loopback runs (default 3).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::grammar::seconds)]
     pub duration: Option<f64>,
     /// Loopback floor in Gb/s instead of the line-rate fraction (software RDMA devices).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = crate::grammar::rate)]
     pub min_gbps: Option<f64>,
     #[command(flatten)]
     pub cpu: CpuVendorArg,
