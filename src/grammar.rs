@@ -267,13 +267,13 @@ impl ProfileName {
             "it is empty".to_string()
         } else if s == "." || s == ".." {
             "it names a directory".to_string()
-        } else if s.contains('/') {
-            "it contains `/`".to_string()
         } else if let Some(c) = s
             .chars()
             .find(|c| c.is_control() || matches!(c, '\u{2028}' | '\u{2029}'))
         {
-            format!("it contains {}", shown_char(c))
+            format!("it contains {}: remove it", shown_char(c))
+        } else if s.contains('/') {
+            "it contains `/`".to_string()
         } else if s.starts_with('-') {
             "it begins with `-`, which a command line reads as an option".to_string()
         } else if s.trim() != s {

@@ -33,8 +33,20 @@ use crate::output::{Format, Output};
 use clap::Parser;
 use std::path::PathBuf;
 
-/// Parses the arguments and runs the command; returns the exit code.
+/// Parses the arguments and runs the command; returns the exit code: the
+/// command's, or 1 when its output could not be written (`> /dev/full`).
 pub fn main() -> i32 {
+    let code = run_main();
+    match crate::output::stdout_finish() {
+        Some(e) => {
+            crate::output::error_line(&e);
+            exit::ERROR
+        }
+        None => code,
+    }
+}
+
+fn run_main() -> i32 {
     // Ansible runs a binary module as `MODULE ARGS_FILE`.
     if let Some(path) = crate::commands::ansible::args_file_from_argv() {
         return crate::commands::ansible::main(&path);

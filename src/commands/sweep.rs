@@ -260,7 +260,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
             std::path::Path::new("/"),
             &crate::output::sweep::text(&report),
         ),
-        Format::Prometheus => out.raw(&crate::output::sweep::prometheus(&report)),
+        Format::Prometheus => out.exposition(&crate::output::sweep::prometheus(&report)),
         Format::Html => out.raw(&crate::output::sweep_html::render(&report)?),
     }
     Ok(exit::OK)
