@@ -310,15 +310,31 @@ pub fn stdout_finish() -> Option<String> {
 }
 
 /// clap's own message (usage errors on stderr; `--help`, `--version` on stdout).
+/// A value refused by its parser: `invalid value "VALUE" for --OPTION: WHY`,
+/// the value shown escaped (`\n`, `\r`, `\u{1b}`).
+pub fn value_message(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let get = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let why = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    format!(
+        "invalid value \"{}\" for {}: {why}",
+        crate::grammar::shown(&get(ContextKind::InvalidValue)),
+        get(ContextKind::InvalidArg)
+    )
+}
+
 /// A usage error's message is escaped like every other: clap quotes the
 /// refused value as given (a newline, CR or ESC in `--nodelist`).
 pub fn clap_message(e: &clap::Error) {
     if e.kind() == clap::error::ErrorKind::ValueValidation {
         // A value refused by its parser (a name's grammar, a number's
-        // range): one line, as every other error.
-        let text = e.render().to_string();
-        let line = text.lines().next().unwrap_or("");
-        error_line(line.trim_start_matches("error: "));
+        // range): one line, as every other error, the value escaped.
+        error_line(&value_message(e));
     } else if e.use_stderr() {
         eprint!("{}", escape(&e.render().to_string()));
     } else {
@@ -339,7 +355,10 @@ pub fn stderr_line(line: &str) {
 /// `gdrprov: error: MESSAGE` on standard error, always one whole line,
 /// escaped ([`escape`]: an error may quote a file, a log or a peer).
 pub fn error_line(message: &str) {
-    eprintln!("gdrprov: error: {}", escape(message.trim_end_matches('\n')));
+    // One line: a newline inside (a value quoted as given) is shown as
+    // `\n`, so no value begins a line of its own.
+    let one = message.trim_end_matches('\n').replace('\n', "\\n");
+    eprintln!("gdrprov: error: {}", escape(&one));
 }
 
 /// A bar for long work on standard error (reading thousands of pair

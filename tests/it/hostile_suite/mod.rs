@@ -10,3 +10,4 @@
 pub mod harness;
 
 mod cwd;
+mod names;
