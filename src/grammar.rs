@@ -308,6 +308,35 @@ pub fn rail_port(s: &str) -> Result<String, NameError> {
     Ok(s.to_string())
 }
 
+/// A peer to connect to (`bench pair PEER`, `verify --peer`): an IP
+/// address (`10.0.0.2`, `fe80::1`, `[fe80::1]:18515`) or a host name by
+/// the node grammar's characters (a DNS name up to 253 bytes), with an
+/// optional `:PORT`; the text as given. A clap `value_parser`.
+pub fn peer(s: &str) -> Result<String, NameError> {
+    use std::net::{IpAddr, SocketAddr};
+    if s.parse::<SocketAddr>().is_ok() || s.parse::<IpAddr>().is_ok() {
+        return Ok(s.to_string());
+    }
+    let (host, port) = match s.rsplit_once(':') {
+        Some((h, p)) => (h, Some(p)),
+        None => (s, None),
+    };
+    const RULE: &str =
+        "give an IP address or a host name (letters, digits, `-`, `_`, `.`), with :PORT if needed";
+    plain("peer", host, 253, "-_.", RULE)?;
+    if host.contains("..") || !host.ends_with(|c: char| c.is_ascii_alphanumeric()) {
+        return refuse("peer", s, RULE);
+    }
+    if port.is_some_and(|p| !p.parse::<u16>().is_ok_and(|p| p > 0)) {
+        return refuse(
+            "peer",
+            s,
+            "the port after `:` must be a number from 1 to 65535",
+        );
+    }
+    Ok(s.to_string())
+}
+
 /// A [`RailName`] as text: a clap `value_parser` for an option whose field
 /// stays a `String`.
 pub fn rail(s: &str) -> Result<String, NameError> {
@@ -438,6 +467,21 @@ mod tests {
         }
         assert!(RailName::parse("all").is_err());
         assert_eq!(rail_port("mlx5_0:1").unwrap(), "mlx5_0:1");
+        for p in [
+            "10.0.0.2",
+            "10.0.0.2:18515",
+            "fe80::1",
+            "[fe80::1]:1",
+            "gpu02",
+            "gpu02.lab:18515",
+        ] {
+            assert_eq!(peer(p).unwrap(), p);
+        }
+        for bad in [
+            "", "a b", "$(id)", "-x", "a;b", "gpu:0", "gpu:x", "a\nb", "a/b", "..",
+        ] {
+            assert!(peer(bad).is_err(), "{bad}");
+        }
         for bad in ["mlx5_0:0", "mlx5_0:", ":1", "a/b:1", "../x", "mlx5_0:1:1"] {
             assert!(rail_port(bad).is_err(), "{bad}");
         }

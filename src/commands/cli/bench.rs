@@ -153,6 +153,7 @@ pub struct PairArgs {
     /// The listener to connect to: HOST or HOST:PORT (on the other host: `gdrprov bench pair --listen`).
     #[arg(
         value_name = "PEER",
+        value_parser = grammar::peer,
         required_unless_present = "listen",
         conflicts_with = "listen"
     )]

@@ -63,7 +63,7 @@ pub struct VerifyArgs {
     pub textfile: Option<PathBuf>,
     /// Add the two-host check: `bench pair` from this host (client) to a listener on HOST
     /// (`gdrprov bench pair --listen` there), WRITE into its memory, data check and line rate.
-    #[arg(long, value_name = "HOST[:PORT]")]
+    #[arg(long, value_name = "HOST[:PORT]", value_parser = crate::grammar::peer)]
     pub peer: Option<String>,
     /// The pair's shared secret [default: $GDRPROV_PAIR_TOKEN].
     #[arg(long, value_name = "FILE", requires = "peer")]

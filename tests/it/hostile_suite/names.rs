@@ -301,6 +301,18 @@ fn every_rail_option_refuses_every_bad_name() {
     }
 }
 
+/// Peers: `bench pair PEER` and `verify --peer HOST[:PORT]`.
+#[test]
+fn every_peer_entry_refuses_every_bad_name() {
+    for bad in bad_names() {
+        let a = [os(&["bench", "pair", "--"]), vec![bad.value.clone().into()]].concat();
+        assert_refusal(&a, "PEER", &bad);
+        let mut a = os(&["verify", "rdma-dmabuf", "--root", "/nonexistent"]);
+        a.push(format!("--peer={}", bad.value).into());
+        assert_refusal(&a, "--peer", &bad);
+    }
+}
+
 /// Writes a profile whose `key` line is `key: VALUE` (VALUE as a YAML
 /// double-quoted string), extending the built-in.
 fn profile(dir: &Path, file: &str, body: &str) -> OsString {
