@@ -232,6 +232,29 @@ fn every_name_in_a_results_file_name_is_refused() {
         .concat();
         assert_refusal(&a, "--verify-dir", &bad);
     }
+    // A round directory's number past the highest round or past u32 (it
+    // wrapped to round 0 before): refused, naming it.
+    for round in ["round-10001", "round-4294967297", "r99999999999999999999"] {
+        let results = results_dir();
+        let d = results.path().join(round);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::rename(
+            results.path().join("round-1/gpu1+gpu2+mlx5_0.json"),
+            d.join("gpu1+gpu2+mlx5_0.json"),
+        )
+        .unwrap();
+        let b = Bad {
+            label: "round",
+            value: round.into(),
+            mark: Some("past the highest"),
+        };
+        let a = [
+            os(&["fleet", "sweep", "report"]),
+            vec![path(results.path())],
+        ]
+        .concat();
+        assert_refusal(&a, round, &b);
+    }
     // A name that is not UTF-8.
     let results = results_dir();
     let name = OsStr::from_bytes(b"g\xff+gpu2.json");
