@@ -344,7 +344,25 @@ pub fn clap_message(e: &clap::Error) {
 
 /// `gdrprov: NOTE` on standard error (progress notes, recovered runs).
 pub fn note_line(note: &str) {
-    eprintln!("gdrprov: {}", escape(note));
+    eprintln!("{}", prefixed("gdrprov: ", note));
+}
+
+/// `text` escaped, its first line after `first` and every further line
+/// after `gdrprov:   `: a newline inside a value the message quotes (a
+/// file's name, a profile's) never begins a line of its own, and a list the
+/// message makes stays a list.
+fn prefixed(first: &str, text: &str) -> String {
+    let text = escape(text.trim_end_matches('\n'));
+    let mut out = String::new();
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push_str("\ngdrprov:   ");
+        } else {
+            out.push_str(first);
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// A line on standard error (a bench's notes), escaped.
@@ -355,10 +373,7 @@ pub fn stderr_line(line: &str) {
 /// `gdrprov: error: MESSAGE` on standard error, always one whole line,
 /// escaped ([`escape`]: an error may quote a file, a log or a peer).
 pub fn error_line(message: &str) {
-    // One line: a newline inside (a value quoted as given) is shown as
-    // `\n`, so no value begins a line of its own.
-    let one = message.trim_end_matches('\n').replace('\n', "\\n");
-    eprintln!("gdrprov: error: {}", escape(&one));
+    eprintln!("{}", prefixed("gdrprov: error: ", message));
 }
 
 /// A bar for long work on standard error (reading thousands of pair
