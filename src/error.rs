@@ -16,7 +16,9 @@ pub enum Error {
     #[error("{file}: {msg}")]
     ProfileInvalid { file: String, msg: String },
 
-    #[error("unknown profile `{name}`: it is neither a built-in profile ({known}) nor a file; run `gdrprov profile list`")]
+    /// The name shown escaped (`grammar::shown`): a newline in it never
+    /// begins a line of the message.
+    #[error("unknown profile `{}`: it is neither a built-in profile ({known}) nor a file; run `gdrprov profile list`", crate::grammar::shown(.name))]
     UnknownProfile { name: String, known: String },
 
     #[error("profiles contradict each other: {what}: {first} says {first_value}, {second} says {second_value}; apply them separately or drop one")]

@@ -11,6 +11,7 @@ pub mod error;
 pub mod exit;
 pub mod facts;
 pub mod fleet;
+pub mod grammar;
 pub mod host;
 pub mod journal;
 pub mod journal_proof;

@@ -33,8 +33,20 @@ use crate::output::{Format, Output};
 use clap::Parser;
 use std::path::PathBuf;
 
-/// Parses the arguments and runs the command; returns the exit code.
+/// Parses the arguments and runs the command; returns the exit code: the
+/// command's, or 1 when its output could not be written (`> /dev/full`).
 pub fn main() -> i32 {
+    let code = run_main();
+    match crate::output::stdout_finish() {
+        Some(e) => {
+            crate::output::error_line(&e);
+            exit::ERROR
+        }
+        None => code,
+    }
+}
+
+fn run_main() -> i32 {
     // Ansible runs a binary module as `MODULE ARGS_FILE`.
     if let Some(path) = crate::commands::ansible::args_file_from_argv() {
         return crate::commands::ansible::main(&path);
@@ -70,13 +82,21 @@ fn usage_error(e: &clap::Error) -> i32 {
     if !e.use_stderr() {
         return exit::OK; // --help, --version
     }
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // args_os: an argument that is not UTF-8 is what clap refused here.
+    let args: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     if wants_json(&args) {
         let out = Output {
             format: Format::Json,
             color: crate::output::Color::Never,
         };
-        let message = usage_message(&e.render().to_string());
+        let message = if e.kind() == clap::error::ErrorKind::ValueValidation {
+            crate::output::value_message(e)
+        } else {
+            usage_message(&e.render().to_string())
+        };
         out.error_document(&command_in(&args), &root_in(&args), "usage", &message);
     }
     exit::ERROR

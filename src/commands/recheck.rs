@@ -187,7 +187,10 @@ fn recorded(host: &Host, name: &str, source: Option<ProfileSource>) -> Result<Lo
 /// symlink resolved in the root), when NAME is a plain file name and a
 /// regular file is there; `None` otherwise.
 fn in_root_file(host: &Host, name: &str) -> Result<Option<PathBuf>> {
-    let plain = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+    // A profile name by its grammar (src/grammar.rs), and no hidden file.
+    let plain = crate::grammar::ProfileName::parse(name).is_ok()
+        && !name.starts_with('.')
+        && !name.contains('\\');
     if !plain {
         return Ok(None);
     }

@@ -115,10 +115,11 @@ fn round_out(sweep: &Sweep, round: &Round, number: u32, kind: &'static str) -> R
 
 fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
     let mut nodes = read_hosts(&a.hosts)?;
+    let rails: Vec<String> = a.rails.iter().map(|r| r.to_string()).collect();
     let mut plan = PlanOut {
         mode: a.mode,
         nodes: Vec::new(),
-        rails: a.rails.clone(),
+        rails: rails.clone(),
         rounds: Vec::new(),
         note: None,
     };
@@ -129,7 +130,7 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
                 nodes.len()
             )));
         }
-        let sweep = Sweep::new(nodes, a.rails.clone());
+        let sweep = Sweep::new(nodes, rails);
         let rounds = match a.mode {
             Mode::Quick => plan::quick(sweep.nodes.len(), a.partners),
             Mode::AllPairs => plan::all_pairs(sweep.nodes.len()),
@@ -141,7 +142,7 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<i32> {
         plan.nodes = sweep.nodes;
     } else {
         let bar = crate::output::progress("reading pair results", !out.json());
-        let (sweep, unread) = load_results(&a.retest, std::mem::take(&mut nodes), &a.rails, &bar)?;
+        let (sweep, unread) = load_results(&a.retest, std::mem::take(&mut nodes), &rails, &bar)?;
         if sweep.obs.is_empty() {
             return Err(Error::Usage(format!(
                 "--retest: no pair results under {}: run the planned rounds first (DIR/round-R/A+B.json){}",
@@ -273,7 +274,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<i32> {
             std::path::Path::new("/"),
             &crate::output::sweep::text(&report),
         ),
-        Format::Prometheus => out.raw(&crate::output::sweep::prometheus(&report)),
+        Format::Prometheus => out.exposition(&crate::output::sweep::prometheus(&report)),
         Format::Html => out.raw(&crate::output::sweep_html::render(&report)?),
     }
     Ok(exit::OK)

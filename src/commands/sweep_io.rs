@@ -3,13 +3,14 @@
 
 use super::add_records;
 use crate::commands::cli::fleet::HostsArgs;
-use crate::docs::pair::{PairResult, MAX_RAIL_NAME};
+use crate::docs::pair::PairResult;
 use crate::docs::{self, verify::VerifyReport, ReadError};
 use crate::error::{Error, Result};
 use crate::fleet::remedy::{self, NodeFindings};
 use crate::fleet::render::Unread;
 use crate::fleet::results;
 use crate::fleet::{slurm, Sweep};
+use crate::grammar::{NodeName, RailName};
 use crate::host::{is_local_dir, list_local_dir, local_id, read_local_text, ReadLimit};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,26 +28,30 @@ pub fn read_text(path: &Path, kind: ReadLimit) -> Result<String> {
     read_local_text(path, kind)
 }
 
-/// The hosts of --hosts FILE or --nodelist LIST (one of them), in order, once each.
+/// The hosts of --hosts FILE or --nodelist LIST (one of them), in order,
+/// once each; every one a [`NodeName`].
 pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
     if let Some(f) = &h.hosts {
-        for line in read_text(f, ReadLimit::HostList)?.lines() {
+        for (i, line) in read_text(f, ReadLimit::HostList)?.lines().enumerate() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
                 continue;
             }
-            if name.contains(char::is_whitespace) || name.contains('+') {
-                return Err(Error::Usage(format!(
-                    "{}: `{name}` is not a host name (one name a line, no spaces or `+`)",
-                    f.display()
-                )));
-            }
-            hosts.push(name.to_string());
+            let name = NodeName::parse(name).map_err(|e| {
+                Error::Usage(format!(
+                    "--hosts {}:{}: {e} (one name a line, `#` starts a comment)",
+                    f.display(),
+                    i + 1
+                ))
+            })?;
+            hosts.push(name.into_string());
         }
     }
     if let Some(list) = &h.nodelist {
-        hosts.extend(slurm::expand_hostlist(list)?);
+        let names =
+            slurm::expand_hostlist(list).map_err(|e| Error::Usage(format!("--nodelist: {e}")))?;
+        hosts.extend(names.into_iter().map(NodeName::into_string));
     }
     if h.hosts.is_none() && h.nodelist.is_none() {
         return Err(Error::Usage(
@@ -122,22 +127,61 @@ fn json_files(dir: &Path, out: &mut JsonFiles) -> Result<()> {
     Ok(())
 }
 
-/// A result file's place, checked: two different nodes, a round in range
+/// The round of a result file: its directory's `round-R` (`roundR`, `rR`),
+/// 0 for a directory named otherwise. A round number past [`MAX_ROUND`]
+/// (or past u32, which would wrap) is refused, naming the file.
+fn round_of(f: &Path) -> Result<u32> {
+    let Some(dir) = f
+        .parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_str())
+    else {
+        return Ok(0);
+    };
+    let digits = dir
+        .trim_start_matches("round")
+        .trim_start_matches('r')
+        .trim_start_matches(['-', '_']);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(results::round_from_dir(dir));
+    }
+    match digits.parse::<u32>() {
+        Ok(r) if r <= MAX_ROUND => Ok(r),
+        _ => Err(Error::Usage(format!(
+            "{}: round {digits} is past the highest a sweep runs ({MAX_ROUND}); rename its directory round-R with R from 1 to {MAX_ROUND}",
+            f.display()
+        ))),
+    }
+}
+
+/// A result file's name (`A+B.json`, `A+B+RAIL.json`): two node names and
+/// a rail name, each by its grammar.
+fn result_names(f: &Path, a: &str, b: &str, rail: Option<&str>) -> Result<()> {
+    let bad = |e: crate::grammar::NameError| {
+        Error::Usage(format!(
+            "{}: the file's name: {e}; name it LISTENER+CLIENT.json or LISTENER+CLIENT+RAIL.json with the nodes' host names",
+            f.display()
+        ))
+    };
+    NodeName::parse(a).map_err(bad)?;
+    NodeName::parse(b).map_err(bad)?;
+    if let Some(r) = rail {
+        RailName::parse(r).map_err(bad)?;
+    }
+    Ok(())
+}
+
+/// A result file's place, checked (its names are [`result_names`]'): two
+/// different nodes, a round in range
 /// (what the file's name and directory say: the runner's layout, refused as
 /// a whole; what is inside is the document's, read by `docs::read`).
-fn check_place(f: &Path, a: &str, b: &str, rail: Option<&str>, round: u32) -> Result<()> {
+fn check_place(f: &Path, a: &str, b: &str, round: u32) -> Result<()> {
     let bad = |why: String| {
         Err(Error::Usage(format!(
             "{}: {why}; remove or fix that file",
             f.display()
         )))
     };
-    if let Some(r) = rail.filter(|r| r.len() > MAX_RAIL_NAME) {
-        return bad(format!(
-            "a rail name of {} bytes is not a NIC's name (at most {MAX_RAIL_NAME})",
-            r.len()
-        ));
-    }
     if a == b {
         return bad(format!(
             "`{a}` paired with itself is not a measurement of a path between two nodes"
@@ -202,13 +246,9 @@ pub fn load_with_mtus(
                 f.display()
             )));
         };
-        let round = f
-            .parent()
-            .and_then(|p| p.file_name())
-            .and_then(|n| n.to_str())
-            .map(results::round_from_dir)
-            .unwrap_or(0);
-        check_place(f, &a, &b, rail.as_deref(), round)?;
+        result_names(f, &a, &b, rail.as_deref())?;
+        let round = round_of(f)?;
+        check_place(f, &a, &b, round)?;
         let doc = match docs::read::<PairResult>(f) {
             Ok(doc) => doc,
             Err(e) => {
@@ -260,16 +300,23 @@ pub fn read_verify_dir(
     json_files(dir, &mut files)?;
     let mut out = HashMap::new();
     for f in files.files {
-        let node = f
+        let stem = f
             .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("")
-            .to_string();
+            .map(|s| s.to_string_lossy())
+            .unwrap_or_default();
+        let node = NodeName::parse(&stem).map_err(|e| {
+            Error::Usage(format!(
+                "--verify-dir: {}: the file's name: {e}; save each node's report as DIR/NODE.json",
+                f.display()
+            ))
+        })?;
+        // A report's `profiles` go into the fix command it prints: each is
+        // a ProfileName (docs::verify's check), else the node is not judged.
         match docs::read::<VerifyReport>(&f) {
             Ok(doc) => {
-                out.insert(node, remedy::from_verify(&doc));
+                out.insert(node.into_string(), remedy::from_verify(&doc));
             }
-            Err(e) => unread.push(unread_or_err(e, vec![node])?),
+            Err(e) => unread.push(unread_or_err(e, vec![node.into_string()])?),
         }
     }
     Ok(out)

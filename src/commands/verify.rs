@@ -49,7 +49,7 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
     match out.format {
         Format::Json => out.document(names::VERIFY, &req.root, &report),
         Format::Text | Format::Html => out.text(&req.root, &crate::output::verify::text(&report)),
-        Format::Prometheus => out.raw(&prometheus(&report)),
+        Format::Prometheus => out.exposition(&prometheus(&report)),
     }
     Ok(if report.ready {
         exit::OK

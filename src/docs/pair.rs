@@ -12,9 +12,6 @@ use serde_json::Value;
 
 /// No port runs faster than this (Gb/s): a result above it is not a measurement.
 pub const MAX_GBPS: f64 = 100_000.0;
-/// The longest rail name a result may give (an RDMA device's or a netdev's
-/// name is far shorter): the name is shown back in the sweep's report.
-pub const MAX_RAIL_NAME: usize = 64;
 /// The largest MTU a port reports (bytes).
 pub const MAX_MTU: u64 = 65_536;
 
@@ -111,22 +108,13 @@ impl Rail {
 
     fn check(&self, at: &str) -> Result<(), Bad> {
         let f = |name: &str| format!("{at}{name}");
-        if let Some(n) = self
-            .name()
-            .filter(|n| n.len() > MAX_RAIL_NAME || n.is_empty())
-        {
+        if let Some(Err(e)) = self.name().map(crate::grammar::RailName::parse) {
             let field = if self.rail.is_some() {
                 f("rail")
             } else {
                 f("client.port.device")
             };
-            return Err(Bad::new(
-                field,
-                format!(
-                    "a rail name of {} bytes is not a NIC's name (1 to {MAX_RAIL_NAME})",
-                    n.len()
-                ),
-            ));
+            return Err(Bad::new(field, e.to_string()));
         }
         for (end, e) in [("client", &self.client), ("listener", &self.listener)] {
             if let Some(m) = Rail::mtu(e.as_ref()).filter(|m| !(1..=MAX_MTU).contains(m)) {

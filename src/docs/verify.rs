@@ -67,12 +67,10 @@ impl Document for VerifyReport {
                 ));
             }
         }
+        // Each name goes into the fix command the report prints.
         for (i, p) in self.profiles.iter().flatten().enumerate() {
-            if p.is_empty() || p.len() > MAX_NAME || p.chars().any(char::is_control) {
-                return Err(Bad::new(
-                    format!("profiles[{i}]"),
-                    format!("not a profile name ({} bytes)", p.len()),
-                ));
+            if let Err(e) = crate::grammar::ProfileName::parse(p) {
+                return Err(Bad::new(format!("profiles[{i}]"), e.to_string()));
             }
         }
         for (i, c) in self.checks.iter().flatten().enumerate() {

@@ -5,6 +5,8 @@
 //! node with no such finding is a hardware suspect, drained.
 
 use crate::docs::verify::{Status, VerifyReport};
+use crate::grammar::ProfileName;
+use crate::host::CommandSpec;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -115,14 +117,20 @@ pub fn fixable(
     if causes.is_empty() {
         return None;
     }
-    let profiles = findings
-        .map(|f| f.profiles.join(" "))
-        .filter(|p| !p.is_empty())
-        .unwrap_or_else(|| "PROFILE".into());
+    // Each name by its grammar and quoted: the command is pasted into a shell.
+    let mut argv = vec!["gdrprov", "apply"];
+    let named: Vec<&str> = findings
+        .map(|f| f.profiles.iter().map(String::as_str).collect())
+        .unwrap_or_default();
+    if named.is_empty() || named.iter().any(|p| ProfileName::parse(p).is_err()) {
+        argv.push("PROFILE");
+    } else {
+        argv.extend(named);
+    }
     Some(Fixable {
         node: node.to_string(),
         causes,
-        command: format!("gdrprov apply {profiles}"),
+        command: CommandSpec::new(&argv, "").shell_line(),
     })
 }
 
@@ -171,6 +179,27 @@ mod tests {
         assert_eq!(odd.len(), 1);
         let cause = &odd[&("d".to_string(), "mlx5_0".to_string())];
         assert_eq!(cause, "mtu: mlx5_0 has MTU 1024, its peers 4096");
+        let site = NodeFindings {
+            profiles: vec!["site (test)".into(), "rdma-dmabuf".into()],
+            ..NodeFindings::default()
+        };
+        assert_eq!(
+            fixable("d", Some(&site), std::slice::from_ref(cause))
+                .unwrap()
+                .command,
+            "gdrprov apply 'site (test)' rdma-dmabuf"
+        );
+        // Not a profile name (a report not from gdrprov): never in the command.
+        let forged = NodeFindings {
+            profiles: vec!["x; rm -rf /".into(), "../a".into()],
+            ..NodeFindings::default()
+        };
+        assert_eq!(
+            fixable("d", Some(&forged), std::slice::from_ref(cause))
+                .unwrap()
+                .command,
+            "gdrprov apply PROFILE"
+        );
         assert_eq!(
             fixable("d", None, std::slice::from_ref(cause))
                 .unwrap()

@@ -18,6 +18,7 @@
 //! before this sweep began.
 
 use crate::error::{Error, Result};
+use crate::grammar::{shown, NodeName};
 use crate::host::CommandSpec;
 use serde::Serialize;
 
@@ -200,6 +201,11 @@ pub fn parse_drained(text: &str, what: &str) -> Result<Vec<(String, String)>> {
         if seen.contains(node) {
             continue;
         }
+        NodeName::parse(node).map_err(|e| {
+            Error::Usage(format!(
+                "{what}: {e}; give the output of `sinfo -h -N -t drain,draining -o '%N|%E'`"
+            ))
+        })?;
         if out.len() == MAX_HOSTS {
             return Err(Error::Usage(format!(
                 "{what}: it names more than {MAX_HOSTS} nodes, more than any Slurm cluster; give the output of `sinfo -h -N -t drain,draining -o '%N|%E'` for the sweep's cluster"
@@ -220,11 +226,13 @@ const MAX_WIDTH: usize = 12;
 
 /// Expands a Slurm host list: `gpu[001-003,7],login1` is gpu001 gpu002
 /// gpu003 gpu7 login1 (zero padding kept from the range's start). At most
-/// [`MAX_HOSTS`] names, counted before any is made.
-pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
+/// [`MAX_HOSTS`] names, counted before any is made; each a [`NodeName`]
+/// (a newline, `;`, `$(...)` or a space in the list is refused here).
+pub fn expand_hostlist(list: &str) -> Result<Vec<NodeName>> {
     let bad = |why: &str| {
         Error::Usage(format!(
-            "host list `{list}`: {why}; write it as Slurm does, e.g. gpu[001-064,070],login1"
+            "host list \"{}\": {why}; write it as Slurm does, e.g. gpu[001-064,070],login1",
+            shown(list)
         ))
     };
     let mut out = Vec::new();
@@ -250,7 +258,9 @@ pub fn expand_hostlist(list: &str) -> Result<Vec<String>> {
     for item in items.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
         expand_item(item, &mut out).map_err(|w| bad(&w))?;
     }
-    Ok(out)
+    out.into_iter()
+        .map(|n| NodeName::parse(&n).map_err(|e| bad(&e.to_string())))
+        .collect()
 }
 
 fn too_many() -> String {

@@ -75,10 +75,10 @@ pub fn envelope(command: &str, root: &Path, body: impl Serialize) -> serde_json:
 
 /// Prints a JSON document in the envelope on standard output.
 pub fn print_json(command: &str, root: &Path, body: impl Serialize) {
-    println!(
-        "{}",
+    put(&format!(
+        "{}\n",
         serde_json::to_string_pretty(&envelope(command, root, body)).unwrap_or_default()
-    );
+    ));
 }
 
 /// The JSON of an error under `--format json`: the envelope with
@@ -211,16 +211,14 @@ impl Output {
     /// A plan/apply/rollback report, as text or JSON.
     pub fn report(&self, r: &Report) {
         match self.format {
-            Format::Json => println!("{}", report::json(r)),
-            Format::Text | Format::Prometheus | Format::Html => {
-                print!("{}", report::text(r, self.style()))
-            }
+            Format::Json => put(&format!("{}\n", report::json(r))),
+            Format::Text | Format::Prometheus | Format::Html => put(&report::text(r, self.style())),
         }
     }
 
     /// A plan shown as text before a question (whatever the format).
     pub fn report_text(&self, r: &Report) {
-        print!("{}", report::text(r, self.style()));
+        put(&report::text(r, self.style()));
     }
 
     /// A JSON document in the envelope (`--format json`), naming ROOT.
@@ -231,21 +229,31 @@ impl Output {
     /// Text for people, its suggested commands keeping the user's options
     /// (ROOT: the user's `--root`).
     pub fn text(&self, root: &Path, text: &str) {
-        print!("{}", escape(&keep_options(text, root, self.format)));
+        put(&escape(&keep_options(text, root, self.format)));
     }
 
     /// Text as given (a schema, YAML, metrics, completions), any terminal
     /// control in it escaped ([`escape`]: none in what gdrprov writes).
     pub fn raw(&self, text: &str) {
-        print!("{}", escape(text));
+        put(&escape(text));
+    }
+
+    /// Prometheus's text exposition format, exactly as made: its label
+    /// values are escaped as the format defines (`exposition::escape_label`:
+    /// `\\`, `\"`, `\n`; every other character raw UTF-8), so the
+    /// terminal escaper's `\r` or `\x1b`, invalid escapes there, which make
+    /// the collector reject the whole file, are never added.
+    pub fn exposition(&self, text: &str) {
+        put(text);
     }
 
     /// Bytes exactly as given on standard output (the manual page).
     pub fn bytes(&self, bytes: &[u8]) -> crate::error::Result<()> {
-        std::io::stdout()
-            .write_all(bytes)
-            .and_then(|()| std::io::stdout().flush())
-            .map_err(|e| crate::error::Error::io("write", "standard output", e))
+        put_bytes(bytes);
+        match stdout_finish() {
+            Some(e) => Err(crate::error::Error::Usage(e)),
+            None => Ok(()),
+        }
     }
 
     /// A line on standard error beside the output: `gdrprov: NOTE`.
@@ -261,7 +269,7 @@ impl Output {
 
     /// The JSON error object on stdout (`--format json`), naming ROOT.
     pub fn error_document(&self, command: &str, root: &Path, kind: &str, message: &str) {
-        println!("{}", error_json(command, root, kind, message));
+        put(&format!("{}\n", error_json(command, root, kind, message)));
     }
 
     /// An error: one line on stderr and, under JSON, the error object on
@@ -276,14 +284,94 @@ impl Output {
     }
 }
 
+/// The first failed write to standard output, when one failed.
+static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// The one door to standard output: everything above prints through it. A
+/// failed write (a full disk, `plan > /dev/full`) is kept, never a panic
+/// (as `print!` would), and nothing more is written after it;
+/// `commands::main` ends with [`stdout_finish`], which makes it an error
+/// (exit 1). A closed pipe still ends the process quietly (SIGPIPE, main.rs).
+fn put(s: &str) {
+    put_bytes(s.as_bytes());
+}
+
+fn put_bytes(b: &[u8]) {
+    if STDOUT_FAILED.get().is_some() {
+        return;
+    }
+    if let Err(e) = std::io::stdout().lock().write_all(b) {
+        let _ = STDOUT_FAILED.set(e.to_string());
+    }
+}
+
+/// Flushes standard output; the message of the first write that failed
+/// (this flush included), naming standard output and the fix.
+pub fn stdout_finish() -> Option<String> {
+    if STDOUT_FAILED.get().is_none() {
+        if let Err(e) = std::io::stdout().lock().flush() {
+            let _ = STDOUT_FAILED.set(e.to_string());
+        }
+    }
+    STDOUT_FAILED.get().map(|e| {
+        format!("could not write to standard output ({e}); send the output where it can be written (a file on a disk with room, a pipe)")
+    })
+}
+
 /// clap's own message (usage errors on stderr; `--help`, `--version` on stdout).
+/// A value refused by its parser: `invalid value "VALUE" for --OPTION: WHY`,
+/// the value shown escaped (`\n`, `\r`, `\u{1b}`).
+pub fn value_message(e: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let get = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => s.clone(),
+        _ => String::new(),
+    };
+    let why = std::error::Error::source(e)
+        .map(|s| s.to_string())
+        .unwrap_or_default();
+    format!(
+        "invalid value \"{}\" for {}: {why}",
+        crate::grammar::shown(&get(ContextKind::InvalidValue)),
+        get(ContextKind::InvalidArg)
+    )
+}
+
+/// A usage error's message is escaped like every other: clap quotes the
+/// refused value as given (a newline, CR or ESC in `--nodelist`).
 pub fn clap_message(e: &clap::Error) {
-    let _ = e.print();
+    if e.kind() == clap::error::ErrorKind::ValueValidation {
+        // A value refused by its parser (a name's grammar, a number's
+        // range): one line, as every other error, the value escaped.
+        error_line(&value_message(e));
+    } else if e.use_stderr() {
+        eprint!("{}", escape(&e.render().to_string()));
+    } else {
+        let _ = e.print();
+    }
 }
 
 /// `gdrprov: NOTE` on standard error (progress notes, recovered runs).
 pub fn note_line(note: &str) {
-    eprintln!("gdrprov: {}", escape(note));
+    eprintln!("{}", prefixed("gdrprov: ", note));
+}
+
+/// `text` escaped, its first line after `first` and every further line
+/// after `gdrprov:   `: a newline inside a value the message quotes (a
+/// file's name, a profile's) never begins a line of its own, and a list the
+/// message makes stays a list.
+fn prefixed(first: &str, text: &str) -> String {
+    let text = escape(text.trim_end_matches('\n'));
+    let mut out = String::new();
+    for (i, line) in text.split('\n').enumerate() {
+        if i > 0 {
+            out.push_str("\ngdrprov:   ");
+        } else {
+            out.push_str(first);
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// A line on standard error (a bench's notes), escaped.
@@ -294,7 +382,7 @@ pub fn stderr_line(line: &str) {
 /// `gdrprov: error: MESSAGE` on standard error, always one whole line,
 /// escaped ([`escape`]: an error may quote a file, a log or a peer).
 pub fn error_line(message: &str) {
-    eprintln!("gdrprov: error: {}", escape(message.trim_end_matches('\n')));
+    eprintln!("{}", prefixed("gdrprov: error: ", message));
 }
 
 /// A bar for long work on standard error (reading thousands of pair
@@ -322,12 +410,12 @@ pub fn stderr_is_terminal() -> bool {
 
 /// One JSON value on one line of standard output (the Ansible module's answer).
 pub fn json_line(v: &serde_json::Value) {
-    println!(
-        "{}",
+    put(&format!(
+        "{}\n",
         serde_json::to_string(v).unwrap_or_else(|_| {
             r#"{"failed": true, "msg": "gdrprov could not serialise its result"}"#.into()
         })
-    );
+    ));
 }
 
 impl Style {

@@ -3,7 +3,9 @@
 use super::builtin;
 use super::explain::{explain, key_position, short_message};
 use super::model::*;
+use super::sections::{check_modules, check_nccl, check_network, check_text, Check};
 use crate::error::{Error, Result};
+use crate::grammar::ProfileName;
 use std::path::{Path, PathBuf};
 
 /// Where a profile's text lives.
@@ -163,14 +165,12 @@ fn load_located(origin: Origin, within: Option<&Path>) -> Result<LoadedProfile> 
     let mut chain = Vec::new();
     let doc = load_origin(&origin, &mut chain, &mut Loaded::default(), within)?;
     let name = doc.name.clone().unwrap_or_else(|| default_name(&origin));
-    super::text::check_line("name", &name, super::text::MAX_NAME).map_err(|msg| {
-        Error::ProfileInvalid {
-            file: origin.label(),
-            msg: format!("{msg} (a profile without `name:` is named after its file)"),
-        }
+    let name = ProfileName::parse(&name).map_err(|e| Error::ProfileInvalid {
+        file: origin.label(),
+        msg: format!("name: {e} (a profile without `name:` is named after its file)"),
     })?;
     Ok(LoadedProfile {
-        name,
+        name: name.into_string(),
         source: origin.label(),
         builtin: matches!(origin, Origin::Builtin(_)),
         doc,
@@ -299,15 +299,30 @@ fn load_origin(
             ),
         });
     }
+    // A file reached through `extends:` was not named by the user: when it
+    // is not a profile, its content is never quoted (`extends: /etc/shadow`).
+    let unnamed = !chain.is_empty() && matches!(origin, Origin::File(_));
     chain.push(label.clone());
     let text = read_origin(origin)?;
-    let mut doc = parse(&text, &label)?;
+    let mut doc = parse(&text, &label).map_err(|e| match e {
+        Error::ProfileSyntax { file, line, col, .. } if unnamed => Error::ProfileSyntax {
+            msg: format!(
+                "not a profile (reached through `extends:`; its content is not shown): extend a profile file, or run `gdrprov profile validate {file}` to see what is wrong with it"
+            ),
+            file,
+            line,
+            col,
+        },
+        e => e,
+    })?;
     validate(&mut doc, origin)?;
     if let Some(root) = within {
         templates_within(&doc, root, &label)?;
     }
     let doc = super::when::split(doc, &label)?;
     let mut merged = ProfileDoc::default();
+    // Each parent's name and where it came from: two of one name refused.
+    let mut parents: Vec<(String, String)> = Vec::new();
     for parent in doc.extends.clone() {
         // A file never extends itself: `rdma-dmabuf.yaml` extending
         // `rdma-dmabuf` (a site copy of a built-in, kept where `recheck`
@@ -347,6 +362,20 @@ fn load_origin(
             }
         })?;
         let parent_doc = load_origin(&parent_origin, chain, loaded, within)?;
+        let pname = parent_doc
+            .name
+            .clone()
+            .unwrap_or_else(|| default_name(&parent_origin));
+        let plabel = parent_origin.label();
+        if let Some((_, other)) = parents.iter().find(|(n, l)| *n == pname && *l != plabel) {
+            return Err(Error::ProfileInvalid {
+                file: label.clone(),
+                msg: format!(
+                    "extends: two profiles are named `{pname}`: {other} and {plabel}; extend one of them, or give the file its own `name:`"
+                ),
+            });
+        }
+        parents.push((pname, plabel));
         merged = super::merge::extend(merged, parent_doc);
     }
     chain.pop();
@@ -375,59 +404,6 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
             return Err(invalid(format!(
                 "verify.min-line-rate-fraction: {fr} is not between 0 and 1"
             )));
-        }
-    }
-    Ok(())
-}
-
-type Check = std::result::Result<(), String>;
-
-/// `name:` and `description:`: one line each, of a stated length (a folded
-/// YAML block's final newline is dropped).
-fn check_text(doc: &mut ProfileDoc) -> Check {
-    use super::text::{check_line, MAX_DESCRIPTION, MAX_NAME};
-    if let Some(n) = &doc.name {
-        check_line("name", n, MAX_NAME)?;
-    }
-    if let Some(d) = &mut doc.description {
-        d.truncate(d.trim_end_matches('\n').len());
-        check_line("description", d, MAX_DESCRIPTION).map_err(|e| {
-            format!("{e} (a folded block, `description: >-`, makes one line of several)")
-        })?;
-    }
-    Ok(())
-}
-
-/// `modules:` and `services:`: names and options.
-fn check_modules(doc: &ProfileDoc) -> Check {
-    for (key, list) in [
-        ("modules.present", &doc.modules.present),
-        ("modules.absent", &doc.modules.absent),
-    ] {
-        for m in list {
-            check_module_name(m).map_err(|why| format!("{key}: {why}"))?;
-        }
-    }
-    for m in &doc.modules.allow_blocking {
-        check_module_name(m).map_err(|why| format!("modules.allow-blocking: {why}"))?;
-    }
-    for (m, opts) in &doc.modules.options {
-        check_module_name(m).map_err(|why| format!("modules.options: {why}"))?;
-        if opts.chars().any(|c| c.is_control() || c == '#') {
-            return Err(format!(
-                "modules.options.{m}: the value contains a newline, control character or `#`; write `key=value` pairs separated by spaces"
-            ));
-        }
-    }
-    for s in &doc.services.disabled {
-        if s.is_empty()
-            || !s
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
-        {
-            return Err(format!(
-                "services.disabled: `{s}` is not a systemd unit name (letters, digits, `-_.@`)"
-            ));
         }
     }
     Ok(())
@@ -491,86 +467,6 @@ fn check_files(doc: &mut ProfileDoc, origin: &Origin) -> Check {
     Ok(())
 }
 
-/// `nccl:`: keys and single-line values NCCL reads as written.
-fn check_nccl(doc: &ProfileDoc) -> Check {
-    for (k, v) in &doc.nccl {
-        // NCCL sets every line of nccl.conf in its environment before it
-        // loads its net plugin: libfabric's FI_ settings work there too.
-        if !(k.starts_with("NCCL_") || k.starts_with("FI_"))
-            || !k
-                .chars()
-                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-        {
-            return Err(format!(
-                "nccl: `{k}` is not an NCCL setting (NCCL_ or libfabric's FI_ followed by capitals, digits or `_`)"
-            ));
-        }
-        if let Some(s) = v.as_str() {
-            super::text::check_line(&format!("nccl.{k}"), s, super::text::MAX_VALUE)?;
-        }
-        let ok = matches!(
-            v,
-            serde_json::Value::String(_)
-                | serde_json::Value::Number(_)
-                | serde_json::Value::Bool(_)
-        );
-        if !ok {
-            return Err(format!("nccl.{k}: give a single-line string or a number"));
-        }
-        // nccl.conf has no trailing comments: NCCL skips a line that starts
-        // with `#` and takes everything after `=` literally, so a note
-        // written after the value becomes part of it.
-        if let Some(s) = v.as_str().filter(|s| s.contains('#')) {
-            let before = s.split('#').next().unwrap_or("").trim_end();
-            return Err(format!(
-                "nccl.{k}: the value `{s}` contains `#`; /etc/nccl.conf has no comments after a value, so NCCL would take all of it, `#` included, as the value. Write `{before}` and put the note in a YAML comment on its own line"
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// `network.mtu:`: one match per device entry, valid patterns.
-fn check_network(doc: &ProfileDoc) -> Check {
-    if let Some(m) = &doc.network.mtu {
-        if m.devices.is_empty() {
-            return Err(
-                "network.mtu.devices: name at least one match, e.g. `{ rdma: \"erdma_*\" }`".into(),
-            );
-        }
-        for (i, d) in m.devices.iter().enumerate() {
-            let set: Vec<&String> = [&d.rdma, &d.driver, &d.name]
-                .into_iter()
-                .flatten()
-                .collect();
-            if set.len() != 1 {
-                return Err(format!(
-                    "network.mtu.devices[{i}]: give exactly one of `rdma`, `driver` or `name` ({} given)",
-                    set.len()
-                ));
-            }
-            let v = set[0];
-            if v.is_empty()
-                || v.len() > 64
-                || !v
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.:*?@".contains(c))
-            {
-                return Err(format!(
-                    "network.mtu.devices[{i}]: `{v}` is not a device name or pattern (letters, digits, `-_.:@`, wildcards `*` `?`)"
-                ));
-            }
-            if let Err(e) = gdrprov_boot::wildcard::Wildcard::new(v) {
-                return Err(format!(
-                    "network.mtu.devices[{i}]: `{v}` is not a valid pattern ({}); use `*` and `?` as wildcards",
-                    e.kind()
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// A built-in template name stays a name; anything else must be a file next
 /// to the profile and becomes its absolute path.
 fn resolve_template(t: &str, origin: &Origin) -> std::result::Result<String, String> {
@@ -606,18 +502,4 @@ pub fn parse_mode(mode: &str) -> std::result::Result<u32, String> {
         Ok(m) if m <= 0o7777 && !digits.is_empty() => Ok(m),
         _ => Err(format!("`{mode}` is not an octal file mode like \"0644\"")),
     }
-}
-
-fn check_module_name(m: &str) -> std::result::Result<(), String> {
-    if m.is_empty()
-        || m.len() > 56
-        || !m
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err(format!(
-            "`{m}` is not a kernel module name (letters, digits, `_` or `-`, at most 56)"
-        ));
-    }
-    Ok(())
 }

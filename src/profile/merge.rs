@@ -153,6 +153,7 @@ pub struct Composed {
 }
 
 pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
+    one_profile_per_name(profiles)?;
     let mut c = Composer::default();
     for p in profiles {
         let src = format!("{} ({})", p.name, p.source);
@@ -164,6 +165,25 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
         doc: c.doc,
         entries: c.entries.into_iter().map(|(e, b, _)| (e, b)).collect(),
     })
+}
+
+/// Two profiles of one name are refused: a file named like a built-in (or
+/// like another file) would be merged with it under one name in
+/// `state.json`, the generated files' headers and `recheck`. The same
+/// profile given twice is one profile.
+fn one_profile_per_name(profiles: &[LoadedProfile]) -> Result<()> {
+    for (i, p) in profiles.iter().enumerate() {
+        if let Some(q) = profiles[..i]
+            .iter()
+            .find(|q| q.name == p.name && q.source != p.source)
+        {
+            return Err(Error::Usage(format!(
+                "two profiles are named `{}`: {} and {}; give one of them, or a file its own `name:`",
+                p.name, q.source, p.source
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The composition so far, and who set what (for conflict messages).

@@ -8,6 +8,7 @@ pub mod guard;
 pub mod load;
 pub mod merge;
 pub mod model;
+mod sections;
 pub mod text;
 pub mod when;
 

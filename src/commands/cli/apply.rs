@@ -68,7 +68,7 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct RollbackArgs {
     /// Undo this generation and every later one (default: the latest apply in effect).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub generation: Option<u64>,
     #[command(flatten)]
     pub yes: YesArg,

@@ -3,10 +3,12 @@
 //! two groups, [`EndArgs`] (this end's device and memory) and [`RunArgs`]
 //! (what runs and when it passes), written once.
 
+use super::bench_node::gpu_index;
 use crate::bench::memory::MemoryKind;
 use crate::bench::pair::protocol::Op;
 use crate::bench::pair::DEFAULT_PORT;
 use crate::bench::parse::parse_size;
+use crate::grammar;
 use crate::names;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
@@ -53,13 +55,13 @@ impl BenchCommand {
 pub struct EndArgs {
     /// RDMA device and port of this end, the sending one in a loopback (default: the first
     /// ACTIVE port).
-    #[arg(long, value_name = "DEV[:PORT]")]
+    #[arg(long, value_name = "DEV[:PORT]", value_parser = crate::grammar::rail_port)]
     pub device: Option<String>,
     /// Where this end's buffers live (default: cuda-dmabuf when a GPU is present, else host).
     #[arg(long, value_enum)]
     pub memory: Option<MemoryKind>,
     /// CUDA device index for GPU memory.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = gpu_index())]
     pub gpu: u32,
 }
 
@@ -70,26 +72,26 @@ pub struct RunArgs {
     #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size)]
     pub size: Vec<u64>,
     /// Seconds per message size [default: 5, or 1 with loopback --sweep].
-    #[arg(long, value_name = "SECS", conflicts_with = "iters")]
+    #[arg(long, value_name = "SECS", conflicts_with = "iters", value_parser = grammar::seconds)]
     pub duration: Option<f64>,
     /// Iterations (transfers per QP) per message size, instead of a duration.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     pub iters: Option<u64>,
     /// Number of QP pairs.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub qps: u32,
     /// Outstanding transfers per QP (capped so that at most 32 MiB are in flight per QP).
-    #[arg(long, default_value_t = 128, value_name = "N")]
+    #[arg(long, default_value_t = 128, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=8192))]
     pub tx_depth: u32,
     /// GID index on RoCE (default: the RoCE v2 IPv4 GID).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=255))]
     pub gid_index: Option<u32>,
     /// Pass when the average reaches this fraction of line rate (the slower port's in a pair)
     /// [default: 0.90 GPU memory, 0.95 host].
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", value_parser = grammar::fraction_above_zero)]
     pub min_fraction: Option<f64>,
     /// Pass when the average reaches this many Gb/s (also on software RDMA devices).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = grammar::rate)]
     pub min_gbps: Option<f64>,
 }
 
@@ -99,7 +101,7 @@ pub struct LoopbackArgs {
     #[command(flatten)]
     pub end: EndArgs,
     /// RDMA device and port that receives (default: the sending port itself).
-    #[arg(long, value_name = "DEV[:PORT]")]
+    #[arg(long, value_name = "DEV[:PORT]", value_parser = crate::grammar::rail_port)]
     pub to: Option<String>,
     /// Every power of two from 4 KiB to 8 MiB.
     #[arg(long, conflicts_with = "size")]
@@ -115,7 +117,7 @@ pub struct LoopbackArgs {
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
     /// RDMA device (default: every device).
-    #[arg(long, value_name = "DEV")]
+    #[arg(long, value_name = "DEV", value_parser = crate::grammar::rail)]
     pub device: Option<String>,
 }
 
@@ -123,19 +125,19 @@ pub struct ProbeArgs {
 #[derive(Debug, Clone, Args)]
 pub struct CopyArgs {
     /// CUDA device index(es) (default: every GPU).
-    #[arg(long, value_name = "N", value_delimiter = ',')]
+    #[arg(long, value_name = "N", value_delimiter = ',', value_parser = gpu_index())]
     pub gpu: Vec<u32>,
     /// Bytes per copy; K/M/G suffixes [default: 256MiB].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     pub size: Option<u64>,
     /// Timed runs per direction; the best counts.
-    #[arg(long, default_value_t = crate::bench::copy::DEFAULT_RUNS, value_name = "N")]
+    #[arg(long, default_value_t = crate::bench::copy::DEFAULT_RUNS, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub runs: u32,
     /// Pass at this fraction of the link's raw rate [default: Azure's floor for the GPU, else 0.75].
-    #[arg(long, value_name = "FRACTION")]
+    #[arg(long, value_name = "FRACTION", value_parser = grammar::fraction_above_zero)]
     pub min_fraction: Option<f64>,
     /// Pass at this many GB/s each way.
-    #[arg(long, value_name = "GBS")]
+    #[arg(long, value_name = "GBS", value_parser = grammar::rate)]
     pub min_gbs: Option<f64>,
     /// Allocate and drive each GPU's host buffer wherever the scheduler puts the thread, not
     /// from the CPUs of the GPU's NUMA node (to compare; the report says which was used).
@@ -151,6 +153,7 @@ pub struct PairArgs {
     /// The listener to connect to: HOST or HOST:PORT (on the other host: `gdrprov bench pair --listen`).
     #[arg(
         value_name = "PEER",
+        value_parser = grammar::peer,
         required_unless_present = "listen",
         conflicts_with = "listen"
     )]
@@ -165,7 +168,7 @@ pub struct PairArgs {
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
     /// Hard time limit in seconds for the whole session (accept, set-up, run); the handshake has its own deadline of 10 s on both ends.
-    #[arg(long, default_value_t = 300, value_name = "SECS")]
+    #[arg(long, default_value_t = 300, value_name = "SECS", value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub timeout: u64,
     #[command(flatten)]
     pub end: EndArgs,
@@ -175,7 +178,7 @@ pub struct PairArgs {
     #[command(flatten)]
     pub run: RunArgs,
     /// Checked transfers per size after the timed run (client), each with a fresh pattern.
-    #[arg(long, default_value_t = 4, value_name = "N")]
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub check_iters: u32,
     /// Also write Prometheus metrics to FILE atomically (node-exporter's textfile collector).
     #[arg(long, value_name = "FILE")]

@@ -1,9 +1,22 @@
 //! `gdrprov fleet ...`: the pair sweep across a fleet (docs/fleets.md).
 
+use crate::grammar::{self, RailName};
 use crate::names;
 use clap::{Args, Subcommand, ValueEnum};
 use serde::Serialize;
 use std::path::PathBuf;
+
+/// The highest round a sweep plans or reads (`round-R`).
+pub const MAX_ROUND: i64 = 10_000;
+/// The most partners a node is asked to meet, or a verdict to need.
+const MAX_PARTNERS: u64 = 1024;
+/// The most nodes a sweep takes (Slurm's host lists are bounded the same).
+const MAX_HOSTS: u64 = crate::fleet::slurm::MAX_HOSTS as u64;
+
+/// A count from `lo` to `hi` (a `usize` option), refused past them.
+fn count(lo: u64, hi: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(lo..=hi)
+}
 
 /// `gdrprov fleet ...`
 #[derive(Debug, Args)]
@@ -57,18 +70,18 @@ pub struct PlanArgs {
     pub hosts: HostsArgs,
     /// The rails (RDMA devices) each pair runs, comma-separated; none: the runner's choice (all).
     #[arg(long, value_name = "DEV,...", value_delimiter = ',')]
-    pub rails: Vec<String>,
+    pub rails: Vec<RailName>,
     /// How the rounds are chosen.
     #[arg(long, value_enum, default_value_t = Mode::Quick)]
     pub mode: Mode,
     /// Different partners each node meets in the quick rounds.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = count(1, MAX_PARTNERS))]
     pub partners: usize,
     /// The results so far (directories of pair JSON): plan the next retest round.
     #[arg(long, value_name = "DIR")]
     pub retest: Vec<PathBuf>,
     /// No retest round past this many rounds.
-    #[arg(long, default_value_t = 6, value_name = "N")]
+    #[arg(long, default_value_t = 6, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=MAX_ROUND))]
     pub max_rounds: u32,
     /// The suspects to retest come from the report's classification: give the same thresholds.
     #[command(flatten)]
@@ -97,10 +110,10 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub probation: Option<PathBuf>,
     /// Drain at most N nodes (default: --drain-percent of the nodes, at least one).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = count(0, MAX_HOSTS))]
     pub max_drain: Option<usize>,
     /// Drain at most this share of the nodes (unless --max-drain says otherwise).
-    #[arg(long, default_value_t = 10.0, value_name = "PERCENT")]
+    #[arg(long, default_value_t = 10.0, value_name = "PERCENT", value_parser = grammar::percent)]
     pub drain_percent: f64,
     /// Write the scontrol command lines (drain, resume) to FILE, for `sh FILE`.
     #[arg(long, value_name = "FILE")]
@@ -115,17 +128,17 @@ pub struct ReportArgs {
 #[derive(Debug, Args)]
 pub struct ThresholdArgs {
     /// A pair is low below this fraction of its rail's median (ClusterKit's 0.93).
-    #[arg(long, default_value_t = 0.93, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.93, value_name = "FRACTION", value_parser = grammar::fraction)]
     pub relative: f64,
     /// A rail whose median is below this fraction of line rate is a fleet-wide problem.
-    #[arg(long, default_value_t = 0.90, value_name = "FRACTION")]
+    #[arg(long, default_value_t = 0.90, value_name = "FRACTION", value_parser = grammar::fraction)]
     pub floor: f64,
     /// Different partners, fine elsewhere, that a bad verdict needs.
-    #[arg(long, default_value_t = 2, value_name = "N")]
+    #[arg(long, default_value_t = 2, value_name = "N", value_parser = count(1, MAX_PARTNERS))]
     pub min_partners: usize,
     /// Also low below this many Gb/s, whatever the median (an absolute cut: for a fleet of a
     /// few nodes, where a bad node is in most pairs, and for ports with no real line rate).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = grammar::rate)]
     pub min_gbps: Option<f64>,
 }
 

@@ -41,13 +41,13 @@ pub struct VerifyArgs {
     #[arg(long)]
     pub no_loopback: bool,
     /// RDMA device for the loopback (default: the first ACTIVE port).
-    #[arg(long, value_name = "DEV")]
+    #[arg(long, value_name = "DEV", value_parser = crate::grammar::rail_port)]
     pub device: Option<String>,
     /// Seconds the loopback runs (default 3).
-    #[arg(long, value_name = "SECS")]
+    #[arg(long, value_name = "SECS", value_parser = crate::grammar::seconds)]
     pub duration: Option<f64>,
     /// Loopback floor in Gb/s instead of the line-rate fraction (software RDMA devices).
-    #[arg(long, value_name = "GBPS")]
+    #[arg(long, value_name = "GBPS", value_parser = crate::grammar::rate)]
     pub min_gbps: Option<f64>,
     #[command(flatten)]
     pub cpu: CpuVendorArg,
@@ -63,7 +63,7 @@ pub struct VerifyArgs {
     pub textfile: Option<PathBuf>,
     /// Add the two-host check: `bench pair` from this host (client) to a listener on HOST
     /// (`gdrprov bench pair --listen` there), WRITE into its memory, data check and line rate.
-    #[arg(long, value_name = "HOST[:PORT]")]
+    #[arg(long, value_name = "HOST[:PORT]", value_parser = crate::grammar::peer)]
     pub peer: Option<String>,
     /// The pair's shared secret [default: $GDRPROV_PAIR_TOKEN].
     #[arg(long, value_name = "FILE", requires = "peer")]

@@ -14,4 +14,5 @@ mod cwd;
 mod documents;
 mod journal;
 mod links;
+mod names;
 mod peer;
