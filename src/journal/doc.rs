@@ -78,7 +78,7 @@ pub fn parse<T: DeserializeOwned>(text: &str) -> Result<Parsed<T>, Refusal> {
                 let field = e.path().to_string();
                 let why = e.inner().to_string();
                 match unknown_field(&why).filter(|_| newer_minor) {
-                    Some(name) if remove_at(&mut value, &field, &name) => {}
+                    Some(name) if remove_at(&mut value, e.path(), &name) => {}
                     _ => return Err(Refusal::new(shown_field(&field), why)),
                 }
             }
@@ -131,45 +131,30 @@ fn shown_field(path: &str) -> String {
 }
 
 /// Removes the field `name` of the object at `path` (serde_path_to_error's
-/// `a.b[2].c`, `.` for the top); true when it was there.
-fn remove_at(value: &mut Value, path: &str, name: &str) -> bool {
-    // serde_path_to_error's path ends with the unknown field's own name.
-    let path = match path.strip_suffix(name) {
-        Some(p) => p.strip_suffix('.').unwrap_or(p),
-        None => path,
+/// segments, walked one by one: a map key may hold dots, as a file's path
+/// does); true when it was there.
+fn remove_at(value: &mut Value, path: &serde_path_to_error::Path, name: &str) -> bool {
+    use serde_path_to_error::Segment;
+    let segs: Vec<&Segment> = path.iter().collect();
+    // The path ends with the unknown field's own name.
+    let segs = match segs.split_last() {
+        Some((Segment::Map { key }, rest)) if key == name => rest,
+        _ => &segs[..],
     };
     let mut at = value;
-    if path != "." && !path.is_empty() {
-        for part in path.split('.') {
-            let (key, indices) = match part.split_once('[') {
-                Some((k, rest)) => (k, Some(rest)),
-                None => (part, None),
-            };
-            if !key.is_empty() {
-                let Some(next) = at.get_mut(key) else {
-                    return false;
-                };
-                at = next;
-            }
-            for i in indices.into_iter().flat_map(|r| r.split('[')) {
-                let Some(next) = i
-                    .trim_end_matches(']')
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| at.get_mut(i))
-                else {
-                    return false;
-                };
-                at = next;
-            }
-        }
+    for seg in segs {
+        let next = match seg {
+            Segment::Seq { index } => at.get_mut(*index),
+            Segment::Map { key } => at.get_mut(key.as_str()),
+            Segment::Enum { variant } => at.get_mut(variant.as_str()),
+            Segment::Unknown => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        at = next;
     }
-    if let Some(obj) = at.as_object_mut() {
-        if obj.remove(name).is_some() {
-            return true;
-        }
-    }
-    false
+    at.as_object_mut().is_some_and(|o| o.remove(name).is_some())
 }
 
 #[cfg(test)]
@@ -237,6 +222,28 @@ mod tests {
             assert_eq!(e.field, field, "{text}: {e:?}");
             assert!(e.why.contains(why), "{text}: {e:?}");
         }
+    }
+
+    #[test]
+    fn a_newer_minor_field_under_a_file_path_key_is_passed_over() {
+        // A map key with dots (a file's path) is one segment, never split.
+        let text = r#"{"format_version": "1.1", "generation": 1, "profiles": [],
+            "files": {"/etc/nccl.conf": {"original": null, "newfield": 1},
+                      "/etc/a.b/c.d": {"original": "generations/1/0.before", "x.y": {"z": 2}}},
+            "newtop": 3}"#;
+        let st = parse::<crate::journal::State>(text).unwrap().doc;
+        assert_eq!(st.files.len(), 2);
+        assert_eq!(
+            st.files["/etc/a.b/c.d"].original.as_deref(),
+            Some("generations/1/0.before")
+        );
+        // The same at this version: refused, naming the field.
+        let now = text.replace("1.1", "1.0");
+        let e = parse::<crate::journal::State>(&now).err().unwrap();
+        assert!(
+            e.why.contains("newfield") || e.why.contains("newtop") || e.why.contains("x.y"),
+            "{e:?}"
+        );
     }
 
     #[test]
