@@ -218,7 +218,8 @@ pub struct Conn {
     /// was), afterwards only as [`said`] bounds it.
     pub authenticated: bool,
     /// While the handshake runs: its own deadline's length (see
-    /// [`Conn::handshake`]), so that running out names it, not `--timeout`.
+    /// [`Conn::handshake`]), when that deadline comes before the session's,
+    /// so that running out names the one that ran out.
     handshake: Option<Duration>,
 }
 
@@ -245,8 +246,11 @@ impl Conn {
         f: impl FnOnce(&mut Conn) -> Result<T, PairError>,
     ) -> Result<T, PairError> {
         let session = self.deadline;
-        self.deadline = session.min(Instant::now() + limit);
-        self.handshake = Some(limit);
+        let own = Instant::now() + limit;
+        self.deadline = session.min(own);
+        // The session's deadline may come first: a listener that waited in
+        // accept for most of `--timeout` has less left than `limit`.
+        self.handshake = (own <= session).then_some(limit);
         let out = f(self);
         self.deadline = session;
         self.handshake = None;
@@ -270,8 +274,8 @@ impl Conn {
     }
 
     pub fn timed_out(&self) -> PairError {
-        // The session's own limit may come first (a `--timeout` shorter than the handshake's).
-        if let Some(limit) = self.handshake.filter(|l| *l <= self.limit) {
+        // The handshake's deadline, when it came before the session's.
+        if let Some(limit) = self.handshake {
             return PairError::HandshakeTimedOut {
                 secs: limit.as_secs(),
                 peer: self.peer.clone(),

@@ -679,3 +679,26 @@ fn a_silent_peer_is_dropped_at_the_handshake_deadline_on_both_ends() {
         );
     }
 }
+
+/// A listener that waited in accept for most of `--timeout` has less of the
+/// session left than the handshake's 10 s: running out then names
+/// `--timeout`, the deadline that ran out, not the handshake's.
+#[test]
+fn the_session_deadline_running_out_in_the_handshake_names_timeout() {
+    let limit = Duration::from_secs(300);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let _silent = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    let mut lc = Conn::new(
+        s,
+        "client".into(),
+        Instant::now() + Duration::from_secs(1),
+        limit,
+    );
+    let e = listener_handshake(&mut lc, &secret(S)).unwrap_err();
+    assert!(matches!(e, PairError::TimedOut { secs: 300, .. }), "{e}");
+    assert!(
+        !e.to_string().contains("within its deadline of 10 s"),
+        "{e}"
+    );
+}
