@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 pub mod doc;
 mod rules;
-pub use rules::{check_created_dirs, created_dir_problem, mode_problem, restore_meta};
+pub use rules::{created_dir_problem, mode_problem, restore_meta, restore_notes};
 
 pub const DIR: &str = "/var/lib/gdrprov";
 const STAGING_SUFFIX: &str = ".new";

@@ -355,9 +355,14 @@ fn prepare_step(
     Ok(step)
 }
 
-/// A file whose mode a rollback would refuse to put back (setuid, setgid,
+/// A file whose mode a rollback would not put back whole (setuid, setgid,
 /// sticky or world-writable: `journal::mode_problem`) is not edited at all.
+/// FAT (an ESP) is not such a file: its modes come from the mount options
+/// (0777 with umask=000) and no write sets or restores one there.
 fn refuse_unrestorable_mode(host: &Host, path: &str, meta: Option<host::FileMeta>) -> Result<()> {
+    if host.on_fat(path) {
+        return Ok(());
+    }
     let Some(why) = meta.and_then(|m| journal::mode_problem(m.mode)) else {
         return Ok(());
     };

@@ -210,8 +210,9 @@ pub struct Undone {
 /// a diff. Reads the backups (checksums checked); writes nothing.
 pub fn recovery_plan(host: &Host, store: &StateStore, gens: &[Generation]) -> Result<Plan> {
     let mut changes: Vec<Change> = Vec::new();
+    let mut notes = Vec::new();
     for g in gens.iter().rev() {
-        journal::check_created_dirs(host, g)?;
+        notes.extend(journal::restore_notes(host, g));
         for (i, step) in g.steps.iter().enumerate().rev() {
             let Some(path) = &step.path else { continue };
             journal_path(path)?;
@@ -254,6 +255,7 @@ pub fn recovery_plan(host: &Host, store: &StateStore, gens: &[Generation]) -> Re
     });
     Ok(Plan {
         changes,
+        warnings: notes,
         ..Plan::default()
     })
 }
@@ -283,6 +285,8 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
         }
         leftovers.sort();
         leftovers.dedup();
+        // Said before the revert: what it leaves as it is.
+        let kept = journal::restore_notes(host, &g);
         let r = match revert(host, store, &mut g) {
             Ok(r) => r,
             Err(e) => {
@@ -317,6 +321,7 @@ pub fn undo_unfinished(host: &Host, store: &StateStore) -> Result<Vec<Undone>> {
                 leftovers.join(", ")
             ));
         }
+        notes.extend(kept);
         done.push(Undone {
             generation: g,
             notes,

@@ -20,7 +20,6 @@ pub(super) struct Reverted {
 /// first, puts back every file a generation's steps touched, newest first, then re-runs the
 /// regeneration commands it had started. Marks it reverted.
 pub(super) fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Result<Reverted> {
-    journal::check_created_dirs(host, g)?;
     let mut out = undo_commands(host, &g.steps);
     // The boot switch last (issue 37): the boot files a rebuild holds (loader
     // entries) are put back after the regeneration, the rest before it.

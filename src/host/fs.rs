@@ -173,6 +173,16 @@ impl Host {
         names
     }
 
+    /// Whether `path` (or, when it is absent, nothing) lies on FAT, an EFI
+    /// system partition: its mount options give every file the same mode
+    /// and owner (0777 with umask=000), and the write door sets none there.
+    pub fn on_fat(&self, path: &str) -> bool {
+        self.resolve(path).is_ok_and(|r| {
+            nix::sys::statfs::statfs(&r.real)
+                .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::MSDOS_SUPER_MAGIC)
+        })
+    }
+
     pub fn meta(&self, path: &str) -> Result<Option<FileMeta>> {
         let r = self.resolve(path)?;
         match std::fs::metadata(&r.real) {

@@ -3,13 +3,16 @@
 //! root. Every generation read ([`super::StateStore::load_generation`]:
 //! rollback, recover, a failed run's revert, `journal check`, `history`)
 //! passes [`record_problem`]: each step's path plain and never gdrprov's own
-//! state, its recorded mode without setuid, setgid, sticky or world-write
-//! bits, its `created_dirs` only the missing parents of its own path, and
-//! (in a versioned journal) its `meta_sum`, the checksum over all of these.
-//! What needs the root itself is checked where a file is put back
-//! ([`restore_meta`]: the owner the file had when apply first read it) or a
-//! directory removed ([`created_dir_problem`]: one gdrprov made, never a
-//! user's). `before_meta` is private to the journal: no other reader exists.
+//! state, its backups its generation's own `I.before`/`I.after`, its
+//! recorded mode a mode, its `created_dirs` only the missing parents of its
+//! own path, and (in a versioned journal) its `meta_sum`, a plain SHA-256
+//! over these that catches damage, not an edit (whoever writes the journal
+//! can recompute it: these rules are the guard). What needs the root itself
+//! is checked where a file is put back ([`restore_meta`]: the owner the file
+//! had when apply first read it; set-id, sticky and world-write bits never
+//! put back) or a directory removed ([`created_dir_problem`]: one gdrprov
+//! made, never a user's: left in place, said by [`restore_notes`]).
+//! `before_meta` is private to the journal: no other reader exists.
 
 use super::{Generation, State, Step, DIR};
 use crate::host::{FileMeta, Host};
@@ -81,6 +84,9 @@ fn meta_sum(s: &Step) -> String {
     super::Sum::of(covered.to_string().as_bytes()).sha256
 }
 
+/// [`FORBIDDEN_BITS`] together.
+const FORBIDDEN_MASK: u32 = 0o7002;
+
 /// Why a mode may not be put on a file; `None` when it may.
 pub fn mode_problem(mode: u32) -> Option<String> {
     if mode > 0o7777 {
@@ -107,7 +113,7 @@ pub fn path_problem(path: &str) -> Option<String> {
 /// step touching a file carries its `meta_sum`.
 pub fn record_problem(g: &Generation, versioned: bool) -> Option<(String, String)> {
     for (i, s) in g.steps.iter().enumerate() {
-        if let Some(p) = step_problem(s, versioned) {
+        if let Some(p) = step_problem(g.generation, i, s, versioned) {
             return Some((format!("steps[{i}].{}", p.0), p.1));
         }
     }
@@ -130,13 +136,23 @@ pub fn state_problem(st: &State) -> Option<(String, String)> {
         .find_map(|p| path_problem(p).map(|why| (format!("files.{p:?}"), why)))
 }
 
-fn step_problem(s: &Step, versioned: bool) -> Option<(String, String)> {
+fn step_problem(n: u64, i: usize, s: &Step, versioned: bool) -> Option<(String, String)> {
+    if let Some(p) = backup_problem(n, i, s) {
+        return Some(p);
+    }
     let path = s.path.as_deref()?;
     if let Some(why) = path_problem(path) {
         return Some(("path".into(), why));
     }
-    if let Some(why) = s.before_meta.and_then(|m| mode_problem(m.mode)) {
-        return Some(("before_meta.mode".into(), why));
+    // Only a mode that is none is refused here: set-id, sticky and
+    // world-write bits are a file's own (a 0666 nccl.conf, any file of an
+    // ESP mounted umask=000) in a journal an older release wrote, so they
+    // are dealt with where the file is put back ([`restore_meta`]).
+    if let Some(m) = s.before_meta.filter(|m| m.mode > 0o7777) {
+        return Some((
+            "before_meta.mode".into(),
+            format!("{:o} is not a file mode (at most 7777)", m.mode),
+        ));
     }
     if let Some(why) = dirs_problem(path, &s.created_dirs, s.after.is_some()) {
         return Some(("created_dirs".into(), why));
@@ -153,6 +169,30 @@ fn step_problem(s: &Step, versioned: bool) -> Option<(String, String)> {
         )),
         _ => None,
     }
+}
+
+/// A step's backups are its generation's own `{i}.before` and `{i}.after`,
+/// the names every gdrprov release writes: a name elsewhere (another
+/// generation's, one that climbs out) has no checksum in this journal and
+/// would be restored unchecked, so it is refused.
+fn backup_problem(n: u64, i: usize, s: &Step) -> Option<(String, String)> {
+    let dir = super::generation_dir(n);
+    for (field, name, kind) in [
+        ("before", &s.before, "before"),
+        ("after", &s.after, "after"),
+    ] {
+        let want = format!("{dir}/{i}.{kind}");
+        match name.as_deref() {
+            Some(v) if v != want || s.path.is_none() => {
+                return Some((
+                    field.into(),
+                    format!("{v:?} is not this step's backup ({want:?}, the only name gdrprov writes there)"),
+                ))
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `created_dirs` must be the parents of `path` that a write created,
@@ -207,9 +247,21 @@ pub fn restore_meta(
             if field == "mode" { "" } else { ", or chown the file back if it was changed since" }
         ))
     };
-    if let Some(why) = mode_problem(meta.mode) {
-        return Err(refuse("mode", why));
+    if meta.mode > 0o7777 {
+        return Err(refuse(
+            "mode",
+            format!("{:o} is not a file mode", meta.mode),
+        ));
     }
+    // Set-id, sticky and world-write bits are never put back: the file is
+    // restored without them ([`restore_notes`] says so). Safer than
+    // refusing the file: a rollback stopped there would leave gdrprov's
+    // content in place for good, while a mode without those bits grants
+    // less than either the old or the new file did.
+    let meta = FileMeta {
+        mode: meta.mode & !FORBIDDEN_MASK,
+        ..meta
+    };
     let now = host.meta(path)?;
     let owners: Vec<(u32, u32)> = match now {
         Some(m) => vec![(m.uid, m.gid)],
@@ -218,8 +270,11 @@ pub fn restore_meta(
                 .parent()
                 .map(|p| p.display().to_string());
             let dir = parent.and_then(|p| host.meta(&p).ok().flatten());
-            let mut v = vec![(0, 0)];
-            v.extend(dir.map(|d| (d.uid, d.gid)));
+            // A removed file gets back root's owner or its directory's,
+            // with whatever group it had (root:gpuadm 0640): a group
+            // gives no set-id power, the setgid bit is refused above.
+            let mut v = vec![(0, meta.gid)];
+            v.extend(dir.map(|d| (d.uid, meta.gid)));
             v
         }
     };
@@ -272,18 +327,64 @@ pub fn created_dir_problem(host: &Host, d: &str) -> Option<String> {
     })
 }
 
-/// Refuses, before anything is changed, a generation whose `created_dirs`
-/// name a directory gdrprov did not make ([`created_dir_problem`]).
-pub fn check_created_dirs(host: &Host, g: &Generation) -> crate::error::Result<()> {
+/// What restoring generation `g` leaves as it was, said before anything
+/// is changed: a directory its steps made that another user or a package
+/// took over since ([`created_dir_problem`]: never removed, the rollback
+/// goes on), a mode put back without the bits gdrprov never restores.
+pub fn restore_notes(host: &Host, g: &Generation) -> Vec<String> {
+    let mut notes = Vec::new();
     for (i, s) in g.steps.iter().enumerate() {
         for d in &s.created_dirs {
             if let Some(why) = created_dir_problem(host, d) {
-                return Err(crate::error::Error::Journal(format!(
-                    "{}: field `steps[{i}].created_dirs`: {why}; gdrprov will not remove it (nothing was changed). Restore the journal from a backup of the host (never edit it by hand)",
+                notes.push(format!(
+                    "{} (field `steps[{i}].created_dirs`): {why}; gdrprov leaves it in place",
                     journal_file(host, g.generation)
-                )));
+                ));
+            }
+        }
+        if let (Some(m), Some(path)) = (s.before_meta, s.path.as_deref()) {
+            let noted = m.mode <= 0o7777 && !host.on_fat(path);
+            if let Some(why) = noted.then(|| mode_problem(m.mode)).flatten() {
+                notes.push(format!(
+                    "{}: {why}; it is put back with mode {:04o}",
+                    host.display(path),
+                    m.mode & !FORBIDDEN_MASK
+                ));
             }
         }
     }
-    Ok(())
+    notes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_file_is_put_back_with_its_own_group() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(t.path().join("etc")).unwrap();
+        let host = Host::open(t.path(), true).unwrap();
+        let dir_uid = host.meta("/etc").unwrap().unwrap().uid;
+        let mut s = Step::new("x".into(), Some("/etc/nccl.conf".into()));
+        for (uid, gid, ok) in [
+            (0, 0, true),
+            (0, 1234, true),
+            (dir_uid, 777, true),
+            (4242, 1234, dir_uid == 4242),
+        ] {
+            s.before_meta = Some(FileMeta {
+                mode: 0o640,
+                uid,
+                gid,
+            });
+            let r = restore_meta(&host, 1, 0, &s);
+            assert_eq!(
+                r.is_ok(),
+                ok,
+                "{uid}:{gid}: {:?}",
+                r.err().map(|e| e.to_string())
+            );
+        }
+    }
 }

@@ -26,6 +26,7 @@ pub fn plan_rollback(
         drifted,
         commands,
         undone,
+        notes,
     } = restores(host, store, &undo)?;
     if !drifted.is_empty() && !force {
         return Err(Error::Refused(format!(
@@ -68,6 +69,7 @@ pub fn plan_rollback(
             .chain(undo_runs)
             .chain(changes)
             .collect(),
+        warnings: notes,
         ..Plan::default()
     };
     let mut state_after = oldest;
@@ -159,6 +161,8 @@ struct Restores {
     /// What undoes the commands the generations ran (`systemctl disable` for an `enable`),
     /// newest first.
     undone: Vec<CommandSpec>,
+    /// What is left as it was ([`crate::journal::restore_notes`]).
+    notes: Vec<String>,
 }
 
 /// Walks the generations to undo, newest first, each one's steps backwards.
@@ -167,8 +171,9 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
     let mut drifted = Vec::new();
     let mut commands: Vec<CommandSpec> = Vec::new();
     let mut undone: Vec<CommandSpec> = Vec::new();
+    let mut notes = Vec::new();
     for g in undo {
-        crate::journal::check_created_dirs(host, g)?;
+        notes.extend(crate::journal::restore_notes(host, g));
         for (i, step) in g.steps.iter().enumerate().rev() {
             if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
                 if !commands.contains(cmd) {
@@ -252,6 +257,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
         drifted,
         commands,
         undone,
+        notes,
     })
 }
 

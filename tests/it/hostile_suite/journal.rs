@@ -143,36 +143,8 @@ fn user_dir(root: &Path) {
 fn tampers() -> Vec<Tamper> {
     vec![
         Tamper {
-            name: "setuid",
-            edit: |j, r, b| mode_or(0o4000)(j, r, b),
-            needle: "before_meta.mode",
-            live: false,
-            step: grub,
-        },
-        Tamper {
-            name: "setgid",
-            edit: |j, r, b| mode_or(0o2000)(j, r, b),
-            needle: "before_meta.mode",
-            live: false,
-            step: grub,
-        },
-        Tamper {
-            name: "sticky",
-            edit: |j, r, b| mode_or(0o1000)(j, r, b),
-            needle: "before_meta.mode",
-            live: false,
-            step: grub,
-        },
-        Tamper {
-            name: "o+w",
-            edit: |j, r, b| mode_or(0o0002)(j, r, b),
-            needle: "before_meta.mode",
-            live: false,
-            step: grub,
-        },
-        Tamper {
-            name: "mode 07777",
-            edit: |j, _, b| j["steps"][b.grub]["before_meta"]["mode"] = json!(0o7777),
+            name: "mode past 7777",
+            edit: |j, _, b| j["steps"][b.grub]["before_meta"]["mode"] = json!(0o17777),
             needle: "before_meta.mode",
             live: false,
             step: grub,
@@ -203,17 +175,6 @@ fn tampers() -> Vec<Tamper> {
             step: created,
         },
         Tamper {
-            name: "a step moved into a user's directory it claims to have made",
-            edit: |j, r, b| {
-                user_dir(r);
-                j["steps"][b.created]["path"] = json!("/home/alice/x.conf");
-                j["steps"][b.created]["created_dirs"] = json!(["/home/alice"]);
-            },
-            needle: "created_dirs",
-            live: true,
-            step: created,
-        },
-        Tamper {
             name: "a step path in gdrprov's state",
             edit: |j, _, b| j["steps"][b.created]["path"] = json!("/var/lib/gdrprov/state.json"),
             needle: "steps[",
@@ -228,6 +189,31 @@ fn tampers() -> Vec<Tamper> {
             needle: "gdrprov's own state",
             live: false,
             step: created,
+        },
+        Tamper {
+            name: "a before backup that climbs out",
+            edit: |j, _, b| j["steps"][b.grub]["before"] = json!("../../../etc/shadow"),
+            needle: ".before`",
+            live: false,
+            step: grub,
+        },
+        Tamper {
+            name: "a before backup of another generation",
+            edit: |j, _, b| {
+                j["steps"][b.grub]["before"] = json!(format!("generations/2/{}.before", b.grub))
+            },
+            needle: ".before`",
+            live: false,
+            step: grub,
+        },
+        Tamper {
+            name: "an after backup of another step",
+            edit: |j, _, b| {
+                j["steps"][b.grub]["after"] = json!(format!("generations/1/{}.after", b.created))
+            },
+            needle: ".after`",
+            live: false,
+            step: grub,
         },
         Tamper {
             name: "mode as a string",
@@ -513,8 +499,7 @@ fn a_newer_minor_version_still_rolls_back() {
 }
 
 /// A journal of an older gdrprov (no `format_version`, no `meta_sum`) reads
-/// as 1.x and still rolls back; the metadata rules hold for it all the same
-/// (a setuid mode in it is refused, naming the field).
+/// as 1.x and still rolls back.
 #[test]
 fn an_unversioned_journal_reads_as_1x_under_the_same_rules() {
     let b = bases();
@@ -525,21 +510,6 @@ fn an_unversioned_journal_reads_as_1x_under_the_same_rules() {
             s.as_object_mut().unwrap().remove("meta_sum");
         }
     };
-    let bad = copy(&b.done, t.path(), "old-setuid");
-    let mut j = journal(&bad);
-    strip(&mut j);
-    mode_or(0o4000)(&mut j, &bad, &b);
-    std::fs::write(bad.join(JOURNAL), serde_json::to_vec_pretty(&j).unwrap()).unwrap();
-    let r = bad.to_str().unwrap();
-    for args in [
-        &["rollback", "--yes", "--root", r][..],
-        &["history", "--root", r],
-    ] {
-        let before = tree(&bad);
-        let text = assert_refused(&run_in(None, args), "before_meta.mode", &args.join(" "));
-        assert!(text.contains("setuid"), "{text}");
-        assert_unchanged(&before, &tree(&bad), &args.join(" "));
-    }
     let root = copy(&b.done, t.path(), "old");
     let mut j = journal(&root);
     strip(&mut j);
@@ -562,4 +532,106 @@ fn an_unversioned_journal_reads_as_1x_under_the_same_rules() {
         !root.join("etc/hostile-extra.d").exists(),
         "the directory apply made is removed"
     );
+}
+
+/// A mode with set-id, sticky or world-write bits in a journal a release
+/// wrote (a 0666 nccl.conf, a file of an ESP mounted umask=000), versioned
+/// or of an older release: the journal loads (history, journal check), and
+/// rollback puts the file back without those bits, saying so.
+#[test]
+fn a_set_id_or_world_writable_mode_is_put_back_without_those_bits() {
+    let b = bases();
+    let t = tempfile::tempdir().unwrap();
+    let mode = std::fs::metadata(b.done.join("etc/default/grub"))
+        .unwrap()
+        .mode()
+        & 0o7777;
+    let pristine = Root::example("ubuntu-22.04-h100");
+    let want_mode = std::fs::metadata(pristine.join("etc/default/grub"))
+        .unwrap()
+        .mode()
+        & 0o7777;
+    let _ = mode;
+    for (bits, word) in [
+        (0o4000, "setuid"),
+        (0o2000, "setgid"),
+        (0o1000, "sticky"),
+        (0o0002, "write permission for others"),
+    ] {
+        for versioned in [true, false] {
+            let root = copy(&b.done, t.path(), &format!("bits-{bits:o}-{versioned}"));
+            let mut j = journal(&root);
+            mode_or(bits)(&mut j, &root, &b);
+            if versioned {
+                reseal(&mut j["steps"][b.grub]);
+            } else {
+                j.as_object_mut().unwrap().remove("format_version");
+                for s in j["steps"].as_array_mut().unwrap() {
+                    s.as_object_mut().unwrap().remove("meta_sum");
+                }
+            }
+            std::fs::write(root.join(JOURNAL), serde_json::to_vec_pretty(&j).unwrap()).unwrap();
+            let r = root.to_str().unwrap();
+            let case = format!("{word} (versioned {versioned})");
+            for args in [
+                &["history", "--root", r][..],
+                &["journal", "check", "--root", r],
+            ] {
+                let out = run_in(None, args);
+                assert!(out.status.success(), "{case}: {args:?}: {out:?}");
+            }
+            let out = run_in(None, &["rollback", "--yes", "--root", r]);
+            let text = format!(
+                "{}{}",
+                crate::common::stdout_of(&out),
+                crate::common::stderr_of(&out)
+            );
+            assert!(out.status.success(), "{case}: rollback: {text}");
+            assert!(
+                text.contains(word) && text.contains("etc/default/grub"),
+                "{case}: no note\n{text}"
+            );
+            let grub = root.join("etc/default/grub");
+            assert_eq!(
+                std::fs::read(&grub).unwrap(),
+                std::fs::read(pristine.join("etc/default/grub")).unwrap()
+            );
+            assert_eq!(
+                std::fs::metadata(&grub).unwrap().mode() & 0o7777,
+                want_mode & !0o7002,
+                "{case}"
+            );
+        }
+    }
+}
+
+/// A directory gdrprov made, taken over since (a package or an admin
+/// chowned it): rollback and recover leave it in place, say so, and finish.
+#[test]
+fn a_created_directory_taken_over_since_is_left_and_named() {
+    let b = bases();
+    let t = tempfile::tempdir().unwrap();
+    for (which, base, cmd) in [("done", &b.done, "rollback"), ("cut", &b.cut, "recover")] {
+        let root = copy(base, t.path(), &format!("taken-{which}"));
+        let d = root.join("etc/hostile-extra.d");
+        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
+        let r = root.to_str().unwrap();
+        let out = run_in(None, &[cmd, "--yes", "--root", r]);
+        let text = format!(
+            "{}{}",
+            crate::common::stdout_of(&out),
+            crate::common::stderr_of(&out)
+        );
+        assert!(out.status.success(), "{cmd}: {text}");
+        assert!(
+            text.contains("etc/hostile-extra.d") && text.contains("leaves it in place"),
+            "{cmd}: no note\n{text}"
+        );
+        assert!(d.is_dir(), "{cmd}: the directory stays");
+        assert_eq!(std::fs::metadata(&d).unwrap().uid(), 65534);
+        assert!(
+            !d.join("x.conf").exists(),
+            "{cmd}: the file gdrprov created is gone"
+        );
+    }
 }
