@@ -363,8 +363,8 @@ mod tests {
     #[test]
     fn a_removed_file_is_put_back_with_its_own_group() {
         let t = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(t.path().join("etc")).unwrap();
         let host = Host::open(t.path(), true).unwrap();
+        host.create_dir_all("/etc", 0o755).unwrap();
         let dir_uid = host.meta("/etc").unwrap().unwrap().uid;
         let mut s = Step::new("x".into(), Some("/etc/nccl.conf".into()));
         for (uid, gid, ok) in [
