@@ -257,7 +257,6 @@ pub(super) fn grub_loader_args(seen: &PlanFacts) -> Vec<String> {
 /// with GRUB's `BOOT_IMAGE=(hdX,gptY)/vmlinuz-...` before it.
 pub(super) fn grubby_fits(
     seen: &PlanFacts,
-    facts: &crate::facts::Facts,
     wanted: &[String],
     remove: &[String],
 ) -> Result<()> {
@@ -274,7 +273,7 @@ pub(super) fn grubby_fits(
             seen.display(&format!("{}/{name}", BLS_DIR))
         );
         let args: Vec<String> = after.split_whitespace().map(str::to_string).collect();
-        super::bootcfg_arch::line_fits(facts, &within, &args, &loader)?;
+        super::bootcfg_arch::line_fits(&within, &args, &loader)?;
     }
     Ok(())
 }
