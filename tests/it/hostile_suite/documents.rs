@@ -399,9 +399,10 @@ fn a_snapshot_s_recorded_commands_of_a_wrong_shape_are_refused() {
     }
 }
 
-/// A node on probation (drained by an earlier sweep, resumed for this one)
-/// or drained by a sweep, whose results cannot be read, keeps its state:
-/// not drained again, not resumed.
+/// A node drained by a sweep whose results cannot be read keeps its state:
+/// not drained again, not resumed. One on probation (drained by an earlier
+/// sweep, resumed for this one) is not returned to production without a
+/// verdict: it is drained again, its earlier reason plus "results unreadable".
 #[test]
 fn a_node_not_judged_keeps_its_slurm_state() {
     let t = tempfile::tempdir().unwrap();
@@ -425,7 +426,22 @@ fn a_node_not_judged_keeps_its_slurm_state() {
                 .iter()
                 .any(|a| a["node"] == "n5")
         };
-        assert!(!acted("drain") && !acted("resume"), "{opt}: {v:#}");
+        if opt == "--drained" {
+            assert!(!acted("drain") && !acted("resume"), "{opt}: {v:#}");
+        } else {
+            // On probation: never returned to production without a verdict;
+            // drained again, its earlier reason kept, the cause said.
+            assert!(!acted("resume"), "{opt}: {v:#}");
+            let drain = v["slurm"]["drain"].as_array().unwrap();
+            let n5 = drain.iter().find(|a| a["node"] == "n5");
+            let reason = n5.map(|a| a["reason"].as_str().unwrap_or_default());
+            let reason = reason.unwrap_or_else(|| panic!("{opt}: n5 not drained: {v:#}"));
+            assert!(
+                reason.contains("rail mlx5_1 low with 3 partners")
+                    && reason.contains("results unreadable"),
+                "{opt}: {reason}"
+            );
+        }
         assert_unchanged(&before, &tree(d), opt);
     }
 }
