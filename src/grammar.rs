@@ -204,7 +204,8 @@ name_type!(NodeName);
 /// `rxe0`, `efa_0`, `ens1f0np0`): ASCII letters, digits, `_`, `-` and `.`,
 /// beginning with a letter or digit, at most [`RailName::MAX`] bytes (the
 /// kernel's IB_DEVICE_NAME_MAX); not `all`, which the sweep's plan lines
-/// use for "every rail".
+/// use for "every rail". Optionally a port, `:N` with N from 1 to 255 (a
+/// dual-port HCA's rails `mlx4_0:1`, `mlx4_0:2`), by [`rail_port`]'s rule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RailName(String);
@@ -212,16 +213,31 @@ pub struct RailName(String);
 impl RailName {
     pub const MAX: usize = 64;
     const KIND: &'static str = "rail name";
-    const RULE: &'static str = "a rail is an RDMA device or interface name such as mlx5_0: letters, digits, `_`, `-` and `.`, at most 64 bytes";
+    const RULE: &'static str = "a rail is an RDMA device or interface name such as mlx5_0, with an optional port such as mlx4_0:1: letters, digits, `_`, `-` and `.`, at most 64 bytes, then `:` and a port from 1 to 255";
 
     pub fn parse(s: &str) -> Result<Self, NameError> {
-        plain(Self::KIND, s, Self::MAX, "-_.", Self::RULE)?;
-        if s == "all" {
+        let (dev, port) = match s.rsplit_once(':') {
+            Some((d, p)) => (d, Some(p)),
+            None => (s, None),
+        };
+        plain(Self::KIND, dev, Self::MAX, "-_.", Self::RULE)?;
+        if dev == "all" {
             return refuse(Self::KIND, s, "`all` stands for every rail in the sweep's plan lines; leave --rails out for every rail");
+        }
+        if port.is_some_and(|p| !is_port_number(p)) {
+            return refuse(Self::KIND, s, format!("{PORT_RULE}; {}", Self::RULE));
         }
         Ok(RailName(s.to_string()))
     }
 }
+
+/// An RDMA port's number after a device's `:`: 1 to 255, decimal digits.
+fn is_port_number(p: &str) -> bool {
+    p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u8>().is_ok_and(|p| p > 0)
+}
+
+const PORT_RULE: &str =
+    "the port must be a number from 1 to 255 after `:` (DEV:PORT, e.g. mlx5_0:1)";
 name_type!(RailName);
 
 /// A kernel module's name as modprobe compares it: `-` and `_` are the same
@@ -288,24 +304,11 @@ impl ProfileName {
 }
 name_type!(ProfileName);
 
-/// `DEV[:PORT]` (`--device mlx5_0:1`): a [`RailName`] and, optionally, a
-/// port from 1 to 255; the text as given. A clap `value_parser`.
+/// `DEV[:PORT]` (`--device mlx5_0:1`): a [`RailName`], which is a device
+/// and, optionally, a port from 1 to 255; the text as given. A clap
+/// `value_parser`.
 pub fn rail_port(s: &str) -> Result<String, NameError> {
-    let (dev, port) = match s.rsplit_once(':') {
-        Some((d, p)) => (d, Some(p)),
-        None => (s, None),
-    };
-    RailName::parse(dev)?;
-    if let Some(p) = port {
-        if !p.parse::<u8>().is_ok_and(|p| p > 0) {
-            return refuse(
-                "device and port",
-                s,
-                "the port must be a number from 1 to 255 after `:` (DEV:PORT, e.g. mlx5_0:1)",
-            );
-        }
-    }
-    Ok(s.to_string())
+    RailName::parse(s).map(String::from)
 }
 
 /// A peer to connect to (`bench pair PEER`, `verify --peer`): an IP
@@ -467,6 +470,16 @@ mod tests {
         }
         assert!(RailName::parse("all").is_err());
         assert_eq!(rail_port("mlx5_0:1").unwrap(), "mlx5_0:1");
+        // A dual-port HCA's rails (`--rails mlx4_0:1,mlx4_0:2`): port 1 to 255.
+        for r in ["mlx4_0:1", "mlx4_0:2", "mlx5_0:255"] {
+            assert_eq!(RailName::parse(r).unwrap().as_str(), r);
+        }
+        for bad in [
+            "mlx4_0:0", "mlx4_0:256", "mlx4_0:", ":1", "mlx4_0:+1", "mlx4_0:01x", "all:1", "a:1:1",
+            "a/b:1", "mlx4_0: 1",
+        ] {
+            assert!(RailName::parse(bad).is_err(), "{bad}");
+        }
         for p in [
             "10.0.0.2",
             "10.0.0.2:18515",

@@ -341,6 +341,42 @@ fn every_rail_option_refuses_every_bad_name() {
     }
 }
 
+/// A dual-port HCA's rails carry a port (`mlx4_0:1`, `mlx4_0:2`): `--rails`
+/// takes them, and a result file named `A+B+mlx4_0:1.json` is read, its
+/// rail as named.
+#[test]
+fn a_rail_with_a_port_is_a_rail() {
+    let out = run(&os(&[
+        "fleet",
+        "sweep",
+        "plan",
+        "--nodelist",
+        "gpu[1-4]",
+        "--rails",
+        "mlx4_0:1,mlx4_0:2",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains("mlx4_0:1,mlx4_0:2"), "{}", stdout_of(&out));
+    let d = tempfile::tempdir().unwrap();
+    for rail in ["mlx4_0:1", "mlx4_0:2"] {
+        crate::sweep::write_pair(d.path(), 1, "gpu1", "gpu2", rail, 96.0);
+        crate::sweep::write_pair(d.path(), 1, "gpu3", "gpu4", rail, 96.0);
+    }
+    let a = [
+        os(&["fleet", "sweep", "report"]),
+        vec![path(d.path()), "--format".into(), "json".into()],
+    ]
+    .concat();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["measurements"], 4, "{v:#}");
+    for bad in ["mlx4_0:0", "mlx4_0:256", "mlx4_0:x", "all:1"] {
+        let out = run(&os(&["fleet", "sweep", "plan", "--nodelist", "gpu[1-4]", "--rails", bad]));
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", stdout_of(&out));
+    }
+}
+
 /// Peers: `bench pair PEER` and `verify --peer HOST[:PORT]`.
 #[test]
 fn every_peer_entry_refuses_every_bad_name() {
