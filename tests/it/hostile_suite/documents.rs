@@ -445,3 +445,43 @@ fn a_node_not_judged_keeps_its_slurm_state() {
         assert_unchanged(&before, &tree(d), opt);
     }
 }
+
+/// A document's text never begins a line of the report: serde quotes the
+/// raw value (`unknown variant `fail<newline>  gpu042: drained``), which
+/// the report shows as one line, in text and on standard error alike.
+#[test]
+fn a_document_s_newline_never_forges_a_report_line() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let (_, ver) = fleet(d);
+    let doc = set(
+        &verify_doc(),
+        "/checks/0/status",
+        Some(json!("fail\n  gpu042: drained\r\u{1b}[2K")),
+    );
+    std::fs::write(ver.join("n5.json"), doc.to_string()).unwrap();
+    for format in ["text", "json"] {
+        let args = [
+            "fleet",
+            "sweep",
+            "report",
+            "res",
+            "--verify-dir",
+            "verify",
+            "--format",
+            format,
+        ];
+        let out = run_in(Some(d), &args);
+        let text = format!("{}{}", stdout_of(&out), stderr_of(&out));
+        assert_eq!(out.status.code(), Some(0), "{format}: {text}");
+        assert!(text.contains("gpu042: drained"), "{format}: {text}");
+        assert!(
+            !text.lines().any(|l| l.starts_with("  gpu042: drained")),
+            "{format}: a forged line\n{text}"
+        );
+        assert!(
+            !text.contains('\r') && !text.contains('\u{1b}'),
+            "{format}: {text:?}"
+        );
+    }
+}
