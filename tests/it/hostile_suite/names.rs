@@ -654,8 +654,36 @@ fn every_numeric_option_is_finite_and_in_range() {
     }
 }
 
+/// Every clap error is prefixed and escaped as gdrprov's own: a value's
+/// newline (an unknown subcommand, a value not among the possible ones, an
+/// unknown option) never begins a line, so no forged `gdrprov: error:`.
+#[test]
+fn a_clap_error_never_lets_a_value_begin_a_line() {
+    let forged = "\ngdrprov: error: x\r\u{1b}[2K";
+    let cases: Vec<Vec<String>> = vec![
+        vec![format!("plan{forged}")],
+        vec!["--format".into(), format!("a{forged}"), "plan".into()],
+        vec!["--color".into(), format!("a{forged}"), "profile".into(), "list".into()],
+        vec!["profile".into(), format!("--x{forged}")],
+        vec!["completions".into(), format!("bash{forged}")],
+    ];
+    for args in cases {
+        let out = run(&args.iter().map(OsString::from).collect::<Vec<_>>());
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let errors = err.lines().filter(|l| l.starts_with("gdrprov: error:")).count();
+        assert_eq!(errors, 1, "{args:?}: a forged line\n{err}");
+        assert!(
+            err.lines().all(|l| l.starts_with("gdrprov: ")),
+            "{args:?}: a line not gdrprov's\n{err}"
+        );
+        assert!(!err.contains('\r') && !err.contains('\u{1b}'), "{args:?}: {err:?}");
+    }
+}
+
 /// A standard output that cannot be written (`> /dev/full`) is exit 1 with
-/// a message, never a panic (exit 101), in text and JSON.
+/// a message, said once (`man` said it twice), never a panic (exit 101),
+/// in text and JSON.
 #[test]
 fn a_full_standard_output_is_an_error() {
     let full = Path::new("/dev/full");
@@ -667,6 +695,8 @@ fn a_full_standard_output_is_an_error() {
     let before = tree(&root);
     for args in [
         &["profile", "list"][..],
+        &["man"],
+        &["completions", "bash"],
         &["profile", "schema"],
         &["plan", "rdma-dmabuf", "--root", root.arg()],
         &["fleet", "sweep", "plan", "--nodelist", "gpu[1-8]"],
@@ -695,7 +725,11 @@ fn a_full_standard_output_is_an_error() {
             let err = stderr_of(&out);
             assert_eq!(out.status.code(), Some(1), "{args:?} {format}: {err}");
             assert!(!err.contains("panicked"), "{args:?} {format}: {err}");
-            assert!(err.contains("standard output"), "{args:?} {format}: {err}");
+            let said = err
+                .lines()
+                .filter(|l| l.contains("could not write to standard output"))
+                .count();
+            assert_eq!(said, 1, "{args:?} {format}: {err}");
         }
     }
     assert_unchanged(&before, &tree(&root), "plan > /dev/full");
