@@ -161,8 +161,10 @@ macro_rules! name_type {
 
 /// A node's name as Slurm and the host know it: a host name (RFC 1123
 /// labels: ASCII letters, digits and `-`, joined by `.`; `_` too, which
-/// Slurm's node names allow), at most [`NodeName::MAX`] bytes (Linux's
-/// HOST_NAME_MAX), beginning and ending with a letter or digit. What a
+/// Slurm's node names allow), at most [`NodeName::MAX`] bytes (a DNS
+/// name's 253: an Ansible inventory's fully qualified names) and each label
+/// at most [`NodeName::LABEL_MAX`] (DNS's 63), beginning and ending with a
+/// letter or digit. What a
 /// Slurm host list expands to, `--hosts` lines, result file names
 /// (`A+B.json`) and report fields read back are all this.
 ///
@@ -175,12 +177,26 @@ macro_rules! name_type {
 pub struct NodeName(String);
 
 impl NodeName {
-    pub const MAX: usize = 64;
+    pub const MAX: usize = 253;
+    pub const LABEL_MAX: usize = 63;
     const KIND: &'static str = "node name";
-    const RULE: &'static str = "a node name is a host name: letters, digits, `-`, `_` and `.` between labels, at most 64 bytes";
+    const RULE: &'static str = "a node name is a host name: letters, digits, `-`, `_` and `.` between labels, at most 253 bytes, each label at most 63";
 
     pub fn parse(s: &str) -> Result<Self, NameError> {
         plain(Self::KIND, s, Self::MAX, "-_.", Self::RULE)?;
+        if let Some(l) = s.split('.').find(|l| l.len() > Self::LABEL_MAX) {
+            return refuse(
+                Self::KIND,
+                s,
+                format!(
+                    "its label `{}` is {} bytes long, over {}; {}",
+                    shown(l),
+                    l.len(),
+                    Self::LABEL_MAX,
+                    Self::RULE
+                ),
+            );
+        }
         if !s.ends_with(|c: char| c.is_ascii_alphanumeric()) {
             return refuse(
                 Self::KIND,
@@ -320,6 +336,9 @@ pub fn peer(s: &str) -> Result<String, NameError> {
     if s.parse::<SocketAddr>().is_ok() || s.parse::<IpAddr>().is_ok() {
         return Ok(s.to_string());
     }
+    if let Some(ok) = zoned_ipv6(s) {
+        return ok.map(|()| s.to_string());
+    }
     let (host, port) = match s.rsplit_once(':') {
         Some((h, p)) => (h, Some(p)),
         None => (s, None),
@@ -338,6 +357,37 @@ pub fn peer(s: &str) -> Result<String, NameError> {
         );
     }
     Ok(s.to_string())
+}
+
+/// An IPv6 address with a zone id (`fe80::1%ib0`, `[fe80::1%ib0]:18515`):
+/// `None` when `s` has no `%`; else the address must be IPv6 and the zone
+/// an interface's name (a [`RailName`] without a port), and a port, in
+/// brackets only, 1 to 65535.
+fn zoned_ipv6(s: &str) -> Option<Result<(), NameError>> {
+    let (addr, rest) = s.split_once('%')?;
+    let (addr, zone, port) = match (addr.strip_prefix('['), rest.split_once(']')) {
+        (Some(a), Some((z, p))) => (a, z, Some(p)),
+        (None, None) => (addr, rest, None),
+        _ => return Some(refuse("peer", s, "an IPv6 address with a zone is ADDR%IFNAME or [ADDR%IFNAME]:PORT")),
+    };
+    let port_ok = match port {
+        None | Some("") => true,
+        Some(p) => p
+            .strip_prefix(':')
+            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)),
+    };
+    let ok = addr.parse::<std::net::Ipv6Addr>().is_ok()
+        && !zone.contains(':')
+        && RailName::parse(zone).is_ok()
+        && port_ok;
+    Some(match ok {
+        true => Ok(()),
+        false => refuse(
+            "peer",
+            s,
+            "an IPv6 address with a zone is ADDR%IFNAME (an interface's name, e.g. fe80::1%ib0) or [ADDR%IFNAME]:PORT with a port from 1 to 65535",
+        ),
+    })
 }
 
 /// A [`RailName`] as text: a clap `value_parser` for an option whose field
@@ -464,7 +514,16 @@ mod tests {
         for bad in ["gpu-", "a..b", "a.-b", "gpu+2", "n1.", "a'b"] {
             assert!(NodeName::parse(bad).is_err(), "{bad}");
         }
-        assert!(NodeName::parse(&"a".repeat(64)).is_ok());
+        assert!(NodeName::parse(&"a".repeat(63)).is_ok());
+        // An Ansible inventory's FQDN: up to 253 bytes, each label up to 63.
+        let fqdn = format!("{}.{}.{}.example", "a".repeat(63), "b".repeat(63), "c".repeat(63));
+        assert!(fqdn.len() > 64 && fqdn.len() <= 253);
+        assert_eq!(NodeName::parse(&fqdn).unwrap().as_str(), fqdn);
+        let at_max = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61));
+        assert_eq!(at_max.len(), 253);
+        assert!(NodeName::parse(&at_max).is_ok());
+        assert!(NodeName::parse(&format!("{at_max}d")).is_err());
+        assert!(NodeName::parse(&format!("{}.lab", "a".repeat(64))).is_err());
         for r in ["mlx5_0", "rxe0", "efa_0", "ens1f0np0", "erdma_0"] {
             assert_eq!(RailName::parse(r).unwrap().as_str(), r);
         }
@@ -487,8 +546,26 @@ mod tests {
             "[fe80::1]:1",
             "gpu02",
             "gpu02.lab:18515",
+            "fe80::1%ib0",
+            "fe80::1%eth0",
+            "[fe80::1%ib0]:18515",
+            "[fe80::1%ens1f0np0]",
         ] {
             assert_eq!(peer(p).unwrap(), p);
+        }
+        for bad in [
+            "fe80::1%",
+            "fe80::1%a b",
+            "fe80::1%a\nb",
+            "10.0.0.2%ib0",
+            "gpu02%ib0",
+            "[fe80::1%ib0]:0",
+            "[fe80::1%ib0]18515",
+            "fe80::1%ib0:1",
+            "[fe80::1%ib0",
+            "fe80::1%$(id)",
+        ] {
+            assert!(peer(bad).is_err(), "{bad}");
         }
         for bad in [
             "", "a b", "$(id)", "-x", "a;b", "gpu:0", "gpu:x", "a\nb", "a/b", "..",

@@ -377,6 +377,33 @@ fn a_rail_with_a_port_is_a_rail() {
     }
 }
 
+/// Real names at the grammar's edges pass: an Ansible inventory's FQDNs
+/// over 64 bytes in `--hosts` (up to 253, labels up to 63), and an IPv6
+/// peer with a zone (`fe80::1%ib0`).
+#[test]
+fn long_host_names_and_zoned_peers_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let fqdn = |i: u32| format!("gpu{i:03}.{}.{}.example.com", "rack".repeat(15), "pod".repeat(20));
+    let hosts: Vec<String> = (1..=4).map(fqdn).collect();
+    assert!(hosts[0].len() > 64 && hosts[0].len() <= 253);
+    let file = d.path().join("hosts");
+    std::fs::write(&file, hosts.join("\n") + "\n").unwrap();
+    let a = [os(&["fleet", "sweep", "plan", "--hosts"]), vec![path(&file)]].concat();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains(&hosts[3]), "{}", stdout_of(&out));
+    std::fs::write(&file, format!("{}.example\n", "a".repeat(64))).unwrap();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(1), "a 64-byte label: {}", stdout_of(&out));
+    for peer in ["fe80::1%ib0", "[fe80::1%ib0]:18515"] {
+        let mut a = os(&["verify", "rdma-dmabuf", "--root", "/nonexistent"]);
+        a.push(format!("--peer={peer}").into());
+        let out = run(&a);
+        let err = stderr_of(&out);
+        assert!(!err.contains("--peer") && !err.contains("not a peer"), "{peer}: {err}");
+    }
+}
+
 /// Peers: `bench pair PEER` and `verify --peer HOST[:PORT]`.
 #[test]
 fn every_peer_entry_refuses_every_bad_name() {
