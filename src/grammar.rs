@@ -368,13 +368,19 @@ fn zoned_ipv6(s: &str) -> Option<Result<(), NameError>> {
     let (addr, zone, port) = match (addr.strip_prefix('['), rest.split_once(']')) {
         (Some(a), Some((z, p))) => (a, z, Some(p)),
         (None, None) => (addr, rest, None),
-        _ => return Some(refuse("peer", s, "an IPv6 address with a zone is ADDR%IFNAME or [ADDR%IFNAME]:PORT")),
+        _ => {
+            return Some(refuse(
+                "peer",
+                s,
+                "an IPv6 address with a zone is ADDR%IFNAME or [ADDR%IFNAME]:PORT",
+            ))
+        }
     };
     let port_ok = match port {
         None | Some("") => true,
-        Some(p) => p
-            .strip_prefix(':')
-            .is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)),
+        Some(p) => p.strip_prefix(':').is_some_and(|p| {
+            p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)
+        }),
     };
     let ok = addr.parse::<std::net::Ipv6Addr>().is_ok()
         && !zone.contains(':')
@@ -516,10 +522,21 @@ mod tests {
         }
         assert!(NodeName::parse(&"a".repeat(63)).is_ok());
         // An Ansible inventory's FQDN: up to 253 bytes, each label up to 63.
-        let fqdn = format!("{}.{}.{}.example", "a".repeat(63), "b".repeat(63), "c".repeat(63));
+        let fqdn = format!(
+            "{}.{}.{}.example",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63)
+        );
         assert!(fqdn.len() > 64 && fqdn.len() <= 253);
         assert_eq!(NodeName::parse(&fqdn).unwrap().as_str(), fqdn);
-        let at_max = format!("{}.{}.{}.{}", "a".repeat(63), "b".repeat(63), "c".repeat(63), "d".repeat(61));
+        let at_max = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61)
+        );
         assert_eq!(at_max.len(), 253);
         assert!(NodeName::parse(&at_max).is_ok());
         assert!(NodeName::parse(&format!("{at_max}d")).is_err());
@@ -534,8 +551,16 @@ mod tests {
             assert_eq!(RailName::parse(r).unwrap().as_str(), r);
         }
         for bad in [
-            "mlx4_0:0", "mlx4_0:256", "mlx4_0:", ":1", "mlx4_0:+1", "mlx4_0:01x", "all:1", "a:1:1",
-            "a/b:1", "mlx4_0: 1",
+            "mlx4_0:0",
+            "mlx4_0:256",
+            "mlx4_0:",
+            ":1",
+            "mlx4_0:+1",
+            "mlx4_0:01x",
+            "all:1",
+            "a:1:1",
+            "a/b:1",
+            "mlx4_0: 1",
         ] {
             assert!(RailName::parse(bad).is_err(), "{bad}");
         }

@@ -207,7 +207,10 @@ fn unread_or_err(e: ReadError, nodes: Vec<String>) -> Result<Unread> {
         ReadError::Doc(d) => Ok(Unread {
             nodes,
             file: crate::output::escape::one_line(&d.file).into_owned(),
-            field: d.field.as_deref().map(|f| crate::output::escape::one_line(f).into_owned()),
+            field: d
+                .field
+                .as_deref()
+                .map(|f| crate::output::escape::one_line(f).into_owned()),
             problem: crate::output::escape::one_line(&d.to_string()).into_owned(),
         }),
     }

@@ -336,8 +336,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
         .iter()
         .flat_map(|u| u.nodes.iter().map(String::as_str))
         .collect();
-    let cleared =
-        |n: &str| !unread.contains(n) && index.get(n).is_some_and(|i| c.cleared(*i));
+    let cleared = |n: &str| !unread.contains(n) && index.get(n).is_some_and(|i| c.cleared(*i));
     let probation: Vec<(String, String)> = ctx
         .probation
         .iter()

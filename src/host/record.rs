@@ -214,17 +214,19 @@ impl Host {
 mod tests {
     use super::*;
 
+    /// A way to put something that is not a snapshot file at a path.
+    type Make = (&'static str, fn(&Path));
+
     /// Only an absent commands.json or probes.json is "nothing recorded":
     /// a directory, a FIFO or text that is not UTF-8 there is refused,
     /// naming the file.
     #[test]
     fn a_snapshot_file_that_cannot_be_read_is_refused_not_taken_for_absent() {
         for name in ["commands.json", "probes.json"] {
-            let makes: [(&str, fn(&Path)); 3] = [
+            let makes: [Make; 3] = [
                 ("a directory", |p| std::fs::create_dir(p).unwrap()),
                 ("a FIFO", |p| {
-                    nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600))
-                        .unwrap()
+                    nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
                 }),
                 ("not UTF-8", |p| std::fs::write(p, b"[\xff]").unwrap()),
             ];

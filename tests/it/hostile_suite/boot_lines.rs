@@ -298,7 +298,9 @@ fn an_arm64_line_between_2048_and_4096_bytes_is_refused() {
     let root = crate::util::Root::example("ubuntu-24.04-gh200");
     let grub = root.join("etc/default/grub");
     let text = std::fs::read_to_string(&grub).unwrap();
-    let pad: String = (0..6).map(|i| format!(" pad{i}={}", "a".repeat(393))).collect();
+    let pad: String = (0..6)
+        .map(|i| format!(" pad{i}={}", "a".repeat(393)))
+        .collect();
     let text = text.replace(
         "GRUB_CMDLINE_LINUX=\"console=ttyAMA0,115200n8 init_on_alloc=0",
         &format!("GRUB_CMDLINE_LINUX=\"console=ttyAMA0,115200n8 init_on_alloc=0{pad}"),

@@ -130,7 +130,10 @@ fn an_args_file_of_the_login_user_runs_the_module_under_become_and_a_writable_on
                 .unwrap_or_else(|e| panic!("{case}: {e}: {text}"));
             assert_eq!(doc["changed"], true, "{case}: {doc:#}");
         } else {
-            assert!(!text.contains("\"changed\""), "{case}: ran as the module\n{text}");
+            assert!(
+                !text.contains("\"changed\""),
+                "{case}: ran as the module\n{text}"
+            );
             assert_eq!(out.status.code(), Some(1), "{case}: {text}");
         }
     }

@@ -356,7 +356,11 @@ fn a_rail_with_a_port_is_a_rail() {
         "mlx4_0:1,mlx4_0:2",
     ]));
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
-    assert!(stdout_of(&out).contains("mlx4_0:1,mlx4_0:2"), "{}", stdout_of(&out));
+    assert!(
+        stdout_of(&out).contains("mlx4_0:1,mlx4_0:2"),
+        "{}",
+        stdout_of(&out)
+    );
     let d = tempfile::tempdir().unwrap();
     for rail in ["mlx4_0:1", "mlx4_0:2"] {
         crate::sweep::write_pair(d.path(), 1, "gpu1", "gpu2", rail, 96.0);
@@ -372,7 +376,15 @@ fn a_rail_with_a_port_is_a_rail() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["measurements"], 4, "{v:#}");
     for bad in ["mlx4_0:0", "mlx4_0:256", "mlx4_0:x", "all:1"] {
-        let out = run(&os(&["fleet", "sweep", "plan", "--nodelist", "gpu[1-4]", "--rails", bad]));
+        let out = run(&os(&[
+            "fleet",
+            "sweep",
+            "plan",
+            "--nodelist",
+            "gpu[1-4]",
+            "--rails",
+            bad,
+        ]));
         assert_eq!(out.status.code(), Some(1), "{bad}: {}", stdout_of(&out));
     }
 }
@@ -383,24 +395,42 @@ fn a_rail_with_a_port_is_a_rail() {
 #[test]
 fn long_host_names_and_zoned_peers_pass() {
     let d = tempfile::tempdir().unwrap();
-    let fqdn = |i: u32| format!("gpu{i:03}.{}.{}.example.com", "rack".repeat(15), "pod".repeat(20));
+    let fqdn = |i: u32| {
+        format!(
+            "gpu{i:03}.{}.{}.example.com",
+            "rack".repeat(15),
+            "pod".repeat(20)
+        )
+    };
     let hosts: Vec<String> = (1..=4).map(fqdn).collect();
     assert!(hosts[0].len() > 64 && hosts[0].len() <= 253);
     let file = d.path().join("hosts");
     std::fs::write(&file, hosts.join("\n") + "\n").unwrap();
-    let a = [os(&["fleet", "sweep", "plan", "--hosts"]), vec![path(&file)]].concat();
+    let a = [
+        os(&["fleet", "sweep", "plan", "--hosts"]),
+        vec![path(&file)],
+    ]
+    .concat();
     let out = run(&a);
     assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
     assert!(stdout_of(&out).contains(&hosts[3]), "{}", stdout_of(&out));
     std::fs::write(&file, format!("{}.example\n", "a".repeat(64))).unwrap();
     let out = run(&a);
-    assert_eq!(out.status.code(), Some(1), "a 64-byte label: {}", stdout_of(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a 64-byte label: {}",
+        stdout_of(&out)
+    );
     for peer in ["fe80::1%ib0", "[fe80::1%ib0]:18515"] {
         let mut a = os(&["verify", "rdma-dmabuf", "--root", "/nonexistent"]);
         a.push(format!("--peer={peer}").into());
         let out = run(&a);
         let err = stderr_of(&out);
-        assert!(!err.contains("--peer") && !err.contains("not a peer"), "{peer}: {err}");
+        assert!(
+            !err.contains("--peer") && !err.contains("not a peer"),
+            "{peer}: {err}"
+        );
     }
 }
 
@@ -690,7 +720,12 @@ fn a_clap_error_never_lets_a_value_begin_a_line() {
     let cases: Vec<Vec<String>> = vec![
         vec![format!("plan{forged}")],
         vec!["--format".into(), format!("a{forged}"), "plan".into()],
-        vec!["--color".into(), format!("a{forged}"), "profile".into(), "list".into()],
+        vec![
+            "--color".into(),
+            format!("a{forged}"),
+            "profile".into(),
+            "list".into(),
+        ],
         vec!["profile".into(), format!("--x{forged}")],
         vec!["completions".into(), format!("bash{forged}")],
     ];
@@ -698,13 +733,19 @@ fn a_clap_error_never_lets_a_value_begin_a_line() {
         let out = run(&args.iter().map(OsString::from).collect::<Vec<_>>());
         let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        let errors = err.lines().filter(|l| l.starts_with("gdrprov: error:")).count();
+        let errors = err
+            .lines()
+            .filter(|l| l.starts_with("gdrprov: error:"))
+            .count();
         assert_eq!(errors, 1, "{args:?}: a forged line\n{err}");
         assert!(
             err.lines().all(|l| l.starts_with("gdrprov: ")),
             "{args:?}: a line not gdrprov's\n{err}"
         );
-        assert!(!err.contains('\r') && !err.contains('\u{1b}'), "{args:?}: {err:?}");
+        assert!(
+            !err.contains('\r') && !err.contains('\u{1b}'),
+            "{args:?}: {err:?}"
+        );
     }
 }
 
