@@ -161,8 +161,10 @@ macro_rules! name_type {
 
 /// A node's name as Slurm and the host know it: a host name (RFC 1123
 /// labels: ASCII letters, digits and `-`, joined by `.`; `_` too, which
-/// Slurm's node names allow), at most [`NodeName::MAX`] bytes (Linux's
-/// HOST_NAME_MAX), beginning and ending with a letter or digit. What a
+/// Slurm's node names allow), at most [`NodeName::MAX`] bytes (a DNS
+/// name's 253: an Ansible inventory's fully qualified names) and each label
+/// at most [`NodeName::LABEL_MAX`] (DNS's 63), beginning and ending with a
+/// letter or digit. What a
 /// Slurm host list expands to, `--hosts` lines, result file names
 /// (`A+B.json`) and report fields read back are all this.
 ///
@@ -175,12 +177,26 @@ macro_rules! name_type {
 pub struct NodeName(String);
 
 impl NodeName {
-    pub const MAX: usize = 64;
+    pub const MAX: usize = 253;
+    pub const LABEL_MAX: usize = 63;
     const KIND: &'static str = "node name";
-    const RULE: &'static str = "a node name is a host name: letters, digits, `-`, `_` and `.` between labels, at most 64 bytes";
+    const RULE: &'static str = "a node name is a host name: letters, digits, `-`, `_` and `.` between labels, at most 253 bytes, each label at most 63";
 
     pub fn parse(s: &str) -> Result<Self, NameError> {
         plain(Self::KIND, s, Self::MAX, "-_.", Self::RULE)?;
+        if let Some(l) = s.split('.').find(|l| l.len() > Self::LABEL_MAX) {
+            return refuse(
+                Self::KIND,
+                s,
+                format!(
+                    "its label `{}` is {} bytes long, over {}; {}",
+                    shown(l),
+                    l.len(),
+                    Self::LABEL_MAX,
+                    Self::RULE
+                ),
+            );
+        }
         if !s.ends_with(|c: char| c.is_ascii_alphanumeric()) {
             return refuse(
                 Self::KIND,
@@ -204,7 +220,8 @@ name_type!(NodeName);
 /// `rxe0`, `efa_0`, `ens1f0np0`): ASCII letters, digits, `_`, `-` and `.`,
 /// beginning with a letter or digit, at most [`RailName::MAX`] bytes (the
 /// kernel's IB_DEVICE_NAME_MAX); not `all`, which the sweep's plan lines
-/// use for "every rail".
+/// use for "every rail". Optionally a port, `:N` with N from 1 to 255 (a
+/// dual-port HCA's rails `mlx4_0:1`, `mlx4_0:2`), by [`rail_port`]'s rule.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct RailName(String);
@@ -212,16 +229,31 @@ pub struct RailName(String);
 impl RailName {
     pub const MAX: usize = 64;
     const KIND: &'static str = "rail name";
-    const RULE: &'static str = "a rail is an RDMA device or interface name such as mlx5_0: letters, digits, `_`, `-` and `.`, at most 64 bytes";
+    const RULE: &'static str = "a rail is an RDMA device or interface name such as mlx5_0, with an optional port such as mlx4_0:1: letters, digits, `_`, `-` and `.`, at most 64 bytes, then `:` and a port from 1 to 255";
 
     pub fn parse(s: &str) -> Result<Self, NameError> {
-        plain(Self::KIND, s, Self::MAX, "-_.", Self::RULE)?;
-        if s == "all" {
+        let (dev, port) = match s.rsplit_once(':') {
+            Some((d, p)) => (d, Some(p)),
+            None => (s, None),
+        };
+        plain(Self::KIND, dev, Self::MAX, "-_.", Self::RULE)?;
+        if dev == "all" {
             return refuse(Self::KIND, s, "`all` stands for every rail in the sweep's plan lines; leave --rails out for every rail");
+        }
+        if port.is_some_and(|p| !is_port_number(p)) {
+            return refuse(Self::KIND, s, format!("{PORT_RULE}; {}", Self::RULE));
         }
         Ok(RailName(s.to_string()))
     }
 }
+
+/// An RDMA port's number after a device's `:`: 1 to 255, decimal digits.
+fn is_port_number(p: &str) -> bool {
+    p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u8>().is_ok_and(|p| p > 0)
+}
+
+const PORT_RULE: &str =
+    "the port must be a number from 1 to 255 after `:` (DEV:PORT, e.g. mlx5_0:1)";
 name_type!(RailName);
 
 /// A kernel module's name as modprobe compares it: `-` and `_` are the same
@@ -288,24 +320,11 @@ impl ProfileName {
 }
 name_type!(ProfileName);
 
-/// `DEV[:PORT]` (`--device mlx5_0:1`): a [`RailName`] and, optionally, a
-/// port from 1 to 255; the text as given. A clap `value_parser`.
+/// `DEV[:PORT]` (`--device mlx5_0:1`): a [`RailName`], which is a device
+/// and, optionally, a port from 1 to 255; the text as given. A clap
+/// `value_parser`.
 pub fn rail_port(s: &str) -> Result<String, NameError> {
-    let (dev, port) = match s.rsplit_once(':') {
-        Some((d, p)) => (d, Some(p)),
-        None => (s, None),
-    };
-    RailName::parse(dev)?;
-    if let Some(p) = port {
-        if !p.parse::<u8>().is_ok_and(|p| p > 0) {
-            return refuse(
-                "device and port",
-                s,
-                "the port must be a number from 1 to 255 after `:` (DEV:PORT, e.g. mlx5_0:1)",
-            );
-        }
-    }
-    Ok(s.to_string())
+    RailName::parse(s).map(String::from)
 }
 
 /// A peer to connect to (`bench pair PEER`, `verify --peer`): an IP
@@ -316,6 +335,9 @@ pub fn peer(s: &str) -> Result<String, NameError> {
     use std::net::{IpAddr, SocketAddr};
     if s.parse::<SocketAddr>().is_ok() || s.parse::<IpAddr>().is_ok() {
         return Ok(s.to_string());
+    }
+    if let Some(ok) = zoned_ipv6(s) {
+        return ok.map(|()| s.to_string());
     }
     let (host, port) = match s.rsplit_once(':') {
         Some((h, p)) => (h, Some(p)),
@@ -335,6 +357,43 @@ pub fn peer(s: &str) -> Result<String, NameError> {
         );
     }
     Ok(s.to_string())
+}
+
+/// An IPv6 address with a zone id (`fe80::1%ib0`, `[fe80::1%ib0]:18515`):
+/// `None` when `s` has no `%`; else the address must be IPv6 and the zone
+/// an interface's name (a [`RailName`] without a port), and a port, in
+/// brackets only, 1 to 65535.
+fn zoned_ipv6(s: &str) -> Option<Result<(), NameError>> {
+    let (addr, rest) = s.split_once('%')?;
+    let (addr, zone, port) = match (addr.strip_prefix('['), rest.split_once(']')) {
+        (Some(a), Some((z, p))) => (a, z, Some(p)),
+        (None, None) => (addr, rest, None),
+        _ => {
+            return Some(refuse(
+                "peer",
+                s,
+                "an IPv6 address with a zone is ADDR%IFNAME or [ADDR%IFNAME]:PORT",
+            ))
+        }
+    };
+    let port_ok = match port {
+        None | Some("") => true,
+        Some(p) => p.strip_prefix(':').is_some_and(|p| {
+            p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)
+        }),
+    };
+    let ok = addr.parse::<std::net::Ipv6Addr>().is_ok()
+        && !zone.contains(':')
+        && RailName::parse(zone).is_ok()
+        && port_ok;
+    Some(match ok {
+        true => Ok(()),
+        false => refuse(
+            "peer",
+            s,
+            "an IPv6 address with a zone is ADDR%IFNAME (an interface's name, e.g. fe80::1%ib0) or [ADDR%IFNAME]:PORT with a port from 1 to 65535",
+        ),
+    })
 }
 
 /// A [`RailName`] as text: a clap `value_parser` for an option whose field
@@ -461,12 +520,50 @@ mod tests {
         for bad in ["gpu-", "a..b", "a.-b", "gpu+2", "n1.", "a'b"] {
             assert!(NodeName::parse(bad).is_err(), "{bad}");
         }
-        assert!(NodeName::parse(&"a".repeat(64)).is_ok());
+        assert!(NodeName::parse(&"a".repeat(63)).is_ok());
+        // An Ansible inventory's FQDN: up to 253 bytes, each label up to 63.
+        let fqdn = format!(
+            "{}.{}.{}.example",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63)
+        );
+        assert!(fqdn.len() > 64 && fqdn.len() <= 253);
+        assert_eq!(NodeName::parse(&fqdn).unwrap().as_str(), fqdn);
+        let at_max = format!(
+            "{}.{}.{}.{}",
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(61)
+        );
+        assert_eq!(at_max.len(), 253);
+        assert!(NodeName::parse(&at_max).is_ok());
+        assert!(NodeName::parse(&format!("{at_max}d")).is_err());
+        assert!(NodeName::parse(&format!("{}.lab", "a".repeat(64))).is_err());
         for r in ["mlx5_0", "rxe0", "efa_0", "ens1f0np0", "erdma_0"] {
             assert_eq!(RailName::parse(r).unwrap().as_str(), r);
         }
         assert!(RailName::parse("all").is_err());
         assert_eq!(rail_port("mlx5_0:1").unwrap(), "mlx5_0:1");
+        // A dual-port HCA's rails (`--rails mlx4_0:1,mlx4_0:2`): port 1 to 255.
+        for r in ["mlx4_0:1", "mlx4_0:2", "mlx5_0:255"] {
+            assert_eq!(RailName::parse(r).unwrap().as_str(), r);
+        }
+        for bad in [
+            "mlx4_0:0",
+            "mlx4_0:256",
+            "mlx4_0:",
+            ":1",
+            "mlx4_0:+1",
+            "mlx4_0:01x",
+            "all:1",
+            "a:1:1",
+            "a/b:1",
+            "mlx4_0: 1",
+        ] {
+            assert!(RailName::parse(bad).is_err(), "{bad}");
+        }
         for p in [
             "10.0.0.2",
             "10.0.0.2:18515",
@@ -474,8 +571,26 @@ mod tests {
             "[fe80::1]:1",
             "gpu02",
             "gpu02.lab:18515",
+            "fe80::1%ib0",
+            "fe80::1%eth0",
+            "[fe80::1%ib0]:18515",
+            "[fe80::1%ens1f0np0]",
         ] {
             assert_eq!(peer(p).unwrap(), p);
+        }
+        for bad in [
+            "fe80::1%",
+            "fe80::1%a b",
+            "fe80::1%a\nb",
+            "10.0.0.2%ib0",
+            "gpu02%ib0",
+            "[fe80::1%ib0]:0",
+            "[fe80::1%ib0]18515",
+            "fe80::1%ib0:1",
+            "[fe80::1%ib0",
+            "fe80::1%$(id)",
+        ] {
+            assert!(peer(bad).is_err(), "{bad}");
         }
         for bad in [
             "", "a b", "$(id)", "-x", "a;b", "gpu:0", "gpu:x", "a\nb", "a/b", "..",

@@ -43,10 +43,12 @@ pub fn args_file_from_argv() -> Option<PathBuf> {
 /// A command word never starts with `/`, so no subcommand can be taken for
 /// it, and no file in the working directory can turn one into the module
 /// (issue 43: a file named `man` holding a task ran as root). The file must
-/// also be a regular file owned by the user running gdrprov, as the one
-/// Ansible just wrote is.
+/// also be a regular file (not a symlink) that neither group nor others may
+/// write, as the one Ansible just wrote is. Its owner may be anyone: with
+/// `become: true` Ansible writes it as the login user
+/// (`/home/ubuntu/.ansible/tmp/ansible-tmp-X/args`) and runs gdrprov as root.
 pub fn is_ansible_args_path(path: &Path) -> bool {
-    path.is_absolute() && crate::host::is_own_regular_file(path)
+    path.is_absolute() && crate::host::is_unshared_regular_file(path)
 }
 
 /// Runs the module; prints exactly one JSON object; exit 0, or 1 when failed.

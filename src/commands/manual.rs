@@ -15,7 +15,7 @@ pub fn completions(out: &Output, shell: Shell) -> Result<i32> {
     };
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gdrprov", &mut buf);
-    out.bytes(&buf)?;
+    out.bytes(&buf);
     Ok(crate::exit::OK)
 }
 
@@ -24,6 +24,6 @@ pub fn man(out: &Output) -> Result<i32> {
     clap_mangen::Man::new(Cli::command())
         .render(&mut buf)
         .map_err(|e| Error::io("render", "the manual page", e))?;
-    out.bytes(&buf)?;
+    out.bytes(&buf);
     Ok(crate::exit::OK)
 }

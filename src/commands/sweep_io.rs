@@ -201,11 +201,17 @@ fn check_place(f: &Path, a: &str, b: &str, round: u32) -> Result<()> {
 fn unread_or_err(e: ReadError, nodes: Vec<String>) -> Result<Unread> {
     match e {
         ReadError::Door(e) => Err(e),
+        // What the document says (serde quotes the raw value: `unknown
+        // variant `fail\n  gpu042: drained``) and the file's name are
+        // outside text: each shown as one line, whatever it holds.
         ReadError::Doc(d) => Ok(Unread {
             nodes,
-            file: d.file.clone(),
-            field: d.field.clone(),
-            problem: d.to_string(),
+            file: crate::output::escape::one_line(&d.file).into_owned(),
+            field: d
+                .field
+                .as_deref()
+                .map(|f| crate::output::escape::one_line(f).into_owned()),
+            problem: crate::output::escape::one_line(&d.to_string()).into_owned(),
         }),
     }
 }

@@ -17,6 +17,15 @@ pub enum Kind {
     FleetWide,
 }
 
+/// The reason a probation node whose results cannot be read is drained
+/// again with: its earlier one, cut so that the note fits Slurm's reason as
+/// `slurm::clean_reason` keeps it (200 characters).
+fn unreadable_reason(earlier: &str) -> String {
+    const NOTE: &str = "; results unreadable";
+    let kept: String = earlier.trim().chars().take(200 - NOTE.len()).collect();
+    format!("{kept}{NOTE}")
+}
+
 /// One low measurement behind a verdict.
 #[derive(Debug, Clone, Serialize)]
 pub struct Evidence {
@@ -318,18 +327,23 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
         .enumerate()
         .map(|(i, n)| (n.as_str(), i))
         .collect();
-    let cleared = |n: &str| index.get(n).is_some_and(|i| c.cleared(*i));
-    // A node not judged keeps its state: on probation, not drained again.
+    // A node not judged keeps its state: a drained one is neither resumed nor
+    // drained again; one on probation is never cleared (that would end its
+    // reservation without a verdict): it is drained again with its earlier
+    // reason and that its results could not be read.
     let unread: std::collections::HashSet<&str> = ctx
         .unread
         .iter()
         .flat_map(|u| u.nodes.iter().map(String::as_str))
         .collect();
+    let cleared = |n: &str| !unread.contains(n) && index.get(n).is_some_and(|i| c.cleared(*i));
     let probation: Vec<(String, String)> = ctx
         .probation
         .iter()
-        .filter(|(n, _)| !unread.contains(n.as_str()))
-        .cloned()
+        .map(|(n, earlier)| match unread.contains(n.as_str()) {
+            true => (n.clone(), unreadable_reason(earlier)),
+            false => (n.clone(), earlier.clone()),
+        })
         .collect();
     let slurm = slurm::decide(&suspects, &ctx.drained, &probation, &cleared, ctx.cap);
     let drained = drained_after(&ctx.drained, &slurm);

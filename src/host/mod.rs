@@ -36,7 +36,7 @@ pub use lock::FileLock;
 pub use lockfile::holder_of;
 pub use path::{check_profile_path, InRoot, Visit};
 pub use read::{
-    canonical_local, is_local_dir, is_local_file, is_local_special, is_own_regular_file,
+    canonical_local, is_local_dir, is_local_file, is_local_special, is_unshared_regular_file,
     list_local_dir, local_exists, local_id, log_text, open_local, random_bytes, read_kmsg,
     read_local, read_local_text, LocalId, ReadLimit,
 };

@@ -311,13 +311,13 @@ pub fn is_local_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
 }
 
-/// Whether `path` is itself a regular file (not a symlink to one) owned by
-/// the effective user: a file this user wrote, not one another user could
-/// have planted.
-pub fn is_own_regular_file(path: &Path) -> bool {
+/// Whether `path` is itself a regular file (not a symlink to one) that
+/// neither its group nor others may write: only its owner (whoever that is)
+/// could have written it. The owner is not asked: under Ansible's `become`
+/// the file is the login user's while gdrprov runs as root.
+pub fn is_unshared_regular_file(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    std::fs::symlink_metadata(path)
-        .is_ok_and(|m| m.is_file() && m.uid() == nix::unistd::geteuid().as_raw())
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.mode() & 0o022 == 0)
 }
 
 /// Whether `path` names a FIFO, socket or device node (a symlink followed):

@@ -85,11 +85,19 @@ pub(super) fn load_replay(root: &Path) -> crate::error::Result<Option<Recording>
     }
     let mut rec = Recording::default();
     // Through the door: a FIFO planted there is refused, not waited on.
-    let read = |name: &str| super::read::read_local_text(&dir.join(name), ReadLimit::RootFile);
-    if let Ok(text) = read("commands.json") {
+    // Only an absent file is "nothing recorded"; a directory, a FIFO, text
+    // that is not UTF-8 is refused, naming the file.
+    let read = |name: &str| -> crate::error::Result<Option<String>> {
+        let path = dir.join(name);
+        match std::fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            _ => super::read::read_local_text(&path, ReadLimit::RootFile).map(Some),
+        }
+    };
+    if let Some(text) = read("commands.json")? {
         rec.commands = strict(&dir.join("commands.json"), &text)?;
     }
-    if let Ok(text) = read("probes.json") {
+    if let Some(text) = read("probes.json")? {
         rec.probes = strict(&dir.join("probes.json"), &text)?;
     }
     Ok(Some(rec))
@@ -199,5 +207,44 @@ impl Host {
             });
         }
         Some(value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A way to put something that is not a snapshot file at a path.
+    type Make = (&'static str, fn(&Path));
+
+    /// Only an absent commands.json or probes.json is "nothing recorded":
+    /// a directory, a FIFO or text that is not UTF-8 there is refused,
+    /// naming the file.
+    #[test]
+    fn a_snapshot_file_that_cannot_be_read_is_refused_not_taken_for_absent() {
+        for name in ["commands.json", "probes.json"] {
+            let makes: [Make; 3] = [
+                ("a directory", |p| std::fs::create_dir(p).unwrap()),
+                ("a FIFO", |p| {
+                    nix::unistd::mkfifo(p, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap()
+                }),
+                ("not UTF-8", |p| std::fs::write(p, b"[\xff]").unwrap()),
+            ];
+            for (what, make) in makes {
+                let root = tempfile::tempdir().unwrap();
+                let dir = root.path().join(SNAPSHOT_DIR);
+                std::fs::create_dir(&dir).unwrap();
+                make(&dir.join(name));
+                let e = load_replay(root.path())
+                    .err()
+                    .unwrap_or_else(|| panic!("{name} {what}: taken for absent"))
+                    .to_string();
+                assert!(e.contains(name), "{name} {what}: {e}");
+            }
+        }
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(SNAPSHOT_DIR)).unwrap();
+        let rec = load_replay(root.path()).unwrap().unwrap();
+        assert!(rec.commands.is_empty() && rec.probes.is_empty());
     }
 }

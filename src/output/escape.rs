@@ -51,9 +51,26 @@ pub fn escape(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` as one line: [`escape`], and a newline shown as `\n` too. For a
+/// piece of outside text that goes into a line of its own (a document's
+/// problem as its parser quotes it, a file's name): a newline in it would
+/// begin a line the reader takes for gdrprov's.
+pub fn one_line(text: &str) -> Cow<'_, str> {
+    if !text.contains('\n') {
+        return escape(text);
+    }
+    Cow::Owned(escape(&text.replace('\n', "\\n")).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_line_shows_a_newline_escaped() {
+        assert_eq!(one_line("a\n  b\r\u{1b}[31m"), "a\\n  b\\r\\x1b[31m");
+        assert!(matches!(one_line("plain"), Cow::Borrowed(_)));
+    }
 
     #[test]
     fn terminal_controls_are_shown_escaped_and_plain_text_is_kept() {

@@ -248,12 +248,10 @@ impl Output {
     }
 
     /// Bytes exactly as given on standard output (the manual page).
-    pub fn bytes(&self, bytes: &[u8]) -> crate::error::Result<()> {
+    /// A failed write is reported once, by `commands::main`'s
+    /// [`stdout_finish`], as for every other output.
+    pub fn bytes(&self, bytes: &[u8]) {
         put_bytes(bytes);
-        match stdout_finish() {
-            Some(e) => Err(crate::error::Error::Usage(e)),
-            None => Ok(()),
-        }
     }
 
     /// A line on standard error beside the output: `gdrprov: NOTE`.
@@ -345,7 +343,12 @@ pub fn clap_message(e: &clap::Error) {
         // range): one line, as every other error, the value escaped.
         error_line(&value_message(e));
     } else if e.use_stderr() {
-        eprint!("{}", escape(&e.render().to_string()));
+        // Any other (an unknown subcommand or option, a value not among
+        // the possible ones) quotes what was typed too: each of its lines
+        // prefixed and escaped as every error's, so a newline in the value
+        // never begins a line of its own.
+        let text = e.render().to_string();
+        error_line(text.strip_prefix("error: ").unwrap_or(&text));
     } else {
         let _ = e.print();
     }

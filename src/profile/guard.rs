@@ -251,6 +251,12 @@ pub fn boot_present(present: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The keys a `present` entry replaces dangerously: the root filesystem,
+/// its type and options, init, and ro/rw. Setting any other boot-critical
+/// key (`rootdelay=10`, `ip=dhcp`) adds a value the host lacked or tunes
+/// one; `absent` (removing) keeps the whole [`BOOT_CRITICAL`] list.
+const PRESENT_REPLACES: &[&str] = &["root", "rootfstype", "rootflags", "init", "ro", "rw"];
+
 /// `boot.cmdline.present` entries that replace an argument a host needs to
 /// boot, guarded exactly as `absent` is ([`boot_args`]): a `key=value`
 /// removes the host's other values of `key` (`present: [root=/dev/sdb1]`
@@ -267,6 +273,7 @@ pub fn boot_replacing(present: &[String], allowed: &[String]) -> Result<(), Stri
         };
         let Some((key, why)) = BOOT_CRITICAL
             .iter()
+            .filter(|(k, _)| PRESENT_REPLACES.contains(k))
             .find(|(k, _)| k.replace('-', "_") == replaced)
         else {
             continue;
@@ -394,5 +401,18 @@ mod tests {
             assert!(boot_replacing(&s(&[a]), &s(&[key])).is_ok(), "{a}");
         }
         assert!(boot_replacing(&s(&["iommu=pt", "quiet", "rootwait"]), &[]).is_ok());
+        // Every other boot-critical key may be set by `present` (the
+        // issue's list is the one above); removing it is still guarded.
+        for (key, _) in BOOT_CRITICAL {
+            if PRESENT_REPLACES.contains(key) {
+                continue;
+            }
+            let a = format!("{key}=10");
+            assert!(boot_replacing(&s(&[&a]), &[]).is_ok(), "{a}");
+            assert!(boot_args(&s(&[key]), &[]).is_err(), "absent {key}");
+        }
+        for a in ["rootdelay=10", "ip=dhcp"] {
+            assert!(boot_replacing(&s(&[a]), &[]).is_ok(), "{a}");
+        }
     }
 }

@@ -128,17 +128,19 @@ pub fn edit_text(line: &str, add: &[String], remove: &[String]) -> String {
     out
 }
 
-/// The kernel's `COMMAND_LINE_SIZE` of an architecture, its terminating NUL
-/// included. x86_64: 2048 (`arch/x86/include/asm/setup.h`); arm64: 4096
-/// (`arch/arm64/include/uapi/asm/setup.h`, as read in the kernel source:
-/// the 2048 is x86's); any other: 2048, the smaller of the two, so
-/// that an unknown root is never written a line one of them would cut.
-pub fn command_line_size(arm64: bool) -> usize {
-    if arm64 {
-        4096
-    } else {
-        2048
-    }
+/// The kernel's `COMMAND_LINE_SIZE`, its terminating NUL included, that
+/// gdrprov holds a line to on every architecture it supports: 2048. x86_64
+/// has 2048 (`arch/x86/include/asm/setup.h`); arm64 has had 2048 in mainline
+/// for most versions and 4096 in others (`arch/arm64/include/uapi/asm/setup.h`),
+/// and the running kernel of a root is not known at plan. The smaller of the
+/// two is the one no kernel cuts: a line between 2048 and 4096 bytes would be
+/// cut silently by a kernel of 2048.
+pub const COMMAND_LINE_SIZE: usize = 2048;
+
+/// The kernel's `COMMAND_LINE_SIZE` that a line is held to, whatever the
+/// architecture: [`COMMAND_LINE_SIZE`] (see there why arm64's is not taken).
+pub fn command_line_size() -> usize {
+    COMMAND_LINE_SIZE
 }
 
 /// Bytes kept free below the limit for what gdrprov cannot count exactly
@@ -277,7 +279,6 @@ mod tests {
         assert!(fits("x", &one, &[], 2048).is_ok());
         let one = vec!["a".repeat(1984)];
         assert!(fits("x", &one, &[], 2048).is_err());
-        assert_eq!(command_line_size(false), 2048);
-        assert_eq!(command_line_size(true), 4096);
+        assert_eq!(command_line_size(), 2048);
     }
 }

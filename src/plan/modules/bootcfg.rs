@@ -146,7 +146,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
     let bls = ctx.facts.os.family == OsFamily::Rhel;
     let s = Shared {
         seen,
-        facts: ctx.facts,
         files,
         current,
         args,
@@ -164,7 +163,6 @@ pub fn plan(ctx: &Context) -> Result<Part> {
 /// What the parts of the boot plan share.
 struct Shared<'a> {
     seen: &'a PlanFacts,
-    facts: &'a crate::facts::Facts,
     /// The GRUB defaults (name, text), `/etc/default/grub` first.
     files: Vec<(String, String)>,
     /// The default entry's command line as the defaults give it now.
@@ -210,7 +208,7 @@ fn default_entry(s: &Shared, part: &mut Part) -> Result<bool> {
                 seen.display(DEFAULTS)
             );
             let loader = super::bootcfg_grub::grub_loader_args(seen);
-            super::bootcfg_arch::line_fits(s.facts, &within, &args.result, &loader)?;
+            super::bootcfg_arch::line_fits(&within, &args.result, &loader)?;
         }
         let edits = grub_defaults::plan_cmdline_edit(&named, &args.add, &args.remove)
             .map_err(|e| grub_error(seen, e))?;
@@ -272,7 +270,7 @@ fn extra_entries(
     };
     for x in &extras {
         let within = format!("boot entry `{}`", x.name);
-        super::bootcfg_arch::line_fits(ctx.facts, &within, &x.args, &loader)?;
+        super::bootcfg_arch::line_fits(&within, &x.args, &loader)?;
     }
     if bls && !extras.is_empty() && bls_default.is_none() {
         return Err(Error::Refused(format!(
@@ -364,7 +362,7 @@ fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) -> Resul
         };
         if !stale.is_empty() {
             super::bootcfg_grub::grubby_separator(seen)?;
-            super::bootcfg_grub::grubby_fits(seen, s.facts, &args.wanted, &args.remove)?;
+            super::bootcfg_grub::grubby_fits(seen, &args.wanted, &args.remove)?;
             let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
             argv.push(format!("--args={}", args.wanted.join(" ")));
             if !args.remove.is_empty() {

@@ -58,11 +58,12 @@ pub fn platform(facts: &Facts, modes: &[Option<IommuMode>]) -> (Vendor, Vec<Stri
 }
 
 /// Refuses a boot line that would not fit the kernel's command line buffer
-/// on this root's architecture (`gdrprov_boot::line::fits`): `args` as
+/// (`gdrprov_boot::line::fits`; 2048 bytes on every architecture, arm64's
+/// kernels disagreeing: `line::COMMAND_LINE_SIZE`): `args` as
 /// gdrprov writes them, `loader` what the boot loader puts before them.
 /// `within` names the boot shape and file.
-pub fn line_fits(facts: &Facts, within: &str, args: &[String], loader: &[String]) -> Result<()> {
-    let size = line::command_line_size(facts.arch.arch == Arch::Aarch64);
+pub fn line_fits(within: &str, args: &[String], loader: &[String]) -> Result<()> {
+    let size = line::command_line_size();
     line::fits(within, args, loader, size).map_err(|e| Error::Refused(e.to_string()))
 }
 

@@ -255,12 +255,7 @@ pub(super) fn grub_loader_args(seen: &PlanFacts) -> Vec<String> {
 /// Each BLS entry's line after grubby (`gdrprov_boot::hold::grubby_options`
 /// of its options, `$kernelopts` written out) fits the kernel's buffer,
 /// with GRUB's `BOOT_IMAGE=(hdX,gptY)/vmlinuz-...` before it.
-pub(super) fn grubby_fits(
-    seen: &PlanFacts,
-    facts: &crate::facts::Facts,
-    wanted: &[String],
-    remove: &[String],
-) -> Result<()> {
+pub(super) fn grubby_fits(seen: &PlanFacts, wanted: &[String], remove: &[String]) -> Result<()> {
     let env = seen.grub.grubenv_bls.as_deref().unwrap_or_default();
     let kernelopts = entries::grubenv_get(env, "kernelopts").unwrap_or_default();
     let add: Vec<&str> = wanted.iter().map(String::as_str).collect();
@@ -274,7 +269,7 @@ pub(super) fn grubby_fits(
             seen.display(&format!("{}/{name}", BLS_DIR))
         );
         let args: Vec<String> = after.split_whitespace().map(str::to_string).collect();
-        super::bootcfg_arch::line_fits(facts, &within, &args, &loader)?;
+        super::bootcfg_arch::line_fits(&within, &args, &loader)?;
     }
     Ok(())
 }

@@ -290,7 +290,7 @@ fn default_edits(
         let loader = longest.unwrap_or_else(|| vec![format!("initrd={}", "0".repeat(80))]);
         let future = cmdline::split(&new_line);
         if !args.add.is_empty() {
-            super::bootcfg_arch::line_fits(ctx.facts, &within, &future, &loader)?;
+            super::bootcfg_arch::line_fits(&within, &future, &loader)?;
         }
         let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(
@@ -323,7 +323,7 @@ fn default_edits(
         let within = format!("systemd-boot entry {}", ctx.seen.display(path));
         let after = cmdline::split(&options_of(&new_text));
         if !e.add.is_empty() {
-            super::bootcfg_arch::line_fits(ctx.facts, &within, &after, &initrd_args(text))?;
+            super::bootcfg_arch::line_fits(&within, &after, &initrd_args(text))?;
         }
         let what = desired::describe_args(&e.add, &e.remove);
         // The entry is the switch: written after the commands, once the

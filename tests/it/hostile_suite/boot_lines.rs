@@ -290,6 +290,28 @@ fn every_shape_refuses_a_line_past_command_line_size() {
     }
 }
 
+/// arm64's kernels disagree on COMMAND_LINE_SIZE (2048 in mainline for most
+/// versions, 4096 in others): a line between the two would be cut silently
+/// by one of them, so an arm64 root (the GH200 example) is held to 2048 too.
+#[test]
+fn an_arm64_line_between_2048_and_4096_bytes_is_refused() {
+    let root = crate::util::Root::example("ubuntu-24.04-gh200");
+    let grub = root.join("etc/default/grub");
+    let text = std::fs::read_to_string(&grub).unwrap();
+    let pad: String = (0..6)
+        .map(|i| format!(" pad{i}={}", "a".repeat(393)))
+        .collect();
+    let text = text.replace(
+        "GRUB_CMDLINE_LINUX=\"console=ttyAMA0,115200n8 init_on_alloc=0",
+        &format!("GRUB_CMDLINE_LINUX=\"console=ttyAMA0,115200n8 init_on_alloc=0{pad}"),
+    );
+    assert!(text.contains("pad5="), "the example's GRUB line changed");
+    std::fs::write(&grub, text).unwrap();
+    let args = ["plan", "rdma-dmabuf", "--root", root.arg()];
+    let text = refused_unchanged(&root, &args, "COMMAND_LINE_SIZE of 2048");
+    assert!(text.contains("Remove arguments"), "{text}");
+}
+
 /// `present` replacing a boot-critical argument (`root=`, `init=`, `ro` by
 /// `rw`, `rootfstype=`, `rootflags=`) is refused on every shape as `absent`
 /// is, unless `allow-removing` names it.

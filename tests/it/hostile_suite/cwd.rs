@@ -91,6 +91,54 @@ fn ansible_still_reaches_the_module_through_its_arguments_file() {
     }
 }
 
+/// Under `become: true` Ansible writes the arguments file as the login user
+/// (`/home/ubuntu/.ansible/tmp/ansible-tmp-X/args`) and runs gdrprov as
+/// root: a file of another owner is the module's, as long as only its owner
+/// may write it; one that group or others may write is not, whoever owns it.
+#[test]
+fn an_args_file_of_the_login_user_runs_the_module_under_become_and_a_writable_one_does_not() {
+    let root = Root::example("ubuntu-22.04-h100");
+    let task = format!(
+        r#"{{"profile":"rdma-dmabuf","root":"{}","_ansible_check_mode":true}}"#,
+        root.arg()
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    for (owner, mode, module) in [
+        (65534, 0o600, true),
+        (65534, 0o644, true),
+        (0, 0o644, true),
+        (65534, 0o666, false),
+        (0, 0o666, false),
+        (0, 0o620, false),
+    ] {
+        let dir = tmp.path().join(format!("ansible-tmp-{owner}-{mode:o}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let args = dir.join("args");
+        std::fs::write(&args, &task).unwrap();
+        std::fs::set_permissions(&args, std::fs::Permissions::from_mode(mode)).unwrap();
+        std::os::unix::fs::chown(&args, Some(owner), Some(owner)).unwrap();
+        let out = run_in(None, &[args.to_str().unwrap()]);
+        let case = format!("args file of uid {owner}, mode {mode:o}");
+        let text = format!("{}{}", stdout_of(&out), stderr_of(&out));
+        assert_eq!(
+            gdrprov::commands::ansible::is_ansible_args_path(&args),
+            module,
+            "{case}"
+        );
+        if module {
+            let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{case}: {e}: {text}"));
+            assert_eq!(doc["changed"], true, "{case}: {doc:#}");
+        } else {
+            assert!(
+                !text.contains("\"changed\""),
+                "{case}: ran as the module\n{text}"
+            );
+            assert_eq!(out.status.code(), Some(1), "{case}: {text}");
+        }
+    }
+}
+
 #[test]
 fn a_file_named_like_a_built_in_profile_never_replaces_it() {
     let root = Root::example("ubuntu-22.04-h100");

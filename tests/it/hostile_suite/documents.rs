@@ -399,9 +399,10 @@ fn a_snapshot_s_recorded_commands_of_a_wrong_shape_are_refused() {
     }
 }
 
-/// A node on probation (drained by an earlier sweep, resumed for this one)
-/// or drained by a sweep, whose results cannot be read, keeps its state:
-/// not drained again, not resumed.
+/// A node drained by a sweep whose results cannot be read keeps its state:
+/// not drained again, not resumed. One on probation (drained by an earlier
+/// sweep, resumed for this one) is not returned to production without a
+/// verdict: it is drained again, its earlier reason plus "results unreadable".
 #[test]
 fn a_node_not_judged_keeps_its_slurm_state() {
     let t = tempfile::tempdir().unwrap();
@@ -425,7 +426,62 @@ fn a_node_not_judged_keeps_its_slurm_state() {
                 .iter()
                 .any(|a| a["node"] == "n5")
         };
-        assert!(!acted("drain") && !acted("resume"), "{opt}: {v:#}");
+        if opt == "--drained" {
+            assert!(!acted("drain") && !acted("resume"), "{opt}: {v:#}");
+        } else {
+            // On probation: never returned to production without a verdict;
+            // drained again, its earlier reason kept, the cause said.
+            assert!(!acted("resume"), "{opt}: {v:#}");
+            let drain = v["slurm"]["drain"].as_array().unwrap();
+            let n5 = drain.iter().find(|a| a["node"] == "n5");
+            let reason = n5.map(|a| a["reason"].as_str().unwrap_or_default());
+            let reason = reason.unwrap_or_else(|| panic!("{opt}: n5 not drained: {v:#}"));
+            assert!(
+                reason.contains("rail mlx5_1 low with 3 partners")
+                    && reason.contains("results unreadable"),
+                "{opt}: {reason}"
+            );
+        }
         assert_unchanged(&before, &tree(d), opt);
+    }
+}
+
+/// A document's text never begins a line of the report: serde quotes the
+/// raw value (`unknown variant `fail<newline>  gpu042: drained``), which
+/// the report shows as one line, in text and on standard error alike.
+#[test]
+fn a_document_s_newline_never_forges_a_report_line() {
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    let (_, ver) = fleet(d);
+    let doc = set(
+        &verify_doc(),
+        "/checks/0/status",
+        Some(json!("fail\n  gpu042: drained\r\u{1b}[2K")),
+    );
+    std::fs::write(ver.join("n5.json"), doc.to_string()).unwrap();
+    for format in ["text", "json"] {
+        let args = [
+            "fleet",
+            "sweep",
+            "report",
+            "res",
+            "--verify-dir",
+            "verify",
+            "--format",
+            format,
+        ];
+        let out = run_in(Some(d), &args);
+        let text = format!("{}{}", stdout_of(&out), stderr_of(&out));
+        assert_eq!(out.status.code(), Some(0), "{format}: {text}");
+        assert!(text.contains("gpu042: drained"), "{format}: {text}");
+        assert!(
+            !text.lines().any(|l| l.starts_with("  gpu042: drained")),
+            "{format}: a forged line\n{text}"
+        );
+        assert!(
+            !text.contains('\r') && !text.contains('\u{1b}'),
+            "{format}: {text:?}"
+        );
     }
 }

@@ -341,6 +341,99 @@ fn every_rail_option_refuses_every_bad_name() {
     }
 }
 
+/// A dual-port HCA's rails carry a port (`mlx4_0:1`, `mlx4_0:2`): `--rails`
+/// takes them, and a result file named `A+B+mlx4_0:1.json` is read, its
+/// rail as named.
+#[test]
+fn a_rail_with_a_port_is_a_rail() {
+    let out = run(&os(&[
+        "fleet",
+        "sweep",
+        "plan",
+        "--nodelist",
+        "gpu[1-4]",
+        "--rails",
+        "mlx4_0:1,mlx4_0:2",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(
+        stdout_of(&out).contains("mlx4_0:1,mlx4_0:2"),
+        "{}",
+        stdout_of(&out)
+    );
+    let d = tempfile::tempdir().unwrap();
+    for rail in ["mlx4_0:1", "mlx4_0:2"] {
+        crate::sweep::write_pair(d.path(), 1, "gpu1", "gpu2", rail, 96.0);
+        crate::sweep::write_pair(d.path(), 1, "gpu3", "gpu4", rail, 96.0);
+    }
+    let a = [
+        os(&["fleet", "sweep", "report"]),
+        vec![path(d.path()), "--format".into(), "json".into()],
+    ]
+    .concat();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["measurements"], 4, "{v:#}");
+    for bad in ["mlx4_0:0", "mlx4_0:256", "mlx4_0:x", "all:1"] {
+        let out = run(&os(&[
+            "fleet",
+            "sweep",
+            "plan",
+            "--nodelist",
+            "gpu[1-4]",
+            "--rails",
+            bad,
+        ]));
+        assert_eq!(out.status.code(), Some(1), "{bad}: {}", stdout_of(&out));
+    }
+}
+
+/// Real names at the grammar's edges pass: an Ansible inventory's FQDNs
+/// over 64 bytes in `--hosts` (up to 253, labels up to 63), and an IPv6
+/// peer with a zone (`fe80::1%ib0`).
+#[test]
+fn long_host_names_and_zoned_peers_pass() {
+    let d = tempfile::tempdir().unwrap();
+    let fqdn = |i: u32| {
+        format!(
+            "gpu{i:03}.{}.{}.example.com",
+            "rack".repeat(15),
+            "pod".repeat(20)
+        )
+    };
+    let hosts: Vec<String> = (1..=4).map(fqdn).collect();
+    assert!(hosts[0].len() > 64 && hosts[0].len() <= 253);
+    let file = d.path().join("hosts");
+    std::fs::write(&file, hosts.join("\n") + "\n").unwrap();
+    let a = [
+        os(&["fleet", "sweep", "plan", "--hosts"]),
+        vec![path(&file)],
+    ]
+    .concat();
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr_of(&out));
+    assert!(stdout_of(&out).contains(&hosts[3]), "{}", stdout_of(&out));
+    std::fs::write(&file, format!("{}.example\n", "a".repeat(64))).unwrap();
+    let out = run(&a);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a 64-byte label: {}",
+        stdout_of(&out)
+    );
+    for peer in ["fe80::1%ib0", "[fe80::1%ib0]:18515"] {
+        let mut a = os(&["verify", "rdma-dmabuf", "--root", "/nonexistent"]);
+        a.push(format!("--peer={peer}").into());
+        let out = run(&a);
+        let err = stderr_of(&out);
+        assert!(
+            !err.contains("--peer") && !err.contains("not a peer"),
+            "{peer}: {err}"
+        );
+    }
+}
+
 /// Peers: `bench pair PEER` and `verify --peer HOST[:PORT]`.
 #[test]
 fn every_peer_entry_refuses_every_bad_name() {
@@ -618,8 +711,47 @@ fn every_numeric_option_is_finite_and_in_range() {
     }
 }
 
+/// Every clap error is prefixed and escaped as gdrprov's own: a value's
+/// newline (an unknown subcommand, a value not among the possible ones, an
+/// unknown option) never begins a line, so no forged `gdrprov: error:`.
+#[test]
+fn a_clap_error_never_lets_a_value_begin_a_line() {
+    let forged = "\ngdrprov: error: x\r\u{1b}[2K";
+    let cases: Vec<Vec<String>> = vec![
+        vec![format!("plan{forged}")],
+        vec!["--format".into(), format!("a{forged}"), "plan".into()],
+        vec![
+            "--color".into(),
+            format!("a{forged}"),
+            "profile".into(),
+            "list".into(),
+        ],
+        vec!["profile".into(), format!("--x{forged}")],
+        vec!["completions".into(), format!("bash{forged}")],
+    ];
+    for args in cases {
+        let out = run(&args.iter().map(OsString::from).collect::<Vec<_>>());
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        let errors = err
+            .lines()
+            .filter(|l| l.starts_with("gdrprov: error:"))
+            .count();
+        assert_eq!(errors, 1, "{args:?}: a forged line\n{err}");
+        assert!(
+            err.lines().all(|l| l.starts_with("gdrprov: ")),
+            "{args:?}: a line not gdrprov's\n{err}"
+        );
+        assert!(
+            !err.contains('\r') && !err.contains('\u{1b}'),
+            "{args:?}: {err:?}"
+        );
+    }
+}
+
 /// A standard output that cannot be written (`> /dev/full`) is exit 1 with
-/// a message, never a panic (exit 101), in text and JSON.
+/// a message, said once (`man` said it twice), never a panic (exit 101),
+/// in text and JSON.
 #[test]
 fn a_full_standard_output_is_an_error() {
     let full = Path::new("/dev/full");
@@ -631,6 +763,8 @@ fn a_full_standard_output_is_an_error() {
     let before = tree(&root);
     for args in [
         &["profile", "list"][..],
+        &["man"],
+        &["completions", "bash"],
         &["profile", "schema"],
         &["plan", "rdma-dmabuf", "--root", root.arg()],
         &["fleet", "sweep", "plan", "--nodelist", "gpu[1-8]"],
@@ -659,7 +793,11 @@ fn a_full_standard_output_is_an_error() {
             let err = stderr_of(&out);
             assert_eq!(out.status.code(), Some(1), "{args:?} {format}: {err}");
             assert!(!err.contains("panicked"), "{args:?} {format}: {err}");
-            assert!(err.contains("standard output"), "{args:?} {format}: {err}");
+            let said = err
+                .lines()
+                .filter(|l| l.contains("could not write to standard output"))
+                .count();
+            assert_eq!(said, 1, "{args:?} {format}: {err}");
         }
     }
     assert_unchanged(&before, &tree(&root), "plan > /dev/full");
