@@ -143,6 +143,9 @@ pub struct PlanFacts {
     pub load_requests: Vec<crate::facts::loadreq::LoadRequest>,
     /// `files:` paths that lead elsewhere through a symlink: where to.
     pub file_targets: BTreeMap<String, String>,
+    /// `files:` paths with a symlink on the way or at the file (the door
+    /// never writes through one): the first link and what it names.
+    pub file_links: BTreeMap<String, (String, String)>,
     missed: RefCell<Missed>,
 }
 
@@ -246,6 +249,9 @@ impl PlanFacts {
             let to = host.resolve(&f.path).ok().map(|r| r.logical);
             if let Some(to) = to.filter(|to| *to != f.path) {
                 pf.file_targets.insert(f.path.clone(), to);
+            }
+            if let Some(link) = first_link(host, &f.path) {
+                pf.file_links.insert(f.path.clone(), link);
             }
         }
         if let Some(mtu) = &doc.network.mtu {
@@ -570,4 +576,28 @@ fn initramfs_modules(host: &Host, family: OsFamily, kernel: &str) -> Option<BTre
             })
             .collect(),
     )
+}
+
+/// The first symlink on the way to `path` or at it (its path inside the root
+/// and what it names), as the door would meet it; `None` when there is none
+/// or the link is one the door follows (`host::DISTRO_LINKS`).
+fn first_link(host: &Host, path: &str) -> Option<(String, String)> {
+    if host.distro_link(path).is_some() {
+        return None;
+    }
+    let mut first = None;
+    let _ = host.resolve_visiting(path, |done, visit| {
+        if let (None, crate::host::Visit::Link(target)) = (&first, visit) {
+            let names: Vec<String> = done
+                .iter()
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect();
+            first = Some((
+                format!("/{}", names.join("/")),
+                target.display().to_string(),
+            ));
+        }
+        Ok(())
+    });
+    first
 }
