@@ -243,6 +243,34 @@ fn a_local_file_is_never_written_through_a_link_at_its_name() {
     assert_eq!(std::fs::read(real.join("m.prom")).unwrap(), b"m\n");
 }
 
+/// A temp file's name already taken (someone else's file, not a link) fails the write with
+/// EEXIST, and the file there is left alone: only what the write made is removed.
+#[test]
+fn a_failed_write_removes_only_the_temp_file_it_made() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    let theirs = r.join(format!("etc/.x.conf.gdrprov-{}.tmp", std::process::id()));
+    std::fs::write(&theirs, "not ours\n").unwrap();
+    let h = host(r);
+    let err = h
+        .write_atomic("/etc/x.conf", b"new\n", WriteOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/etc/x.conf"), "{err}");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not ours\n");
+    assert!(!r.join("etc/x.conf").exists());
+    // A failure after the create (the filler's) removes the temp file it made.
+    std::fs::remove_file(&theirs).unwrap();
+    let dir = h.root_dir().unwrap();
+    let etc = dir.open_sub("etc", "/etc/x.conf").unwrap().unwrap();
+    etc.replace("x.conf", WriteOptions::default(), |_| {
+        Err(std::io::Error::other("filler failed"))
+    })
+    .unwrap_err();
+    assert!(!theirs.exists(), "the temp file the write made was left");
+}
+
 /// A directory link on the way (merged /usr's /lib -> usr/lib, /var/lib/gdrprov on other
 /// storage) is refused with the path to write instead, never "remove it": removing /lib breaks
 /// the host. Failed before the fix (the message said to replace or remove the link).
