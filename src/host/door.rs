@@ -130,7 +130,7 @@ impl Dir {
         Error::BadPath {
             path: written.into(),
             why: format!(
-                "{} is a symlink to the directory {target}: gdrprov never writes through a link; {fix}",
+                "{} is a symlink to {target} (a directory): gdrprov never writes through a link; {fix}",
                 self.shown(name)
             ),
         }
@@ -364,6 +364,30 @@ impl Host {
                 .map(|t| t.display().to_string())
                 .unwrap_or_default(),
         )
+    }
+
+    /// The first symlink on the way to `path` or at it (its path inside the root
+    /// and what it names), as the door would meet it; `None` when there is none
+    /// or the link is one the door follows (`host::DISTRO_LINKS`).
+    pub fn first_link(&self, path: &str) -> Option<(String, String)> {
+        if self.distro_link(path).is_some() {
+            return None;
+        }
+        let mut first = None;
+        let _ = self.resolve_visiting(path, |done, visit| {
+            if let (None, super::Visit::Link(target)) = (&first, visit) {
+                let names: Vec<String> = done
+                    .iter()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .collect();
+                first = Some((
+                    format!("/{}", names.join("/")),
+                    target.display().to_string(),
+                ));
+            }
+            Ok(())
+        });
+        first
     }
 
     /// Refuses, before anything is written, a path of `paths` that the door

@@ -250,7 +250,7 @@ impl PlanFacts {
             if let Some(to) = to.filter(|to| *to != f.path) {
                 pf.file_targets.insert(f.path.clone(), to);
             }
-            if let Some(link) = first_link(host, &f.path) {
+            if let Some(link) = host.first_link(&f.path) {
                 pf.file_links.insert(f.path.clone(), link);
             }
         }
@@ -576,28 +576,4 @@ fn initramfs_modules(host: &Host, family: OsFamily, kernel: &str) -> Option<BTre
             })
             .collect(),
     )
-}
-
-/// The first symlink on the way to `path` or at it (its path inside the root
-/// and what it names), as the door would meet it; `None` when there is none
-/// or the link is one the door follows (`host::DISTRO_LINKS`).
-fn first_link(host: &Host, path: &str) -> Option<(String, String)> {
-    if host.distro_link(path).is_some() {
-        return None;
-    }
-    let mut first = None;
-    let _ = host.resolve_visiting(path, |done, visit| {
-        if let (None, crate::host::Visit::Link(target)) = (&first, visit) {
-            let names: Vec<String> = done
-                .iter()
-                .map(|n| n.to_string_lossy().into_owned())
-                .collect();
-            first = Some((
-                format!("/{}", names.join("/")),
-                target.display().to_string(),
-            ));
-        }
-        Ok(())
-    });
-    first
 }

@@ -295,10 +295,7 @@ fn a_directory_link_on_the_way_names_the_path_to_write_never_its_removal() {
             .write_atomic(path, b"x\n", WriteOptions::default())
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains(want) && err.contains("is a symlink to the directory"),
-            "{err}"
-        );
+        assert!(err.contains(want) && err.contains("(a directory)"), "{err}");
         assert!(!err.contains("remove it"), "{err}");
     }
     assert!(std::fs::read_dir(r.join("usr/lib/udev/rules.d"))
