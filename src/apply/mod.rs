@@ -191,13 +191,29 @@ pub fn execute_as(
 /// a symlink on the way or at the file (`Host::refuse_links`, src/host/door.rs).
 /// The door refuses them at the write anyway; checked first, the root is
 /// left as it was.
+///
+/// Every write counts, not only the plan's files: a command's copies to where
+/// a boot loader reads them (`place[].to`, the ESP's initrd) and the held
+/// copies and their readers (`*.gdrprov-held`, grub.cfg), which are written
+/// after a command ran; refused there, the run would stop half done.
 pub fn refuse_links(host: &Host, plan: &Plan) -> Result<()> {
     let own = ["state.json", "lock", "generations/.check"].map(|f| format!("{}/{f}", journal::DIR));
+    let mut by_commands: Vec<String> = Vec::new();
+    for c in &plan.changes {
+        if let Action::Run { command } = &c.action {
+            by_commands.extend(command.place.iter().map(|p| p.to.clone()));
+            for h in command.hold.iter().chain(&command.may_hold) {
+                by_commands.push(h.held());
+                by_commands.push(h.reader.clone());
+            }
+        }
+    }
     host.refuse_links(
         plan.changes
             .iter()
             .filter_map(Change::path)
-            .chain(own.iter().map(String::as_str)),
+            .chain(own.iter().map(String::as_str))
+            .chain(by_commands.iter().map(String::as_str)),
     )
 }
 
@@ -502,4 +518,58 @@ fn remove_undone_dirs(host: &Host, store: &StateStore, undoes: &[u64]) -> Result
         remove_created_dirs(host, &g.steps)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test fixtures"
+)]
+mod tests {
+    use super::*;
+    use crate::host::{CommandSpec, Hold, Placement};
+
+    /// A link where a command's copy lands (`place[].to`, the ESP's initrd) or where a held copy
+    /// is written is refused before anything runs, as a link at a plan's file is. Failed before
+    /// the fix: only the plan's files were checked, so the refusal came after update-initramfs.
+    #[test]
+    fn a_link_where_a_command_writes_is_refused_up_front() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path();
+        std::fs::create_dir_all(r.join("boot/efi/K")).unwrap();
+        std::fs::create_dir_all(r.join("boot/grub")).unwrap();
+        std::fs::write(r.join("secret"), "x").unwrap();
+        std::fs::write(r.join("boot/grub/grub.cfg"), "menuentry\n").unwrap();
+        let host = Host::open(r, true).unwrap();
+        let plan_with = |spec: CommandSpec| Plan {
+            changes: vec![Change::run("kmod", spec, None)],
+            ..Plan::default()
+        };
+        let mut placed = CommandSpec::new(&["update-initramfs", "-u"], "rebuild");
+        placed.place.push(Placement {
+            from: "/boot/initrd.img-1".into(),
+            to: "/boot/efi/K/initrd".into(),
+        });
+        let mut held = CommandSpec::new(&["update-initramfs", "-u"], "rebuild");
+        held.hold.push(Hold {
+            reader: "/boot/grub/grub.cfg".into(),
+            file: "/boot/initrd.img-1".into(),
+            kernelopts: None,
+        });
+        refuse_links(&host, &plan_with(placed.clone())).unwrap();
+        refuse_links(&host, &plan_with(held.clone())).unwrap();
+        std::os::unix::fs::symlink("/secret", r.join("boot/efi/K/initrd")).unwrap();
+        std::os::unix::fs::symlink("/secret", r.join("boot/initrd.img-1.gdrprov-held")).unwrap();
+        for (spec, link) in [
+            (placed, "/boot/efi/K/initrd"),
+            (held, "/boot/initrd.img-1.gdrprov-held"),
+        ] {
+            let err = refuse_links(&host, &plan_with(spec))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&format!("{link} is a symlink")), "{err}");
+        }
+        assert_eq!(std::fs::read_to_string(r.join("secret")).unwrap(), "x");
+    }
 }

@@ -51,16 +51,21 @@ pub fn scan(host: &Host, modules: &[String]) -> Vec<LoadRequest> {
     }
     let mut out = Vec::new();
     let mut seen_names: Vec<String> = Vec::new();
+    let mut files: Vec<(String, bool)> = Vec::new();
     for dir in LOAD_DIRS {
         for name in host.list_dir(dir) {
             if !name.ends_with(".conf") || seen_names.contains(&name) {
                 continue;
             }
             seen_names.push(name.clone());
-            let file = format!("{dir}/{name}");
-            let editable = dir.starts_with("/etc/");
-            lines_of(host, &file, "modules-load.d", editable, &wanted, &mut out);
+            files.push((format!("{dir}/{name}"), dir.starts_with("/etc/")));
         }
+    }
+    for (file, editable) in files
+        .iter()
+        .filter(|(f, _)| !links_to_another(host, f, &files))
+    {
+        lines_of(host, file, "modules-load.d", *editable, &wanted, &mut out);
     }
     lines_of(host, "/etc/modules", "modules", true, &wanted, &mut out);
     for dir in UNIT_DIRS {
@@ -78,6 +83,21 @@ pub fn scan(host: &Host, modules: &[String]) -> Vec<LoadRequest> {
     }
     out.retain(|r| !OWN.contains(&r.file.as_str()));
     out
+}
+
+/// Whether `file` is a symlink to a file the scan reads anyway (resolved
+/// inside the root): Debian's kmod ships `/etc/modules-load.d/modules.conf`
+/// as a link to `../modules`. Its lines are the target's, found (and edited)
+/// there; read through the link they would be edited twice, and through a
+/// link the door refuses to write.
+fn links_to_another(host: &Host, file: &str, files: &[(String, bool)]) -> bool {
+    if host.symlink_at(file).is_none() {
+        return false;
+    }
+    let Some(target) = host.canonical(file) else {
+        return false;
+    };
+    target != file && (target == "/etc/modules" || files.iter().any(|(f, _)| *f == target))
 }
 
 /// modules-load.d and /etc/modules: one module per line, `#` and `;` comments.

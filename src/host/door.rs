@@ -103,6 +103,39 @@ impl Dir {
         link_refused(written, &self.shown(name), &self.link_target(name))
     }
 
+    /// The refusal of a link at `name` met as a directory on the way to
+    /// `written` (inside the root): the fix is to write the path it leads
+    /// to, never to remove the link (`/lib` -> `usr/lib` holds the host up).
+    fn refuse_dir_link(&self, name: &str, written: &str) -> Error {
+        let link = self.child(name);
+        let target = self.link_target(name);
+        let rest = written
+            .strip_prefix(self.shown(name).as_str())
+            .or_else(|| written.strip_prefix(link.as_str()))
+            .unwrap_or("");
+        let base = if target.starts_with('/') {
+            String::new()
+        } else {
+            self.logical.clone()
+        };
+        let resolved = format!("{}{rest}", lexical(&format!("{base}/{target}")));
+        let fix = if OWN
+            .iter()
+            .any(|o| link == *o || o.starts_with(&format!("{link}/")))
+        {
+            format!("gdrprov keeps its own files only at {link} itself: mount the storage there (a bind mount) in place of the link")
+        } else {
+            format!("write {resolved} instead (do not remove the link: the system may need it)")
+        };
+        Error::BadPath {
+            path: written.into(),
+            why: format!(
+                "{} is a symlink to {target} (a directory): gdrprov never writes through a link; {fix}",
+                self.shown(name)
+            ),
+        }
+    }
+
     fn sync(&self) -> std::io::Result<()> {
         nix::unistd::fsync(self.fd.as_fd()).map_err(Into::into)
     }
@@ -121,7 +154,7 @@ impl Dir {
             Err(nix::errno::Errno::ENOENT) => Ok(None),
             Err(nix::errno::Errno::ELOOP | nix::errno::Errno::ENOTDIR) => {
                 Err(match self.entry(name)? {
-                    Some(m) if m.file_type().is_symlink() => self.refuse_link(name, written),
+                    Some(m) if m.file_type().is_symlink() => self.refuse_dir_link(name, written),
                     Some(m) => Error::BadPath {
                         path: written.into(),
                         why: format!(
@@ -178,6 +211,21 @@ pub(super) fn link_refused(written: &str, link: &str, target: &str) -> Error {
             "{link} is a symlink to {target}: gdrprov never writes through a link (the write would land on {target}); replace the link by a regular file (or directory) of its own, or remove it, and run again"
         ),
     }
+}
+
+/// `path` (absolute) with `.` and `..` taken lexically, for a message.
+fn lexical(path: &str) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for n in path.split('/') {
+        match n {
+            "" | "." => {}
+            ".." => {
+                out.pop();
+            }
+            n => out.push(n),
+        }
+    }
+    format!("/{}", out.join("/"))
 }
 
 /// The plain names of an absolute path inside the root; `..` is refused
@@ -316,6 +364,30 @@ impl Host {
                 .map(|t| t.display().to_string())
                 .unwrap_or_default(),
         )
+    }
+
+    /// The first symlink on the way to `path` or at it (its path inside the root
+    /// and what it names), as the door would meet it; `None` when there is none
+    /// or the link is one the door follows (`host::DISTRO_LINKS`).
+    pub fn first_link(&self, path: &str) -> Option<(String, String)> {
+        if self.distro_link(path).is_some() {
+            return None;
+        }
+        let mut first = None;
+        let _ = self.resolve_visiting(path, |done, visit| {
+            if let (None, super::Visit::Link(target)) = (&first, visit) {
+                let names: Vec<String> = done
+                    .iter()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .collect();
+                first = Some((
+                    format!("/{}", names.join("/")),
+                    target.display().to_string(),
+                ));
+            }
+            Ok(())
+        });
+        first
     }
 
     /// Refuses, before anything is written, a path of `paths` that the door

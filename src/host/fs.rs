@@ -239,7 +239,8 @@ mod tests {
         assert!(
             err.contains("etc/modprobe.d is a symlink to")
                 && err.contains(&outside.path().display().to_string())
-                && err.contains("replace the link"),
+                && err.contains("/x.conf instead")
+                && !err.contains("remove it"),
             "{err}"
         );
         assert!(std::fs::read_dir(outside.path()).unwrap().next().is_none());

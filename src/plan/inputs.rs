@@ -143,6 +143,9 @@ pub struct PlanFacts {
     pub load_requests: Vec<crate::facts::loadreq::LoadRequest>,
     /// `files:` paths that lead elsewhere through a symlink: where to.
     pub file_targets: BTreeMap<String, String>,
+    /// `files:` paths with a symlink on the way or at the file (the door
+    /// never writes through one): the first link and what it names.
+    pub file_links: BTreeMap<String, (String, String)>,
     missed: RefCell<Missed>,
 }
 
@@ -246,6 +249,9 @@ impl PlanFacts {
             let to = host.resolve(&f.path).ok().map(|r| r.logical);
             if let Some(to) = to.filter(|to| *to != f.path) {
                 pf.file_targets.insert(f.path.clone(), to);
+            }
+            if let Some(link) = host.first_link(&f.path) {
+                pf.file_links.insert(f.path.clone(), link);
             }
         }
         if let Some(mtu) = &doc.network.mtu {

@@ -83,6 +83,64 @@ fn files_may_not_target_state_boot_files_or_kernel_interfaces() {
     assert!(gd(&root, &["plan", &p]).status.success());
 }
 
+/// Merged /usr (Debian 12, Ubuntu >= 21.04, RHEL 9, Fedora: /lib, /bin, /sbin
+/// are links into /usr) and a state dir on other storage: a `files:` path
+/// through such a link is refused at plan, naming the link and the path to
+/// write, never its removal; the same at apply; the path it names plans fine.
+/// Failed before the fix: plan showed the write and apply refused it.
+#[test]
+fn files_through_a_directory_link_are_refused_at_plan_naming_the_path_to_write() {
+    let root = Root::example("ubuntu-22.04-h100");
+    let t = tempfile::tempdir().unwrap();
+    for d in ["usr/lib/udev/rules.d", "usr/sbin", "data/gdr"] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+    }
+    std::fs::create_dir_all(root.join("var/lib")).unwrap();
+    symlink("usr/sbin", root.join("sbin")).unwrap();
+    symlink("/usr/lib/udev", root.join("etc/udev")).unwrap();
+    symlink("/data/gdr", root.join("var/lib/gdrdata")).unwrap();
+    for (path, link, names, write) in [
+        (
+            "/sbin/gdr-helper",
+            "/sbin",
+            "usr/sbin",
+            "/usr/sbin/gdr-helper",
+        ),
+        (
+            "/etc/udev/rules.d/99-gdr.rules",
+            "/etc/udev",
+            "/usr/lib/udev",
+            "/usr/lib/udev/rules.d/99-gdr.rules",
+        ),
+        (
+            "/var/lib/gdrdata/x.conf",
+            "/var/lib/gdrdata",
+            "/data/gdr",
+            "/data/gdr/x.conf",
+        ),
+    ] {
+        let p = profile(
+            t.path(),
+            "p.yaml",
+            &format!("files:\n  - path: {path}\n    content: \"x\\n\"\n"),
+        );
+        let is_a_link = format!("{link} is a link to {names}");
+        let instead = format!("write {write} instead");
+        let words = ["files[0].path", path, &is_a_link, &instead];
+        refused(&root, &["plan", &p], &words);
+        refused(&root, &["apply", &p, "-y", "--no-exec"], &words);
+        let err = stderr_of(&gd(&root, &["plan", &p]));
+        assert!(!err.contains("remove it"), "{err}");
+        let ok = profile(
+            t.path(),
+            "ok.yaml",
+            &format!("files:\n  - path: {write}\n    content: \"x\\n\"\n"),
+        );
+        let out = gd(&root, &["plan", &ok]);
+        assert!(out.status.success(), "{write}: {}", stderr_of(&out));
+    }
+}
+
 #[test]
 fn removing_boot_arguments_needs_saying_so() {
     let root = Root::example("ubuntu-22.04-h100");
@@ -286,6 +344,41 @@ fn a_blocked_module_that_other_files_load_is_reported_and_can_be_commented_out()
     let out = gd(&root, &["rollback", "-y", "--no-exec"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert_eq!(without_state(snapshot(&root)), pristine);
+}
+
+/// Debian's kmod ships /etc/modules-load.d/modules.conf as a link to
+/// `../modules`: the request in /etc/modules is found once, edited there
+/// only, and the link stays a link (apply succeeds). Failed before the fix:
+/// the plan also edited modules.conf through the link and apply refused it.
+#[test]
+fn debian_modules_conf_link_is_edited_through_etc_modules_only() {
+    let root = Root::example("ubuntu-22.04-h100");
+    write(&root, "etc/modules", "loop\nnvidia_peermem\n");
+    std::fs::create_dir_all(root.join("etc/modules-load.d")).unwrap();
+    let link = root.join("etc/modules-load.d/modules.conf");
+    std::os::unix::fs::symlink("../modules", &link).unwrap();
+    let v = json_of(&gd(&root, &["plan", "rdma-dmabuf", "--format", "json"]));
+    let w = v["warnings"].to_string();
+    assert!(w.contains("/etc/modules:2"), "{v:#}");
+    assert!(!w.contains("modules.conf"), "{v:#}");
+    let t = tempfile::tempdir().unwrap();
+    let p = profile(
+        t.path(),
+        "p.yaml",
+        "extends: rdma-dmabuf\nmodules:\n  remove-load-requests: true\n",
+    );
+    let out = gd(&root, &["apply", &p, "-y", "--no-exec"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        std::fs::read_to_string(root.join("etc/modules")).unwrap(),
+        "loop\n# gdrprov (modules.absent): nvidia_peermem\n"
+    );
+    let m = std::fs::symlink_metadata(&link).unwrap();
+    assert!(m.file_type().is_symlink());
+    assert_eq!(
+        std::fs::read_link(&link).unwrap(),
+        std::path::Path::new("../modules")
+    );
 }
 
 /// Issue 37: the root disk's driver blocked by another spelling than

@@ -838,6 +838,42 @@ fn modes_and_owners_are_kept_created_files_0644_journal_0600() {
     assert_eq!(std::fs::read_to_string(&nccl).unwrap(), "old\n");
 }
 
+/// The directories `--textfile` and `--marker-dir` make are 0755 even under
+/// umask 077 (node-exporter, another user, reads the textfile); ones already
+/// there keep their mode. Failed before the fix: the umask made them 0700.
+#[test]
+fn textfile_and_marker_dirs_are_0755_under_umask_077() {
+    let (t, root) = example_root("ubuntu-22.04-h100");
+    let kept = t.path().join("kept");
+    std::fs::create_dir(&kept).unwrap();
+    std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let prom = kept.join("a/b/gdrprov.prom");
+    let markers = t.path().join("m/run/gdrprov");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("umask 077; exec \"$0\" \"$@\"")
+        .arg(assert_cmd::cargo::cargo_bin("gdrprov"))
+        .args(["verify", "rdma-dmabuf", "--root", &s(&root), "--marker-dir"])
+        .arg(&markers)
+        .arg("--textfile")
+        .arg(&prom)
+        .output()
+        .unwrap();
+    assert!(prom.is_file(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(markers.join("failed").is_file());
+    for dir in [
+        kept.join("a"),
+        kept.join("a/b"),
+        t.path().join("m"),
+        t.path().join("m/run"),
+        markers,
+    ] {
+        let mode = std::fs::metadata(&dir).unwrap().mode() & 0o7777;
+        assert_eq!(mode, 0o755, "{}: {mode:o}", dir.display());
+    }
+    assert_eq!(std::fs::metadata(&kept).unwrap().mode() & 0o7777, 0o750);
+}
+
 // ----------------------------------------------------------- hostile inputs
 
 fn validate(t: &Path, yaml: &[u8]) -> Output {

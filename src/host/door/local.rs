@@ -12,18 +12,14 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use std::io::Write;
 use std::os::fd::AsFd;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// The directory `dir` (absolute, named by the user), made 0755 with its
 /// parents when missing, open.
 fn local_dir(dir: &Path) -> Result<Dir> {
     let shown = dir.display().to_string();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o755)
-        .create(dir)
-        .map_err(|e| Error::io("create directory", shown.clone(), e))?;
+    make_dirs(dir).map_err(|e| Error::io("create directory", shown.clone(), e))?;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let fd = nix::fcntl::open(dir, flags, Mode::empty())
         .map_err(|e| Error::io("open directory", shown.clone(), e.into()))?;
@@ -32,6 +28,25 @@ fn local_dir(dir: &Path) -> Result<Dir> {
         logical: shown.trim_end_matches('/').to_string(),
         prefix: String::new(),
     })
+}
+
+/// Makes `dir` and its missing parents, each exactly 0755: the umask does
+/// not narrow them (under umask 077 a `--textfile` directory made 0700 would
+/// hide the metrics from node-exporter). Directories already there are left
+/// as they are.
+fn make_dirs(dir: &Path) -> std::io::Result<()> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|d| std::fs::symlink_metadata(d).is_err())
+        .collect();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)?;
+    for d in missing.iter().rev() {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755))?;
+    }
+    Ok(())
 }
 
 /// `path` made absolute, split into its directory and its (UTF-8) name.
@@ -117,10 +132,7 @@ pub struct LocalTree;
 impl LocalTree {
     /// Makes `dir` and its parents (0755).
     pub fn make_dir_all(dir: &Path) -> std::io::Result<()> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o755)
-            .create(dir)
+        make_dirs(dir)
     }
 
     /// Makes a symlink at `at` (its parents made) naming `target`.

@@ -44,30 +44,34 @@ impl Dir {
             gid: 0,
         });
         let tmp = format!(".{name}.gdrprov-{}.tmp", std::process::id());
-        let result = self.write_tmp(&tmp, fill, meta).and_then(|new| {
-            // The file replaced stays open until the new one and the
-            // directory are on disk. On FAT (the ESP) its clusters are freed
-            // when its inode goes, at the end of the rename, and the rename's
-            // directory entry (the new start cluster) is written with the
-            // renamed file's inode, not with the directory: synced in the
-            // other order, a power cut between left the entry pointing into
-            // freed clusters (systemd-boot: "Error preparing initrd: Volume
-            // Corrupt"; power-cut campaign, systemd-boot run 6). Held open,
-            // the old clusters are freed only once the new entry is written.
-            let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
-            let replaced = openat(self.fd.as_fd(), name, flags, Mode::empty()).ok();
-            nix::fcntl::renameat(self.fd.as_fd(), tmp.as_str(), self.fd.as_fd(), name)?;
-            new.sync_all()?;
-            self.sync()?;
-            drop(replaced);
-            Ok(())
-        });
-        if let Err(e) = result {
-            let _ =
-                nix::unistd::unlinkat(self.fd.as_fd(), tmp.as_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(Error::io("write", shown, e));
-        }
-        Ok(())
+        // `write_tmp` removes the temp file it made when it fails, and never one it did not
+        // make (an `O_EXCL` create that met an existing name left that file alone).
+        self.write_tmp(&tmp, fill, meta)
+            .and_then(|new| {
+                // The file replaced stays open until the new one and the
+                // directory are on disk. On FAT (the ESP) its clusters are freed
+                // when its inode goes, at the end of the rename, and the rename's
+                // directory entry (the new start cluster) is written with the
+                // renamed file's inode, not with the directory: synced in the
+                // other order, a power cut between left the entry pointing into
+                // freed clusters (systemd-boot: "Error preparing initrd: Volume
+                // Corrupt"; power-cut campaign, systemd-boot run 6). Held open,
+                // the old clusters are freed only once the new entry is written.
+                let flags =
+                    OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+                let replaced = openat(self.fd.as_fd(), name, flags, Mode::empty()).ok();
+                if let Err(e) =
+                    nix::fcntl::renameat(self.fd.as_fd(), tmp.as_str(), self.fd.as_fd(), name)
+                {
+                    self.unlink_quietly(&tmp);
+                    return Err(e.into());
+                }
+                new.sync_all()?;
+                self.sync()?;
+                drop(replaced);
+                Ok(())
+            })
+            .map_err(|e| Error::io("write", shown, e))
     }
 
     /// Creates `tmp` (new, never through a link), has `fill` write it, sets
@@ -80,8 +84,23 @@ impl Dir {
     ) -> std::io::Result<std::fs::File> {
         let flags =
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        // Failing here (EEXIST: the name is someone else's), nothing is ours to remove.
         let fd = openat(self.fd.as_fd(), tmp, flags, Mode::from_bits_truncate(0o600))?;
-        let mut f = std::fs::File::from(fd);
+        let f = std::fs::File::from(fd);
+        Self::fill_tmp(f, fill, meta).inspect_err(|_| self.unlink_quietly(tmp))
+    }
+
+    /// Removes `name` (a temp file this run made), ignoring failure.
+    fn unlink_quietly(&self, name: &str) {
+        let _ = nix::unistd::unlinkat(self.fd.as_fd(), name, UnlinkatFlags::NoRemoveDir);
+    }
+
+    /// Has `fill` write the new temp file `f`, sets its mode and owner, fsyncs it.
+    fn fill_tmp(
+        mut f: std::fs::File,
+        fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<()>,
+        meta: FileMeta,
+    ) -> std::io::Result<std::fs::File> {
         fill(&mut f)?;
         // FAT (an EFI system partition: systemd-boot's entries) has no owners or
         // modes: its mount options give every file the same ones, and a chown or

@@ -99,7 +99,7 @@ fn every_write_refuses_a_link_at_the_file_or_on_the_way() {
         let err = case().unwrap_err().to_string();
         assert!(
             err.contains(&format!("{}{link} is a symlink to", r.display()))
-                && err.contains("replace the link"),
+                && (err.contains("replace the link") || err.contains("instead")),
             "{link}: {err}"
         );
     }
@@ -241,4 +241,69 @@ fn a_local_file_is_never_written_through_a_link_at_its_name() {
     symlink(&real, t.path().join("dir")).unwrap();
     write_local(&t.path().join("dir/m.prom"), b"m\n").unwrap();
     assert_eq!(std::fs::read(real.join("m.prom")).unwrap(), b"m\n");
+}
+
+/// A temp file's name already taken (someone else's file, not a link) fails the write with
+/// EEXIST, and the file there is left alone: only what the write made is removed.
+#[test]
+fn a_failed_write_removes_only_the_temp_file_it_made() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    let theirs = r.join(format!("etc/.x.conf.gdrprov-{}.tmp", std::process::id()));
+    std::fs::write(&theirs, "not ours\n").unwrap();
+    let h = host(r);
+    let err = h
+        .write_atomic("/etc/x.conf", b"new\n", WriteOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/etc/x.conf"), "{err}");
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not ours\n");
+    assert!(!r.join("etc/x.conf").exists());
+    // A failure after the create (the filler's) removes the temp file it made.
+    std::fs::remove_file(&theirs).unwrap();
+    let dir = h.root_dir().unwrap();
+    let etc = dir.open_sub("etc", "/etc/x.conf").unwrap().unwrap();
+    etc.replace("x.conf", WriteOptions::default(), |_| {
+        Err(std::io::Error::other("filler failed"))
+    })
+    .unwrap_err();
+    assert!(!theirs.exists(), "the temp file the write made was left");
+}
+
+/// A directory link on the way (merged /usr's /lib -> usr/lib, /var/lib/gdrprov on other
+/// storage) is refused with the path to write instead, never "remove it": removing /lib breaks
+/// the host. Failed before the fix (the message said to replace or remove the link).
+#[test]
+fn a_directory_link_on_the_way_names_the_path_to_write_never_its_removal() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path();
+    std::fs::create_dir_all(r.join("usr/lib/udev/rules.d")).unwrap();
+    std::fs::create_dir_all(r.join("data/g")).unwrap();
+    std::fs::create_dir_all(r.join("var/lib")).unwrap();
+    symlink("usr/lib", r.join("lib")).unwrap();
+    symlink("/data/g", r.join("var/lib/gdrprov")).unwrap();
+    let h = host(r);
+    for (path, want) in [
+        (
+            "/lib/udev/rules.d/x.rules",
+            "write /usr/lib/udev/rules.d/x.rules instead",
+        ),
+        ("/var/lib/gdrprov/state.json", "mount the storage there"),
+    ] {
+        let err = h
+            .write_atomic(path, b"x\n", WriteOptions::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want) && err.contains("(a directory)"), "{err}");
+        assert!(!err.contains("remove it"), "{err}");
+    }
+    assert!(std::fs::read_dir(r.join("usr/lib/udev/rules.d"))
+        .unwrap()
+        .next()
+        .is_none());
+    assert!(std::fs::read_dir(r.join("data/g"))
+        .unwrap()
+        .next()
+        .is_none());
 }

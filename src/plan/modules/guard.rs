@@ -79,7 +79,36 @@ pub fn file_targets(ctx: &Context) -> Result<()> {
             )));
         }
     }
+    for (i, f) in ctx.desired.doc.files.iter().enumerate() {
+        if let Some((link, names)) = ctx.seen.file_links.get(&f.path) {
+            return Err(Error::Refused(link_on_the_way(
+                ctx, i, &f.path, link, names,
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Why a `files:` path with a symlink on the way (merged /usr's `/lib` ->
+/// `usr/lib`) or at the file is refused, and the path to write instead:
+/// apply never writes through a link, so the plan does not offer the write.
+fn link_on_the_way(ctx: &Context, i: usize, path: &str, link: &str, names: &str) -> String {
+    let to = ctx.seen.file_targets.get(path);
+    let shown = |p: &str| ctx.seen.display(p);
+    let fix = match to {
+        Some(to) if link != path => {
+            format!("write {to} instead (do not remove the link: the system needs it)")
+        }
+        Some(to) => {
+            format!("name the file it leads to ({to}) or replace the link by a file of its own")
+        }
+        None => "name the path the link leads to".to_string(),
+    };
+    format!(
+        "files[{i}].path: {} leads through a symlink: {} is a link to {names}, and gdrprov never writes through a link; {fix} (nothing was changed)",
+        shown(path),
+        shown(link)
+    )
 }
 
 /// Refuses text that would reach a generated file or a command line and is
