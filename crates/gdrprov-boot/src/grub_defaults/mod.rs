@@ -229,16 +229,24 @@ fn insertion(
     if let Some(a) = a.filter(|a| matches!(a.quoting, Quoting::Double | Quoting::Single)) {
         return Ok(Some((ai, start.max(a.value_span.0 + 1))));
     }
+    let (file, line) = place_of(files, a);
     Err(GrubError::Unsupported {
-        file: a
-            .and_then(|a| files.get(a.file))
-            .map(|f| f.0)
-            .unwrap_or_default()
-            .to_owned(),
-        line: a.map_or(0, |a| a.line),
+        file,
+        line,
         var: var.to_owned(),
         reason: "its unquoted value holds `--` (the end of the kernel's arguments), before which the new arguments must go".into(),
     })
+}
+
+/// Where an assignment stands, for an error: its file's name and its line
+/// (empty and 0 when there is none).
+fn place_of(files: &[(&str, &str)], a: Option<&Assignment>) -> (String, usize) {
+    let file = a
+        .and_then(|a| files.get(a.file))
+        .map(|f| f.0)
+        .unwrap_or_default()
+        .to_owned();
+    (file, a.map_or(0, |a| a.line))
 }
 
 /// Plan the kernel command line edit GRUB needs: remove `remove` from both

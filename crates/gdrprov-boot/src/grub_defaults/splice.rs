@@ -64,14 +64,10 @@ pub(super) fn removal_range(
         _ => true,
     });
     let (Some((ai, mut start, _)), Some(last), true) = (first, chars.last(), contiguous) else {
-        let a = first.and_then(|o| assigns.get(o.0));
+        let (file, line) = super::place_of(files, first.and_then(|o| assigns.get(o.0)));
         return Err(GrubError::NotOneWord {
-            file: a
-                .and_then(|a| files.get(a.file))
-                .map(|f| f.0)
-                .unwrap_or_default()
-                .to_owned(),
-            line: a.map_or(0, |a| a.line),
+            file,
+            line,
             var: var.to_owned(),
             arg: t.text.clone(),
         });
