@@ -1413,20 +1413,18 @@ fn the_allow_scan_sees_a_stray_allow() {
     );
 }
 
-/// One reader: every file gdrprov reads is opened by the host layer's door,
-/// `src/host/read.rs`, which refuses what is not a regular file, never
-/// blocks and reads at most a stated size (`ReadLimit`). clippy keeps
-/// `std::fs` out of everything but `src/host`; this keeps the rest of
-/// `src/host` (and anything allowed `std::fs` anywhere) from opening a
-/// file to read it by itself: it asks the door.
-#[test]
-fn every_file_read_goes_through_the_one_door() {
+/// The calls `scan` finds in the product's code: how many stand in a door
+/// (`is_door`), and every other one as `FILE:LINE: what` (also printed).
+fn door_scan(
+    scan: fn(&File) -> Vec<(usize, String)>,
+    is_door: fn(&str) -> bool,
+) -> (usize, Vec<String>) {
     let tree = load_tree();
     let mut offenders = Vec::new();
     let mut at_the_door = 0;
     for f in tree.files.iter().filter(|f| !f.test) {
-        for (line, what) in file_reads(f) {
-            if is_the_door(&f.rel) {
+        for (line, what) in scan(f) {
+            if is_door(&f.rel) {
                 at_the_door += 1;
             } else {
                 offenders.push(format!("{}:{line}: {what}", f.rel));
@@ -1436,6 +1434,18 @@ fn every_file_read_goes_through_the_one_door() {
     for o in &offenders {
         println!("{o}");
     }
+    (at_the_door, offenders)
+}
+
+/// One reader: every file gdrprov reads is opened by the host layer's door,
+/// `src/host/read.rs`, which refuses what is not a regular file, never
+/// blocks and reads at most a stated size (`ReadLimit`). clippy keeps
+/// `std::fs` out of everything but `src/host`; this keeps the rest of
+/// `src/host` (and anything allowed `std::fs` anywhere) from opening a
+/// file to read it by itself: it asks the door.
+#[test]
+fn every_file_read_goes_through_the_one_door() {
+    let (at_the_door, offenders) = door_scan(file_reads, is_the_door);
     // The door itself opens files (a root's, one named by the user, the
     // lock, a directory to sync): a scan that finds none there is broken.
     assert!(
@@ -1487,21 +1497,7 @@ fn the_door_scan_sees_every_way_to_open_a_file_for_reading() {
 
 #[test]
 fn every_file_write_goes_through_the_one_door() {
-    let tree = load_tree();
-    let mut offenders = Vec::new();
-    let mut at_the_door = 0;
-    for f in tree.files.iter().filter(|f| !f.test) {
-        for (line, what) in file_writes(f) {
-            if is_the_write_door(&f.rel) {
-                at_the_door += 1;
-            } else {
-                offenders.push(format!("{}:{line}: {what}", f.rel));
-            }
-        }
-    }
-    for o in &offenders {
-        println!("{o}");
-    }
+    let (at_the_door, offenders) = door_scan(file_writes, is_the_write_door);
     // The door itself writes, renames, removes and makes directories: a
     // scan that finds few there is broken.
     assert!(
