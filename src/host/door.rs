@@ -2,7 +2,7 @@
 //! removes goes through here: inside a root (its own files, boot files, the
 //! journal and state, the lock, the reserve, markers) and named on the
 //! command line (`--textfile`, `--marker-dir`, a snapshot, a token). No
-//! other module writes: `tests/house.rs` (`every_file_write_goes_through_the_one_door`)
+//! other module writes: `tests/house/` (`every_file_write_goes_through_the_one_door`)
 //! fails on a write, create, rename or remove call anywhere else, and
 //! clippy.toml refuses them outside `src/host`.
 //!
