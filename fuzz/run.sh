@@ -35,7 +35,9 @@ else
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz/run.sh: installing cargo-fuzz" >&2
-  cargo install cargo-fuzz --locked --debug >&2   # unoptimized: compiles faster, and it only drives cargo
+  # unoptimized: compiles faster, and it only drives cargo; the target directory scripts/package.sh's
+  # installs use, for the dependencies they share
+  cargo install cargo-fuzz --locked --debug --target-dir target/cargo-install >&2
 fi
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   fuzz=(cargo +nightly fuzz)

@@ -14,6 +14,8 @@
 #                                        # (scripts/package-test-root.sh)
 #   bash scripts/package.sh --deb-only --fast --deb-dir DIR   # the .deb alone, light
 #                                        # compression, into DIR (the VM testbed)
+#   bash scripts/package.sh --tools-only # install cargo-deb and cargo-generate-rpm
+#                                        # when missing, nothing else (CI, before the testbed)
 #
 # Installs what it needs when missing, one line each saying what and why:
 # the Debian packages through scripts/ensure-packages.sh (the release build's
@@ -23,7 +25,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-build=1 binary='' lint=0 test_root=0 rpm_too=1 fast='' debdir=target/debian
+build=1 binary='' lint=0 test_root=0 rpm_too=1 fast='' debdir=target/debian tools_only=0
 while (($#)); do
   case "$1" in
     --no-build) build=0 ;;
@@ -33,7 +35,8 @@ while (($#)); do
     --deb-only) rpm_too=0 ;;
     --fast) fast=--fast ;;
     --deb-dir) debdir=${2:?--deb-dir needs a directory}; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    --tools-only) tools_only=1 build=0 ;;
+    -h | --help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "package.sh: unknown option $1 (see --help)" >&2; exit 1 ;;
   esac
   shift
@@ -41,6 +44,7 @@ done
 
 sets=()
 [ -z "$binary" ] && ((build)) && sets+=(build)
+((tools_only)) && sets=(package-build)
 ((rpm_too)) && sets+=(package-build)
 ((lint || test_root)) && sets+=(package)
 ((${#sets[@]})) && bash scripts/ensure-packages.sh "${sets[@]}"
@@ -50,11 +54,13 @@ tools=(cargo-deb)
 for tool in "${tools[@]}"; do
   if ! command -v "$tool" >/dev/null; then
     # --debug: an unoptimized build compiles in about half the time (a fresh CI machine builds both), and
-    # packing a few files needs no speed.
+    # packing a few files needs no speed. One target directory for both (and fuzz/run.sh's cargo-fuzz):
+    # the dependencies they share (clap, serde, toml, ...) are compiled once.
     echo "package.sh: installing $tool (cargo install --locked --debug $tool)"
-    cargo install --locked --debug --quiet "$tool"
+    cargo install --locked --debug --quiet --target-dir target/cargo-install "$tool"
   fi
 done
+((tools_only)) && exit 0
 
 target=${CARGO_TARGET_DIR:-target}
 # The binary the packages take: target/release/gdrprov, or a stripped copy

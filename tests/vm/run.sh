@@ -15,6 +15,8 @@
 #   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 1800)
 #   GDRPROV_VM_ACCEL=auto|tcg|kvm    (default auto: KVM only where it is real, TCG otherwise)
 #   GDRPROV_VM_JOBS=N       scenarios at once (default 2)
+#   GDRPROV_VM_JOBS_FILE=F  read the number of scenarios at once from F before each start, and every 10 s
+#                           while waiting (.ci/run: one lane beside its cargo stages, two after them)
 #
 # Exit status: 0 when no scenario failed. The last line is "N passed, N failed" (", N skipped" when any).
 set -uo pipefail
@@ -193,16 +195,29 @@ report() {
 
 echo "scenarios: ${#scenarios[@]} in ${#jobs[@]} job(s), $JOBS at a time"
 declare -A running=()   # pid -> the job's scenario names
-next=0
+# lanes: $JOBS, or what GDRPROV_VM_JOBS_FILE says now (a positive number; anything else keeps $JOBS).
+lanes() {
+  local n=
+  [ -n "${GDRPROV_VM_JOBS_FILE:-}" ] && read -r n < "$GDRPROV_VM_JOBS_FILE" 2>/dev/null
+  case $n in ''|*[!0-9]*|0) echo "$JOBS" ;; *) echo "$n" ;; esac
+}
+next=0 ticker=
 while [ $next -lt ${#jobs[@]} ] || [ ${#running[@]} -gt 0 ]; do
-  while [ ${#running[@]} -lt "$JOBS" ] && [ $next -lt ${#jobs[@]} ]; do
+  while [ ${#running[@]} -lt "$(lanes)" ] && [ $next -lt ${#jobs[@]} ]; do
     # shellcheck disable=SC2086
     ( for n in ${jobs[$next]}; do run_scenario "$n"; done ) &
     running[$!]=${jobs[$next]}
     next=$((next + 1))
   done
   done_pid=
-  wait -n -p done_pid "${!running[@]}"
+  # With a lanes file, a ticker wakes the loop every 10 s to read it again, while jobs remain to start.
+  if [ -n "${GDRPROV_VM_JOBS_FILE:-}" ] && [ $next -lt ${#jobs[@]} ]; then
+    { [ -n "$ticker" ] && kill -0 "$ticker" 2>/dev/null; } || { sleep 10 & ticker=$!; }
+    wait -n -p done_pid "${!running[@]}" "$ticker"
+    [ "$done_pid" = "$ticker" ] && { ticker=; continue; }
+  else
+    wait -n -p done_pid "${!running[@]}"
+  fi
   [ -n "$done_pid" ] || continue
   # shellcheck disable=SC2086
   for n in ${running[$done_pid]}; do report "$n"; done
