@@ -236,6 +236,50 @@ fn close_of(t: &[(Tok, usize)], open: usize) -> usize {
     t.len()
 }
 
+/// The `#` of the attribute (`#[...]`, on one line or many) that ends just
+/// before token `i`, if one does.
+fn attr_before(t: &[(Tok, usize)], i: usize) -> Option<usize> {
+    if i == 0 || !is_punct(t.get(i - 1), ']') {
+        return None;
+    }
+    let mut depth = 0;
+    let mut j = i - 1;
+    loop {
+        match &t[j].0 {
+            Tok::Punct(']') => depth += 1,
+            Tok::Punct('[') => depth -= 1,
+            _ => {}
+        }
+        if depth == 0 || j == 0 {
+            break;
+        }
+        j -= 1;
+    }
+    (depth == 0 && j > 0 && is_punct(t.get(j - 1), '#')).then(|| j - 1)
+}
+
+/// The index just past the attributes (`#[...]`, on one line or many) that
+/// start at token `i`.
+fn past_attrs(t: &[(Tok, usize)], mut i: usize) -> usize {
+    while is_punct(t.get(i), '#') && is_punct(t.get(i + 1), '[') {
+        let mut depth = 0;
+        let mut j = i + 1;
+        while j < t.len() {
+            match &t[j].0 {
+                Tok::Punct('[') => depth += 1,
+                Tok::Punct(']') => depth -= 1,
+                _ => {}
+            }
+            j += 1;
+            if depth == 0 {
+                break;
+            }
+        }
+        i = j;
+    }
+    i
+}
+
 /// The attributes (`#[...]`) just before token `i`, as text without spaces.
 fn attrs_before(t: &[(Tok, usize)], mut i: usize) -> Vec<String> {
     let mut out = Vec::new();
@@ -249,32 +293,16 @@ fn attrs_before(t: &[(Tok, usize)], mut i: usize) -> Vec<String> {
     } else if i > 0 && is_ident(t.get(i - 1), "pub") {
         i -= 1;
     }
-    while i > 0 && is_punct(t.get(i - 1), ']') {
-        let mut depth = 0;
-        let mut j = i - 1;
-        loop {
-            match &t[j].0 {
-                Tok::Punct(']') => depth += 1,
-                Tok::Punct('[') => depth -= 1,
-                _ => {}
-            }
-            if depth == 0 || j == 0 {
-                break;
-            }
-            j -= 1;
-        }
-        if j == 0 || !is_punct(t.get(j - 1), '#') {
-            break;
-        }
-        let text: String = t[j + 1..i - 1]
+    while let Some(hash) = attr_before(t, i) {
+        let text: String = t[hash + 2..i - 1]
             .iter()
             .map(|(tok, _)| match tok {
-                Tok::Ident(s) => s.clone(),
                 Tok::Punct(p) => p.to_string(),
+                Tok::Ident(s) => s.clone(),
             })
             .collect();
         out.push(text);
-        i = j - 1;
+        i = hash;
     }
     out
 }
@@ -710,9 +738,11 @@ fn production_tokens(f: &File) -> Vec<(Tok, usize)> {
         })
 }
 
-/// Token spans `[a, b)` of items under `#[cfg(test)]`, in order.
+/// Token spans `[a, b)` of items under `#[cfg(test)]`, in order: each from
+/// its first attribute (those before `#[cfg(test)]` too) to its end, past
+/// any attributes after it, on one line or many.
 fn test_spans(t: &[(Tok, usize)]) -> Vec<(usize, usize)> {
-    let mut spans = Vec::new();
+    let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut i = 0;
     while i + 6 < t.len() {
         let at_cfg_test = is_punct(t.get(i), '#')
@@ -726,20 +756,47 @@ fn test_spans(t: &[(Tok, usize)]) -> Vec<(usize, usize)> {
             i += 1;
             continue;
         }
-        // The item ends at its first `;` at depth 0 or its closing `}`.
-        let mut j = i + 7;
-        let end = loop {
-            match t.get(j) {
-                None => break t.len(),
-                Some((Tok::Punct(';'), _)) => break j + 1,
-                Some((Tok::Punct('{'), _)) => break close_of(t, j),
-                _ => j += 1,
-            }
-        };
-        spans.push((i, end));
+        let done = spans.last().map_or(0, |s| s.1);
+        let mut start = i;
+        while let Some(hash) = attr_before(t, start).filter(|&h| h >= done) {
+            start = hash;
+        }
+        let end = item_end(t, past_attrs(t, i));
+        spans.push((start, end));
         i = end;
     }
     spans
+}
+
+/// The index just past the item that starts at token `j` (after its
+/// attributes): its `;` (outside brackets) or its body's closing `}`; a
+/// `use` ends at its `;` whatever braces it holds.
+fn item_end(t: &[(Tok, usize)], j: usize) -> usize {
+    let is_use = ident_at(t, skip_visibility(t, j)) == Some("use");
+    let mut depth = 0i32;
+    for k in j..t.len() {
+        match &t[k].0 {
+            Tok::Punct('(' | '[') => depth += 1,
+            Tok::Punct(')' | ']') => depth -= 1,
+            Tok::Punct(';') if depth <= 0 => return k + 1,
+            Tok::Punct('{') if depth <= 0 && !is_use => return close_of(t, k),
+            _ => {}
+        }
+    }
+    t.len()
+}
+
+/// The index past `pub`, `pub(crate)`, `pub(in a::b)` at token `j`, if any.
+fn skip_visibility(t: &[(Tok, usize)], j: usize) -> usize {
+    if !is_ident(t.get(j), "pub") {
+        return j;
+    }
+    if !is_punct(t.get(j + 1), '(') {
+        return j + 1;
+    }
+    (j + 2..t.len())
+        .find(|&k| is_punct(t.get(k), ')'))
+        .map_or(t.len(), |k| k + 1)
 }
 
 // ---------------------------------------------------------------- cycles
@@ -878,17 +935,15 @@ fn functions(f: &File) -> Vec<(String, usize, usize)> {
     out
 }
 
-/// Lines of the file without a trailing `#[cfg(test)] mod` block.
+/// Lines of the file without a trailing `#[cfg(test)] mod` block (its
+/// attributes, before and after `#[cfg(test)]`, included).
 fn production_lines(f: &File) -> usize {
     let total = f.stripped.lines().count();
     let t = &f.tokens;
     let Some(&(a, b)) = test_spans(t).last() else {
         return total;
     };
-    let is_mod = t[a..b.min(t.len())]
-        .iter()
-        .take(12)
-        .any(|(x, _)| *x == Tok::Ident("mod".into()));
+    let is_mod = ident_at(t, skip_visibility(t, past_attrs(t, a))) == Some("mod");
     if b >= t.len() && is_mod {
         t[a].1 - 1
     } else {
@@ -1132,6 +1187,69 @@ fn the_lexer_sees_through_strings_and_comments() {
             vec!["crate".to_string(), "a".into(), "B".into()],
             vec!["crate".to_string(), "c".into(), "D".into()],
         ]
+    );
+}
+
+/// A `File` made of a literal source, for the self-tests.
+fn source_file(rel: &str, module: &[&str], src: &str) -> File {
+    let stripped = strip(src);
+    File {
+        rel: rel.into(),
+        krate: "gdrprov".into(),
+        module: module.iter().map(|m| m.to_string()).collect(),
+        test: false,
+        tokens: tokens(&stripped),
+        stripped,
+    }
+}
+
+/// A test module is found whatever attributes stand before or after its
+/// `#[cfg(test)]`, on one line or many (`facts/boot_shape.rs` has a
+/// multi-line `#[allow(..)]` after it, and was counted as 600 lines).
+#[test]
+fn the_test_module_finder_sees_past_any_attributes() {
+    let after = "fn a() {}\n\n#[cfg(test)]\n#[allow(\n    clippy::disallowed_methods,\n    \
+                 clippy::disallowed_types,\n    reason = \"test fixtures\"\n)]\nmod tests {\n    \
+                 fn t() {}\n}\n";
+    let f = source_file("src/x.rs", &["x"], after);
+    assert_eq!(
+        production_lines(&f),
+        2,
+        "a multi-line attribute after #[cfg(test)]"
+    );
+    let one_line =
+        "fn a() {}\n#[cfg(test)]\n#[allow(clippy::disallowed_methods, clippy::disallowed_types)]\n\
+                    mod tests {\n    fn t() {}\n}\n";
+    let f = source_file("src/x.rs", &["x"], one_line);
+    assert_eq!(
+        production_lines(&f),
+        1,
+        "a long one-line attribute after #[cfg(test)]"
+    );
+    let before =
+        "fn a() {}\n#[allow(\n    unused\n)]\n#[cfg(test)]\n#[path = \"x_tests.rs\"]\nmod tests;\n";
+    let f = source_file("src/x.rs", &["x"], before);
+    assert_eq!(
+        production_lines(&f),
+        1,
+        "attributes before #[cfg(test)] are the test module's"
+    );
+    // A test-only item: its attributes and its whole body are left out of
+    // production code, a `;` inside its signature's brackets included.
+    let item =
+        "#[cfg(test)]\n#[allow(\n    dead_code\n)]\nfn f() -> [u8; 2] { [0; 2] }\nfn g() {}\n";
+    let f = source_file("src/x.rs", &["x"], item);
+    let names: Vec<String> = functions(&f).into_iter().map(|(n, _, _)| n).collect();
+    assert_eq!(names, vec!["g".to_string()]);
+    // The walk of `mod` declarations sees `cfg(test)` among other attributes.
+    let t = tokens(&strip(before));
+    let m = (0..t.len())
+        .find(|&i| is_ident(t.get(i), "mod"))
+        .unwrap_or(0);
+    assert!(
+        is_cfg_test(&attrs_before(&t, m)),
+        "{:?}",
+        attrs_before(&t, m)
     );
 }
 
