@@ -25,16 +25,23 @@ const TODO: &str = "TODO: say what this folder does";
 const REGENERATE: &str = "HOUSE_WRITE_MAP=1 cargo test --test house the_map";
 
 /// Where a file's folder lies, as the table's first cell names it:
-/// `src/host/`, `src/ops.rs`, `src/main.rs`, `crates/gdrprov-boot/`.
+/// `src/host/`, `src/ops.rs`, `src/main.rs`, `crates/gdrprov-boot/` (a
+/// crate's binary: `crates/x/src/main.rs`).
 fn location(f: &File) -> String {
     match (f.krate.as_str(), f.module.first()) {
         ("gdrprov", None) => "src/lib.rs".into(),
         ("gdrprov_main", _) => "src/main.rs".into(),
         ("gdrprov", Some(m)) if f.rel == format!("src/{m}.rs") => f.rel.clone(),
         ("gdrprov", Some(m)) => format!("src/{m}/"),
-        _ => {
-            let parts: Vec<&str> = f.rel.split('/').take(2).collect();
-            format!("{}/", parts.join("/"))
+        (k, _) => {
+            let dir: Vec<&str> = f.rel.split('/').take(2).collect();
+            // A crate's binary is a folder of its own beside its library.
+            let bin = if k.ends_with("_main") {
+                "src/main.rs"
+            } else {
+                ""
+            };
+            format!("{}/{bin}", dir.join("/"))
         }
     }
 }
