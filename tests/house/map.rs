@@ -249,7 +249,11 @@ fn the_map_matches_the_code() {
     let write = std::env::var("HOUSE_WRITE_MAP").is_ok_and(|v| v == "1");
     if write && have != want {
         let mut out: Vec<String> = lines[..=begin].iter().map(|l| l.to_string()).collect();
+        // Blank lines around the table, so that no renderer reads a marker
+        // as one of its rows.
+        out.push(String::new());
         out.extend(want.iter().cloned());
+        out.push(String::new());
         out.extend(lines[end..].iter().map(|l| l.to_string()));
         let text = out.join("\n") + if doc.ends_with('\n') { "\n" } else { "" };
         std::fs::write(&path, text).unwrap_or_else(|e| panic!("cannot write {DOC}: {e}"));
