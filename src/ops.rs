@@ -4,7 +4,6 @@
 //! Nothing here prints: a caller that wants to ask before changing anything
 //! passes a confirmation callback.
 
-use crate::apply;
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
@@ -15,11 +14,21 @@ use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod doctor;
 mod features;
+mod inventory;
+mod journal;
+mod profile;
 mod recover;
+mod verify;
 pub use crate::apply::{Completed, Recovered};
+pub use doctor::{doctor, Diagnosed};
 pub use features::write_nfd;
+pub use inventory::{inventory, Inventory, Snapshotted};
+pub use journal::{history, journal_check, History, HistoryEntry};
+pub use profile::{profile_list, profile_load, profile_schema};
 pub use recover::{recover, RecoverRequest};
+pub use verify::{verify, verify_writing, VerifyFiles};
 
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]
@@ -154,7 +163,7 @@ pub fn trial_specs(specs: &[String]) -> Vec<String> {
 /// names them, not only those that get far enough to read the journal.
 pub fn unfinished_notice(root: &std::path::Path) -> Option<String> {
     let host = Target::read_only(root.to_path_buf(), None).open().ok()?;
-    apply::notice(&host, &StateStore::new(&host))
+    crate::apply::notice(&host, &StateStore::new(&host))
 }
 
 /// A plan and what it was made from.
@@ -178,7 +187,7 @@ pub fn plan(req: &ProfilesRequest) -> Result<Planned> {
     let trial = req.trial.then_some(req.profiles.as_slice());
     let mut plan = make_plan(&host, &desired, &req.target, trial)?;
     // A generation left unfinished: this plan is against half-changed files.
-    if let Some(n) = apply::notice(&host, &StateStore::new(&host)) {
+    if let Some(n) = crate::apply::notice(&host, &StateStore::new(&host)) {
         plan.warnings.insert(0, n);
     }
     Ok(Planned {
@@ -272,7 +281,7 @@ pub struct Applied {
     pub host: Host,
     pub names: Vec<String>,
     pub plan: Plan,
-    pub outcome: Option<apply::Outcome>,
+    pub outcome: Option<crate::apply::Outcome>,
 }
 
 impl Applied {
@@ -312,9 +321,9 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
     require_root(&host, names::APPLY)?;
     let store = StateStore::new(&host);
     // The journal's own files are never read or written through a link.
-    apply::refuse_links(&host, &crate::plan::Plan::default())?;
+    crate::apply::refuse_links(&host, &crate::plan::Plan::default())?;
     // A generation left unfinished is recovered first, by `gdrprov recover`.
-    apply::refuse_unfinished(&host, &store)?;
+    crate::apply::refuse_unfinished(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;
     // Plan first, without the lock: an apply with nothing to do writes
     // nothing at all, not even the lock file.
@@ -330,7 +339,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         });
     }
     require_chroot_rights(&host, &plan)?;
-    apply::refuse_links(&host, &plan)?;
+    crate::apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::PLAN,
@@ -339,7 +348,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         question: "Apply these changes?".into(),
     })?;
     let lock = store.lock()?;
-    apply::refuse_unfinished_locked(&host, &store)?;
+    crate::apply::refuse_unfinished_locked(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;
     // Plan again under the lock; what runs must be what was shown.
     let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
@@ -357,7 +366,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
             outcome: None,
         });
     }
-    let outcome = apply::execute_as(
+    let outcome = crate::apply::execute_as(
         &host,
         &store,
         &locked_plan,
@@ -394,7 +403,7 @@ pub enum RolledBack {
         /// The profiles in effect before the rollback.
         profiles: Vec<String>,
         plan: Plan,
-        outcome: apply::Outcome,
+        outcome: crate::apply::Outcome,
     },
 }
 
@@ -404,13 +413,13 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     let host = Host::open(&req.root, req.no_exec)?;
     let store = StateStore::new(&host);
     // The journal's own files are never read or written through a link.
-    apply::refuse_links(&host, &crate::plan::Plan::default())?;
+    crate::apply::refuse_links(&host, &crate::plan::Plan::default())?;
     // An unfinished generation first: `gdrprov recover`, never "nothing to
     // roll back" while its changes are still there.
-    apply::refuse_unfinished(&host, &store)?;
+    crate::apply::refuse_unfinished(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;
-    if !apply::any_in_effect(&store) {
-        apply::check_nothing_owned(&host, &store)?;
+    if !crate::apply::any_in_effect(&store) {
+        crate::apply::check_nothing_owned(&host, &store)?;
         if req.generation.is_none() {
             return Ok(RolledBack::Nothing { host });
         }
@@ -418,9 +427,9 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
     require_root(&host, names::ROLLBACK)?;
     // Planned before the lock too, so that a refused rollback (a generation
     // not in effect) writes nothing.
-    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
+    let (plan, undoes) = crate::apply::plan_rollback(&host, &store, req.generation, req.force)?;
     let profiles = store.load_state()?.profiles;
-    apply::refuse_links(&host, &plan)?;
+    crate::apply::refuse_links(&host, &plan)?;
     confirm(&Ask {
         host: &host,
         command: names::ROLLBACK,
@@ -429,12 +438,12 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
         question: format!("Roll back generation(s) {undoes:?}?"),
     })?;
     let lock = store.lock()?;
-    apply::refuse_unfinished_locked(&host, &store)?;
+    crate::apply::refuse_unfinished_locked(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;
-    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
+    let (plan, undoes) = crate::apply::plan_rollback(&host, &store, req.generation, req.force)?;
     require_chroot_rights(&host, &plan)?;
     let profiles = store.load_state()?.profiles;
-    let outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
+    let outcome = crate::apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
     drop(lock);
     Ok(RolledBack::Done {
         host,
@@ -455,90 +464,4 @@ pub fn refuse_other_root(root: &std::path::Path, what: &str, fix: &str) -> Resul
         "{what} runs on the RDMA devices and GPUs of this machine, not on --root {}: {fix}",
         root.display()
     )))
-}
-
-/// `verify`: verify's checks (and the loopback) as a report.
-pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
-    for (flag, v) in [("--duration", req.duration), ("--min-gbps", req.min_gbps)] {
-        if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0 && *x < 86_400.0)) {
-            return Err(Error::Usage(format!(
-                "{flag} {x}: give a positive number (seconds below one day, Gb/s)"
-            )));
-        }
-    }
-    if let Some(d) = &req.device {
-        crate::bench::parse::parse_dev_port(d)
-            .map_err(|e| Error::Usage(format!("--device: {e}")))?;
-    }
-    // The loopback runs on this machine's devices; on another root verify
-    // skips it, so options for it would be silently ignored.
-    let loopback_opts = [
-        ("--device", req.device.is_some()),
-        ("--duration", req.duration.is_some()),
-        ("--min-gbps", req.min_gbps.is_some()),
-    ];
-    if let Some((flag, _)) = loopback_opts.iter().find(|(_, given)| *given) {
-        refuse_other_root(
-            &req.root,
-            &format!("verify's loopback ({flag})"),
-            &format!("drop {flag} (verify skips the loopback on another root), or run verify on the host itself"),
-        )?;
-    }
-    let desired = match &req.composed {
-        Some(c) => c.clone(),
-        None => load_profiles(&req.profiles)?,
-    };
-    // Verify changes nothing and runs nothing but read-only probes.
-    let mut host = Host::open(&req.root, true)?;
-    if req.snapshot.is_some() {
-        host = host.recording();
-    }
-    // Requirements are a check of their own here, not a gate.
-    let target = Target::read_only(req.root.clone(), req.cpu_vendor);
-    // During a trial boot the configuration to compare with is the trial's.
-    let trial = StateStore::new(&host)
-        .load_state()?
-        .trial
-        .map(|t| t.profiles);
-    // One gathering of the facts serves the plan and the requirements check.
-    let mut facts = Facts::gather(&host, req.cpu_vendor);
-    host.refuse_special_files()?;
-    facts.arch.override_with(req.arch);
-    // The GPUs together (NVLink, fabric, pairs): verify asks NVML and CUDA on the running system.
-    if host.is_live() && facts.gpu_topology.live.is_none() && !facts.gpus.is_empty() {
-        facts.gpu_topology.live = crate::facts::gpu_topo::recorded(&host);
-    }
-    // A plan that cannot be made is one failed check, not the end of verify.
-    let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
-        Ok((p, seen)) => (Ok(p), seen),
-        Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
-            let state = StateStore::new(&host).load_state()?;
-            let seen = crate::plan::prepare::inputs(&host, &facts, &desired, &state);
-            (Err(e.to_string()), seen)
-        }
-        Err(e) => return Err(e),
-    };
-    let reqs = crate::checks::requirements::for_profile(&host, &facts, &desired);
-    let choice = crate::checks::verify::LoopbackChoice {
-        skip: req.no_loopback,
-        device: req.device.clone(),
-        seconds: req.duration,
-        min_gbps: req.min_gbps,
-        peer: req.peer.clone(),
-        token_file: req.token_file.clone(),
-    };
-    let report = crate::checks::verify::run(
-        &host,
-        &facts,
-        &seen,
-        &desired,
-        plan.as_ref().map_err(String::as_str),
-        &reqs,
-        &choice,
-    )?;
-    if let Some(dir) = &req.snapshot {
-        let rec = host.recorded().unwrap_or_default();
-        crate::host::snapshot::write(&host, &rec, dir)?;
-    }
-    Ok(report)
 }

@@ -25,8 +25,8 @@ pub mod sweep;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
+use crate::error::exit;
 use crate::error::{Error, Result};
-use crate::exit;
 use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};

@@ -7,8 +7,8 @@
 
 use crate::checks::verify::{Check, Report, Status};
 use crate::commands::cli::RecheckArgs;
+use crate::error::exit;
 use crate::error::{Error, Result};
-use crate::exit;
 use crate::host::textfile::Dest;
 use crate::host::Host;
 use crate::journal::{ProfileSource, StateStore};

@@ -48,7 +48,7 @@ fn list(out: &Output, target: &Target) -> Result<i32> {
         }
         Format::Text | Format::Prometheus | Format::Html => out.raw(&list_text(&host, &info)),
     }
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }
 
 /// `boot list` as text: each entry's id and marks, title, kernel line.
@@ -112,12 +112,12 @@ fn once(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
             format!("Boot {id} at the next boot only (bootctl set-oneshot)"),
         );
         run_or_show(out, target, &host, &spec)?;
-        return Ok(crate::exit::OK);
+        return Ok(crate::error::exit::OK);
     }
     let tool = format!("{}reboot", info.tool_prefix);
     let spec = CommandSpec::new(&[&tool, &id], format!("Boot {id} at the next boot only"));
     run_or_show(out, target, &host, &spec)?;
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }
 
 fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -> Result<()> {
@@ -290,7 +290,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
             &plan,
             crate::output::Done::Planned,
         ));
-        return Ok(crate::exit::OK);
+        return Ok(crate::error::exit::OK);
     }
     ops::require_root(&host, "changing the boot entries")?;
     let _lock = store.lock()?;
@@ -308,7 +308,7 @@ fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
         &plan,
         crate::output::Done::Ran(&outcome),
     ));
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }
 
 pub fn commit(out: &Output, target: &Target) -> Result<i32> {
@@ -369,5 +369,5 @@ pub fn commit(out: &Output, target: &Target) -> Result<i32> {
         Some(names::COMMIT),
     )?;
     super::apply::report(out, names::COMMIT, &done);
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }
