@@ -19,6 +19,7 @@ mod features;
 mod inventory;
 mod journal;
 mod profile;
+mod recheck;
 mod recover;
 mod verify;
 pub use crate::apply::{Completed, Recovered};
@@ -27,6 +28,7 @@ pub use features::write_nfd;
 pub use inventory::{inventory, Inventory, Snapshotted};
 pub use journal::{history, journal_check, History, HistoryEntry};
 pub use profile::{profile_list, profile_load, profile_schema};
+pub use recheck::{recheck, RecheckRequest, Rechecked};
 pub use recover::{recover, RecoverRequest};
 pub use verify::{verify, verify_writing, VerifyFiles};
 
