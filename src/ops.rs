@@ -14,6 +14,7 @@ use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod boot;
 mod doctor;
 mod features;
 mod inventory;
@@ -23,6 +24,10 @@ mod recheck;
 mod recover;
 mod verify;
 pub use crate::apply::{Completed, Recovered};
+pub use boot::{
+    boot_list, boot_once, boot_set_default, commit, BootDefault, BootMenu, BootOnce, Bootinfo,
+    EntryOut, Loader,
+};
 pub use doctor::{doctor, Diagnosed};
 pub use features::write_nfd;
 pub use inventory::{inventory, Inventory, Snapshotted};
