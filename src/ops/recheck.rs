@@ -41,7 +41,7 @@ pub enum Rechecked {
     /// No profile applied on this host: nothing to re-check.
     NothingApplied,
     /// The report (a timed-out re-check is one failed check), its files written.
-    Checked(Report),
+    Checked(Box<Report>),
 }
 
 /// Where the finding goes, each resolved before anything is written.
@@ -83,7 +83,7 @@ pub fn recheck(req: &RecheckRequest) -> Result<Rechecked> {
     };
     let took = start.elapsed().as_secs_f64();
     write(req, &sinks, &report, &specs, (finished, took))?;
-    Ok(Rechecked::Checked(report))
+    Ok(Rechecked::Checked(Box::new(report)))
 }
 
 /// The marker, the textfile and the feature file: given, or the profile's.
