@@ -1,25 +1,46 @@
-//! The operations API: plan, apply, rollback and verify, each taking a plain
-//! request struct. The command line (src/commands/) and the Ansible module
-//! (src/commands/ansible.rs) both build these requests; neither knows the other.
-//! Nothing here prints: a caller that wants to ask before changing anything
-//! passes a confirmation callback.
-
-use crate::apply;
+//! The operations API, the stages' only door for the front door: plan,
+//! apply (`ops/apply.rs`), rollback, recover, verify and recheck, the boot
+//! menu's commands and commit (`ops/boot.rs`), inventory, doctor, history
+//! and journal check, the profiles; each taking a plain request (a `Target`
+//! for what reads one root). The command line (src/commands/, which imports
+//! only `ops`, `output`, `names` and `error`: tests/house/front_door.rs) and
+//! the Ansible module (src/commands/ansible.rs) both build these requests;
+//! neither knows the other. Nothing here prints: a caller that wants to ask
+//! before changing anything passes a confirmation callback.
 use crate::error::{Error, Result};
 use crate::facts::{CpuVendor, Facts};
 use crate::host::Host;
-use crate::journal::{Kind, StateStore};
-use crate::names;
-use crate::output;
+use crate::journal::StateStore;
 use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+mod apply;
+mod boot;
+mod doctor;
 mod features;
+mod inventory;
+mod journal;
+mod profile;
+mod recheck;
 mod recover;
+mod rollback;
+mod verify;
 pub use crate::apply::{Completed, Recovered};
+pub use apply::{apply, apply_as, Applied};
+pub use boot::{
+    boot_list, boot_once, boot_set_default, commit, BootDefault, BootMenu, BootOnce, Bootinfo,
+    EntryOut, Loader,
+};
+pub use doctor::{doctor, Diagnosed};
 pub use features::write_nfd;
+pub use inventory::{inventory, Inventory, Snapshotted};
+pub use journal::{history, journal_check, History, HistoryEntry};
+pub use profile::{profile_list, profile_load, profile_schema};
+pub use recheck::{recheck, RecheckRequest, Rechecked};
 pub use recover::{recover, RecoverRequest};
+pub use rollback::{rollback, RolledBack};
+pub use verify::{verify, verify_writing, VerifyFiles};
 
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]
@@ -154,7 +175,7 @@ pub fn trial_specs(specs: &[String]) -> Vec<String> {
 /// names them, not only those that get far enough to read the journal.
 pub fn unfinished_notice(root: &std::path::Path) -> Option<String> {
     let host = Target::read_only(root.to_path_buf(), None).open().ok()?;
-    apply::notice(&host, &StateStore::new(&host))
+    crate::apply::notice(&host, &StateStore::new(&host))
 }
 
 /// A plan and what it was made from.
@@ -178,7 +199,7 @@ pub fn plan(req: &ProfilesRequest) -> Result<Planned> {
     let trial = req.trial.then_some(req.profiles.as_slice());
     let mut plan = make_plan(&host, &desired, &req.target, trial)?;
     // A generation left unfinished: this plan is against half-changed files.
-    if let Some(n) = apply::notice(&host, &StateStore::new(&host)) {
+    if let Some(n) = crate::apply::notice(&host, &StateStore::new(&host)) {
         plan.warnings.insert(0, n);
     }
     Ok(Planned {
@@ -250,200 +271,6 @@ pub fn require_root(host: &Host, action: &str) -> Result<()> {
     Ok(())
 }
 
-/// Commands for an image root run through chroot(2), which needs root.
-fn require_chroot_rights(host: &Host, plan: &Plan) -> Result<()> {
-    let runs = plan
-        .changes
-        .iter()
-        .any(|c| matches!(c.action, crate::plan::Action::Run { .. }));
-    let uid = nix::unistd::geteuid();
-    if runs && !host.is_live() && !uid.is_root() {
-        return Err(Error::Refused(format!(
-            "the plan runs commands inside {} (chroot), which needs root (running as uid {}); run it with sudo, or add --no-exec to list the commands instead (nothing was changed)",
-            host.root().display(),
-            uid.as_raw()
-        )));
-    }
-    Ok(())
-}
-
-/// What an apply did (or, with nothing to do, found): for the report.
-pub struct Applied {
-    pub host: Host,
-    pub names: Vec<String>,
-    pub plan: Plan,
-    pub outcome: Option<apply::Outcome>,
-}
-
-impl Applied {
-    pub fn done(&self) -> output::Done<'_> {
-        self.outcome
-            .as_ref()
-            .map_or(output::Done::Nothing, output::Done::Ran)
-    }
-}
-
-/// `apply`: makes the changes as one journal generation. Takes the lock
-/// only when something will be written; `confirm` sees the plan first.
-/// Nothing half-done: on a host whose kernel command line is set outside
-/// it, apply goes ahead without the boot part only when told to.
-fn check_boot_elsewhere(plan: &Plan, target: &Target) -> Result<()> {
-    match &plan.boot_elsewhere {
-        Some(b) if b.satisfied != Some(true) && !target.boot_elsewhere => {
-            Err(Error::Refused(format!(
-                "{}; gdrprov cannot change it here. Set it there, then apply again; or pass --boot-elsewhere (Ansible: boot_elsewhere: true) to apply the rest of the profile now and set the command line there yourself (nothing was changed)",
-                b.summary()
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-pub fn apply(req: &ProfilesRequest, confirm: Confirm) -> Result<Applied> {
-    apply_as(req, confirm, None)
-}
-
-/// `apply`, its generation labelled with the command that made it when that
-/// is not `apply` (`commit`: `recover` completes an interrupted one).
-pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) -> Result<Applied> {
-    let trial = req.trial.then_some(req.profiles.as_slice());
-    let desired = load_profiles(&req.profiles)?;
-    let host = req.target.open()?;
-    require_root(&host, names::APPLY)?;
-    let store = StateStore::new(&host);
-    // The journal's own files are never read or written through a link.
-    apply::refuse_links(&host, &crate::plan::Plan::default())?;
-    // A generation left unfinished is recovered first, by `gdrprov recover`.
-    apply::refuse_unfinished(&host, &store)?;
-    crate::checks::proof::refuse_unproven(&host, &store)?;
-    // Plan first, without the lock: an apply with nothing to do writes
-    // nothing at all, not even the lock file.
-    let plan = make_plan(&host, &desired, &req.target, trial)?;
-    check_boot_elsewhere(&plan, &req.target)?;
-    let names = desired.names.clone();
-    if plan.is_empty() {
-        return Ok(Applied {
-            host,
-            names,
-            plan,
-            outcome: None,
-        });
-    }
-    require_chroot_rights(&host, &plan)?;
-    apply::refuse_links(&host, &plan)?;
-    confirm(&Ask {
-        host: &host,
-        command: names::PLAN,
-        profiles: &names,
-        plan: &plan,
-        question: "Apply these changes?".into(),
-    })?;
-    let lock = store.lock()?;
-    apply::refuse_unfinished_locked(&host, &store)?;
-    crate::checks::proof::refuse_unproven(&host, &store)?;
-    // Plan again under the lock; what runs must be what was shown.
-    let locked_plan = make_plan(&host, &desired, &req.target, trial)?;
-    if !same_changes(&host, &plan, &locked_plan) {
-        return Err(Error::Refused(
-            "the host changed between the plan and the apply (another tool edited a file); run again to see the new plan (nothing was changed)".into(),
-        ));
-    }
-    if locked_plan.is_empty() {
-        drop(lock);
-        return Ok(Applied {
-            host,
-            names,
-            plan: locked_plan,
-            outcome: None,
-        });
-    }
-    let outcome = apply::execute_as(
-        &host,
-        &store,
-        &locked_plan,
-        Kind::Apply,
-        Vec::new(),
-        command,
-    )?;
-    drop(lock);
-    Ok(Applied {
-        host,
-        names,
-        plan: locked_plan,
-        outcome: Some(outcome),
-    })
-}
-
-fn same_changes(host: &Host, a: &Plan, b: &Plan) -> bool {
-    let shown = |p: &Plan| {
-        serde_json::to_string(
-            &output::report(names::PLAN, host, Vec::new(), p, output::Done::Planned).changes,
-        )
-        .unwrap_or_default()
-    };
-    shown(a) == shown(b)
-}
-
-/// What a rollback came to.
-#[allow(clippy::large_enum_variant)] // one per run; boxing buys nothing
-pub enum RolledBack {
-    /// No apply in effect: nothing was written.
-    Nothing { host: Host },
-    Done {
-        host: Host,
-        /// The profiles in effect before the rollback.
-        profiles: Vec<String>,
-        plan: Plan,
-        outcome: apply::Outcome,
-    },
-}
-
-/// `rollback`: restores every file of the generation(s) byte for byte.
-/// Writes nothing (not even the lock) when there is nothing to undo.
-pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
-    let host = Host::open(&req.root, req.no_exec)?;
-    let store = StateStore::new(&host);
-    // The journal's own files are never read or written through a link.
-    apply::refuse_links(&host, &crate::plan::Plan::default())?;
-    // An unfinished generation first: `gdrprov recover`, never "nothing to
-    // roll back" while its changes are still there.
-    apply::refuse_unfinished(&host, &store)?;
-    crate::checks::proof::refuse_unproven(&host, &store)?;
-    if !apply::any_in_effect(&store) {
-        apply::check_nothing_owned(&host, &store)?;
-        if req.generation.is_none() {
-            return Ok(RolledBack::Nothing { host });
-        }
-    }
-    require_root(&host, names::ROLLBACK)?;
-    // Planned before the lock too, so that a refused rollback (a generation
-    // not in effect) writes nothing.
-    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
-    let profiles = store.load_state()?.profiles;
-    apply::refuse_links(&host, &plan)?;
-    confirm(&Ask {
-        host: &host,
-        command: names::ROLLBACK,
-        profiles: &profiles,
-        plan: &plan,
-        question: format!("Roll back generation(s) {undoes:?}?"),
-    })?;
-    let lock = store.lock()?;
-    apply::refuse_unfinished_locked(&host, &store)?;
-    crate::checks::proof::refuse_unproven(&host, &store)?;
-    let (plan, undoes) = apply::plan_rollback(&host, &store, req.generation, req.force)?;
-    require_chroot_rights(&host, &plan)?;
-    let profiles = store.load_state()?.profiles;
-    let outcome = apply::execute(&host, &store, &plan, Kind::Rollback, undoes)?;
-    drop(lock);
-    Ok(RolledBack::Done {
-        host,
-        profiles,
-        plan,
-        outcome,
-    })
-}
-
 /// Commands that act on the running system refuse another root in one line
 /// instead of silently working on this machine.
 pub fn refuse_other_root(root: &std::path::Path, what: &str, fix: &str) -> Result<()> {
@@ -455,90 +282,4 @@ pub fn refuse_other_root(root: &std::path::Path, what: &str, fix: &str) -> Resul
         "{what} runs on the RDMA devices and GPUs of this machine, not on --root {}: {fix}",
         root.display()
     )))
-}
-
-/// `verify`: verify's checks (and the loopback) as a report.
-pub fn verify(req: &VerifyRequest) -> Result<crate::checks::verify::Report> {
-    for (flag, v) in [("--duration", req.duration), ("--min-gbps", req.min_gbps)] {
-        if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0 && *x < 86_400.0)) {
-            return Err(Error::Usage(format!(
-                "{flag} {x}: give a positive number (seconds below one day, Gb/s)"
-            )));
-        }
-    }
-    if let Some(d) = &req.device {
-        crate::bench::parse::parse_dev_port(d)
-            .map_err(|e| Error::Usage(format!("--device: {e}")))?;
-    }
-    // The loopback runs on this machine's devices; on another root verify
-    // skips it, so options for it would be silently ignored.
-    let loopback_opts = [
-        ("--device", req.device.is_some()),
-        ("--duration", req.duration.is_some()),
-        ("--min-gbps", req.min_gbps.is_some()),
-    ];
-    if let Some((flag, _)) = loopback_opts.iter().find(|(_, given)| *given) {
-        refuse_other_root(
-            &req.root,
-            &format!("verify's loopback ({flag})"),
-            &format!("drop {flag} (verify skips the loopback on another root), or run verify on the host itself"),
-        )?;
-    }
-    let desired = match &req.composed {
-        Some(c) => c.clone(),
-        None => load_profiles(&req.profiles)?,
-    };
-    // Verify changes nothing and runs nothing but read-only probes.
-    let mut host = Host::open(&req.root, true)?;
-    if req.snapshot.is_some() {
-        host = host.recording();
-    }
-    // Requirements are a check of their own here, not a gate.
-    let target = Target::read_only(req.root.clone(), req.cpu_vendor);
-    // During a trial boot the configuration to compare with is the trial's.
-    let trial = StateStore::new(&host)
-        .load_state()?
-        .trial
-        .map(|t| t.profiles);
-    // One gathering of the facts serves the plan and the requirements check.
-    let mut facts = Facts::gather(&host, req.cpu_vendor);
-    host.refuse_special_files()?;
-    facts.arch.override_with(req.arch);
-    // The GPUs together (NVLink, fabric, pairs): verify asks NVML and CUDA on the running system.
-    if host.is_live() && facts.gpu_topology.live.is_none() && !facts.gpus.is_empty() {
-        facts.gpu_topology.live = crate::facts::gpu_topo::recorded(&host);
-    }
-    // A plan that cannot be made is one failed check, not the end of verify.
-    let (plan, seen) = match plan_with_facts(&host, &desired, &target, trial.as_deref(), &facts) {
-        Ok((p, seen)) => (Ok(p), seen),
-        Err(e @ (Error::Refused(_) | Error::Io { .. })) => {
-            let state = StateStore::new(&host).load_state()?;
-            let seen = crate::plan::prepare::inputs(&host, &facts, &desired, &state);
-            (Err(e.to_string()), seen)
-        }
-        Err(e) => return Err(e),
-    };
-    let reqs = crate::checks::requirements::for_profile(&host, &facts, &desired);
-    let choice = crate::checks::verify::LoopbackChoice {
-        skip: req.no_loopback,
-        device: req.device.clone(),
-        seconds: req.duration,
-        min_gbps: req.min_gbps,
-        peer: req.peer.clone(),
-        token_file: req.token_file.clone(),
-    };
-    let report = crate::checks::verify::run(
-        &host,
-        &facts,
-        &seen,
-        &desired,
-        plan.as_ref().map_err(String::as_str),
-        &reqs,
-        &choice,
-    )?;
-    if let Some(dir) = &req.snapshot {
-        let rec = host.recorded().unwrap_or_default();
-        crate::host::snapshot::write(&host, &rec, dir)?;
-    }
-    Ok(report)
 }

@@ -1,7 +1,7 @@
 //! `gdrprov apply`: the changes, as one journal generation.
 
+use crate::error::exit;
 use crate::error::Result;
-use crate::exit;
 use crate::names;
 use crate::ops::{self, ProfilesRequest};
 use crate::output::{self, Output};

@@ -1,10 +1,9 @@
 //! `gdrprov doctor [PROFILE...] [--nccl-log FILE]`: which profile fits this
-//! host and what stands in the way (src/checks/doctor), for people or as JSON.
+//! host and what stands in the way (src/ops/doctor.rs), for people or as JSON.
 
-use crate::error::Result;
-use crate::facts::{Depth, Facts};
+use crate::error::{exit, Result};
 use crate::names;
-use crate::ops::Target;
+use crate::ops::{self, Target};
 use crate::output::{Format, Output};
 use std::path::Path;
 
@@ -15,30 +14,7 @@ pub fn run(
     nccl_log: Option<&Path>,
 ) -> Result<i32> {
     let root = target.root.as_path();
-    let log = match nccl_log {
-        // Bounded, regular files only; an invalid byte is shown as `\xNN`,
-        // not a reason to refuse the whole log; lines cut at 4 KiB.
-        Some(p) => Some((
-            crate::host::log_text(&crate::host::read_local(
-                p,
-                crate::host::ReadLimit::NcclLog,
-            )?),
-            p.display().to_string(),
-        )),
-        None => None,
-    };
-    let composed = if profiles.is_empty() {
-        None
-    } else {
-        Some(crate::profile::load_profiles(profiles)?)
-    };
-    let host = target.open()?;
-    let facts = Facts::gather_with(&host, target.cpu_vendor, Depth::WithCuda);
-    host.refuse_special_files()?;
-    let nccl = log
-        .as_ref()
-        .map(|(text, name)| (text.as_str(), name.as_str()));
-    let mut report = crate::checks::doctor::report(&host, &facts, composed.as_ref(), nccl)?;
+    let ops::Diagnosed { facts, mut report } = ops::doctor(target, profiles, nccl_log)?;
     // Suggested commands keep the user's --root (and --format).
     for f in &mut report.findings {
         f.fix = crate::output::keep_options(&f.fix, root, out.format);
@@ -51,8 +27,8 @@ pub fn run(
         }
     }
     Ok(if report.blocked {
-        crate::exit::NOT_READY
+        exit::NOT_READY
     } else {
-        crate::exit::OK
+        exit::OK
     })
 }

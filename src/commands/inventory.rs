@@ -1,83 +1,60 @@
 //! `gdrprov inventory`: every fact, for people or as JSON; with `--snapshot`,
-//! a copy of everything the probes read. The text is in src/output/inventory.rs.
+//! a copy of everything the probes read (src/ops/inventory.rs). The text is
+//! in src/output/inventory.rs.
 
-use crate::error::Result;
-use crate::facts::{Depth, Facts};
-use crate::host::Host;
+use crate::error::{exit, Result};
 use crate::names;
-use crate::ops::Target;
+use crate::ops::{self, Inventory, Snapshotted, Target};
 use crate::output::{Format, Output};
 use std::path::Path;
 
 pub fn run(out: &Output, target: &Target, snapshot: Option<&Path>) -> Result<i32> {
-    let cpu = target.cpu_vendor;
-    let mut host = target.open()?;
-    if snapshot.is_some() {
-        host = host.recording();
-    }
-    let facts = Facts::gather_with(&host, cpu, Depth::WithCuda);
-    host.refuse_special_files()?;
-    if let Some(dir) = snapshot {
-        // doctor's requirements also read the target kernels' module indexes
-        // (does each module a profile loads exist?): record them too, so a
-        // replay (`doctor --root SNAPSHOT`) answers as the host did.
-        let _ = crate::plan::inputs::target_kernel_modules(&host);
-        return write_snapshot(out, target, &host, &facts, dir);
+    let inv = ops::inventory(target, snapshot)?;
+    if let (Some(s), Some(dir)) = (&inv.snapshot, snapshot) {
+        show_snapshot(out, target, &inv, s, dir);
+        return Ok(exit::OK);
     }
     match out.format {
         Format::Json => out.document(
             names::INVENTORY,
             &target.root,
-            serde_json::json!({ "facts": facts }),
+            serde_json::json!({ "facts": inv.facts }),
         ),
         Format::Text | Format::Prometheus | Format::Html => {
-            out.raw(&crate::output::inventory::text(&host, &facts))
+            out.raw(&crate::output::inventory::text(&inv.host, &inv.facts))
         }
     }
-    Ok(crate::exit::OK)
+    Ok(exit::OK)
 }
 
-/// `--snapshot DIR`: the copy, and proof that it answers the same.
-fn write_snapshot(
-    out: &Output,
-    target: &Target,
-    host: &Host,
-    facts: &Facts,
-    dir: &Path,
-) -> Result<i32> {
-    let cpu = target.cpu_vendor;
-    let rec = host.recorded().unwrap_or_default();
-    let s = crate::host::snapshot::write(host, &rec, dir)?;
-    // Prove the copy answers the same.
-    let again = Host::open(dir, true)
-        .map(|h| Facts::gather_with(&h, cpu, Depth::WithCuda))
-        .ok();
-    let differs = again.map(|a| differing(facts, &a)).unwrap_or_default();
+/// `--snapshot DIR`: what the copy holds, and whether it answers the same.
+fn show_snapshot(out: &Output, target: &Target, inv: &Inventory, s: &Snapshotted, dir: &Path) {
+    let (sum, differs) = (&s.summary, &s.differs);
     match out.format {
         Format::Json => out.document(
             names::INVENTORY,
             &target.root,
             serde_json::json!({
                 "snapshot": dir.display().to_string(),
-                "files": s.files, "links": s.links, "dirs": s.dirs, "commands": s.commands,
-                "skipped": s.skipped,
+                "files": sum.files, "links": sum.links, "dirs": sum.dirs, "commands": sum.commands,
+                "skipped": sum.skipped,
                 "differs": differs,
                 // The facts of this run, the one the snapshot recorded: what a
                 // replay (`--root DIR`) must give again.
-                "facts": facts,
+                "facts": inv.facts,
             }),
         ),
         Format::Text | Format::Prometheus | Format::Html => {
             let mut t = format!(
                 "Snapshot of {} written to {}: {} files, {} symlinks, {} directories, {} command outputs.\n",
-                host.display("/"),
+                inv.host.display("/"),
                 dir.display(),
-                s.files,
-                s.links,
-                s.dirs,
-                s.commands
+                sum.files,
+                sum.links,
+                sum.dirs,
+                sum.commands
             );
-            for k in &s.skipped {
+            for k in &sum.skipped {
                 t.push_str(&format!("  skipped (too large): {k}\n"));
             }
             if differs.is_empty() {
@@ -94,20 +71,4 @@ fn write_snapshot(
             out.raw(&t);
         }
     }
-    Ok(crate::exit::OK)
-}
-
-/// Top-level facts whose JSON differs (ignoring where they were read from).
-pub fn differing(a: &Facts, b: &Facts) -> Vec<String> {
-    let (Ok(serde_json::Value::Object(x)), Ok(serde_json::Value::Object(y))) =
-        (serde_json::to_value(a), serde_json::to_value(b))
-    else {
-        return vec!["(could not compare)".into()];
-    };
-    x.iter()
-        .filter(|(k, v)| {
-            !matches!(k.as_str(), "live" | "snapshot" | "observed") && y.get(*k) != Some(*v)
-        })
-        .map(|(k, _)| k.clone())
-        .collect()
 }

@@ -16,7 +16,7 @@ pub fn completions(out: &Output, shell: Shell) -> Result<i32> {
     let mut buf = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gdrprov", &mut buf);
     out.bytes(&buf);
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }
 
 pub fn man(out: &Output) -> Result<i32> {
@@ -25,5 +25,5 @@ pub fn man(out: &Output) -> Result<i32> {
         .render(&mut buf)
         .map_err(|e| Error::io("render", "the manual page", e))?;
     out.bytes(&buf);
-    Ok(crate::exit::OK)
+    Ok(crate::error::exit::OK)
 }

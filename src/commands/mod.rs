@@ -25,8 +25,8 @@ pub mod sweep;
 mod verify;
 
 use crate::commands::cli::{Cli, Command};
+use crate::error::exit;
 use crate::error::{Error, Result};
-use crate::exit;
 use crate::names;
 use crate::ops::Target;
 use crate::output::{Format, Output};
@@ -239,7 +239,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
         Command::AnsibleModule { args_file } => Ok(ansible::main(args_file)),
         Command::Completions { shell } => manual::completions(out, *shell),
         Command::Man => manual::man(out),
-        Command::Recheck(a) => recheck::run(out, root, a),
+        Command::Recheck(a) => recheck::run(out, &Target::read_only(root.clone(), None), a),
     }
 }
 

@@ -1,7 +1,7 @@
 //! `gdrprov plan` (and `apply --dry-run`): every change, changing nothing.
 
+use crate::error::exit;
 use crate::error::Result;
-use crate::exit;
 use crate::names;
 use crate::ops::{self, Target};
 use crate::output::{self, Output};

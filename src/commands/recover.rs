@@ -1,7 +1,7 @@
 //! `gdrprov recover`: the one command for a generation left unfinished.
 
+use crate::error::exit;
 use crate::error::Result;
-use crate::exit;
 use crate::ops::{self, RecoverRequest};
 use crate::output::Output;
 

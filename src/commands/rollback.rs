@@ -1,11 +1,10 @@
 //! `gdrprov rollback`: restore the files of a generation byte for byte.
 
+use crate::error::exit;
 use crate::error::Result;
-use crate::exit;
 use crate::names;
 use crate::ops::{self, RollbackRequest, RolledBack};
 use crate::output::{self, Output};
-use crate::plan::Plan;
 
 pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
     let mut confirm = super::ask::confirmer(out, yes);
@@ -16,7 +15,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
                     names::ROLLBACK,
                     &host,
                     Vec::new(),
-                    &Plan::default(),
+                    &Default::default(),
                     output::Done::Nothing,
                 ));
             } else {

@@ -5,7 +5,8 @@
 //! commit applied again, so that both end as if never interrupted. An
 //! interrupted apply stays undone: the operator applies again.
 
-use super::{check_boot_elsewhere, load_profiles, make_plan, require_chroot_rights, require_root};
+use super::apply::{check_boot_elsewhere, require_chroot_rights};
+use super::{load_profiles, make_plan, require_root};
 use super::{Ask, Confirm, Target};
 use crate::apply::{self, Completed, Recovered};
 use crate::error::{Error, Result};

@@ -38,3 +38,47 @@ pub fn text(r: &Report) -> String {
     }
     out
 }
+
+/// `recheck`'s summary for the unit's journal: one line, then the failed
+/// checks, one a line.
+pub fn recheck_summary(r: &Report, reason: &str) -> String {
+    let mut s = format!(
+        "gdrprov recheck ({reason}): {} for {}\n",
+        if r.ready { "ready" } else { "NOT READY" },
+        r.profiles.join(" ")
+    );
+    for c in r.checks.iter().filter(|c| c.status == Status::Fail) {
+        s.push_str(&format!("  FAIL {}: {}\n", c.name, c.detail()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::verify::Check;
+
+    fn report(ready: bool) -> Report {
+        Report {
+            profiles: vec!["rdma-dmabuf".into(), "/etc/gdrprov/site a.yaml".into()],
+            root: "/".into(),
+            live: true,
+            ready,
+            checks: vec![if ready {
+                Check::pass("modules", "nvidia_peermem loaded")
+            } else {
+                Check::fail_with_cause("modules", "nvidia_peermem loaded")
+            }],
+            loopback: None,
+            health: None,
+        }
+    }
+
+    #[test]
+    fn a_recheck_summary_names_the_failed_checks() {
+        let s = recheck_summary(&report(false), "dpkg trigger");
+        assert!(s.starts_with("gdrprov recheck (dpkg trigger): NOT READY for rdma-dmabuf"));
+        assert!(s.contains("  FAIL modules: nvidia_peermem loaded\n"), "{s}");
+        assert_eq!(recheck_summary(&report(true), "x").lines().count(), 1);
+    }
+}

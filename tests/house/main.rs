@@ -41,6 +41,8 @@
     clippy::print_stderr
 )]
 
+mod front_door;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 

@@ -2,6 +2,7 @@
 //! gdrprov already owns) into changes, without side effects.
 
 pub mod bls_switch;
+pub mod boot_entry;
 pub mod bootcfg;
 pub mod bootcfg_arch;
 pub mod bootcfg_elsewhere;

@@ -1,0 +1,59 @@
+//! The front door (issue 44): `src/commands` parses, asks and renders; every
+//! stage is reached through `ops`, the API the Ansible module and any later
+//! caller share. So a file of `src/commands` imports only `commands` itself
+//! (its `cli` types and its own modules), `ops`, `output`, `names` and
+//! `error`. The imports are the house's graph (`use crate::x`, `crate::x::y`
+//! in code, a name brought in by `use`), resolved through re-exports: a name
+//! `ops` passes through from a stage still counts as that stage.
+//!
+//! `src/commands/cli/` is the command line's types, the parsing itself: it
+//! names the grammar's parsers (issue 43: a name is checked by its type at
+//! clap's door) and the domain types its options map to, and is not checked
+//! here.
+
+use super::{folder, graph, load_tree};
+
+/// What a file of the front door may import.
+const ALLOWED: &[&str] = &["commands", "ops", "output", "names", "error"];
+
+/// PENDING_A2: the fleet and bench commands, moved onto `ops` on the
+/// a2-fleetops branch of issue 44. The lead removes this list when that
+/// branch is merged; nothing else may be added to it.
+const PENDING_A2: &[&str] = &[
+    "src/commands/sweep.rs",
+    "src/commands/sweep_io.rs",
+    "src/commands/bench.rs",
+    "src/commands/bench_node.rs",
+    "src/commands/ansible.rs",
+];
+
+/// Every import of a front-door file that is not allowed, as
+/// `FILE -> FILE (FOLDER)`.
+fn offenders() -> Vec<String> {
+    let tree = load_tree();
+    let mut out = Vec::new();
+    for (i, to) in graph(&tree) {
+        let f = &tree.files[i];
+        let front = f.rel.starts_with("src/commands/") && !f.rel.starts_with("src/commands/cli/");
+        if !front || PENDING_A2.contains(&f.rel.as_str()) {
+            continue;
+        }
+        for j in to {
+            let b = folder(&tree.files[j]);
+            if !ALLOWED.contains(&b.as_str()) {
+                out.push(format!("{} -> {} ({b})", f.rel, tree.files[j].rel));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn commands_imports_only_cli_ops_output_names_and_error() {
+    let bad = offenders();
+    assert!(
+        bad.is_empty(),
+        "src/commands parses, asks and renders; reach the stage through src/ops (add the operation there), the exit codes through `error::exit`:\n{}",
+        bad.join("\n")
+    );
+}
