@@ -4,9 +4,12 @@
 //! every file already written. A run killed half-way is finished the same way
 //! by the next run (`recover`), so a host is never left half-configured.
 
+mod durable;
+mod hold;
 mod recover;
 mod revert;
 
+pub use durable::make_boot_durable;
 use revert::{regen_note, release_held, revert};
 
 use crate::error::{Error, Result};
@@ -125,7 +128,7 @@ pub fn execute_as(
         refresh_after_copies(host, store, &mut generation)?;
         // What the boot loader reads is on disk before "complete" and success are reported.
         if let Some(paths) = boot_touched(&generation.steps) {
-            durable = host.make_boot_durable(&paths)?;
+            durable = durable::make_boot_durable(host, &paths)?;
         }
         // The switch is durable: the held copies of the old initramfs go.
         release_held(host, &generation.steps)?;
@@ -203,7 +206,7 @@ pub fn refuse_links(host: &Host, plan: &Plan) -> Result<()> {
         if let Action::Run { command } = &c.action {
             by_commands.extend(command.place.iter().map(|p| p.to.clone()));
             for h in command.hold.iter().chain(&command.may_hold) {
-                by_commands.push(h.held());
+                by_commands.push(hold::held_copy(h));
                 by_commands.push(h.reader.clone());
             }
         }
@@ -254,12 +257,12 @@ fn boot_touched(steps: &[Step]) -> Option<Vec<&str>> {
     let paths: Vec<&str> = steps
         .iter()
         .filter_map(|s| s.path.as_deref())
-        .filter(|p| host::is_boot_path(p))
+        .filter(|p| durable::is_boot_path(p))
         .collect();
     let ran_tool = steps
         .iter()
         .filter_map(|s| s.command.as_ref())
-        .any(|c| host::is_boot_command(&c.argv));
+        .any(|c| durable::is_boot_command(&c.argv));
     (ran_tool || !paths.is_empty()).then_some(paths)
 }
 
@@ -444,7 +447,7 @@ fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
             Ok(None)
         }
         Action::Run { command } => {
-            let out = host.run(command)?;
+            let out = hold::run(host, command)?;
             if !out.success() {
                 // In an image tree a tool often fails for want of the devices
                 // and kernel views a booted system has (grub-probe: "is /dev

@@ -17,9 +17,10 @@
 
 pub mod child;
 pub mod door;
-mod durable;
+mod flush;
+#[cfg(test)]
+pub(crate) mod flush_fixture;
 mod fs;
-mod hold;
 mod lock;
 mod lockfile;
 mod path;
@@ -30,7 +31,7 @@ pub mod snapshot;
 pub mod textfile;
 
 pub use door::{remove_local, write_local, write_new_private, write_pid, LocalTree, DISTRO_LINKS};
-pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
+pub use flush::{sync, Durable, Filesystem, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
 pub use lock::FileLock;
 pub use lockfile::holder_of;

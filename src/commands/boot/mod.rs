@@ -154,8 +154,8 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
             ),
         });
     }
-    // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
-    let durable = host.make_boot_durable(&[])?;
+    // grubenv's next_entry must be on disk where GRUB reads it (apply/durable.rs).
+    let durable = crate::apply::make_boot_durable(&host, &[])?;
     match out.format {
         Format::Json => out.document(
             names::BOOT_ONCE,

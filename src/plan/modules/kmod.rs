@@ -275,7 +275,8 @@ fn initramfs(ctx: &Context, part: &mut Part) {
                 names.join(", ")
             ),
         )
-        .regenerating();
+        .regenerating()
+        .rebuilding_initramfs();
         let spec = super::esp_initrd::initramfs_command(ctx, k, spec);
         part.commands.push(Change::run(
             MODULE,
@@ -291,6 +292,25 @@ fn initramfs(ctx: &Context, part: &mut Part) {
 /// The RDMA devices that unloading module `m` deletes: those its driver
 /// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
 /// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
+/// The programs that rebuild initramfs images: those this module plans
+/// (update-initramfs, dracut) and the other builders a journal may name.
+const INITRAMFS_BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
+
+/// A command read back from a journal, marked as the plan that made it
+/// marked it: `rebuilds_initramfs` is not written out, so a rollback or a
+/// recovery knows an initramfs rebuild again by its program.
+pub fn as_planned(mut cmd: CommandSpec) -> CommandSpec {
+    cmd.rebuilds_initramfs = rebuilds(&cmd);
+    cmd
+}
+
+/// Whether `cmd` rebuilds initramfs images: as its plan marked it, or, read
+/// back from a journal (which does not keep the mark), by its program.
+pub fn rebuilds(cmd: &CommandSpec) -> bool {
+    let tool = cmd.argv.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    cmd.rebuilds_initramfs || tool.is_some_and(|t| INITRAMFS_BUILDERS.contains(&t))
+}
+
 fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
     let m = norm(m);
     let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
