@@ -41,6 +41,8 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
+mod host_layer;
+
 const MAX_FN_LINES: usize = 120;
 const MAX_FILE_LINES: usize = 600;
 
