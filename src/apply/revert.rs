@@ -4,7 +4,8 @@
 //! apply, `rollback`'s failure path and `recover`.
 
 use super::durable::make_boot_durable;
-use super::{boot_touched, hold, last_lines, remove_created_dirs};
+use super::step::last_lines;
+use super::{boot_touched, hold, remove_created_dirs};
 use crate::error::Result;
 use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
 use crate::journal::{self, Generation, StateStore, Status, Step};
