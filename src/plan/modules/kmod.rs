@@ -642,6 +642,32 @@ mod tests {
         assert!(commands(&p.unwrap()).is_empty());
     }
 
+    /// The rebuild is marked where it is planned (the runner no longer knows builders by
+    /// name); the mark is not written out, and a command read back from a journal gets it
+    /// again from its program.
+    #[test]
+    fn the_plan_marks_its_initramfs_rebuilds_and_a_journal_s_are_known_again() {
+        let spec = CommandSpec::new(&["update-initramfs", "-u", "-k", "6.1"], "r")
+            .regenerating()
+            .rebuilding_initramfs();
+        assert!(spec.rebuilds_initramfs());
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(!json.contains("rebuild"), "{json}");
+        let back: CommandSpec = serde_json::from_str(&json).unwrap();
+        assert!(!back.rebuilds_initramfs());
+        assert!(as_planned(back).rebuilds_initramfs());
+        for argv in [
+            &["/usr/bin/dracut", "-f"][..],
+            &["mkinitcpio", "-P"],
+            &["mkinitramfs"],
+        ] {
+            assert!(rebuilds(&CommandSpec::new(argv, "")), "{argv:?}");
+        }
+        for argv in [&["update-grub"][..], &["grub2-mkconfig", "-o", "x"], &[]] {
+            assert!(!rebuilds(&CommandSpec::new(argv, "")), "{argv:?}");
+        }
+    }
+
     /// On systemd-boot with type #1 entries (Debian 12), kernel-install's copy of the
     /// kernel and initrd to the FAT ESP is not crash-safe: update-initramfs runs with it
     /// bypassed and gdrprov places the initrd where the kernel's entry loads it from.
