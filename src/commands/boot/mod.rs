@@ -155,7 +155,7 @@ fn run_or_show(out: &Output, target: &Target, host: &Host, spec: &CommandSpec) -
         });
     }
     // grubenv's next_entry must be on disk where GRUB reads it (apply/durable.rs).
-    let durable = crate::apply::make_boot_durable(&host, &[])?;
+    let durable = crate::apply::make_boot_durable(host, &[])?;
     match out.format {
         Format::Json => out.document(
             names::BOOT_ONCE,
