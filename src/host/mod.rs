@@ -8,6 +8,14 @@
 //! This is the only module that may touch the filesystem and run processes:
 //! clippy.toml disallows `std::fs`, `std::process::Command` and `duct` in the
 //! rest of the workspace, and Cargo.toml's lints make that an error.
+//!
+//! It decides nothing (issue 44): how a filesystem is flushed, which boot
+//! entry is held on which copy, which command rebuilds an initramfs are
+//! decided in `plan` and `apply` (`apply::durable`, `apply::hold`) and handed
+//! down as data ([`Filesystem`], [`Hold`], [`CommandSpec`]). Of gdrprov's own
+//! code it imports only `error`; its raw system calls (freeze/thaw, ext4
+//! checkpoint, the watchdog's fork) are `crates/gdrprov-sys`'s, a leaf crate
+//! like nix (tests/house/host_layer.rs).
 #![allow(
     clippy::disallowed_methods,
     clippy::disallowed_types,

@@ -14,7 +14,7 @@
 //!   layer's door, `src/host/read.rs` (and its `read/` part).
 //!
 //! What the compiler can say, it says: prints outside the output layer,
-//! `std::fs` outside the host layer and `unsafe` outside the rdma crate fail
+//! `std::fs` outside the host layer and `unsafe` outside the rdma and sys crates fail
 //! `cargo clippy -D warnings` (tests/lints.rs shows it); this test keeps only
 //! what the compiler cannot.
 //!
