@@ -61,8 +61,9 @@ pub struct CommandSpec {
     /// the plan module that made it says: such commands run before the ones
     /// that switch the boot to a new command line (update-grub), in apply,
     /// rollback and recover alike (issue 37, "the boot switch last"). Not
-    /// written out: a command read back from a journal gets it again from
-    /// `plan::rebuilds` (journals older than the flag have none).
+    /// written out (plan JSON and journals are as they were): a command read
+    /// back from a journal or state.json gets it again from
+    /// `plan::modules::kmod::as_planned`.
     #[serde(skip)]
     pub rebuilds_initramfs: bool,
 }
@@ -116,8 +117,7 @@ impl CommandSpec {
         self
     }
 
-    /// Whether the command rebuilds initramfs images, as its plan said
-    /// ([`CommandSpec::rebuilds_initramfs`]).
+    /// Whether the command rebuilds initramfs images, as its plan marked it.
     pub fn rebuilds_initramfs(&self) -> bool {
         self.rebuilds_initramfs
     }
