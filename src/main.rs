@@ -2,6 +2,6 @@ fn main() {
     // Die quietly on a closed pipe (`gdrprov profile schema | head`), as Unix
     // tools do, instead of panicking in println!.
     // First thing, before any thread exists.
-    gdrprov_rdma::sys::default_sigpipe();
+    gdrprov_sys::default_sigpipe();
     std::process::exit(gdrprov::commands::main());
 }

@@ -1,6 +1,6 @@
 //! CI fails on a new door broken: a call to `std::fs` or a process spawned
 //! outside the host layer, a print outside the output layer, `unsafe` outside
-//! the rdma crate. The rules are this repository's own: the `[workspace.lints]`
+//! the rdma and sys crates. The rules are this repository's own: the `[workspace.lints]`
 //! tables of its Cargo.toml and its clippy.toml, copied into a scratch crate
 //! laid out as gdrprov is (`src/host`, `src/output`, `src/commands`), on which
 //! `cargo clippy -- -D warnings` (what .ci/run runs) is run twice:

@@ -4,14 +4,19 @@
 //! every file already written. A run killed half-way is finished the same way
 //! by the next run (`recover`), so a host is never left half-configured.
 
+mod durable;
+mod generation;
+mod hold;
 mod recover;
 mod revert;
+mod step;
 
+pub use durable::make_boot_durable;
 use revert::{regen_note, release_held, revert};
 
 use crate::error::{Error, Result};
-use crate::host::{self, CommandSpec, Durable, Host, WriteOptions};
-use crate::journal::{self, Generation, Kind, State, StateStore, Status, Step};
+use crate::host::{CommandSpec, Durable, Host};
+use crate::journal::{self, Generation, Kind, StateStore, Status, Step};
 pub use crate::plan::rollback::plan_rollback;
 use crate::plan::{Action, Change, Plan};
 pub use recover::{
@@ -74,116 +79,116 @@ pub fn execute_as(
     command: Option<&str>,
 ) -> Result<Outcome> {
     refuse_links(host, plan)?;
-    let state_before = store.load_state()?;
-    let n = store.next_generation()?;
-    let mut generation = Generation {
-        generation: n,
-        kind,
-        undoes,
-        rolled_back_by: None,
-        started: journal::now(),
-        finished: None,
-        user: Some(journal::invoking_user()),
-        profiles: plan.state_after.profiles.clone(),
-        command: command.map(str::to_string),
-        directory: Some(journal::generation_dir(n)),
-        status: Status::InProgress,
-        steps: Vec::new(),
-        state_before: state_before.clone(),
-        state_after: State::default(),
-    };
-    // If making the generation fails (a full disk), the half-made generation
-    // is removed: the host is untouched and the journal holds no trace of
-    // the attempt.
-    if let Err(e) = make_generation(host, store, plan, &mut generation) {
-        return Err(match store.remove_generation_dir(n) {
-            Ok(()) => Error::Refused(format!(
-                "{e}\nNothing was changed: the backups could not be saved, and the partial generation {n} was removed."
-            )),
-            Err(e2) => Error::Refused(format!(
-                "{e}\nNothing was changed: the backups could not be saved (removing the partial generation {n} also failed: {e2})."
-            )),
-        });
-    }
-
-    let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
-    let mut commands_run = Vec::new();
-    let mut durable = Vec::new();
-    // Every failure from here on, of a step or of the journal write after
-    // it (a full disk), puts every file back.
-    let mut state_saved = false;
-    let ran = (|| {
-        for i in 0..generation.steps.len() {
-            let ran = run_step(host, &plan.changes[i])?;
-            commands_run.extend(ran);
-            generation.steps[i].done = true;
-            store.save_generation(&generation)?;
-            if fault_after == Some(i + 1) {
-                std::process::abort();
-            }
-        }
-        refresh_after_copies(host, store, &mut generation)?;
-        // What the boot loader reads is on disk before "complete" and success are reported.
-        if let Some(paths) = boot_touched(&generation.steps) {
-            durable = host.make_boot_durable(&paths)?;
-        }
-        // The switch is durable: the held copies of the old initramfs go.
-        release_held(host, &generation.steps)?;
-        // A rollback marks what it undid before it calls itself complete: a
-        // kill between the two must leave an unfinished rollback (which
-        // `recover` reverts, unmarking them), never a complete one beside
-        // applies still "in effect" that state.json no longer owns.
-        if kind == Kind::Rollback {
-            mark_rolled_back(store, &generation.undoes, n, true)?;
-            // And removes the directories they made, for the same reason: a
-            // kill after "complete" would leave them for good. (A revert of
-            // this rollback writes their files back, directories made anew.)
-            remove_undone_dirs(host, store, &generation.undoes)?;
-        }
-        store.save_state(&generation.state_after)?;
-        state_saved = true;
-        generation.status = Status::Complete;
-        generation.finished = Some(journal::now());
-        store.save_generation(&generation)
-    })();
-    if let Err(e) = ran {
-        // Free the reserve first: putting files back needs that space.
-        let _ = store.release_reserve(n);
-        let reverted = revert(host, store, &mut generation).and_then(|r| {
-            if state_saved {
-                store.save_state(&generation.state_before)?;
-            }
-            if kind == Kind::Rollback {
-                mark_rolled_back(store, &generation.undoes, n, false)?;
-            }
-            Ok(r)
-        });
-        return Err(match reverted {
-            Ok(r) => Error::Refused(format!(
-                "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted).{}",
-                regen_note(&r)
-            )),
-            Err(e2) => {
-                // Best effort: the journal says "failed", not "in progress",
-                // so that every command names it for what it is.
-                generation.status = Status::Failed;
-                let _ = store.save_generation(&generation);
-                Error::Journal(format!(
-                    "{e}\nPutting files back ALSO failed: {e2}. Generation {n} is marked failed and may have left files changed; fix that cause, then run `{}` to put them back",
-                    recover_command(host)
-                ))
-            }
-        });
+    let mut generation = generation::begin(host, store, plan, kind, undoes, command)?;
+    let n = generation.generation;
+    let mut done = Done::default();
+    if let Err(e) = run_steps(host, store, plan, &mut generation, &mut done) {
+        return Err(put_back(host, store, &mut generation, done.state_saved, e));
     }
     let _ = store.release_reserve(n);
     Ok(Outcome {
         generation: n,
         changed: plan.changes.iter().filter(|c| c.path().is_some()).count(),
-        commands_run,
+        commands_run: done.commands_run,
         pending_commands: plan.pending_commands.clone(),
         recovered: Vec::new(),
-        durable,
+        durable: done.durable,
     })
+}
+
+/// What a run has done so far.
+#[derive(Default)]
+struct Done {
+    commands_run: Vec<CommandSpec>,
+    durable: Vec<Durable>,
+    /// Whether state.json holds the run's state (a revert puts the old back).
+    state_saved: bool,
+}
+
+/// Runs the steps of a published generation, each marked done as it
+/// completes, then makes what the boot loader reads durable and marks the
+/// generation complete. Every failure here, of a step or of the journal
+/// write after it (a full disk), is the caller's to put back.
+fn run_steps(
+    host: &Host,
+    store: &StateStore,
+    plan: &Plan,
+    generation: &mut Generation,
+    done: &mut Done,
+) -> Result<()> {
+    let fault_after: Option<usize> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
+    let n = generation.generation;
+    for i in 0..generation.steps.len() {
+        let ran = step::run_step(host, &plan.changes[i])?;
+        done.commands_run.extend(ran);
+        generation.steps[i].done = true;
+        store.save_generation(generation)?;
+        if fault_after == Some(i + 1) {
+            std::process::abort();
+        }
+    }
+    refresh_after_copies(host, store, generation)?;
+    // What the boot loader reads is on disk before "complete" and success are reported.
+    if let Some(paths) = boot_touched(&generation.steps) {
+        done.durable = durable::make_boot_durable(host, &paths)?;
+    }
+    // The switch is durable: the held copies of the old initramfs go.
+    release_held(host, &generation.steps)?;
+    // A rollback marks what it undid before it calls itself complete: a
+    // kill between the two must leave an unfinished rollback (which
+    // `recover` reverts, unmarking them), never a complete one beside
+    // applies still "in effect" that state.json no longer owns.
+    if generation.kind == Kind::Rollback {
+        mark_rolled_back(store, &generation.undoes, n, true)?;
+        // And removes the directories they made, for the same reason: a
+        // kill after "complete" would leave them for good. (A revert of
+        // this rollback writes their files back, directories made anew.)
+        remove_undone_dirs(host, store, &generation.undoes)?;
+    }
+    store.save_state(&generation.state_after)?;
+    done.state_saved = true;
+    generation.status = Status::Complete;
+    generation.finished = Some(journal::now());
+    store.save_generation(generation)
+}
+
+/// After a failed run: every file put back, the generation marked reverted
+/// (or failed, when putting back failed too); the error to report.
+fn put_back(
+    host: &Host,
+    store: &StateStore,
+    generation: &mut Generation,
+    state_saved: bool,
+    e: Error,
+) -> Error {
+    let n = generation.generation;
+    // Free the reserve first: putting files back needs that space.
+    let _ = store.release_reserve(n);
+    let reverted = revert(host, store, generation).and_then(|r| {
+        if state_saved {
+            store.save_state(&generation.state_before)?;
+        }
+        if generation.kind == Kind::Rollback {
+            mark_rolled_back(store, &generation.undoes, n, false)?;
+        }
+        Ok(r)
+    });
+    match reverted {
+        Ok(r) => Error::Refused(format!(
+            "{e}\nEvery file this run had changed was put back as it was (generation {n} marked reverted).{}",
+            regen_note(&r)
+        )),
+        Err(e2) => {
+            // Best effort: the journal says "failed", not "in progress",
+            // so that every command names it for what it is.
+            generation.status = Status::Failed;
+            let _ = store.save_generation(generation);
+            Error::Journal(format!(
+                "{e}\nPutting files back ALSO failed: {e2}. Generation {n} is marked failed and may have left files changed; fix that cause, then run `{}` to put them back",
+                recover_command(host)
+            ))
+        }
+    }
 }
 
 /// Refuses, before anything is written, a plan whose files (or the
@@ -203,7 +208,7 @@ pub fn refuse_links(host: &Host, plan: &Plan) -> Result<()> {
         if let Action::Run { command } = &c.action {
             by_commands.extend(command.place.iter().map(|p| p.to.clone()));
             for h in command.hold.iter().chain(&command.may_hold) {
-                by_commands.push(h.held());
+                by_commands.push(hold::held_copy(h));
                 by_commands.push(h.reader.clone());
             }
         }
@@ -254,155 +259,13 @@ fn boot_touched(steps: &[Step]) -> Option<Vec<&str>> {
     let paths: Vec<&str> = steps
         .iter()
         .filter_map(|s| s.path.as_deref())
-        .filter(|p| host::is_boot_path(p))
+        .filter(|p| durable::is_boot_path(p))
         .collect();
     let ran_tool = steps
         .iter()
         .filter_map(|s| s.command.as_ref())
-        .any(|c| host::is_boot_command(&c.argv));
+        .any(|c| durable::is_boot_command(&c.argv));
     (ran_tool || !paths.is_empty()).then_some(paths)
-}
-
-/// Disk space set aside before the first write: enough to write back every
-/// file's old content and the journal twice over, whole pages each.
-fn reserve_bytes(plan: &Plan) -> u64 {
-    let page = |n: usize| (n as u64).div_ceil(4096) * 4096;
-    let files: u64 = plan
-        .changes
-        .iter()
-        .map(|c| match &c.action {
-            Action::WriteFile { before, after, .. } => {
-                page(before.as_ref().map_or(0, String::len)) + page(after.len())
-            }
-            Action::RemoveFile { before, .. } => page(before.len()),
-            Action::Run { .. } => 0,
-        })
-        .sum();
-    files + 64 * 1024
-}
-
-/// The planned state, with "the backup this generation takes" made concrete.
-fn finalize_state(planned: &State, g: &Generation, n: u64) -> State {
-    let mut s = planned.clone();
-    s.generation = n;
-    for (path, owned) in s.files.iter_mut() {
-        if owned.original.as_deref() == Some(journal::PENDING_BACKUP) {
-            owned.original = g
-                .steps
-                .iter()
-                .find(|st| st.path.as_deref() == Some(path.as_str()))
-                .and_then(|st| st.before.clone());
-        }
-    }
-    s
-}
-
-/// Backups first: nothing is touched until every copy is safely on disk.
-/// They and the journal are made in a staging dir that becomes the
-/// generation in one rename: a generation never lacks its journal, even after
-/// a power cut here.
-fn make_generation(
-    host: &Host,
-    store: &StateStore,
-    plan: &Plan,
-    generation: &mut Generation,
-) -> Result<()> {
-    let n = generation.generation;
-    store.remove_staged_leftovers()?;
-    for (i, change) in plan.changes.iter().enumerate() {
-        let step = prepare_step(host, store, n, i, change)?;
-        generation.steps.push(step);
-    }
-    generation.state_after = finalize_state(&plan.state_after, generation, n);
-    store.save_staged_generation(generation)?;
-    store.reserve(&journal::staging_dir(n), reserve_bytes(plan))?;
-    if std::env::var(FAULT_ENV).is_ok_and(|v| v == "0") {
-        std::process::abort();
-    }
-    store.publish_generation(n)
-}
-
-fn prepare_step(
-    host: &Host,
-    store: &StateStore,
-    n: u64,
-    i: usize,
-    change: &Change,
-) -> Result<Step> {
-    let mut step = Step::new(
-        change.description.clone(),
-        change.path().map(str::to_string),
-    );
-    let expected_before = match &change.action {
-        Action::WriteFile { before, .. } => before.as_deref(),
-        Action::RemoveFile { before, .. } => Some(before.as_str()),
-        Action::Run { command } => {
-            step.command = Some(command.clone());
-            return Ok(step);
-        }
-    };
-    let path = change.path().unwrap_or_default();
-    let current = host.read(path)?;
-    if current.as_deref() != expected_before.map(str::as_bytes) {
-        return Err(Error::Refused(format!(
-            "{} changed after the plan was made; run again to plan against the new content (nothing was changed)",
-            host.display(path)
-        )));
-    }
-    // Written in the staging dir, recorded where they will be.
-    let (staged, dir) = (journal::staging_dir(n), journal::generation_dir(n));
-    if let Some(bytes) = current {
-        let rel = format!("{dir}/{i}.before");
-        store.write_private(&format!("{staged}/{i}.before"), &bytes)?;
-        step.before = Some(rel);
-        step.before_sum = Some(journal::Sum::of(&bytes));
-        let meta = host.meta(path)?;
-        refuse_unrestorable_mode(host, path, meta)?;
-        step.record_before_meta(meta);
-    }
-    if let Action::WriteFile { after, .. } = &change.action {
-        let rel = format!("{dir}/{i}.after");
-        store.write_private(&format!("{staged}/{i}.after"), after.as_bytes())?;
-        step.after = Some(rel);
-        step.after_sum = Some(journal::Sum::of(after.as_bytes()));
-        step.created_dirs = missing_dirs(host, path);
-    }
-    step.seal();
-    Ok(step)
-}
-
-/// A file whose mode a rollback would not put back whole (setuid, setgid,
-/// sticky or world-writable: `journal::mode_problem`) is not edited at all.
-/// FAT (an ESP) is not such a file: its modes come from the mount options
-/// (0777 with umask=000) and no write sets or restores one there.
-fn refuse_unrestorable_mode(host: &Host, path: &str, meta: Option<host::FileMeta>) -> Result<()> {
-    if host.on_fat(path) {
-        return Ok(());
-    }
-    let Some(why) = meta.and_then(|m| journal::mode_problem(m.mode)) else {
-        return Ok(());
-    };
-    Err(Error::Refused(format!(
-        "{} has {why}: gdrprov does not edit such a file, since it could not put that mode back on rollback (nothing was changed). Remove those bits (`chmod ug-s,o-t,o-w {}`) and run again",
-        host.display(path),
-        host.display(path)
-    )))
-}
-
-/// The parent directories of `path` that do not exist yet, deepest first
-/// (`write_atomic` creates them).
-fn missing_dirs(host: &Host, path: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut dir = std::path::Path::new(path).parent();
-    while let Some(d) = dir.filter(|d| *d != std::path::Path::new("/")) {
-        let d_str = d.display().to_string();
-        if host.exists(&d_str) {
-            break;
-        }
-        out.push(d_str);
-        dir = d.parent();
-    }
-    out
 }
 
 /// Removes the directories the steps created that are empty now (their
@@ -417,70 +280,6 @@ fn remove_created_dirs(host: &Host, steps: &[Step]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Runs one step; gives the command line it ran, if any.
-fn run_step(host: &Host, change: &Change) -> Result<Option<CommandSpec>> {
-    match &change.action {
-        Action::WriteFile {
-            path,
-            after,
-            new_mode,
-            meta,
-            ..
-        } => {
-            host.write_atomic(
-                path,
-                after.as_bytes(),
-                WriteOptions {
-                    meta: *meta,
-                    new_mode: *new_mode,
-                },
-            )?;
-            Ok(None)
-        }
-        Action::RemoveFile { path, .. } => {
-            host.remove(path)?;
-            Ok(None)
-        }
-        Action::Run { command } => {
-            let out = host.run(command)?;
-            if !out.success() {
-                // In an image tree a tool often fails for want of the devices
-                // and kernel views a booted system has (grub-probe: "is /dev
-                // mounted?"): say how to give them, or to leave it pending.
-                let hint = if host.is_live() {
-                    String::new()
-                } else {
-                    format!(
-                        " (on an image root commands run chrooted into {}: bind-mount /dev, /proc and /sys into it first, or apply with --no-exec to leave the commands pending for where the image runs)",
-                        host.display("/")
-                    )
-                };
-                return Err(Error::Command {
-                    command: host.effective_argv(command).join(" "),
-                    msg: format!(
-                        "exit {}: {}{hint}",
-                        out.code
-                            .map(|c| c.to_string())
-                            .unwrap_or_else(|| "by signal".into()),
-                        last_lines(&out.stderr, &out.stdout)
-                    ),
-                });
-            }
-            Ok(Some(command.clone()))
-        }
-    }
-}
-
-fn last_lines(stderr: &str, stdout: &str) -> String {
-    let text = if stderr.trim().is_empty() {
-        stdout
-    } else {
-        stderr
-    };
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    lines[lines.len().saturating_sub(3)..].join(" / ")
 }
 
 /// Marks the generations a rollback (`by`) undoes as rolled back by it, or,

@@ -3,10 +3,13 @@
 //! that keeps the boot loader's switch last (issue 37). Used by a failed
 //! apply, `rollback`'s failure path and `recover`.
 
-use super::{boot_touched, last_lines, remove_created_dirs};
+use super::durable::make_boot_durable;
+use super::step::last_lines;
+use super::{boot_touched, hold, remove_created_dirs};
 use crate::error::Result;
 use crate::host::{CommandSpec, FileMeta, Host, WriteOptions};
 use crate::journal::{self, Generation, StateStore, Status, Step};
+use crate::plan::modules::kmod;
 
 /// What a revert could not finish: regeneration commands it did not run
 /// (`--no-exec`: owed, like any pending command) or that failed.
@@ -40,7 +43,7 @@ pub(super) fn revert(host: &Host, store: &StateStore, g: &mut Generation) -> Res
     // The restored boot files must be what the next boot reads, too. Best
     // effort: the revert itself has succeeded, and this only syncs.
     if let Some(paths) = boot_touched(&g.steps) {
-        let _ = host.make_boot_durable(&paths);
+        let _ = make_boot_durable(host, &paths);
     }
     release_held(host, &g.steps)?;
     g.status = Status::Reverted;
@@ -88,7 +91,7 @@ pub(super) fn release_held(host: &Host, steps: &[Step]) -> Result<()> {
         .flat_map(|c| &c.hold)
         .collect();
     if !holds.is_empty() {
-        host.release_held(&holds)?;
+        hold::release_held(host, &holds)?;
     }
     Ok(())
 }
@@ -106,7 +109,7 @@ fn rerun_regeneration(host: &Host, steps: &[Step]) -> Reverted {
     {
         rerun = steps.iter().filter(regenerating).collect();
     }
-    rerun.sort_by_key(|s| s.command.as_ref().is_none_or(|c| !c.rebuilds_initramfs()));
+    rerun.sort_by_key(|s| s.command.as_ref().is_none_or(|c| !kmod::rebuilds(c)));
     let mut out = Reverted::default();
     for step in rerun {
         let Some(cmd) = step.command.as_ref() else {
@@ -125,7 +128,7 @@ fn rerun_regeneration(host: &Host, steps: &[Step]) -> Reverted {
 
 /// Runs `cmd`, noting a failure in `failed`.
 fn run_noting(host: &Host, cmd: &CommandSpec, failed: &mut Vec<String>) {
-    match host.run(cmd) {
+    match hold::run(host, cmd) {
         Ok(o) if o.success() => {}
         Ok(o) => failed.push(format!(
             "`{}` (exit {}: {})",

@@ -19,7 +19,7 @@
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 /// How long a SIGKILLed child is waited for before it is left to init.
@@ -107,6 +107,44 @@ pub fn run_staged(
         }
     };
     out.pid = Some(child.id());
+    let (rx, erx) = readers(&mut child);
+    let mut since = Instant::now();
+    loop {
+        let limit = deadline(out.stage.as_deref());
+        let left = limit.saturating_sub(since.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
+                    if let Some(s) = stage_of(&v) {
+                        out.stage = Some(s);
+                        since = Instant::now();
+                    }
+                    out.json.push(v);
+                }
+                out.lines.push(line);
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                out.end = kill(&mut child, &out.stage, since);
+                break;
+            }
+            // Standard output closed: the child is exiting (or closed it and went on).
+            Err(RecvTimeoutError::Disconnected) => {
+                let left = deadline(out.stage.as_deref()).saturating_sub(since.elapsed());
+                out.end = match reap(&mut child, left) {
+                    Some(code) => End::Exited(code),
+                    None => kill(&mut child, &out.stage, since),
+                };
+                break;
+            }
+        }
+    }
+    out.stderr = erx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
+    out
+}
+
+/// The child's standard output, line by line, and its standard error (the
+/// first [`STDERR_KEPT`] bytes, once it is closed), each read by a thread.
+fn readers(child: &mut Child) -> (Receiver<String>, Receiver<String>) {
     let (tx, rx) = channel::<String>();
     if let Some(stdout) = child.stdout.take() {
         std::thread::spawn(move || {
@@ -126,52 +164,18 @@ pub fn run_staged(
             let _ = etx.send(s);
         });
     }
-    let mut since = Instant::now();
-    loop {
-        let limit = deadline(out.stage.as_deref());
-        let left = limit.saturating_sub(since.elapsed());
-        match rx.recv_timeout(left) {
-            Ok(line) => {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    if let Some(s) = stage_of(&v) {
-                        out.stage = Some(s);
-                        since = Instant::now();
-                    }
-                    out.json.push(v);
-                }
-                out.lines.push(line);
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                let waited = since.elapsed();
-                let _ = child.kill();
-                let reaped = reap(&mut child, REAP_WAIT).is_some();
-                out.end = End::TimedOut {
-                    stage: out.stage.clone().unwrap_or_else(|| "start".into()),
-                    waited,
-                    reaped,
-                };
-                out.stderr = erx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
-                return out;
-            }
-            // Standard output closed: the child is exiting (or closed it and went on).
-            Err(RecvTimeoutError::Disconnected) => {
-                let left = deadline(out.stage.as_deref()).saturating_sub(since.elapsed());
-                out.end = match reap(&mut child, left) {
-                    Some(code) => End::Exited(code),
-                    None => {
-                        let waited = since.elapsed();
-                        let _ = child.kill();
-                        End::TimedOut {
-                            stage: out.stage.clone().unwrap_or_else(|| "start".into()),
-                            waited,
-                            reaped: reap(&mut child, REAP_WAIT).is_some(),
-                        }
-                    }
-                };
-                out.stderr = erx.recv_timeout(Duration::from_secs(1)).unwrap_or_default();
-                return out;
-            }
-        }
+    (rx, erx)
+}
+
+/// Kills a child past its stage's deadline (`since`: when the stage began)
+/// and says so, with whether it was reaped.
+fn kill(child: &mut Child, stage: &Option<String>, since: Instant) -> End {
+    let waited = since.elapsed();
+    let _ = child.kill();
+    End::TimedOut {
+        stage: stage.clone().unwrap_or_else(|| "start".into()),
+        waited,
+        reaped: reap(child, REAP_WAIT).is_some(),
     }
 }
 

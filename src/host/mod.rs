@@ -8,6 +8,14 @@
 //! This is the only module that may touch the filesystem and run processes:
 //! clippy.toml disallows `std::fs`, `std::process::Command` and `duct` in the
 //! rest of the workspace, and Cargo.toml's lints make that an error.
+//!
+//! It decides nothing (issue 44): how a filesystem is flushed, which boot
+//! entry is held on which copy, which command rebuilds an initramfs are
+//! decided in `plan` and `apply` (`apply::durable`, `apply::hold`) and handed
+//! down as data ([`Filesystem`], [`Hold`], [`CommandSpec`]). Of gdrprov's own
+//! code it imports only `error`; its raw system calls (freeze/thaw, ext4
+//! checkpoint, the watchdog's fork) are `crates/gdrprov-sys`'s, a leaf crate
+//! like nix (tests/house/host_layer.rs).
 #![allow(
     clippy::disallowed_methods,
     clippy::disallowed_types,
@@ -17,9 +25,10 @@
 
 pub mod child;
 pub mod door;
-mod durable;
+mod flush;
+#[cfg(test)]
+pub(crate) mod flush_fixture;
 mod fs;
-mod hold;
 mod lock;
 mod lockfile;
 mod path;
@@ -30,7 +39,7 @@ pub mod snapshot;
 pub mod textfile;
 
 pub use door::{remove_local, write_local, write_new_private, write_pid, LocalTree, DISTRO_LINKS};
-pub use durable::{is_boot_command, is_boot_path, Durable, Method as DurableMethod};
+pub use flush::{sync, Durable, Filesystem, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
 pub use lock::FileLock;
 pub use lockfile::holder_of;

@@ -57,11 +57,21 @@ pub struct CommandSpec {
     /// again (`plan::rollback`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub may_hold: Vec<Hold>,
+    /// The command rebuilds initramfs images (update-initramfs, dracut), as
+    /// the plan module that made it says: such commands run before the ones
+    /// that switch the boot to a new command line (update-grub), in apply,
+    /// rollback and recover alike (issue 37, "the boot switch last"). Not
+    /// written out (plan JSON and journals are as they were): a command read
+    /// back from a journal or state.json gets it again from
+    /// `plan::modules::kmod::as_planned`.
+    #[serde(skip)]
+    pub rebuilds_initramfs: bool,
 }
 
 /// A boot file (`reader`: grub.cfg, a type #1 entry) that loads `file` (the
 /// initramfs, as a path inside the root) and must keep loading what it
-/// loads now while a command rebuilds `file`.
+/// loads now while a command rebuilds `file`. Data for `apply::hold`, which
+/// names the held copy and writes the held text.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Hold {
     pub reader: String,
@@ -71,17 +81,6 @@ pub struct Hold {
     /// while the entry is held; see `plan::modules::bls_switch`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernelopts: Option<String>,
-}
-
-impl Hold {
-    /// The copy the reader is held on.
-    pub fn held(&self) -> String {
-        format!("{}{}", self.file, gdrprov_boot::hold::HELD_SUFFIX)
-    }
-
-    pub(super) fn name(&self) -> &str {
-        self.file.rsplit('/').next().unwrap_or(&self.file)
-    }
 }
 
 /// A file a command made (`from`) and where gdrprov puts a copy (`to`).
@@ -102,6 +101,7 @@ impl CommandSpec {
             undo: None,
             hold: Vec::new(),
             may_hold: Vec::new(),
+            rebuilds_initramfs: false,
         }
     }
 
@@ -111,16 +111,15 @@ impl CommandSpec {
         self
     }
 
-    /// Whether the command rebuilds initramfs images (update-initramfs,
-    /// dracut, mkinitramfs, mkinitcpio). They run before the commands that
-    /// switch the boot to a new command line (update-grub): apply, rollback
-    /// and recover alike (issue 37, "the boot switch last").
+    /// This command, marked as one that rebuilds initramfs images.
+    pub fn rebuilding_initramfs(mut self) -> Self {
+        self.rebuilds_initramfs = true;
+        self
+    }
+
+    /// Whether the command rebuilds initramfs images, as its plan marked it.
     pub fn rebuilds_initramfs(&self) -> bool {
-        const BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
-        self.argv
-            .first()
-            .map(|p| p.rsplit('/').next().unwrap_or(p))
-            .is_some_and(|tool| BUILDERS.contains(&tool))
+        self.rebuilds_initramfs
     }
 
     pub fn regenerating(mut self) -> Self {
@@ -164,8 +163,11 @@ impl Host {
         }
     }
 
-    /// Runs a command that changes the host. The caller has checked
-    /// `no_exec()`; this refuses to run anything when it is set.
+    /// Runs a command that changes the host, then copies what it made where
+    /// `spec.place` says. Its holds are the caller's (`apply::hold::run`
+    /// holds the readers before and makes the rebuilt files durable after).
+    /// The caller has checked `no_exec()`; this refuses to run anything when
+    /// it is set.
     pub fn run(&self, spec: &CommandSpec) -> Result<CommandOutput> {
         if self.no_exec() {
             return Err(Error::Refused(format!(
@@ -173,15 +175,10 @@ impl Host {
                 spec.shell_line()
             )));
         }
-        self.hold_readers(&spec.hold)?;
         let out = self.spawn(spec)?;
         if out.success() {
             for p in &spec.place {
                 self.place(&p.from, &p.to)?;
-            }
-            if !spec.hold.is_empty() {
-                let placed: Vec<&str> = spec.place.iter().map(|p| p.to.as_str()).collect();
-                self.settle_rebuilt(&spec.hold, &placed)?;
             }
         }
         Ok(out)

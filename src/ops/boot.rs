@@ -101,7 +101,7 @@ pub fn boot_once(target: &Target, entry: &str) -> Result<BootOnce> {
         });
     }
     // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
-    once.ran = Some(host.make_boot_durable(&[])?);
+    once.ran = Some(crate::apply::make_boot_durable(&host, &[])?);
     Ok(once)
 }
 

@@ -284,7 +284,10 @@ fn commands(ctx: &Context, state_after: &State, own: Vec<Change>) -> Vec<Change>
         .map(|c| Change {
             module: "pending".into(),
             description: format!("{} (pending from an earlier --no-exec apply)", c.why),
-            action: Action::Run { command: c.clone() },
+            // state.json does not keep the plan's marks: known again here.
+            action: Action::Run {
+                command: crate::plan::modules::kmod::as_planned(c.clone()),
+            },
             reboot: None,
         })
         .collect();

@@ -176,8 +176,9 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
         notes.extend(crate::journal::restore_notes(host, g));
         for (i, step) in g.steps.iter().enumerate().rev() {
             if let Some(cmd) = step.command.as_ref().filter(|c| c.regenerate) {
-                if !commands.contains(cmd) {
-                    commands.push(cmd.clone());
+                let cmd = super::modules::kmod::as_planned(cmd.clone());
+                if !commands.contains(&cmd) {
+                    commands.push(cmd);
                 }
             }
             if let Some((cmd, argv)) = step

@@ -1,5 +1,5 @@
 //! Boot-loader files are made durable before success is reported
-//! (src/host/durable.rs): the outcome names each filesystem that holds them
+//! (src/apply/durable.rs decides, src/host/flush.rs runs it): the outcome names each filesystem that holds them
 //! and how. On an image root (`--root`) that is a `syncfs`, never a freeze;
 //! a run that touches nothing a boot loader reads does nothing of the kind.
 //! The mechanism itself (ext4 checkpoint, guarded freeze/thaw, a kill while

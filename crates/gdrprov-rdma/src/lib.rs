@@ -2,8 +2,8 @@
 //! and NVML; each library is loaded at run time (the binary starts on a host that has none of
 //! them) and each missing piece is an [`Error`] that names it.
 //!
-//! This crate holds every `unsafe` block gdrprov needs for them, and the few raw system calls of
-//! gdrprov's host layer ([`sys`]: `unsafe_code` is denied in the gdrprov crate). It reads nothing
+//! This crate holds every `unsafe` block gdrprov needs for them (`unsafe_code` is denied in the
+//! gdrprov crate; the host layer's raw system calls are `crates/gdrprov-sys`'s). It reads nothing
 //! of the host itself: what it needs to know of the machine (a port's line rate in sysfs, why no
 //! device is visible, whether nvidia_peermem is loaded, a dma-buf's fdinfo) comes from the caller
 //! through [`HostView`].
@@ -19,8 +19,6 @@
 //! - [`cuda`]: GPUs and device memory through the CUDA driver API, dma-buf export, timed copies.
 //! - [`nvml`]: GPU health counters through NVML.
 //! - [`nvlink`]: the node's NVLink links, fabric state and GPU pairs through `nvml-wrapper`.
-//! - [`sys`]: ext4 checkpoint, filesystem freeze and thaw with its watchdog, SIGPIPE; for the
-//!   host layer.
 
 pub mod cuda;
 pub mod error;
@@ -30,7 +28,6 @@ pub mod memory;
 pub mod nvlink;
 pub mod nvml;
 pub mod qp;
-pub mod sys;
 pub mod verbs;
 
 pub use error::{errno_name, Error};

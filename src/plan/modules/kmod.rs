@@ -275,7 +275,8 @@ fn initramfs(ctx: &Context, part: &mut Part) {
                 names.join(", ")
             ),
         )
-        .regenerating();
+        .regenerating()
+        .rebuilding_initramfs();
         let spec = super::esp_initrd::initramfs_command(ctx, k, spec);
         part.commands.push(Change::run(
             MODULE,
@@ -291,6 +292,25 @@ fn initramfs(ctx: &Context, part: &mut Part) {
 /// The RDMA devices that unloading module `m` deletes: those its driver
 /// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
 /// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
+/// The programs that rebuild initramfs images: those this module plans
+/// (update-initramfs, dracut) and the other builders a journal may name.
+const INITRAMFS_BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
+
+/// A command read back from a journal, marked as the plan that made it
+/// marked it: `rebuilds_initramfs` is not written out, so a rollback or a
+/// recovery knows an initramfs rebuild again by its program.
+pub fn as_planned(mut cmd: CommandSpec) -> CommandSpec {
+    cmd.rebuilds_initramfs = rebuilds(&cmd);
+    cmd
+}
+
+/// Whether `cmd` rebuilds initramfs images: as its plan marked it, or, read
+/// back from a journal (which does not keep the mark), by its program.
+pub fn rebuilds(cmd: &CommandSpec) -> bool {
+    let tool = cmd.argv.first().map(|p| p.rsplit('/').next().unwrap_or(p));
+    cmd.rebuilds_initramfs || tool.is_some_and(|t| INITRAMFS_BUILDERS.contains(&t))
+}
+
 fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
     let m = norm(m);
     let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
@@ -620,6 +640,32 @@ mod tests {
         let (p, missed) = w.plan(&d);
         assert!(missed.initramfs.is_empty(), "{missed:?}");
         assert!(commands(&p.unwrap()).is_empty());
+    }
+
+    /// The rebuild is marked where it is planned (the runner no longer knows builders by
+    /// name); the mark is not written out, and a command read back from a journal gets it
+    /// again from its program.
+    #[test]
+    fn the_plan_marks_its_initramfs_rebuilds_and_a_journal_s_are_known_again() {
+        let spec = CommandSpec::new(&["update-initramfs", "-u", "-k", "6.1"], "r")
+            .regenerating()
+            .rebuilding_initramfs();
+        assert!(spec.rebuilds_initramfs());
+        let json = serde_json::to_string(&spec).unwrap();
+        assert!(!json.contains("rebuild"), "{json}");
+        let back: CommandSpec = serde_json::from_str(&json).unwrap();
+        assert!(!back.rebuilds_initramfs());
+        assert!(as_planned(back).rebuilds_initramfs());
+        for argv in [
+            &["/usr/bin/dracut", "-f"][..],
+            &["mkinitcpio", "-P"],
+            &["mkinitramfs"],
+        ] {
+            assert!(rebuilds(&CommandSpec::new(argv, "")), "{argv:?}");
+        }
+        for argv in [&["update-grub"][..], &["grub2-mkconfig", "-o", "x"], &[]] {
+            assert!(!rebuilds(&CommandSpec::new(argv, "")), "{argv:?}");
+        }
     }
 
     /// On systemd-boot with type #1 entries (Debian 12), kernel-install's copy of the

@@ -1,8 +1,12 @@
 //! The few raw system calls gdrprov's host layer needs that neither std nor nix offers as safe
 //! functions, each wrapped here in one: ext4's journal checkpoint, a filesystem freeze and thaw
-//! (`gdrprov::host::durable` says when and why), the watchdog process forked around a freeze, and
-//! SIGPIPE's default disposition for the binary. They live in this crate with its other `unsafe`
-//! code so that the gdrprov crate has none (`unsafe_code` is denied there).
+//! (`gdrprov::host::flush` runs them, `gdrprov::apply::durable` decides when), the watchdog
+//! process forked around a freeze, and SIGPIPE's default disposition for the binary.
+//!
+//! A leaf crate, as nix is: it knows nothing of gdrprov (no profile, no boot loader, no policy)
+//! and depends on libc only. With `crates/gdrprov-rdma` it is the only place `unsafe` is allowed
+//! (`unsafe_code` is denied in the rest of the workspace; tests/house keeps the exception here).
+//! It left the RDMA crate so that the host layer does not depend on the GPU crate (issue 44).
 //!
 //! Each function is a system call on what the caller passes in: none reads or writes a file.
 #![allow(
