@@ -283,6 +283,20 @@ fn open_sides(opts: &LoopbackOptions) -> Result<(Side, Option<Side>), BenchError
     Ok((side_a, Some(Side::new(ctx_b, port_b)?)))
 }
 
+/// The locked memory the run pins: the host buffers (twice the size) and the scratch page; dma-buf
+/// memory is not pinned through the memlock limit at all.
+fn check_memlock_for(memory: MemoryKind, buf_size: usize) -> Result<(), BenchError> {
+    if memory == MemoryKind::CudaDmabuf {
+        return Ok(());
+    }
+    let pinned = if memory == MemoryKind::Host {
+        2 * buf_size as u64
+    } else {
+        0
+    };
+    check_memlock(pinned + 4096)
+}
+
 /// Run the loopback benchmark. `notes` receives progress lines for people (GPU steps done).
 pub fn run_loopback(
     opts: &LoopbackOptions,
@@ -309,14 +323,7 @@ pub fn run_loopback(
     let dmabuf_probe: Option<DmabufProbe> =
         probe::probe_dmabuf_support(Some(&side_a.port.device)).ok();
 
-    if memory != MemoryKind::CudaDmabuf {
-        let pinned = if memory == MemoryKind::Host {
-            2 * buf_size as u64
-        } else {
-            0
-        };
-        check_memlock(pinned + 4096)?;
-    }
+    check_memlock_for(memory, buf_size)?;
     let src_mr = src.register(&side_a, memory, &LiveHost)?;
     let dst_mr = dst.register(b, memory, &LiveHost)?;
     let scratch = HostBuf::new(4096)?;

@@ -223,20 +223,7 @@ impl Facts {
             snapshot: false,
             observed: false,
             kernel: kernel::KernelFacts::default(),
-            boot: boot::BootFacts {
-                kind: boot::BootLoaderKind::Unknown,
-                efi: false,
-                grub_cfg: None,
-                bls_entries: Vec::new(),
-                next_entry: None,
-                running_entry: None,
-                trial_running: false,
-                // Planning tests put GRUB's files into PlanFacts themselves.
-                cmdline_home: boot_shape::CmdlineHome::OnHost {
-                    evidence: String::new(),
-                },
-                booted: None,
-            },
+            boot: blank_boot(),
             nvidia_driver: nvidia::DriverFacts {
                 version: None,
                 flavor: nvidia::Flavor::Unknown,
@@ -350,6 +337,24 @@ fn refine_gpus(gpus: &mut [gpu::Gpu], cuda: &cuda::CudaFacts) {
         if g.name.is_none() {
             g.name = d.name.clone();
         }
+    }
+}
+
+/// The boot facts of a root where no boot loader was found.
+fn blank_boot() -> boot::BootFacts {
+    boot::BootFacts {
+        kind: boot::BootLoaderKind::Unknown,
+        efi: false,
+        grub_cfg: None,
+        bls_entries: Vec::new(),
+        next_entry: None,
+        running_entry: None,
+        trial_running: false,
+        // Planning tests put GRUB's files into PlanFacts themselves.
+        cmdline_home: boot_shape::CmdlineHome::OnHost {
+            evidence: String::new(),
+        },
+        booted: None,
     }
 }
 

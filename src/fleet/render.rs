@@ -292,11 +292,9 @@ fn fleet_verdict(c: &Classified) -> Option<Verdict> {
     })
 }
 
-/// Every verdict, the suspects, and what the scheduler is told.
-pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
-    let mut verdicts = node_verdicts(sweep, c);
-    // Remediation before drain.
-    for v in &mut verdicts {
+/// A node whose findings have a fix is fixed rather than drained (remediation before drain).
+fn apply_remedies(verdicts: &mut [Verdict], ctx: &Context) {
+    for v in verdicts.iter_mut() {
         let Some(node) = v.node.clone() else { continue };
         let mtu: Vec<String> = v
             .rails
@@ -308,6 +306,10 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
             v.fix = Some(f);
         }
     }
+}
+
+/// Each node to drain, with its verdicts' summaries as the reason.
+fn drain_reasons(verdicts: &[Verdict]) -> Vec<(String, String)> {
     let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for v in verdicts.iter().filter(|v| v.action == "drain") {
         if let Some(n) = &v.node {
@@ -317,10 +319,36 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
                 .push(v.summary.clone());
         }
     }
-    let suspects: Vec<(String, String)> = reasons
+    reasons
         .into_iter()
         .map(|(n, r)| (n, r.join("; ")))
-        .collect();
+        .collect()
+}
+
+/// Every measurement, as a row of the report.
+fn pair_rows(sweep: &Sweep, c: &Classified) -> Vec<PairOut> {
+    sweep
+        .obs
+        .iter()
+        .zip(&c.low)
+        .map(|(o, low)| PairOut {
+            round: o.round,
+            a: sweep.nodes[o.a].clone(),
+            b: sweep.nodes[o.b].clone(),
+            rail: sweep.rails[o.rail].clone(),
+            gbps: o.gbps,
+            fraction: o.fraction,
+            data_ok: o.data_ok,
+            low: *low,
+        })
+        .collect()
+}
+
+/// Every verdict, the suspects, and what the scheduler is told.
+pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
+    let mut verdicts = node_verdicts(sweep, c);
+    apply_remedies(&mut verdicts, ctx);
+    let suspects = drain_reasons(&verdicts);
     let index: HashMap<&str, usize> = sweep
         .nodes
         .iter()
@@ -350,21 +378,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
     verdicts.extend(path_verdicts(sweep, c));
     verdicts.extend(fleet_verdict(c));
     let pairs = if ctx.with_pairs {
-        sweep
-            .obs
-            .iter()
-            .zip(&c.low)
-            .map(|(o, low)| PairOut {
-                round: o.round,
-                a: sweep.nodes[o.a].clone(),
-                b: sweep.nodes[o.b].clone(),
-                rail: sweep.rails[o.rail].clone(),
-                gbps: o.gbps,
-                fraction: o.fraction,
-                data_ok: o.data_ok,
-                low: *low,
-            })
-            .collect()
+        pair_rows(sweep, c)
     } else {
         Vec::new()
     };

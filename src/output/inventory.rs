@@ -322,6 +322,11 @@ fn rdma(w: &mut String, f: &Facts) {
             "absent".into()
         }
     );
+    rdma_devices(w, f);
+}
+
+/// The RDMA devices and their ports.
+fn rdma_devices(w: &mut String, f: &Facts) {
     let _ = writeln!(
         w,
         "RDMA devices: {}",

@@ -4,6 +4,7 @@
 //! health metrics' are.
 
 pub use super::exposition::escape_label;
+use crate::bench::LoopbackReport;
 use crate::checks::verify::{Report, Status};
 use std::fmt::Write as _;
 
@@ -26,20 +27,8 @@ pub fn marker_text(r: &Report) -> String {
     s
 }
 
-/// The verify report as Prometheus text exposition format (0.0.4).
-pub fn prometheus(r: &Report) -> String {
-    let profiles = escape_label(&r.profiles.join(","));
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "# HELP gdrprov_ready 1 when every check of `gdrprov verify` passed or was skipped."
-    );
-    let _ = writeln!(s, "# TYPE gdrprov_ready gauge");
-    let _ = writeln!(
-        s,
-        "gdrprov_ready{{profiles=\"{profiles}\"}} {}",
-        u8::from(r.ready)
-    );
+/// Each check's metrics: passed, skipped, and how long it took.
+fn checks(s: &mut String, r: &Report, profiles: &str) {
     let _ = writeln!(
         s,
         "# HELP gdrprov_check_ok 1 when the check passed, 0 when it failed; skipped checks are absent from this metric."
@@ -86,46 +75,68 @@ pub fn prometheus(r: &Report) -> String {
             );
         }
     }
+}
+
+/// The loopback's metrics: its bandwidth at the largest size, against the line rate, and its data check.
+fn loopback(s: &mut String, lb: &LoopbackReport) {
+    let memory = serde_json::to_value(lb.memory)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let best = lb.results.iter().max_by_key(|x| x.bytes);
+    let labels = format!(
+        "device=\"{}\",memory=\"{}\"",
+        escape_label(&lb.from.device),
+        escape_label(&memory)
+    );
+    if let Some(b) = best {
+        let _ = writeln!(
+            s,
+            "# HELP gdrprov_loopback_gbps Average RDMA WRITE loopback bandwidth at the largest message size, Gb/s."
+        );
+        let _ = writeln!(s, "# TYPE gdrprov_loopback_gbps gauge");
+        let _ = writeln!(s, "gdrprov_loopback_gbps{{{labels}}} {}", b.average_gbps);
+        if let Some(f) = b.line_rate_fraction {
+            let _ = writeln!(
+                s,
+                "# HELP gdrprov_line_rate_fraction Loopback bandwidth as a fraction of the port's line rate."
+            );
+            let _ = writeln!(s, "# TYPE gdrprov_line_rate_fraction gauge");
+            let _ = writeln!(s, "gdrprov_line_rate_fraction{{{labels}}} {f}");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "# HELP gdrprov_loopback_data_ok 1 when the data written by the loopback read back intact."
+    );
+    let _ = writeln!(s, "# TYPE gdrprov_loopback_data_ok gauge");
+    let _ = writeln!(
+        s,
+        "gdrprov_loopback_data_ok{{{labels}}} {}",
+        u8::from(lb.data_check.passed)
+    );
+}
+
+/// The verify report as Prometheus text exposition format (0.0.4).
+pub fn prometheus(r: &Report) -> String {
+    let profiles = escape_label(&r.profiles.join(","));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# HELP gdrprov_ready 1 when every check of `gdrprov verify` passed or was skipped."
+    );
+    let _ = writeln!(s, "# TYPE gdrprov_ready gauge");
+    let _ = writeln!(
+        s,
+        "gdrprov_ready{{profiles=\"{profiles}\"}} {}",
+        u8::from(r.ready)
+    );
+    checks(&mut s, r, &profiles);
     if let Some(h) = &r.health {
         s.push_str(&super::health_metrics::prometheus(h));
     }
     if let Some(lb) = &r.loopback {
-        let memory = serde_json::to_value(lb.memory)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let best = lb.results.iter().max_by_key(|x| x.bytes);
-        let labels = format!(
-            "device=\"{}\",memory=\"{}\"",
-            escape_label(&lb.from.device),
-            escape_label(&memory)
-        );
-        if let Some(b) = best {
-            let _ = writeln!(
-                s,
-                "# HELP gdrprov_loopback_gbps Average RDMA WRITE loopback bandwidth at the largest message size, Gb/s."
-            );
-            let _ = writeln!(s, "# TYPE gdrprov_loopback_gbps gauge");
-            let _ = writeln!(s, "gdrprov_loopback_gbps{{{labels}}} {}", b.average_gbps);
-            if let Some(f) = b.line_rate_fraction {
-                let _ = writeln!(
-                    s,
-                    "# HELP gdrprov_line_rate_fraction Loopback bandwidth as a fraction of the port's line rate."
-                );
-                let _ = writeln!(s, "# TYPE gdrprov_line_rate_fraction gauge");
-                let _ = writeln!(s, "gdrprov_line_rate_fraction{{{labels}}} {f}");
-            }
-        }
-        let _ = writeln!(
-            s,
-            "# HELP gdrprov_loopback_data_ok 1 when the data written by the loopback read back intact."
-        );
-        let _ = writeln!(s, "# TYPE gdrprov_loopback_data_ok gauge");
-        let _ = writeln!(
-            s,
-            "gdrprov_loopback_data_ok{{{labels}}} {}",
-            u8::from(lb.data_check.passed)
-        );
+        loopback(&mut s, lb);
     }
     let _ = writeln!(
         s,

@@ -5,7 +5,7 @@ use crate::bench::concurrent::ConcurrentReport;
 use crate::bench::nccl::NcclReport;
 use crate::bench::p2p::P2pReport;
 use crate::bench::units::one_decimal;
-use crate::facts::gpu_topo::GpuTopology;
+use crate::facts::gpu_topo::{GpuTopology, LiveTopology};
 
 pub fn concurrent_text(r: &ConcurrentReport) -> String {
     let mut s = format!(
@@ -82,6 +82,77 @@ pub fn nccl_text(r: &NcclReport) -> String {
     s
 }
 
+/// One GPU's NVLinks: how many are up, their version and speed, what they reach, its fabric state.
+fn gpu_line(g: &gdrprov_rdma::nvlink::GpuNode) -> String {
+    let up = g.links.iter().filter(|l| l.up).count();
+    let remote: Vec<String> = {
+        let mut v: Vec<String> = g
+            .links
+            .iter()
+            .filter(|l| l.up)
+            .map(|l| {
+                l.remote_pci
+                    .clone()
+                    .or_else(|| l.remote_type.clone())
+                    .unwrap_or_else(|| "?".into())
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    format!(
+        "GPU {} {} ({}): NVLink {} of {} up{}{}, to {}; fabric {}",
+        g.index,
+        g.name,
+        g.pci,
+        up,
+        g.links.len(),
+        g.links
+            .iter()
+            .find_map(|l| l.generation.clone())
+            .map(|v| format!(", NVLink {v}"))
+            .unwrap_or_default(),
+        g.link_speed_mbps
+            .map(|m| format!(" at {:.2} GB/s each", m as f64 / 1000.0))
+            .unwrap_or_default(),
+        if remote.is_empty() {
+            "nothing".into()
+        } else {
+            remote.join(", ")
+        },
+        g.fabric
+            .as_ref()
+            .map(|f| f.state.clone())
+            .unwrap_or_else(|| "n/a".into())
+    )
+}
+
+/// Each GPU pair: CUDA peer access and the path between them.
+fn peer_lines(t: &GpuTopology, l: &LiveTopology, out: &mut Vec<String>) {
+    for p in &l.peers {
+        let path = crate::bench::p2p::path(t, &p.a_pci, &p.b_pci);
+        out.push(format!(
+            "GPU {} -> GPU {}: peer access {}, path {}{}{}",
+            p.a,
+            p.b,
+            if p.can_access { "yes" } else { "NO" },
+            path.kind,
+            if path.nvlinks > 0 {
+                format!(" ({} links)", path.nvlinks)
+            } else {
+                String::new()
+            },
+            path.common_ancestor
+                .map(|c| format!(", common PCIe ancestor {c}"))
+                .unwrap_or_default()
+        ));
+    }
+    if let Some(e) = &l.peers_error {
+        out.push(format!("CUDA peer access: {e}"));
+    }
+}
+
 /// The GPU topology section of `inventory`: lines without a heading.
 pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
     let mut out = Vec::new();
@@ -91,77 +162,14 @@ pub fn topology_lines(t: &GpuTopology) -> Vec<String> {
             out.push(format!("NVML: {}", n.error.as_deref().unwrap_or("")))
         }
         Some(n) => {
-            for g in &n.gpus {
-                let up = g.links.iter().filter(|l| l.up).count();
-                let remote: Vec<String> = {
-                    let mut v: Vec<String> = g
-                        .links
-                        .iter()
-                        .filter(|l| l.up)
-                        .map(|l| {
-                            l.remote_pci
-                                .clone()
-                                .or_else(|| l.remote_type.clone())
-                                .unwrap_or_else(|| "?".into())
-                        })
-                        .collect();
-                    v.sort();
-                    v.dedup();
-                    v
-                };
-                out.push(format!(
-                    "GPU {} {} ({}): NVLink {} of {} up{}{}, to {}; fabric {}",
-                    g.index,
-                    g.name,
-                    g.pci,
-                    up,
-                    g.links.len(),
-                    g.links
-                        .iter()
-                        .find_map(|l| l.generation.clone())
-                        .map(|v| format!(", NVLink {v}"))
-                        .unwrap_or_default(),
-                    g.link_speed_mbps
-                        .map(|m| format!(" at {:.2} GB/s each", m as f64 / 1000.0))
-                        .unwrap_or_default(),
-                    if remote.is_empty() {
-                        "nothing".into()
-                    } else {
-                        remote.join(", ")
-                    },
-                    g.fabric
-                        .as_ref()
-                        .map(|f| f.state.clone())
-                        .unwrap_or_else(|| "n/a".into())
-                ));
-            }
+            out.extend(n.gpus.iter().map(gpu_line));
             for m in &n.missing {
                 out.push(format!("NVML lacks {m}"));
             }
         }
     }
     if let Some(l) = &t.live {
-        for p in &l.peers {
-            let path = crate::bench::p2p::path(t, &p.a_pci, &p.b_pci);
-            out.push(format!(
-                "GPU {} -> GPU {}: peer access {}, path {}{}{}",
-                p.a,
-                p.b,
-                if p.can_access { "yes" } else { "NO" },
-                path.kind,
-                if path.nvlinks > 0 {
-                    format!(" ({} links)", path.nvlinks)
-                } else {
-                    String::new()
-                },
-                path.common_ancestor
-                    .map(|c| format!(", common PCIe ancestor {c}"))
-                    .unwrap_or_default()
-            ));
-        }
-        if let Some(e) = &l.peers_error {
-            out.push(format!("CUDA peer access: {e}"));
-        }
+        peer_lines(t, l, &mut out);
     }
     for s in &t.shared {
         out.push(format!(

@@ -38,6 +38,42 @@ fn gbps_text(v: f64) -> String {
     }
 }
 
+/// One size's row of the table, then each direction's rate when both ends sent.
+fn size_row(s: &mut String, x: &PairSize) {
+    let frac = x
+        .size
+        .line_rate_fraction
+        .map(|f| format!("{:.1}%", f * 100.0))
+        .unwrap_or_else(|| "n/a".into());
+    let check = if x.data_check.passed {
+        format!(
+            "passed ({} x {})",
+            x.data_check.iterations,
+            human_bytes(x.size.bytes)
+        )
+    } else {
+        format!(
+            "FAILED ({} bytes differ, offsets {:?})",
+            x.data_check.mismatched_bytes, x.data_check.mismatch_offsets
+        )
+    };
+    let _ = writeln!(
+        s,
+        " {:<12} {:<13} {:<17} {:<20} {:<14.6} {:<13} {check}",
+        x.size.bytes,
+        x.size.iterations,
+        gbps_text(x.size.peak_gbps),
+        gbps_text(x.size.average_gbps),
+        x.size.msg_rate_mpps,
+        frac
+    );
+    if x.directions.len() > 1 {
+        for d in &x.directions {
+            let _ = writeln!(s, "   {}: {} Gb/s", d.flow, gbps_text(d.average_gbps));
+        }
+    }
+}
+
 /// The text report; `me` says which end prints it.
 pub fn render_text(r: &PairReport, me: &str) -> String {
     let mut s = String::new();
@@ -71,38 +107,7 @@ pub fn render_text(r: &PairReport, me: &str) -> String {
         "of line rate"
     );
     for x in &r.results {
-        let frac = x
-            .size
-            .line_rate_fraction
-            .map(|f| format!("{:.1}%", f * 100.0))
-            .unwrap_or_else(|| "n/a".into());
-        let check = if x.data_check.passed {
-            format!(
-                "passed ({} x {})",
-                x.data_check.iterations,
-                human_bytes(x.size.bytes)
-            )
-        } else {
-            format!(
-                "FAILED ({} bytes differ, offsets {:?})",
-                x.data_check.mismatched_bytes, x.data_check.mismatch_offsets
-            )
-        };
-        let _ = writeln!(
-            s,
-            " {:<12} {:<13} {:<17} {:<20} {:<14.6} {:<13} {check}",
-            x.size.bytes,
-            x.size.iterations,
-            gbps_text(x.size.peak_gbps),
-            gbps_text(x.size.average_gbps),
-            x.size.msg_rate_mpps,
-            frac
-        );
-        if x.directions.len() > 1 {
-            for d in &x.directions {
-                let _ = writeln!(s, "   {}: {} Gb/s", d.flow, gbps_text(d.average_gbps));
-            }
-        }
+        size_row(&mut s, x);
     }
     let d = &r.data_check;
     if d.passed {

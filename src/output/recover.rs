@@ -37,6 +37,25 @@ struct Body<'a> {
     next: Option<String>,
 }
 
+/// "Put back N file(s) of generation(s) ...: PATHS", the text report's first line.
+fn put_back_line(found: &[Found], changes: &[super::ChangeOut]) -> String {
+    let mut t = String::new();
+    let paths: Vec<&str> = changes.iter().filter_map(|c| c.path.as_deref()).collect();
+    let _ = writeln!(
+        t,
+        "Put back {} file(s) of generation(s) {}{}{}",
+        paths.len(),
+        found
+            .iter()
+            .map(|f| format!("{} ({})", f.generation, f.what))
+            .collect::<Vec<_>>()
+            .join(", "),
+        if paths.is_empty() { "" } else { ": " },
+        paths.join(", ")
+    );
+    t
+}
+
 /// Prints what `recover` did, as text or JSON.
 pub fn print(out: &Output, root: &Path, r: &Recovered) {
     let (host, gens, restored, notes, completed) = match r {
@@ -93,24 +112,7 @@ pub fn print(out: &Output, root: &Path, r: &Recovered) {
     for note in notes {
         out.note(&format!("recovered: {note}"));
     }
-    let mut t = String::new();
-    let paths: Vec<&str> = restored_report
-        .changes
-        .iter()
-        .filter_map(|c| c.path.as_deref())
-        .collect();
-    let _ = writeln!(
-        t,
-        "Put back {} file(s) of generation(s) {}{}{}",
-        paths.len(),
-        found
-            .iter()
-            .map(|f| format!("{} ({})", f.generation, f.what))
-            .collect::<Vec<_>>()
-            .join(", "),
-        if paths.is_empty() { "" } else { ": " },
-        paths.join(", ")
-    );
+    let t = put_back_line(&found, &restored_report.changes);
     out.text(root, &t);
     if let Some(c) = &completed_report {
         out.raw(&format!("\nCompleted the interrupted {}:\n", c.command));

@@ -9,6 +9,46 @@ fn frac(f: Option<f64>) -> String {
     f.map(|f| format!("{f:.2}")).unwrap_or_else(|| "n/a".into())
 }
 
+/// One verdict: what is bad and what is done, its fix when it has one, the evidence.
+fn verdict(s: &mut String, v: &Verdict) {
+    let what = match v.kind {
+        Kind::BadNode => "bad node",
+        Kind::BadRail => "bad rail",
+        Kind::BadPath => "bad path",
+        Kind::FleetWide => "fleet-wide",
+    };
+    let _ = writeln!(
+        s,
+        "{what} {}: {} -> {}",
+        v.node.as_deref().unwrap_or("*"),
+        v.summary,
+        v.action
+    );
+    if let Some(f) = &v.fix {
+        let _ = writeln!(
+            s,
+            "  fixable: {}; run `{}` on it",
+            f.causes.join("; "),
+            f.command
+        );
+    }
+    for e in &v.evidence {
+        let _ = writeln!(
+            s,
+            "  round {} with {} on {}: {:.2} Gb/s ({} of line rate, {:.2} of the median){}; {} fine with {} others",
+            e.round,
+            e.partner,
+            e.rail,
+            e.gbps,
+            frac(e.fraction),
+            e.of_median,
+            if e.data_ok { "" } else { ", data check FAILED or no result" },
+            e.partner,
+            e.partner_fine_with
+        );
+    }
+}
+
 /// The report for people.
 pub fn text(r: &Report) -> String {
     let mut s = String::new();
@@ -45,42 +85,7 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(s, "no bad node, rail or path found");
     }
     for v in &r.verdicts {
-        let what = match v.kind {
-            Kind::BadNode => "bad node",
-            Kind::BadRail => "bad rail",
-            Kind::BadPath => "bad path",
-            Kind::FleetWide => "fleet-wide",
-        };
-        let _ = writeln!(
-            s,
-            "{what} {}: {} -> {}",
-            v.node.as_deref().unwrap_or("*"),
-            v.summary,
-            v.action
-        );
-        if let Some(f) = &v.fix {
-            let _ = writeln!(
-                s,
-                "  fixable: {}; run `{}` on it",
-                f.causes.join("; "),
-                f.command
-            );
-        }
-        for e in &v.evidence {
-            let _ = writeln!(
-                s,
-                "  round {} with {} on {}: {:.2} Gb/s ({} of line rate, {:.2} of the median){}; {} fine with {} others",
-                e.round,
-                e.partner,
-                e.rail,
-                e.gbps,
-                frac(e.fraction),
-                e.of_median,
-                if e.data_ok { "" } else { ", data check FAILED or no result" },
-                e.partner,
-                e.partner_fine_with
-            );
-        }
+        verdict(&mut s, v);
     }
     if !r.suspects.is_empty() || !r.path_retests.is_empty() {
         let _ = writeln!(

@@ -21,6 +21,10 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 pub use crate::facts::net::{Iface, NetFacts};
+use kernels::initramfs_modules;
+pub use kernels::{module_of, target_kernel_modules};
+
+mod kernels;
 
 /// sysfs and modprobe treat `-` and `_` in module names alike.
 fn norm(name: &str) -> String {
@@ -227,19 +231,7 @@ impl PlanFacts {
                 .find(|p| host.exists(p));
         }
         if live_changes {
-            for m in &doc.modules.absent {
-                let n = norm(m);
-                pf.module_use.insert(
-                    n.clone(),
-                    ModuleUse {
-                        holders: host.list_dir(&format!("/sys/module/{n}/holders")),
-                        refcnt: host
-                            .read_fact(&format!("/sys/module/{n}/refcnt"))
-                            .and_then(|s| s.trim().parse().ok())
-                            .unwrap_or(0),
-                    },
-                );
-            }
+            pf.module_use = module_use(host, &doc.modules.absent);
         }
         let blocked = crate::profile::guard::blocked_modules(desired);
         if !blocked.is_empty() {
@@ -257,48 +249,9 @@ impl PlanFacts {
         if let Some(mtu) = &doc.network.mtu {
             pf.net = crate::facts::net::probe(host, &facts.rdma_devices, &mtu.devices);
         }
-        // nvidia_peermem's own unit on an openibd host (modules/kmod.rs).
-        let unit = crate::facts::ofed::PEERMEM_UNIT_NAME;
-        if facts.ofed.openibd.is_some()
-            && doc
-                .modules
-                .present
-                .iter()
-                .any(|m| norm(m) == "nvidia_peermem")
-        {
-            pf.units
-                .insert(unit.to_string(), unit_facts(host, unit, live_changes));
-        }
-        for name in &doc.services.disabled {
-            pf.units
-                .insert(name.clone(), unit_facts(host, name, live_changes));
-        }
-        if matches!(
-            doc.services.fabric_manager,
-            Some(
-                crate::profile::FabricManagerMode::Required
-                    | crate::profile::FabricManagerMode::Auto
-            )
-        ) {
-            for name in FABRIC_UNITS {
-                pf.units
-                    .insert(name.into(), unit_facts(host, name, live_changes));
-            }
-        }
+        pf.units = units(host, facts, doc, live_changes);
         if doc.pcie.acs == Some(crate::profile::AcsMode::Disable) {
-            pf.pcie = PcieFacts {
-                hypervisor: crate::facts::platform::hypervisor(host),
-                setpci: [
-                    "/usr/sbin/setpci",
-                    "/usr/bin/setpci",
-                    "/sbin/setpci",
-                    "/bin/setpci",
-                ]
-                .into_iter()
-                .find(|p| host.exists(p)),
-                unit_enabled: host
-                    .exists("/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service"),
-            };
+            pf.pcie = pcie_facts(host);
         }
         for f in &doc.files {
             let Some(t) = &f.template else { continue };
@@ -415,30 +368,74 @@ fn grub(host: &Host, family: OsFamily) -> GrubFacts {
     }
 }
 
-/// The module indexes of the kernels a module must work with (see
-/// [`PlanFacts::kernels`]); the requirements gate reads them too.
-pub fn target_kernel_modules(host: &Host) -> Vec<KernelModules> {
-    target_kernels(host)
-        .into_iter()
-        .map(|k| kernel_modules(host, k))
-        .collect()
+/// How each module the profile unloads is in use now (its holders and reference count).
+fn module_use(host: &Host, absent: &[String]) -> BTreeMap<String, ModuleUse> {
+    let mut out = BTreeMap::new();
+    for m in absent {
+        let n = norm(m);
+        out.insert(
+            n.clone(),
+            ModuleUse {
+                holders: host.list_dir(&format!("/sys/module/{n}/holders")),
+                refcnt: host
+                    .read_fact(&format!("/sys/module/{n}/refcnt"))
+                    .and_then(|s| s.trim().parse().ok())
+                    .unwrap_or(0),
+            },
+        );
+    }
+    out
 }
 
-/// The running kernel on the live system, every installed one (with modules)
-/// in an image.
-fn target_kernels(host: &Host) -> Vec<String> {
-    if host.is_live() {
-        if let Some(r) = host.read_fact("/proc/sys/kernel/osrelease") {
-            return vec![r.trim().to_string()];
+/// The services planning looks at: nvidia_peermem's own unit on an openibd host, those the
+/// profile disables, Fabric Manager's when the profile asks for it.
+fn units(
+    host: &Host,
+    facts: &Facts,
+    doc: &crate::profile::ProfileDoc,
+    live_changes: bool,
+) -> BTreeMap<String, UnitFacts> {
+    let mut out = BTreeMap::new();
+    // nvidia_peermem's own unit on an openibd host (modules/kmod.rs).
+    let unit = crate::facts::ofed::PEERMEM_UNIT_NAME;
+    if facts.ofed.openibd.is_some()
+        && doc
+            .modules
+            .present
+            .iter()
+            .any(|m| norm(m) == "nvidia_peermem")
+    {
+        out.insert(unit.to_string(), unit_facts(host, unit, live_changes));
+    }
+    for name in &doc.services.disabled {
+        out.insert(name.clone(), unit_facts(host, name, live_changes));
+    }
+    if matches!(
+        doc.services.fabric_manager,
+        Some(crate::profile::FabricManagerMode::Required | crate::profile::FabricManagerMode::Auto)
+    ) {
+        for name in FABRIC_UNITS {
+            out.insert(name.into(), unit_facts(host, name, live_changes));
         }
     }
-    host.list_dir("/lib/modules")
+    out
+}
+
+/// What disabling ACS needs to know: the hypervisor, setpci, whether its unit is enabled.
+fn pcie_facts(host: &Host) -> PcieFacts {
+    PcieFacts {
+        hypervisor: crate::facts::platform::hypervisor(host),
+        setpci: [
+            "/usr/sbin/setpci",
+            "/usr/bin/setpci",
+            "/sbin/setpci",
+            "/bin/setpci",
+        ]
         .into_iter()
-        .filter(|k| {
-            host.exists(&format!("/lib/modules/{k}/kernel"))
-                || host.exists(&format!("/lib/modules/{k}/modules.dep"))
-        })
-        .collect()
+        .find(|p| host.exists(p)),
+        unit_enabled: host
+            .exists("/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service"),
+    }
 }
 
 /// What the guard rails and the load-request check read for a profile that
@@ -468,51 +465,6 @@ fn boot_guard_facts(
         .map(|r| r.file.clone())
         .collect();
     pf.read_files(host, &files);
-}
-
-/// The module name of a `modules.dep`/`modules.builtin` line or a file name.
-pub fn module_of(line: &str) -> Option<String> {
-    let path = line.split(':').next().unwrap_or("");
-    let file = path.rsplit('/').next().unwrap_or("");
-    let stem = file.split(".ko").next().unwrap_or("");
-    (!stem.is_empty()).then(|| norm(stem))
-}
-
-fn kernel_modules(host: &Host, release: String) -> KernelModules {
-    let dir = format!("/lib/modules/{release}");
-    let names = |t: String| t.lines().filter_map(module_of).collect::<BTreeSet<_>>();
-    let builtin = host.read_fact(&format!("{dir}/modules.builtin")).map(names);
-    let index = host
-        .read_fact(&format!("{dir}/modules.dep"))
-        .filter(|d| !d.trim().is_empty())
-        .map(names);
-    let mut ko_files = BTreeSet::new();
-    if index.is_none() {
-        find_ko(host, &dir, 0, &mut ko_files);
-    }
-    KernelModules {
-        has_kernel_dir: host.exists(&format!("{dir}/kernel")),
-        release,
-        builtin,
-        index,
-        ko_files,
-    }
-}
-
-/// An empty or absent index (no depmod run yet): the `.ko` files themselves.
-fn find_ko(host: &Host, dir: &str, depth: usize, out: &mut BTreeSet<String>) {
-    if depth > 8 {
-        return;
-    }
-    for e in host.list_dir(dir) {
-        if e.contains(".ko") {
-            if let Some(stem) = e.split(".ko").next() {
-                out.insert(norm(stem));
-            }
-        } else if !e.contains('.') {
-            find_ko(host, &format!("{dir}/{e}"), depth + 1, out);
-        }
-    }
 }
 
 fn unit_facts(host: &Host, name: &str, live_changes: bool) -> UnitFacts {
@@ -553,27 +505,4 @@ fn unit_facts(host: &Host, name: &str, live_changes: bool) -> UnitFacts {
                 .query(&["systemctl", "is-active", "--quiet", &unit])
                 .is_some_and(|o| o.success()),
     }
-}
-
-/// The modules inside the initramfs of `kernel`, asked of the distribution's
-/// own lister. No initramfs, or no lister: `None`.
-fn initramfs_modules(host: &Host, family: OsFamily, kernel: &str) -> Option<BTreeSet<String>> {
-    let (image, lister) = match family {
-        OsFamily::Rhel => (format!("/boot/initramfs-{kernel}.img"), "lsinitrd"),
-        _ => (format!("/boot/initrd.img-{kernel}"), "lsinitramfs"),
-    };
-    if !host.exists(&image) {
-        return None;
-    }
-    let out = host.query(&[lister, &image])?;
-    Some(
-        out.stdout
-            .lines()
-            .filter_map(|l| {
-                let file = l.rsplit('/').next().unwrap_or("");
-                file.contains(".ko")
-                    .then(|| norm(file.split(".ko").next().unwrap_or("")))
-            })
-            .collect(),
-    )
 }

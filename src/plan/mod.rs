@@ -58,12 +58,9 @@ impl Plan {
     }
 }
 
-/// Builds the plan. Pure: reads only the context's facts, writes nothing.
-/// Order: files first, then commands (unloads, loads, regeneration), so that
-/// a command always sees the files it depends on. The context's profile is
-/// the one resolved for this host (`when:` parts added in `prepare`).
-pub fn build(ctx: &Context) -> Result<Plan> {
-    // Guard rails first: nothing is planned for a profile they refuse.
+/// Every module's part of the plan, the guard rails' checks first: nothing is planned for a
+/// profile they refuse.
+fn module_parts(ctx: &Context) -> Result<crate::plan::change::Part> {
     let guard_warnings = crate::plan::modules::guard::modules(ctx)?;
     crate::plan::modules::guard::file_targets(ctx)?;
     crate::plan::modules::guard::text(ctx)?;
@@ -76,6 +73,44 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     part.absorb(crate::plan::modules::network::plan(ctx)?);
     part.absorb(crate::plan::modules::pcie::plan(ctx)?);
     part.absorb(crate::plan::modules::nccl::plan(ctx)?);
+    Ok(part)
+}
+
+/// What gdrprov owns once the plan is applied: the profiles, the kernel arguments, the trial,
+/// the NCCL keys taken from the part, and each file by the change that writes or removes it.
+fn state_after<'a>(
+    ctx: &Context,
+    part: &mut crate::plan::change::Part,
+    edited: &[String],
+    wanted: &[crate::plan::change::ManagedFile],
+    planned: impl Iterator<Item = &'a Change>,
+) -> State {
+    let mut state_after = ctx.state.clone();
+    state_after.profiles = ctx.desired.names.clone();
+    if let Some(args) = part.kernel_args.take() {
+        state_after.kernel_args = args;
+    }
+    state_after.trial = part.trial.take();
+    if let Some(keys) = part.nccl_keys.take() {
+        state_after.nccl_keys = keys;
+    }
+    for p in edited {
+        if !wanted.iter().any(|f| &f.path == p) {
+            state_after.files.remove(p);
+        }
+    }
+    for c in planned {
+        own_after(&mut state_after, c, wanted);
+    }
+    state_after
+}
+
+/// Builds the plan. Pure: reads only the context's facts, writes nothing.
+/// Order: files first, then commands (unloads, loads, regeneration), so that
+/// a command always sees the files it depends on. The context's profile is
+/// the one resolved for this host (`when:` parts added in `prepare`).
+pub fn build(ctx: &Context) -> Result<Plan> {
+    let mut part = module_parts(ctx)?;
     let wanted = crate::plan::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::plan::modules::files::plan(ctx, &wanted)?;
     // A file an edit now manages key by key (nccl.conf) is no longer owned
@@ -98,23 +133,13 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     changes = early;
     late.append(&mut part.late);
 
-    let mut state_after = ctx.state.clone();
-    state_after.profiles = ctx.desired.names.clone();
-    if let Some(args) = part.kernel_args.take() {
-        state_after.kernel_args = args;
-    }
-    state_after.trial = part.trial.take();
-    if let Some(keys) = part.nccl_keys.take() {
-        state_after.nccl_keys = keys;
-    }
-    for p in &edited {
-        if !wanted.iter().any(|f| &f.path == p) {
-            state_after.files.remove(p);
-        }
-    }
-    for c in changes.iter().chain(&late) {
-        own_after(&mut state_after, c, &wanted);
-    }
+    let mut state_after = state_after(
+        ctx,
+        &mut part,
+        &edited,
+        &wanted,
+        changes.iter().chain(&late),
+    );
 
     let mut commands = commands(ctx, &state_after, std::mem::take(&mut part.commands));
     let switches = boot_switch_last(ctx, &mut commands, changes.iter().chain(&late));

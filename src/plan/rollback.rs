@@ -3,8 +3,41 @@
 
 use crate::error::{Error, Result};
 use crate::host::{CommandSpec, Host};
-use crate::journal::{Generation, Kind, StateStore, Status};
+use crate::journal::{Generation, Kind, StateStore, Status, Step};
 use crate::plan::{Action, Change, Plan};
+
+/// Files edited after gdrprov wrote them are not overwritten without --force.
+fn refuse_drift(drifted: &[String], force: bool) -> Result<()> {
+    if !drifted.is_empty() && !force {
+        return Err(Error::Refused(format!(
+            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
+            drifted.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Whether a step still changes something: a file not yet as it was, a file still there to remove.
+fn still_needed(host: &Host, c: &Change) -> bool {
+    match &c.action {
+        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
+        Action::RemoveFile { path, .. } => host.exists(path),
+        Action::Run { .. } => true,
+    }
+}
+
+/// The undo commands of the commands apply ran, as steps (none under --no-exec: they are owed).
+fn undo_runs(host: &Host, undone: &[CommandSpec]) -> Vec<Change> {
+    if host.no_exec() {
+        Vec::new()
+    } else {
+        undone
+            .iter()
+            .cloned()
+            .map(|c| Change::run("rollback", c, None))
+            .collect()
+    }
+}
 
 /// The plan that undoes generations `target..=latest` (those still in
 /// effect), newest first: each file back to its `before` copy.
@@ -28,32 +61,15 @@ pub fn plan_rollback(
         undone,
         notes,
     } = restores(host, store, &undo)?;
-    if !drifted.is_empty() && !force {
-        return Err(Error::Refused(format!(
-            "these files changed after gdrprov wrote them: {}; rollback would overwrite those edits. Check them, then run again with --force (nothing was changed)",
-            drifted.join(", ")
-        )));
-    }
+    refuse_drift(&drifted, force)?;
     // A file already as it was needs no step (e.g. removed by hand).
-    changes.retain(|c| match &c.action {
-        Action::WriteFile { before, after, .. } => before.as_deref() != Some(after.as_str()),
-        Action::RemoveFile { path, .. } => host.exists(path),
-        Action::Run { .. } => true,
-    });
+    changes.retain(|c| still_needed(host, c));
     let oldest = undo
         .last()
         .map(|g| g.state_before.clone())
         .unwrap_or_default();
     // Apply ran its commands after its files: their undo comes before the files go back.
-    let undo_runs: Vec<Change> = if host.no_exec() {
-        Vec::new()
-    } else {
-        undone
-            .iter()
-            .cloned()
-            .map(|c| Change::run("rollback", c, None))
-            .collect()
-    };
+    let undo_runs = undo_runs(host, &undone);
     let mut commands = commands;
     // The boot switch last (issue 37): initramfs rebuilds first, each holding
     // the boot files it switches on the initramfs they load; those files
@@ -166,6 +182,63 @@ struct Restores {
 }
 
 /// Walks the generations to undo, newest first, each one's steps backwards.
+/// What undoes the command a step ran, when it has an undo.
+fn undo_of(step: &Step, generation: u64) -> Option<CommandSpec> {
+    let cmd = step.command.as_ref()?;
+    let argv: Vec<&str> = cmd.undo.as_ref()?.iter().map(String::as_str).collect();
+    Some(CommandSpec::new(
+        &argv,
+        format!("Undo `{}` of generation {generation}", cmd.argv.join(" ")),
+    ))
+}
+
+/// The step putting a file back: written as it was before generation `g`, or removed when
+/// the generation created it.
+fn restore_change(
+    host: &Host,
+    g: &Generation,
+    i: usize,
+    step: &Step,
+    path: &str,
+    current: Option<String>,
+    original: Option<String>,
+) -> Result<Change> {
+    let description = format!(
+        "Restore {path} as it was before generation {}",
+        g.generation
+    );
+    Ok(match original {
+        Some(after) => Change {
+            module: "rollback".into(),
+            description,
+            action: Action::WriteFile {
+                path: path.to_string(),
+                before: current,
+                after,
+                new_mode: 0o644,
+                meta: crate::journal::restore_meta(host, g.generation, i, step)?,
+            },
+            reboot: boot_time_effect(path),
+        },
+        None => Change {
+            module: "rollback".into(),
+            description: match step.created_dirs.as_slice() {
+                [] => format!("Remove {path} (created by generation {})", g.generation),
+                dirs => format!(
+                    "Remove {path} (created by generation {}), and the directories it created once empty: {}",
+                    g.generation,
+                    dirs.join(", ")
+                ),
+            },
+            action: Action::RemoveFile {
+                path: path.to_string(),
+                before: current.unwrap_or_default(),
+            },
+            reboot: boot_time_effect(path),
+        },
+    })
+}
+
 fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Restores> {
     let mut changes = Vec::new();
     let mut drifted = Vec::new();
@@ -181,21 +254,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
                     commands.push(cmd);
                 }
             }
-            if let Some((cmd, argv)) = step
-                .command
-                .as_ref()
-                .and_then(|c| Some((c, c.undo.as_ref()?)))
-            {
-                let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-                undone.push(CommandSpec::new(
-                    &argv,
-                    format!(
-                        "Undo `{}` of generation {}",
-                        cmd.argv.join(" "),
-                        g.generation
-                    ),
-                ));
-            }
+            undone.extend(undo_of(step, g.generation));
             let Some(path) = &step.path else { continue };
             // A path that climbs (an edited journal) is refused, never skipped.
             crate::journal::journal_path(path)?;
@@ -217,40 +276,7 @@ fn restores(host: &Host, store: &StateStore, undo: &[&Generation]) -> Result<Res
             };
             // Only the oldest undo of a path decides its final content.
             changes.retain(|c: &Change| c.path() != Some(path.as_str()));
-            let description = format!(
-                "Restore {path} as it was before generation {}",
-                g.generation
-            );
-            changes.push(match original {
-                Some(after) => Change {
-                    module: "rollback".into(),
-                    description,
-                    action: Action::WriteFile {
-                        path: path.clone(),
-                        before: current,
-                        after,
-                        new_mode: 0o644,
-                        meta: crate::journal::restore_meta(host, g.generation, i, step)?,
-                    },
-                    reboot: boot_time_effect(path),
-                },
-                None => Change {
-                    module: "rollback".into(),
-                    description: match step.created_dirs.as_slice() {
-                        [] => format!("Remove {path} (created by generation {})", g.generation),
-                        dirs => format!(
-                            "Remove {path} (created by generation {}), and the directories it created once empty: {}",
-                            g.generation,
-                            dirs.join(", ")
-                        ),
-                    },
-                    action: Action::RemoveFile {
-                        path: path.clone(),
-                        before: current.unwrap_or_default(),
-                    },
-                    reboot: boot_time_effect(path),
-                },
-            });
+            changes.push(restore_change(host, g, i, step, path, current, original)?);
         }
     }
     Ok(Restores {

@@ -274,6 +274,70 @@ pub const MAX_EXTENDS_FILES: usize = 256;
 /// extending the same parent twice at each of 20 levels took 54 s).
 type Loaded = std::collections::HashMap<String, ProfileDoc>;
 
+/// A profile's text parsed; a file reached through `extends:` that is not a profile is said so
+/// without quoting it (`unnamed`: the user did not name it).
+fn parse_reached(text: &str, label: &str, unnamed: bool) -> Result<ProfileDoc> {
+    parse(text, label).map_err(|e| match e {
+        Error::ProfileSyntax { file, line, col, .. } if unnamed => Error::ProfileSyntax {
+            msg: format!(
+                "not a profile (reached through `extends:`; its content is not shown): extend a profile file, or run `gdrprov profile validate {file}` to see what is wrong with it"
+            ),
+            file,
+            line,
+            col,
+        },
+        e => e,
+    })
+}
+
+/// Where the parent a profile extends is: next to the profile or built in (within a root, never
+/// a file of the machine running gdrprov); an error points at the profile's `extends`.
+fn parent_origin(
+    parent: &str,
+    origin: &Origin,
+    within: Option<&Path>,
+    text: &str,
+    label: &str,
+) -> Result<Origin> {
+    // A file never extends itself: `rdma-dmabuf.yaml` extending
+    // `rdma-dmabuf` (a site copy of a built-in, kept where `recheck`
+    // looks for it) extends the built-in.
+    let next_to = |dir: &Path| {
+        locate(parent, Some(dir)).map(|o| match (&o, origin, builtin_origin(parent)) {
+            (Origin::File(p), Origin::File(me), Some(b)) if same_file(p, me) => b,
+            _ => o,
+        })
+    };
+    let found = match (origin.dir(), within) {
+        // Within a root: next to the profile or built in, never a file
+        // of the machine running gdrprov.
+        (Some(dir), Some(root)) => next_to(dir)
+            .or_else(|e| builtin_origin(parent).ok_or(e))
+            .and_then(|o| confined(o, root, parent)),
+        (None, Some(_)) => builtin_origin(parent).ok_or_else(|| Error::UnknownProfile {
+            name: parent.to_string(),
+            known: builtin::names().join(", "),
+        }),
+        (Some(dir), None) => next_to(dir).or_else(|_| locate(parent, None)),
+        (None, None) => locate(parent, None),
+    };
+    found.map_err(|e| {
+        let (line, col) = key_position(text, "extends");
+        let why = match e {
+            Error::UnknownProfile { known, .. } => format!(
+                "`{parent}` is neither a built-in profile ({known}) nor a file next to this profile"
+            ),
+            other => other.to_string(),
+        };
+        Error::ProfileSyntax {
+            file: label.to_string(),
+            line,
+            col,
+            msg: format!("extends: {why}"),
+        }
+    })
+}
+
 fn load_origin(
     origin: &Origin,
     chain: &mut Vec<String>,
@@ -304,17 +368,7 @@ fn load_origin(
     let unnamed = !chain.is_empty() && matches!(origin, Origin::File(_));
     chain.push(label.clone());
     let text = read_origin(origin)?;
-    let mut doc = parse(&text, &label).map_err(|e| match e {
-        Error::ProfileSyntax { file, line, col, .. } if unnamed => Error::ProfileSyntax {
-            msg: format!(
-                "not a profile (reached through `extends:`; its content is not shown): extend a profile file, or run `gdrprov profile validate {file}` to see what is wrong with it"
-            ),
-            file,
-            line,
-            col,
-        },
-        e => e,
-    })?;
+    let mut doc = parse_reached(&text, &label, unnamed)?;
     validate(&mut doc, origin)?;
     if let Some(root) = within {
         templates_within(&doc, root, &label)?;
@@ -324,43 +378,7 @@ fn load_origin(
     // Each parent's name and where it came from: two of one name refused.
     let mut parents: Vec<(String, String)> = Vec::new();
     for parent in doc.extends.clone() {
-        // A file never extends itself: `rdma-dmabuf.yaml` extending
-        // `rdma-dmabuf` (a site copy of a built-in, kept where `recheck`
-        // looks for it) extends the built-in.
-        let next_to = |dir: &Path| {
-            locate(&parent, Some(dir)).map(|o| match (&o, origin, builtin_origin(&parent)) {
-                (Origin::File(p), Origin::File(me), Some(b)) if same_file(p, me) => b,
-                _ => o,
-            })
-        };
-        let found = match (origin.dir(), within) {
-            // Within a root: next to the profile or built in, never a file
-            // of the machine running gdrprov.
-            (Some(dir), Some(root)) => next_to(dir)
-                .or_else(|e| builtin_origin(&parent).ok_or(e))
-                .and_then(|o| confined(o, root, &parent)),
-            (None, Some(_)) => builtin_origin(&parent).ok_or_else(|| Error::UnknownProfile {
-                name: parent.clone(),
-                known: builtin::names().join(", "),
-            }),
-            (Some(dir), None) => next_to(dir).or_else(|_| locate(&parent, None)),
-            (None, None) => locate(&parent, None),
-        };
-        let parent_origin = found.map_err(|e| {
-            let (line, col) = key_position(&text, "extends");
-            let why = match e {
-                Error::UnknownProfile { known, .. } => format!(
-                    "`{parent}` is neither a built-in profile ({known}) nor a file next to this profile"
-                ),
-                other => other.to_string(),
-            };
-            Error::ProfileSyntax {
-                file: label.clone(),
-                line,
-                col,
-                msg: format!("extends: {why}"),
-            }
-        })?;
+        let parent_origin = parent_origin(&parent, origin, within, &text, &label)?;
         let parent_doc = load_origin(&parent_origin, chain, loaded, within)?;
         let pname = parent_doc
             .name
@@ -376,11 +394,11 @@ fn load_origin(
             });
         }
         parents.push((pname, plabel));
-        merged = super::merge::extend(merged, parent_doc);
+        merged = super::extend::extend(merged, parent_doc);
     }
     chain.pop();
     let own_name = doc.name.clone();
-    let mut result = super::merge::extend(merged, doc);
+    let mut result = super::extend::extend(merged, doc);
     result.name = own_name;
     result.extends.clear();
     loaded.insert(label, result.clone());

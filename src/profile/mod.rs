@@ -4,6 +4,7 @@
 pub mod builtin;
 mod de;
 mod explain;
+pub mod extend;
 pub mod guard;
 pub mod load;
 pub mod merge;

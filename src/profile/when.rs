@@ -4,7 +4,8 @@
 //! parts whose condition holds on the host's facts and says why the others
 //! were skipped. Pure: reads facts only.
 
-use super::merge::{extend, Composed};
+use super::extend::extend;
+use super::merge::Composed;
 use super::model::*;
 use crate::error::{Error, Result};
 use crate::facts::arch::Arch;
@@ -13,10 +14,12 @@ use crate::facts::platform::VirtFact;
 use crate::facts::Facts;
 use crate::versions;
 
-/// Takes the conditional sections and files out of `doc`, checking their
-/// conditions; `label` names the profile in messages.
-pub fn split(mut doc: ProfileDoc, label: &str) -> Result<ProfileDoc> {
-    let mut parts: Vec<(When, String, ProfileDoc)> = Vec::new();
+/// A conditional part: its condition, what it is ("boot", "files[PATH]"), the part itself.
+type Part = (When, String, ProfileDoc);
+
+/// The sections that carry a `when:`, each taken out of `doc` as a part of its own.
+fn section_parts(doc: &mut ProfileDoc, label: &str) -> Result<Vec<Part>> {
+    let mut parts: Vec<Part> = Vec::new();
     if let Some(w) = doc.boot.when.take() {
         if doc.boot.entry.is_some() {
             return Err(Error::ProfileInvalid {
@@ -78,6 +81,12 @@ pub fn split(mut doc: ProfileDoc, label: &str) -> Result<ProfileDoc> {
             },
         ));
     }
+    Ok(parts)
+}
+
+/// The files that carry a `when:`, each taken out of `doc` as a part of its own.
+fn file_parts(doc: &mut ProfileDoc) -> Vec<Part> {
+    let mut parts: Vec<Part> = Vec::new();
     let (with, without): (Vec<FileSpec>, Vec<FileSpec>) = std::mem::take(&mut doc.files)
         .into_iter()
         .partition(|f| f.when.is_some());
@@ -95,6 +104,14 @@ pub fn split(mut doc: ProfileDoc, label: &str) -> Result<ProfileDoc> {
             ));
         }
     }
+    parts
+}
+
+/// Takes the conditional sections and files out of `doc`, checking their
+/// conditions; `label` names the profile in messages.
+pub fn split(mut doc: ProfileDoc, label: &str) -> Result<ProfileDoc> {
+    let mut parts = section_parts(&mut doc, label)?;
+    parts.extend(file_parts(&mut doc));
     for (when, what, part) in parts {
         check(&when, &what, label)?;
         doc.conditional.push(Conditional {

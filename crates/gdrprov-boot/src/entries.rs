@@ -32,6 +32,77 @@ pub fn title(entry: &str, own_args: &[String]) -> String {
     }
 }
 
+/// The fixed part of the `/etc/grub.d` script, after its variables: find the newest kernel and
+/// its initrd the way `10_linux` does, the root device it would use, and print the menu entry.
+const GRUBD_SCRIPT_BODY: &str = r#"prefix="/usr"
+exec_prefix="/usr"
+datarootdir="/usr/share"
+. "${pkgdatadir}/grub-mkconfig_lib"
+
+list=
+for i in /boot/vmlinuz-* /vmlinuz-* ; do
+  if grub_file_is_not_garbage "$i" ; then list="$list $i" ; fi
+done
+if [ "x$list" = x ] ; then
+  echo "gdrprov: no kernel found for boot entry $entry_id" >&2
+  exit 0
+fi
+linux=`version_find_latest $list`
+basename=`basename "$linux"`
+dirname=`dirname "$linux"`
+rel_dirname=`make_system_path_relative_to_its_root "$dirname"`
+version=`echo "$basename" | sed -e "s,^[^0-9]*-,,g"`
+
+initrd=
+for i in "initrd.img-$version" "initrd-$version.img" "initrd-$version" "initramfs-$version.img" ; do
+  if test -e "$dirname/$i" ; then
+    initrd="$i"
+    break
+  fi
+done
+
+# root=: a UUID (or PARTUUID) that udev knows, unless disabled or on LVM,
+# else the device, as 10_linux decides.
+root_device="$GRUB_DEVICE"
+use_uuid=
+if [ "x$GRUB_DEVICE_UUID" != x ] && [ "x$GRUB_DISABLE_LINUX_UUID" != xtrue ] \
+    && test -e "/dev/disk/by-uuid/$GRUB_DEVICE_UUID" ; then
+  use_uuid="UUID=$GRUB_DEVICE_UUID"
+elif [ "x$GRUB_DEVICE_PARTUUID" != x ] && [ "x${GRUB_DISABLE_LINUX_PARTUUID-true}" != xtrue ] \
+    && test -e "/dev/disk/by-partuuid/$GRUB_DEVICE_PARTUUID" ; then
+  use_uuid="PARTUUID=$GRUB_DEVICE_PARTUUID"
+fi
+if [ "x$use_uuid" != x ] ; then
+  if test -e "$GRUB_DEVICE" && uses_abstraction "$GRUB_DEVICE" lvm ; then
+    :
+  else
+    root_device="$use_uuid"
+  fi
+fi
+if [ "x$GRUB_FS" = xbtrfs ] ; then
+  rootsubvol="`make_system_path_relative_to_its_root /`"
+  rootsubvol="${rootsubvol#/}"
+  if [ "x$rootsubvol" != x ] ; then
+    entry_args="rootflags=subvol=$rootsubvol $entry_args"
+  fi
+fi
+if [ "x$dirname" = x/ ] ; then
+  boot_device="$GRUB_DEVICE"
+else
+  boot_device="$GRUB_DEVICE_BOOT"
+fi
+
+echo "Found gdrprov boot entry $entry_id: $linux" >&2
+echo "menuentry '$entry_title' --class gnu-linux --class gnu --class os \$menuentry_id_option '$entry_id' {"
+echo "	insmod gzio"
+prepare_grub_to_access_device $boot_device | grub_add_tab
+echo "	linux	$rel_dirname/$basename root=$root_device ro $entry_args"
+if [ "x$initrd" != x ] ; then
+  echo "	initrd	$rel_dirname/$initrd"
+fi
+echo "}"
+"#;
+
 /// The `/etc/grub.d` script for an extra entry. When `grub-mkconfig` runs it,
 /// it prints one `menuentry` for the newest kernel (found the way `10_linux`
 /// finds it), with the root device `10_linux` would use and exactly `args`.
@@ -70,74 +141,7 @@ entry_id='{entry}'
 entry_title='{title_ok}'
 entry_args='{args}'
 
-prefix="/usr"
-exec_prefix="/usr"
-datarootdir="/usr/share"
-. "${{pkgdatadir}}/grub-mkconfig_lib"
-
-list=
-for i in /boot/vmlinuz-* /vmlinuz-* ; do
-  if grub_file_is_not_garbage "$i" ; then list="$list $i" ; fi
-done
-if [ "x$list" = x ] ; then
-  echo "gdrprov: no kernel found for boot entry $entry_id" >&2
-  exit 0
-fi
-linux=`version_find_latest $list`
-basename=`basename "$linux"`
-dirname=`dirname "$linux"`
-rel_dirname=`make_system_path_relative_to_its_root "$dirname"`
-version=`echo "$basename" | sed -e "s,^[^0-9]*-,,g"`
-
-initrd=
-for i in "initrd.img-$version" "initrd-$version.img" "initrd-$version" "initramfs-$version.img" ; do
-  if test -e "$dirname/$i" ; then
-    initrd="$i"
-    break
-  fi
-done
-
-# root=: a UUID (or PARTUUID) that udev knows, unless disabled or on LVM,
-# else the device, as 10_linux decides.
-root_device="$GRUB_DEVICE"
-use_uuid=
-if [ "x$GRUB_DEVICE_UUID" != x ] && [ "x$GRUB_DISABLE_LINUX_UUID" != xtrue ] \
-    && test -e "/dev/disk/by-uuid/$GRUB_DEVICE_UUID" ; then
-  use_uuid="UUID=$GRUB_DEVICE_UUID"
-elif [ "x$GRUB_DEVICE_PARTUUID" != x ] && [ "x${{GRUB_DISABLE_LINUX_PARTUUID-true}}" != xtrue ] \
-    && test -e "/dev/disk/by-partuuid/$GRUB_DEVICE_PARTUUID" ; then
-  use_uuid="PARTUUID=$GRUB_DEVICE_PARTUUID"
-fi
-if [ "x$use_uuid" != x ] ; then
-  if test -e "$GRUB_DEVICE" && uses_abstraction "$GRUB_DEVICE" lvm ; then
-    :
-  else
-    root_device="$use_uuid"
-  fi
-fi
-if [ "x$GRUB_FS" = xbtrfs ] ; then
-  rootsubvol="`make_system_path_relative_to_its_root /`"
-  rootsubvol="${{rootsubvol#/}}"
-  if [ "x$rootsubvol" != x ] ; then
-    entry_args="rootflags=subvol=$rootsubvol $entry_args"
-  fi
-fi
-if [ "x$dirname" = x/ ] ; then
-  boot_device="$GRUB_DEVICE"
-else
-  boot_device="$GRUB_DEVICE_BOOT"
-fi
-
-echo "Found gdrprov boot entry $entry_id: $linux" >&2
-echo "menuentry '$entry_title' --class gnu-linux --class gnu --class os \$menuentry_id_option '$entry_id' {{"
-echo "	insmod gzio"
-prepare_grub_to_access_device $boot_device | grub_add_tab
-echo "	linux	$rel_dirname/$basename root=$root_device ro $entry_args"
-if [ "x$initrd" != x ] ; then
-  echo "	initrd	$rel_dirname/$initrd"
-fi
-echo "}}"
-"#,
+{GRUBD_SCRIPT_BODY}"#,
         args = args.join(" "),
     ))
 }

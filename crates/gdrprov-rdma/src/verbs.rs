@@ -182,6 +182,50 @@ pub fn device_ports(ctx: &DeviceContext, name: &str) -> Result<(u8, u32), Error>
     ))
 }
 
+/// A port's GID table: the first `len` entries that can be read, each with its kind.
+fn gid_table(ctx: &DeviceContext, port: u8, len: u32) -> Vec<GidCandidate> {
+    let mut gids = Vec::new();
+    for index in 0..len {
+        if let Ok(g) = ctx.query_gid(port, index) {
+            // 0: IB or RoCE v1, 1: RoCE v2 (libibverbs' sysfs GID type).
+            let kind = match ctx.query_gid_type(port, index) {
+                Ok(1) => GidKind::RoceV2,
+                _ => GidKind::IbOrRoceV1,
+            };
+            gids.push(GidCandidate {
+                index,
+                raw: g.raw,
+                kind,
+            });
+        }
+    }
+    gids
+}
+
+/// The GID to use: the index asked for (it must be set), else the best of the table.
+fn chosen_gid(
+    gids: &[GidCandidate],
+    gid_index: Option<u32>,
+    ethernet: bool,
+    name: &str,
+    port: u8,
+) -> Result<Option<u32>, Error> {
+    Ok(match gid_index {
+        Some(i) => {
+            let g = gids
+                .iter()
+                .find(|g| g.index == i && g.raw.iter().any(|&b| b != 0))
+                .ok_or_else(|| Error::NoGid {
+                    device: name.to_string(),
+                    port,
+                    detail: format!(" at index {i} (entry empty or absent)"),
+                })?;
+            Some(g.index)
+        }
+        None => select_gid(ethernet, gids),
+    })
+}
+
 /// Query a port; `gid_index` overrides the GID choice on RoCE; `host` gives the line rate.
 pub fn query_port(
     host: &dyn HostView,
@@ -228,36 +272,9 @@ pub fn query_port(
     if a.state != IBV_PORT_ACTIVE {
         return Ok(info);
     }
-    let mut gids = Vec::new();
     let len = u32::try_from(a.gid_tbl_len).unwrap_or(0).min(256);
-    for index in 0..len {
-        if let Ok(g) = ctx.query_gid(port, index) {
-            // 0: IB or RoCE v1, 1: RoCE v2 (libibverbs' sysfs GID type).
-            let kind = match ctx.query_gid_type(port, index) {
-                Ok(1) => GidKind::RoceV2,
-                _ => GidKind::IbOrRoceV1,
-            };
-            gids.push(GidCandidate {
-                index,
-                raw: g.raw,
-                kind,
-            });
-        }
-    }
-    let chosen = match gid_index {
-        Some(i) => {
-            let g = gids
-                .iter()
-                .find(|g| g.index == i && g.raw.iter().any(|&b| b != 0))
-                .ok_or_else(|| Error::NoGid {
-                    device: name.to_string(),
-                    port,
-                    detail: format!(" at index {i} (entry empty or absent)"),
-                })?;
-            Some(g.index)
-        }
-        None => select_gid(ethernet, &gids),
-    };
+    let gids = gid_table(ctx, port, len);
+    let chosen = chosen_gid(&gids, gid_index, ethernet, name, port)?;
     if let Some(i) = chosen {
         if let Some(g) = gids.iter().find(|g| g.index == i) {
             info.gid_index = Some(i);

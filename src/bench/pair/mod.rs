@@ -20,7 +20,7 @@ pub mod report;
 pub mod session;
 pub mod timed;
 
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -210,25 +210,15 @@ fn new_engine<'g>(
     Ok(Box::new(e))
 }
 
-/// `gdrprov bench pair --listen`: serve one session, then exit.
-pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
-    let start = Instant::now();
-    let deadline = start + opts.timeout;
-    // A secret given is read now; one to make is made once the listener
-    // is bound (a listener that cannot start leaves no token file behind),
-    // at --token-file when that names a file not there yet, else in $TMPDIR.
-    let given = match &opts.token_file {
-        Some(p) if !crate::host::local_exists(p) => None,
-        f => Some(auth::load_secret(f.as_deref())?),
-    };
-    // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
-    // the client (so both ends move on to the next rail together).
-    let local = match open_local(opts, notes) {
-        Err(e) if opts.rail.is_none() => return Err(e),
-        r => r,
-    };
-    let listen = opts.listen.as_deref().unwrap_or("");
-    let addr = match &local {
+/// The listener's socket: on this end's port address (or --listen's, on a rail this end cannot run),
+/// and the note saying what it serves.
+fn listen_on(
+    opts: &PairOptions,
+    listen: &str,
+    local: &Result<Local, PairError>,
+    notes: Notes<'_>,
+) -> Result<(TcpListener, SocketAddr), PairError> {
+    let addr = match local {
         Ok(l) => net::bind_addr(listen, opts.port, &l.desc)?,
         Err(_) => net::parse_bind(listen, opts.port)?
             .ok_or_else(|| PairError::Usage("--all-nics --listen needs ADDR".into()))?,
@@ -238,7 +228,7 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             "cannot listen on {addr}: {e} (the address must be one of this host's; another listener on the port?)"
         ))
     })?;
-    if let Ok(l) = &local {
+    if let Ok(l) = local {
         notes(&format!(
             "listening on {addr} for one session (time limit {} s): {}:{} {}, MTU {}",
             opts.timeout.as_secs(),
@@ -248,7 +238,19 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             l.desc.mtu
         ));
     }
-    let (secret, generated) = match given.flatten() {
+    Ok((listener, addr))
+}
+
+/// The secret the listener expects: the one given, else a new one made at --token-file (or in
+/// $TMPDIR), with the note telling the person how to run the client with it.
+fn listener_secret(
+    opts: &PairOptions,
+    given: Option<(auth::Secret, auth::SecretSource)>,
+    listen: &str,
+    addr: SocketAddr,
+    notes: Notes<'_>,
+) -> Result<auth::Secret, PairError> {
+    let (secret, generated) = match given {
         Some((s, _)) => (s, None),
         None => match &opts.token_file {
             Some(p) => (auth::generate_secret_at(p)?, Some(p.clone())),
@@ -270,6 +272,29 @@ pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome,
             p.display()
         ));
     }
+    Ok(secret)
+}
+
+/// `gdrprov bench pair --listen`: serve one session, then exit.
+pub fn run_listener(opts: &PairOptions, notes: Notes<'_>) -> Result<PairOutcome, PairError> {
+    let start = Instant::now();
+    let deadline = start + opts.timeout;
+    // A secret given is read now; one to make is made once the listener
+    // is bound (a listener that cannot start leaves no token file behind),
+    // at --token-file when that names a file not there yet, else in $TMPDIR.
+    let given = match &opts.token_file {
+        Some(p) if !crate::host::local_exists(p) => None,
+        f => Some(auth::load_secret(f.as_deref())?),
+    };
+    // On a rail of --all-nics, a rail this end cannot run is still served far enough to tell
+    // the client (so both ends move on to the next rail together).
+    let local = match open_local(opts, notes) {
+        Err(e) if opts.rail.is_none() => return Err(e),
+        r => r,
+    };
+    let listen = opts.listen.as_deref().unwrap_or("");
+    let (listener, addr) = listen_on(opts, listen, &local, notes)?;
+    let secret = listener_secret(opts, given.flatten(), listen, addr, notes)?;
     let (stream, peer) = net::accept_until(&listener, deadline, opts.timeout)?;
     drop(listener);
     let mut conn = Conn::new(stream, peer.to_string(), deadline, opts.timeout);
@@ -362,25 +387,14 @@ fn end(address: String, s: &Setup) -> End {
     }
 }
 
-/// The client's report from what it measured.
-pub fn build_report(
-    opts: &PairOptions,
-    params: &Params,
-    d: &session::Driven,
-    my_addr: String,
-    peer_addr: String,
-) -> PairReport {
-    let (a, b) = (&d.mine.port, &d.theirs.port);
-    let software = a.software || b.software;
-    let line = match (a.line_rate_gbps, b.line_rate_gbps) {
-        (Some(x), Some(y)) if !software => Some(x.min(y)),
-        _ => None,
-    };
+/// Each size's result: this end's direction, the peer's when both sent (their sum is the size's
+/// figure), and the size's data check, added to the whole run's.
+fn pair_sizes(op: Op, d: &session::Driven, line: Option<f64>) -> (Vec<PairSize>, PairCheck) {
     let mut results = Vec::new();
     let mut check = PairCheck::default();
     for (m, peer, c) in &d.sizes {
         let mut directions = vec![Direction {
-            flow: if params.op == Op::Read {
+            flow: if op == Op::Read {
                 "listener -> client"
             } else {
                 "client -> listener"
@@ -416,24 +430,44 @@ pub fn build_report(
             data_check: c.clone(),
         });
     }
-    let as_sizes: Vec<SizeResult> = results.iter().map(|r| r.size.clone()).collect();
+    (results, check)
+}
+
+/// The memory the default threshold is judged for: GPU memory when either end used it.
+fn memory_of(d: &session::Driven) -> MemoryKind {
     let gpu_used = [&d.mine.memory, &d.theirs.memory]
         .iter()
         .any(|m| m.as_str() != "host");
-    let fraction = opts.min_fraction.unwrap_or_else(|| {
-        default_fraction(if gpu_used {
-            MemoryKind::CudaDmabuf
-        } else {
-            MemoryKind::Host
-        })
-    });
-    let sw = if a.software {
-        Some(a.device.as_str())
-    } else if b.software {
-        Some(b.device.as_str())
+    if gpu_used {
+        MemoryKind::CudaDmabuf
     } else {
-        None
+        MemoryKind::Host
+    }
+}
+
+/// The client's report from what it measured.
+pub fn build_report(
+    opts: &PairOptions,
+    params: &Params,
+    d: &session::Driven,
+    my_addr: String,
+    peer_addr: String,
+) -> PairReport {
+    let (a, b) = (&d.mine.port, &d.theirs.port);
+    let software = a.software || b.software;
+    let line = match (a.line_rate_gbps, b.line_rate_gbps) {
+        (Some(x), Some(y)) if !software => Some(x.min(y)),
+        _ => None,
     };
+    let (results, check) = pair_sizes(params.op, d, line);
+    let as_sizes: Vec<SizeResult> = results.iter().map(|r| r.size.clone()).collect();
+    let fraction = opts
+        .min_fraction
+        .unwrap_or_else(|| default_fraction(memory_of(d)));
+    let sw = [a, b]
+        .into_iter()
+        .find(|p| p.software)
+        .map(|p| p.device.as_str());
     let threshold = evaluate_threshold(&as_sizes, line, sw, fraction, opts.min_gbps);
     let passed = check.passed && results.iter().all(|r| r.data_check.passed);
     let threshold_ok = threshold.passed != Some(false);

@@ -5,9 +5,17 @@ use crate::facts::nvidia::Flavor;
 use crate::facts::Facts;
 use crate::versions;
 
-pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
-    let mut out: Vec<Finding> = Vec::new();
-    let mut seen = std::collections::BTreeSet::new();
+/// What the whole log and the facts say, for judging each line.
+struct Context {
+    /// The open driver on kernel >= 5.12: dma-buf would do.
+    dmabuf_ready: bool,
+    /// NCCL older than 2.23.4 (it does not look for nvidia_peermem).
+    old_nccl: bool,
+    /// Every channel stays GPU to GPU inside the node.
+    in_node: bool,
+}
+
+fn context(log: &str, facts: &Facts) -> Context {
     let kernel_ok = facts
         .kernel
         .effective()
@@ -24,79 +32,89 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
     let in_node = crate::bench::nccl::path_of(&transports) == "p2p"
         && !log.contains("Using network")
         && !log.contains("NET/Socket : Using");
+    Context {
+        dmabuf_ready: open && kernel_ok,
+        old_nccl,
+        in_node,
+    }
+}
+
+/// The findings of a log, each kind once (at its first line).
+pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
+    let cx = context(log, facts);
+    let mut out: Vec<Finding> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for (i, line) in log.lines().enumerate() {
         let ev = format!("{file}:{}: {}", i + 1, line.trim());
-        let mut push = |id: &'static str, f: Finding| {
+        if let Some((id, f)) = line_finding(line, ev, &cx, facts) {
             if seen.insert(id) {
                 out.push(f);
             }
-        };
-        // The socket transport never does GPUDirect RDMA: NCCL says so of
-        // every socket interface (`NET/Socket : GPU Direct RDMA Disabled for
-        // HCA 0 'eth0'`). That follows from having no usable RDMA device and
-        // is no second cause: it is the socket fallback.
-        let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
-        if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
-            push(
-                "nccl-gdr-disabled",
-                gdr_disabled(ev, open && kernel_ok, old_nccl),
-            );
-        } else if line.contains("GPU Direct RDMA Enabled for HCA") {
-            push(
-                "nccl-gdr-enabled",
-                Finding::new(
-                    "nccl-gdr-enabled",
-                    Sev::Info,
-                    "NCCL uses GPUDirect RDMA",
-                    ev,
-                    "",
-                    "",
-                ),
-            );
-        } else if line.contains("DMA-BUF is available on GPU device") {
-            push(
-                "nccl-dmabuf-available",
-                Finding::new(
-                    "nccl-dmabuf-available",
-                    Sev::Info,
-                    "NCCL sees dma-buf support on the GPU",
-                    ev,
-                    "the open driver exports GPU memory as dma-buf",
-                    "",
-                ),
-            );
-        } else if line.contains("NET/IB : No device found")
-            || line.contains("NET/IB : No device found.")
-        {
-            push(
-                "nccl-no-ib-device",
-                Finding::new(
-                    "nccl-no-ib-device",
-                    if in_node { Sev::Info } else { Sev::Error },
-                    if in_node {
-                        "NCCL found no RDMA device; this job's channels all stay GPU to GPU inside the node, so none was needed"
-                    } else {
-                        "NCCL found no RDMA device and falls back to sockets"
-                    },
-                    ev,
-                    if facts.rdma_devices.is_empty() {
-                        "there is no RDMA device on this host (/sys/class/infiniband is empty)".to_string()
-                    } else {
-                        "RDMA devices exist, but NCCL's IB transport did not open one: libibverbs missing in the job's environment, NCCL_IB_HCA excluding them, or the container without /dev/infiniband".to_string()
-                    },
-                    "load the NIC's RDMA driver (mlx5_ib, erdma), make libibverbs and /dev/infiniband available to the job, and check NCCL_IB_HCA",
-                ),
-            );
-        } else if line.contains("nvidia_peermem") && line.contains("Invalid argument") {
-            push("peermem-invalid-argument", super::peermem_einval(ev));
-        } else if line.contains("Using network Socket")
-            || line.contains("NET/Socket : Using")
-            || socket_gdr
-        {
-            push("nccl-socket", socket(ev, facts));
         }
     }
     out
+}
+
+/// What one line of the log says, if anything: (the finding's id, the finding).
+fn line_finding(
+    line: &str,
+    ev: String,
+    cx: &Context,
+    facts: &Facts,
+) -> Option<(&'static str, Finding)> {
+    // The socket transport never does GPUDirect RDMA: NCCL says so of
+    // every socket interface (`NET/Socket : GPU Direct RDMA Disabled for
+    // HCA 0 'eth0'`). That follows from having no usable RDMA device and
+    // is no second cause: it is the socket fallback.
+    let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
+    let info = |id: &'static str, what: &str, why: &str| {
+        (id, Finding::new(id, Sev::Info, what, ev.clone(), why, ""))
+    };
+    if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
+        Some((
+            "nccl-gdr-disabled",
+            gdr_disabled(ev, cx.dmabuf_ready, cx.old_nccl),
+        ))
+    } else if line.contains("GPU Direct RDMA Enabled for HCA") {
+        Some(info("nccl-gdr-enabled", "NCCL uses GPUDirect RDMA", ""))
+    } else if line.contains("DMA-BUF is available on GPU device") {
+        Some(info(
+            "nccl-dmabuf-available",
+            "NCCL sees dma-buf support on the GPU",
+            "the open driver exports GPU memory as dma-buf",
+        ))
+    } else if line.contains("NET/IB : No device found") {
+        Some(("nccl-no-ib-device", no_ib_device(ev, cx.in_node, facts)))
+    } else if line.contains("nvidia_peermem") && line.contains("Invalid argument") {
+        Some(("peermem-invalid-argument", super::peermem_einval(ev)))
+    } else if line.contains("Using network Socket")
+        || line.contains("NET/Socket : Using")
+        || socket_gdr
+    {
+        Some(("nccl-socket", socket(ev, facts)))
+    } else {
+        None
+    }
+}
+
+/// NCCL's IB transport found no device: an error, unless the job needed none.
+fn no_ib_device(ev: String, in_node: bool, facts: &Facts) -> Finding {
+    Finding::new(
+        "nccl-no-ib-device",
+        if in_node { Sev::Info } else { Sev::Error },
+        if in_node {
+            "NCCL found no RDMA device; this job's channels all stay GPU to GPU inside the node, so none was needed"
+        } else {
+            "NCCL found no RDMA device and falls back to sockets"
+        },
+        ev,
+        if facts.rdma_devices.is_empty() {
+            "there is no RDMA device on this host (/sys/class/infiniband is empty)".to_string()
+        } else {
+            "RDMA devices exist, but NCCL's IB transport did not open one: libibverbs missing in the job's environment, NCCL_IB_HCA excluding them, or the container without /dev/infiniband".to_string()
+        },
+        "load the NIC's RDMA driver (mlx5_ib, erdma), make libibverbs and /dev/infiniband available to the job, and check NCCL_IB_HCA",
+    )
 }
 
 /// NCCL turned GPUDirect RDMA off for an RDMA NIC.

@@ -3,7 +3,7 @@
 //! AER errors and links that came back are warnings.
 
 use super::HealthCheck;
-use crate::facts::kernlog::{EventKind, KernelEvent};
+use crate::facts::kernlog::{EventKind, KernelEvent, KernelLog};
 use crate::facts::Facts;
 
 pub const NAME: &str = "kernel-log";
@@ -58,28 +58,20 @@ fn links(events: &[KernelEvent]) -> (Vec<&KernelEvent>, Vec<&KernelEvent>) {
     (still_down, flapped)
 }
 
-pub fn check(facts: &Facts) -> HealthCheck {
-    let Some(log) = &facts.kernel_events else {
-        return HealthCheck::skip(
-            NAME,
-            if facts.live {
-                "the kernel ring buffer could not be read (/dev/kmsg needs root)"
-            } else {
-                "no kernel log in this root (var/log/kern.log, var/log/messages) and no recorded one"
-            },
-        );
-    };
-    let of =
-        |k: EventKind| -> Vec<&KernelEvent> { log.events.iter().filter(|e| e.kind == k).collect() };
-    let xids = of(EventKind::Xid);
-    let fatal_xid: Vec<&KernelEvent> = xids.iter().copied().filter(|e| e.serious).collect();
-    let other_xid: Vec<&KernelEvent> = xids.iter().copied().filter(|e| !e.serious).collect();
-    let aer = of(EventKind::Aer);
-    let aer_bad: Vec<&KernelEvent> = aer.iter().copied().filter(|e| e.serious).collect();
-    let aer_corr: Vec<&KernelEvent> = aer.iter().copied().filter(|e| !e.serious).collect();
-    let modules = of(EventKind::PortModule);
-    let module_bad: Vec<&KernelEvent> = modules.iter().copied().filter(|e| e.serious).collect();
-    let (still_down, flapped) = links(&log.events);
+/// The log's events of one kind, split into (serious, not serious).
+fn of_kind(log: &KernelLog, k: EventKind) -> (Vec<&KernelEvent>, Vec<&KernelEvent>) {
+    log.events
+        .iter()
+        .filter(|e| e.kind == k)
+        .partition(|e| e.serious)
+}
+
+/// What fails the check: each problem, and its fix.
+fn failures(facts: &Facts, log: &KernelLog) -> (Vec<String>, Vec<&'static str>) {
+    let (fatal_xid, _) = of_kind(log, EventKind::Xid);
+    let (aer_bad, _) = of_kind(log, EventKind::Aer);
+    let (module_bad, _) = of_kind(log, EventKind::PortModule);
+    let (still_down, _) = links(&log.events);
     let mut bad = Vec::new();
     let mut fixes = Vec::new();
     if !fatal_xid.is_empty() {
@@ -116,6 +108,14 @@ pub fn check(facts: &Facts) -> HealthCheck {
         bad.push(format!("NIC port module error(s): {}", quote(&module_bad)));
         fixes.push("a cable or transceiver error: reseat or replace the cable/transceiver (`mlxlink -d DEV -m` shows the module)");
     }
+    (bad, fixes)
+}
+
+/// What only warns: non-fatal Xids, corrected AER errors, links that came back.
+fn warnings(log: &KernelLog) -> Vec<String> {
+    let (_, other_xid) = of_kind(log, EventKind::Xid);
+    let (_, aer_corr) = of_kind(log, EventKind::Aer);
+    let (_, flapped) = links(&log.events);
     let mut notes = Vec::new();
     if !other_xid.is_empty() {
         notes.push(format!(
@@ -138,6 +138,22 @@ pub fn check(facts: &Facts) -> HealthCheck {
             quote(&flapped)
         ));
     }
+    notes
+}
+
+pub fn check(facts: &Facts) -> HealthCheck {
+    let Some(log) = &facts.kernel_events else {
+        return HealthCheck::skip(
+            NAME,
+            if facts.live {
+                "the kernel ring buffer could not be read (/dev/kmsg needs root)"
+            } else {
+                "no kernel log in this root (var/log/kern.log, var/log/messages) and no recorded one"
+            },
+        );
+    };
+    let (mut bad, fixes) = failures(facts, log);
+    let notes = warnings(log);
     let source = format!("{} ({} lines)", log.source, log.lines);
     if !bad.is_empty() {
         if !notes.is_empty() {

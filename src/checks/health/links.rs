@@ -80,6 +80,41 @@ fn narrow(l: &PcieLink) -> bool {
     }
 }
 
+/// A link's line, with the bridge that caps it when one does.
+fn line_capped(l: &PcieLink, facts: &Facts) -> String {
+    match capped_by(l, facts) {
+        Some(cap) => format!("{} ({cap})", line(l)),
+        None => line(l),
+    }
+}
+
+/// The links at their maximum, and how many could not be judged.
+fn summary(facts: &Facts) -> String {
+    let judged = facts
+        .links
+        .iter()
+        .filter(|l| l.state != LinkState::Unknown)
+        .count();
+    let ends: Vec<String> = facts
+        .links
+        .iter()
+        .filter(|l| l.role != Role::Bridge && l.state == LinkState::Full)
+        .map(|l| format!("{} {} {}", role(l.role), l.address, l.current()))
+        .collect();
+    format!(
+        "{judged} link(s) at their maximum{}{}",
+        if ends.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", ends.join(", "))
+        },
+        match facts.links.len() - judged {
+            0 => String::new(),
+            n => format!("; {n} report no usable speed/width (virtual or emulated), not judged"),
+        }
+    )
+}
+
 /// The check; `under_load` are GPU link speeds read during `bench copy`.
 pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
     if facts.links.is_empty() {
@@ -115,25 +150,14 @@ pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
                     bad.push(format!("{} (under load: {v} GT/s)", line(l)));
                     fixes.push(FIX_SPEED);
                 }
-                None => idle.push(match capped_by(l, facts) {
-                    Some(cap) => format!("{} ({cap})", line(l)),
-                    None => line(l),
-                }),
+                None => idle.push(line_capped(l, facts)),
             }
             continue;
         }
-        bad.push(match capped_by(l, facts) {
-            Some(cap) => format!("{} ({cap})", line(l)),
-            None => line(l),
-        });
+        bad.push(line_capped(l, facts));
         fixes.push(if narrow { FIX_WIDTH } else { FIX_SPEED });
     }
     fixes.dedup();
-    let judged = facts
-        .links
-        .iter()
-        .filter(|l| l.state != LinkState::Unknown)
-        .count();
     if !bad.is_empty() {
         return HealthCheck::fail(
             NAME,
@@ -141,24 +165,7 @@ pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
             fixes.join("; "),
         );
     }
-    let ends: Vec<String> = facts
-        .links
-        .iter()
-        .filter(|l| l.role != Role::Bridge && l.state == LinkState::Full)
-        .map(|l| format!("{} {} {}", role(l.role), l.address, l.current()))
-        .collect();
-    let summary = format!(
-        "{judged} link(s) at their maximum{}{}",
-        if ends.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", ends.join(", "))
-        },
-        match facts.links.len() - judged {
-            0 => String::new(),
-            n => format!("; {n} report no usable speed/width (virtual or emulated), not judged"),
-        }
-    );
+    let summary = summary(facts);
     if !idle.is_empty() {
         return HealthCheck::warn(
             NAME,

@@ -8,8 +8,10 @@ use crate::bench::concurrent::{self, Alone, ConcurrentReport};
 use crate::bench::copy::{CopyOptions, CopyReport};
 use crate::bench::p2p::P2pReport;
 use crate::facts::gpu_copy::CopyFigures;
+use crate::facts::gpu_topo::GpuTopology;
 use crate::facts::Facts;
 use gdrprov_rdma::cuda::node::Method;
+use gdrprov_rdma::nvlink::LinkErrors;
 use std::time::Instant;
 
 /// What the multi-GPU part measured, and how long it took.
@@ -26,6 +28,69 @@ pub struct NodeRun {
     pub seconds: f64,
 }
 
+/// `bench copy`'s figures per GPU, to compare the concurrent run with.
+fn alone_figures(r: &CopyReport) -> Vec<Alone> {
+    r.gpus
+        .iter()
+        .map(|g| Alone {
+            pci: g.pci.clone(),
+            h2d: g.h2d_gbs,
+            d2h: g.d2h_gbs,
+        })
+        .collect()
+}
+
+/// NCCL's all-reduce over every GPU, when libnccl can be loaded.
+fn run_nccl(
+    all: &[u32],
+    topo: &GpuTopology,
+) -> Result<Result<crate::bench::nccl::NcclReport, crate::bench::BenchError>, String> {
+    match gdrprov_rdma::cuda::nccl::ensure_libnccl() {
+        Ok(()) => {
+            let pcis = crate::bench::nccl::pci_addresses(all);
+            Ok(crate::bench::nccl::run(
+                crate::bench::nccl::this_executable(),
+                all,
+                &pcis,
+                &[8 << 20, 256 << 20],
+                20,
+                topo,
+                &crate::bench::nccl_child::Limits::default(),
+            ))
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The nvlink check with its error rate: the counters read just before the copies (`before`,
+/// replacing the facts' reading) against those read after (`after`).
+fn nvlink_rate(
+    facts: &Facts,
+    before: &[(u32, u32, LinkErrors)],
+    after: Vec<(u32, u32, LinkErrors)>,
+    tb: Instant,
+) -> HealthCheck {
+    // The facts' reading is replaced by the one taken just before the copies.
+    let mut f = facts.gpu_topology.clone();
+    if let Some(l) = f.live.as_mut() {
+        for g in &mut l.nvml.gpus {
+            for link in &mut g.links {
+                if let Some((_, _, e)) = before
+                    .iter()
+                    .find(|(i, k, _)| *i == g.index && *k == link.link)
+                {
+                    link.errors = e.clone();
+                }
+            }
+        }
+    }
+    let again = nvlink::Again {
+        errors: after,
+        seconds: tb.elapsed().as_secs_f64(),
+    };
+    nvlink::check_topology(&facts.gpus, &f, Some(&again)).timed(tb.elapsed())
+}
+
 /// Runs it when the host has 2+ GPUs (nothing otherwise); `alone` is `bench copy`'s result.
 pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
     // CUDA's count (CUDA_VISIBLE_DEVICES may show fewer GPUs than sysfs has).
@@ -40,16 +105,7 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
     let before = gdrprov_rdma::nvlink::read_errors().ok();
     let tb = Instant::now();
     let all: Vec<u32> = (0..n as u32).collect();
-    let measured_alone: Option<Vec<Alone>> = alone.map(|r| {
-        r.gpus
-            .iter()
-            .map(|g| Alone {
-                pci: g.pci.clone(),
-                h2d: g.h2d_gbs,
-                d2h: g.d2h_gbs,
-            })
-            .collect()
-    });
+    let measured_alone = alone.map(alone_figures);
     let m = Method::default();
     let topo = &facts.gpu_topology;
     let tc = Instant::now();
@@ -66,44 +122,11 @@ pub fn run(facts: &Facts, alone: Option<&CopyReport>) -> NodeRun {
     let pairs = crate::bench::p2p::run(&all, concurrent::DEFAULT_SIZE, &m, topo);
     let p2p_took = tp.elapsed();
     let tn = Instant::now();
-    let nccl = match gdrprov_rdma::cuda::nccl::ensure_libnccl() {
-        Ok(()) => {
-            let pcis = crate::bench::nccl::pci_addresses(&all);
-            Ok(crate::bench::nccl::run(
-                crate::bench::nccl::this_executable(),
-                &all,
-                &pcis,
-                &[8 << 20, 256 << 20],
-                20,
-                topo,
-                &crate::bench::nccl_child::Limits::default(),
-            ))
-        }
-        Err(e) => Err(e.to_string()),
-    };
+    let nccl = run_nccl(&all, topo);
     let nccl_took = tn.elapsed();
     let after = gdrprov_rdma::nvlink::read_errors().ok();
     let nvlink = match (before, after) {
-        (Some(b), Some(a)) => {
-            // The facts' reading is replaced by the one taken just before the copies.
-            let mut f = facts.gpu_topology.clone();
-            if let Some(l) = f.live.as_mut() {
-                for g in &mut l.nvml.gpus {
-                    for link in &mut g.links {
-                        if let Some((_, _, e)) =
-                            b.iter().find(|(i, k, _)| *i == g.index && *k == link.link)
-                        {
-                            link.errors = e.clone();
-                        }
-                    }
-                }
-            }
-            let again = nvlink::Again {
-                errors: a,
-                seconds: tb.elapsed().as_secs_f64(),
-            };
-            Some(nvlink::check_topology(&facts.gpus, &f, Some(&again)).timed(tb.elapsed()))
-        }
+        (Some(b), Some(a)) => Some(nvlink_rate(facts, &b, a, tb)),
         _ => None,
     };
     let nccl_check = Some(nccl_verdict(&nccl).timed(nccl_took));

@@ -8,7 +8,7 @@ use super::{Findings, HealthCheck};
 use crate::facts::gpu::Gpu;
 use crate::facts::gpu_topo::GpuTopology;
 use crate::facts::Facts;
-use gdrprov_rdma::nvlink::{LinkErrors, NodeLinks};
+use gdrprov_rdma::nvlink::{GpuNode, LinkErrors, NodeLinks};
 
 pub const NAME: &str = "nvlink";
 pub const FABRIC: &str = "gpu-fabric";
@@ -56,6 +56,39 @@ pub fn check(facts: &Facts) -> HealthCheck {
     check_topology(&facts.gpus, &facts.gpu_topology, None)
 }
 
+/// One GPU's links judged by the rate of their error counters between the two readings: CRC
+/// errors over the limit fail, replays warn. Returns the GPU's CRC errors in that time.
+fn error_rates(g: &GpuNode, who: &str, a: &Again, found: &mut Findings) -> u64 {
+    let mut crc_total = 0u64;
+    for l in &g.links {
+        let Some((_, _, now)) = a
+            .errors
+            .iter()
+            .find(|(i, k, _)| *i == g.index && *k == l.link)
+        else {
+            continue;
+        };
+        let e = &l.errors;
+        let crc = delta(e.crc_flit, now.crc_flit) + delta(e.crc_data, now.crc_data);
+        let replay = delta(e.replay, now.replay) + delta(e.recovery, now.recovery);
+        let rate = crc as f64 / a.seconds.max(1e-3);
+        crc_total += crc;
+        if rate > CRC_PER_SECOND {
+            found.bad.push(format!(
+                "{who} link {}: {crc} CRC errors in {:.1} s ({rate:.0}/s)",
+                l.link, a.seconds
+            ));
+            found.fixes.push("CRC errors growing: reseat or service the link (the baseboard or NVSwitch tray); drain the node");
+        } else if replay > 0 {
+            found.warn.push(format!(
+                "{who} link {}: {replay} replay/recovery error(s) in {:.1} s",
+                l.link, a.seconds
+            ));
+        }
+    }
+    crc_total
+}
+
 /// The `nvlink` check; with `again`, error counters judged by their rate.
 pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -> HealthCheck {
     let n = match nvml_or_skip(gpus, topo, NAME) {
@@ -91,32 +124,7 @@ pub fn check_topology(gpus: &[Gpu], topo: &GpuTopology, again: Option<&Again>) -
                 .push(format!("{who}: links of several NVLink versions {gens:?}"));
         }
         if let Some(a) = again {
-            for l in &g.links {
-                let Some((_, _, now)) = a
-                    .errors
-                    .iter()
-                    .find(|(i, k, _)| *i == g.index && *k == l.link)
-                else {
-                    continue;
-                };
-                let e = &l.errors;
-                let crc = delta(e.crc_flit, now.crc_flit) + delta(e.crc_data, now.crc_data);
-                let replay = delta(e.replay, now.replay) + delta(e.recovery, now.recovery);
-                let rate = crc as f64 / a.seconds.max(1e-3);
-                crc_total += crc;
-                if rate > CRC_PER_SECOND {
-                    found.bad.push(format!(
-                        "{who} link {}: {crc} CRC errors in {:.1} s ({rate:.0}/s)",
-                        l.link, a.seconds
-                    ));
-                    found.fixes.push("CRC errors growing: reseat or service the link (the baseboard or NVSwitch tray); drain the node");
-                } else if replay > 0 {
-                    found.warn.push(format!(
-                        "{who} link {}: {replay} replay/recovery error(s) in {:.1} s",
-                        l.link, a.seconds
-                    ));
-                }
-            }
+            crc_total += error_rates(g, &who, a, &mut found);
         }
         let up = g.links.len() - down.len();
         found.ok.push(format!(

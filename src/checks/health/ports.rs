@@ -21,6 +21,33 @@ fn port_name(d: &RdmaDevice, p: &RdmaPort) -> String {
     format!("{}:{}", d.name, p.port)
 }
 
+const FIX_NARROW: &str = "the port trained at fewer lanes: reseat or replace the cable (a damaged lane drops the width), check the switch port; a port split on purpose (2X) is the only expected exception";
+
+/// An InfiniBand port whose rate is below its 4X maximum because it trained at fewer lanes, said
+/// as a problem.
+fn narrow_ib(p: &RdmaPort, ll: &str, rate: &str) -> Option<String> {
+    if ll != "InfiniBand" {
+        return None;
+    }
+    let (gbps, width, lane, speed) = p.rate.as_deref().and_then(width_and_lane)?;
+    let max = lane * f64::from(IB_MAX_WIDTH);
+    (width < IB_MAX_WIDTH && gbps + 0.5 < max).then(|| {
+        format!(
+            "rate {rate} is {:.0}% of {IB_MAX_WIDTH}X {speed} ({max:.0} Gb/s)",
+            100.0 * gbps / max
+        )
+    })
+}
+
+/// A port's state and physical state, as in "DOWN (physical: POLLING)".
+fn state(p: &RdmaPort) -> String {
+    format!(
+        "{} (physical: {})",
+        p.state.as_deref().unwrap_or("?"),
+        p.phys_state.as_deref().unwrap_or("?")
+    )
+}
+
 pub fn check(facts: &Facts) -> HealthCheck {
     let ports: Vec<(&RdmaDevice, &RdmaPort)> = facts
         .rdma_devices
@@ -39,25 +66,13 @@ pub fn check(facts: &Facts) -> HealthCheck {
         let ll = p.link_layer.as_deref().unwrap_or("?");
         let rate = p.rate.as_deref().unwrap_or("?");
         if !p.is_active() {
-            down.push(format!(
-                "{name} ({ll}) is {} (physical: {})",
-                p.state.as_deref().unwrap_or("?"),
-                p.phys_state.as_deref().unwrap_or("?")
-            ));
+            down.push(format!("{name} ({ll}) is {}", state(p)));
             continue;
         }
         let mut problems = Vec::new();
-        if ll == "InfiniBand" {
-            if let Some((gbps, width, lane, speed)) = p.rate.as_deref().and_then(width_and_lane) {
-                let max = lane * f64::from(IB_MAX_WIDTH);
-                if width < IB_MAX_WIDTH && gbps + 0.5 < max {
-                    problems.push(format!(
-                        "rate {rate} is {:.0}% of {IB_MAX_WIDTH}X {speed} ({max:.0} Gb/s)",
-                        100.0 * gbps / max
-                    ));
-                    fixes.push("the port trained at fewer lanes: reseat or replace the cable (a damaged lane drops the width), check the switch port; a port split on purpose (2X) is the only expected exception");
-                }
-            }
+        if let Some(problem) = narrow_ib(p, ll, rate) {
+            problems.push(problem);
+            fixes.push(FIX_NARROW);
         }
         let gids = facts
             .roce_gids

@@ -4,12 +4,15 @@
 //! look), fails (with the cause) or is skipped (with the reason); the host is
 //! ready when none fails.
 
+mod cx;
 mod efa;
+mod own;
 pub(crate) mod pair;
 mod table;
 
 pub use crate::checks::{Check, Status};
-pub use table::{Cx, Entry, Run, TABLE};
+pub use cx::Cx;
+pub use table::{Entry, Run, TABLE};
 
 use crate::bench::LoopbackReport;
 use crate::checks::requirements::ReqResult;

@@ -9,7 +9,7 @@ use super::Part;
 use crate::error::{Error, Result};
 use crate::facts::OsFamily;
 use crate::host::CommandSpec;
-use crate::plan::change::{Action, Change};
+use crate::plan::change::Change;
 use crate::plan::inputs::PlanFacts;
 use crate::plan::modules::Context;
 use crate::profile::IommuMode;
@@ -23,6 +23,9 @@ use super::bootcfg_grub::{
     bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
     regenerate_command, DEFAULTS,
 };
+
+mod regen;
+use regen::regeneration;
 
 pub const MODULE: &str = "boot";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
@@ -55,6 +58,78 @@ fn run_change(spec: CommandSpec, reboot: Option<String>) -> Change {
     Change::run(MODULE, spec, reboot)
 }
 
+/// What the boot part refuses whatever the host: --trial with no default-entry command line,
+/// an extra entry named like the trial's.
+fn refusals(ctx: &Context, managed: bool) -> Result<()> {
+    if ctx.trial.is_some() && !managed {
+        return Err(Error::Refused(
+            "--trial puts the profiles' kernel command line in a one-shot boot entry, but they set none for the default entry (`boot.iommu` or `boot.cmdline`); apply without --trial".into(),
+        ));
+    }
+    if let Some((name, _)) = ctx
+        .desired
+        .entries
+        .iter()
+        .find(|(n, _)| n == entries::TRIAL_ENTRY)
+    {
+        return Err(Error::Refused(format!(
+            "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
+        )));
+    }
+    Ok(())
+}
+
+/// The running command line to compare with the default entry's, unless the kernel was started
+/// from one of the profile's extra entries (then a warning says so).
+fn running_line<'c>(ctx: &Context<'c>, part: &mut Part) -> Option<&'c str> {
+    // A running extra entry (chosen with `boot once`) has its own arguments
+    // on purpose: they are not drift of the default entry.
+    let chosen = ctx
+        .facts
+        .boot
+        .running_entry
+        .as_deref()
+        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
+    if let Some(id) = chosen {
+        part.warnings.push(format!(
+            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
+        ));
+    }
+    ctx.facts
+        .proc_cmdline
+        .as_deref()
+        .filter(|_| chosen.is_none())
+}
+
+/// The GRUB defaults as they are now and the default entry's arguments planned from them.
+fn grub_shared<'c>(
+    ctx: &Context<'c>,
+    wants: BootWants,
+    running_line: Option<&str>,
+) -> Result<Shared<'c>> {
+    let seen = ctx.seen;
+    let files = read_defaults(seen)?;
+    let named: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(n, c)| (n.as_str(), c.as_str()))
+        .collect();
+    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
+    let running = running_line.map(BootLine::parse);
+    let line = BootLine::from_args(&current);
+    let args = desired::plan_args(&line, &wants, &ctx.state.kernel_args, running.as_ref())?;
+    let trial = ctx.trial.is_some();
+    let bls = ctx.facts.os.family == OsFamily::Rhel;
+    Ok(Shared {
+        seen,
+        files,
+        current,
+        args,
+        wants,
+        trial,
+        bls,
+    })
+}
+
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
     let boot = &ctx.desired.doc.boot;
@@ -66,27 +141,13 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .filter(|p| is_entry_file(p))
         .cloned()
         .collect();
-    if ctx.trial.is_some() && !managed {
-        return Err(Error::Refused(
-            "--trial puts the profiles' kernel command line in a one-shot boot entry, but they set none for the default entry (`boot.iommu` or `boot.cmdline`); apply without --trial".into(),
-        ));
-    }
+    refusals(ctx, managed)?;
     if !managed
         && ctx.state.kernel_args.is_empty()
         && ctx.desired.entries.is_empty()
         && owned_entries.is_empty()
     {
         return Ok(part);
-    }
-    if let Some((name, _)) = ctx
-        .desired
-        .entries
-        .iter()
-        .find(|(n, _)| n == entries::TRIAL_ENTRY)
-    {
-        return Err(Error::Refused(format!(
-            "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
-        )));
     }
     // The platform (arm64 or the x86 vendor) decides the IOMMU arguments.
     let modes: Vec<Option<IommuMode>> = std::iter::once(boot)
@@ -104,24 +165,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
                 .map_err(Error::Refused)?;
         return Ok(part);
     }
-    // A running extra entry (chosen with `boot once`) has its own arguments
-    // on purpose: they are not drift of the default entry.
-    let chosen = ctx
-        .facts
-        .boot
-        .running_entry
-        .as_deref()
-        .filter(|id| ctx.desired.entries.iter().any(|(n, _)| names_entry(id, n)));
-    if let Some(id) = chosen {
-        part.warnings.push(format!(
-            "the running kernel was started from the extra boot entry {id}: its own arguments are not compared with the default entry's"
-        ));
-    }
-    let running_line = ctx
-        .facts
-        .proc_cmdline
-        .as_deref()
-        .filter(|_| chosen.is_none());
+    let running_line = running_line(ctx, &mut part);
     let listed: Vec<(String, BootWants)> = ctx
         .desired
         .entries
@@ -132,27 +176,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         return super::bootcfg_sdboot::plan(ctx, sd, &wants, &listed, running_line, part);
     }
 
-    let seen = ctx.seen;
-    let files = read_defaults(seen)?;
-    let named: Vec<(&str, &str)> = files
-        .iter()
-        .map(|(n, c)| (n.as_str(), c.as_str()))
-        .collect();
-    let current = grub_defaults::effective_cmdline(&named).map_err(|e| grub_error(seen, e))?;
-    let running = running_line.map(BootLine::parse);
-    let line = BootLine::from_args(&current);
-    let args = desired::plan_args(&line, &wants, &ctx.state.kernel_args, running.as_ref())?;
-    let trial = ctx.trial.is_some();
-    let bls = ctx.facts.os.family == OsFamily::Rhel;
-    let s = Shared {
-        seen,
-        files,
-        current,
-        args,
-        wants,
-        trial,
-        bls,
-    };
+    let s = grub_shared(ctx, wants, running_line)?;
     let edited = default_entry(&s, &mut part)?;
     let x = extra_entries(ctx, &s, &listed, &owned_entries, &mut part)?;
     regeneration(&s, &x, edited, &mut part)?;
@@ -347,125 +371,6 @@ pub(super) fn kernelopts(grubenv: &str) -> Option<&str> {
     (!value.contains('\\')).then_some(value)
 }
 
-/// Making the boot loader read the new command line and entries: grubby on
-/// BLS entries, else `update-grub` after checking the shell files, and
-/// GRUB's own check of what it generated.
-fn regeneration(s: &Shared, x: &Entries, edited: bool, part: &mut Part) -> Result<()> {
-    let (seen, files, args, trial, bls) = (s.seen, &s.files, &s.args, s.trial, s.bls);
-    let (extras, wanted_paths) = (&x.extras, x.wanted_paths.as_slice());
-    let (scripts_changed, removed) = (x.scripts_changed.as_slice(), x.removed);
-    if bls {
-        let stale = if trial {
-            Vec::new()
-        } else {
-            bls_needing_change(seen, &args.wanted, &args.remove)
-        };
-        if !stale.is_empty() {
-            super::bootcfg_grub::grubby_separator(seen)?;
-            super::bootcfg_grub::grubby_fits(seen, &args.wanted, &args.remove)?;
-            let mut argv = vec!["grubby".to_string(), "--update-kernel=ALL".to_string()];
-            argv.push(format!("--args={}", args.wanted.join(" ")));
-            if !args.remove.is_empty() {
-                argv.push(format!("--remove-args={}", args.remove.join(" ")));
-            }
-            let argv_ref: Vec<&str> = argv.iter().map(String::as_str).collect();
-            let mut spec = CommandSpec::new(
-                &argv_ref,
-                format!(
-                    "Update the kernel arguments of the boot entries ({}) with grubby",
-                    stale.join(", ")
-                ),
-            );
-            // grubby also edits grubenv's kernelopts (RHEL 8's `options
-            // $kernelopts`), which no file gdrprov writes keeps: rollback
-            // sets that key back, and only it (saved_entry, next_entry may
-            // have changed since).
-            if let Some(old) = seen.grub.grubenv_bls.as_deref().and_then(kernelopts) {
-                let set = format!("kernelopts={old}");
-                spec = spec.undone_by(&["grub2-editenv", "-", "set", &set]);
-            }
-            part.commands.push(run_change(
-                spec,
-                Some(format!(
-                    "kernel command line: {}",
-                    desired::describe_args(&args.wanted, &args.remove)
-                )),
-            ));
-            // grubby --update-kernel=ALL edits gdrprov's entries too: write
-            // them after it, even when they are already right.
-            for (path, content) in wanted_paths {
-                part.late_paths.push(path.clone());
-                if !scripts_changed.contains(path) {
-                    part.late.push(Change {
-                        module: MODULE.into(),
-                        description: format!(
-                            "Write {path} again after grubby (grubby --update-kernel=ALL edits every entry)"
-                        ),
-                        action: Action::WriteFile {
-                            path: path.clone(),
-                            before: Some(content.clone()),
-                            after: content.clone(),
-                            new_mode: 0o644,
-                            meta: None,
-                        },
-                        reboot: None,
-                    });
-                }
-            }
-        }
-    } else {
-        let wanted_default: &[String] = if trial { &[] } else { &args.wanted };
-        let stale = !edited
-            && scripts_changed.is_empty()
-            && !removed
-            && grub_cfg_stale(seen, wanted_default, extras);
-        if edited || stale || removed || !scripts_changed.is_empty() {
-            if edited {
-                // /bin/sh is what grub-mkconfig sources these files with.
-                for path in std::iter::once(DEFAULTS.to_string())
-                    .chain(files.iter().skip(1).map(|(n, _)| n.clone()))
-                {
-                    part.commands.push(run_change(
-                        CommandSpec::new(
-                            &["sh", "-n", &path],
-                            format!("Check that {path} is still valid shell"),
-                        ),
-                        None,
-                    ));
-                }
-            }
-            for path in scripts_changed {
-                part.commands.push(run_change(
-                    CommandSpec::new(
-                        &["sh", "-n", path],
-                        format!("Check that the generated {path} is valid shell"),
-                    ),
-                    None,
-                ));
-            }
-            part.commands.push(run_change(
-                regenerate_command(seen),
-                stale.then(|| {
-                    "grub.cfg was regenerated with the wanted kernel arguments".to_string()
-                }),
-            ));
-            // Never unbootable: GRUB's own parser checks what was generated;
-            // if it refuses, the defaults are put back and grub.cfg is
-            // generated again from them.
-            if !extras.is_empty() || seen.grub.has_grub_script_check {
-                part.commands.push(run_change(
-                    CommandSpec::new(
-                        &["grub-script-check", GRUB_CFG],
-                        format!("Check that GRUB accepts the regenerated {GRUB_CFG}"),
-                    ),
-                    None,
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// `apply --trial`: the one-shot boot of the trial entry; a replaced pending
 /// trial's one-shot boot is cancelled; the trial is recorded.
 fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
@@ -515,6 +420,7 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
 mod tests {
     use super::*;
     use crate::facts::CpuVendor;
+    use crate::plan::change::Action;
     use crate::plan::modules::testkit::{commands, desired, written, World};
 
     const PASSTHROUGH: &str = "boot: { iommu: passthrough }";

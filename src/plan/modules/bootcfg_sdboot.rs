@@ -257,6 +257,16 @@ fn entry_id(path: &str) -> &str {
     name.strip_suffix(".conf").unwrap_or(name)
 }
 
+/// The longest `initrd=` arguments of the kernels' entries (the loader adds them to the command
+/// line), or a long one when there is no entry yet.
+fn loader_args(entries: &[(String, String)]) -> Vec<String> {
+    let longest = entries
+        .iter()
+        .map(|(_, t)| initrd_args(t))
+        .max_by_key(|v| v.iter().map(String::len).sum::<usize>());
+    longest.unwrap_or_else(|| vec![format!("initrd={}", "0".repeat(80))])
+}
+
 /// /etc/kernel/cmdline and the kernels' entries. Gives whether
 /// /etc/kernel/cmdline changes.
 fn default_edits(
@@ -283,14 +293,9 @@ fn default_edits(
             "{} (the command line of future kernels)",
             ctx.seen.display(KERNEL_CMDLINE)
         );
-        let longest = entries
-            .iter()
-            .map(|(_, t)| initrd_args(t))
-            .max_by_key(|v| v.iter().map(String::len).sum::<usize>());
-        let loader = longest.unwrap_or_else(|| vec![format!("initrd={}", "0".repeat(80))]);
         let future = cmdline::split(&new_line);
         if !args.add.is_empty() {
-            super::bootcfg_arch::line_fits(&within, &future, &loader)?;
+            super::bootcfg_arch::line_fits(&within, &future, &loader_args(entries))?;
         }
         let what = desired::describe_args(&args.add, &args.remove);
         part.edits.push(Change::write(

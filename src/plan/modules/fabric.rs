@@ -73,36 +73,34 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             None => done.push(name),
         }
     }
-    let fm_words = match (fm, &facts.nvidia_driver.version) {
-        (Some((p, v)), Some(_)) => format!("Fabric Manager {p} {v}, the driver's version"),
-        (Some((p, v)), None) => {
-            format!("Fabric Manager {p} {v} (no NVIDIA driver found here to compare it with)")
-        }
-        (None, _) => "Fabric Manager's unit (no package: its version is not known)".into(),
-    };
+    let fm_words = fm_words(facts);
     note.action = if part.commands.is_empty() {
         "ready"
     } else {
         "enable"
     };
-    note.why = format!(
-        "{board}; {fm_words}{}",
-        if done.is_empty() {
-            String::new()
-        } else {
-            format!(
-                "; already {}: {}",
-                if ctx.live_changes {
-                    "enabled and running"
-                } else {
-                    "enabled"
-                },
-                done.join(", ")
-            )
-        }
-    );
+    let already = if done.is_empty() {
+        String::new()
+    } else if ctx.live_changes {
+        format!("; already enabled and running: {}", done.join(", "))
+    } else {
+        format!("; already enabled: {}", done.join(", "))
+    };
+    note.why = format!("{board}; {fm_words}{already}");
     part.fabric_manager = Some(note);
     Ok(part)
+}
+
+/// Fabric Manager as found: its package and version against the driver's.
+fn fm_words(facts: &Facts) -> String {
+    let fm = facts.gpu_topology.fabric_manager.as_ref();
+    match (fm, &facts.nvidia_driver.version) {
+        (Some((p, v)), Some(_)) => format!("Fabric Manager {p} {v}, the driver's version"),
+        (Some((p, v)), None) => {
+            format!("Fabric Manager {p} {v} (no NVIDIA driver found here to compare it with)")
+        }
+        (None, _) => "Fabric Manager's unit (no package: its version is not known)".into(),
+    }
 }
 
 /// Whether this is an NVSwitch board Fabric Manager runs on (its words), or why not.

@@ -96,6 +96,25 @@ pub fn wanted(ctx: &Context) -> BTreeMap<String, Setting> {
             },
         );
     }
+    let unsafe_mtu = erdma_unsafe_mtus(ctx);
+    if !unsafe_mtu.is_empty() && !out.contains_key("NCCL_PROTO") {
+        out.insert(
+            "NCCL_PROTO".into(),
+            Setting {
+                value: "Simple,LL".into(),
+                why: Some(format!(
+                    "LL128 left out: the eRDMA MTU of {} is neither 8500 nor 1400, and LL128 corrupts data then",
+                    unsafe_mtu.join(", ")
+                )),
+            },
+        );
+    }
+    out
+}
+
+/// The eRDMA netdevs whose MTU (what network.mtu sets, else what they have now) is neither the
+/// jumbo nor the small one LL128 is safe with, as "NETDEV (MTU)".
+fn erdma_unsafe_mtus(ctx: &Context) -> Vec<String> {
     // The MTU the eRDMA netdevs will have: what network.mtu sets, else what
     // they have now.
     let (planned, _) = super::network::wanted(ctx.seen, ctx.facts, ctx.desired);
@@ -118,19 +137,41 @@ pub fn wanted(ctx: &Context) -> BTreeMap<String, Setting> {
             }
         }
     }
-    if !unsafe_mtu.is_empty() && !out.contains_key("NCCL_PROTO") {
-        out.insert(
-            "NCCL_PROTO".into(),
-            Setting {
-                value: "Simple,LL".into(),
-                why: Some(format!(
-                    "LL128 left out: the eRDMA MTU of {} is neither 8500 nor 1400, and LL128 corrupts data then",
-                    unsafe_mtu.join(", ")
-                )),
-            },
-        );
+    unsafe_mtu
+}
+
+/// gdrprov's comment above a key it sets, saying why, when there is a why.
+fn comment(k: &str, s: &Setting) -> Option<String> {
+    s.why.as_ref().map(|w| format!("{MARK} {k}: {w}\n"))
+}
+
+/// The wanted keys not in the file yet, at its end (under the header in a new file).
+fn append_missing(
+    out: &mut Vec<String>,
+    what: &mut Vec<String>,
+    wanted: &BTreeMap<String, Setting>,
+    done: &[String],
+) {
+    let missing: Vec<(&String, &Setting)> = wanted
+        .iter()
+        .filter(|(k, _)| !done.iter().any(|d| d == *k))
+        .collect();
+    if !missing.is_empty() {
+        if out.is_empty() {
+            out.push(HEADER.to_string());
+        } else if out.last().is_some_and(|l| !l.ends_with('\n')) {
+            if let Some(l) = out.last_mut() {
+                l.push('\n');
+            }
+        }
+        for (k, s) in missing {
+            if let Some(c) = comment(k, s) {
+                out.push(c);
+            }
+            out.push(format!("{k}={}\n", s.value));
+            what.push(format!("set {k}={}", s.value));
+        }
     }
-    out
 }
 
 /// The new text of nccl.conf, and what changed in words.
@@ -143,7 +184,6 @@ pub fn merge(
     let lines: Vec<&str> = before.map_or(Vec::new(), |b| b.split_inclusive('\n').collect());
     let mut out: Vec<String> = Vec::new();
     let mut done: Vec<String> = Vec::new();
-    let comment = |k: &str, s: &Setting| s.why.as_ref().map(|w| format!("{MARK} {k}: {w}\n"));
     let mut i = 0;
     while i < lines.len() {
         let line = lines[i];
@@ -185,26 +225,7 @@ pub fn merge(
             None => out.push(line.to_string()),
         }
     }
-    let missing: Vec<(&String, &Setting)> = wanted
-        .iter()
-        .filter(|(k, _)| !done.iter().any(|d| d == *k))
-        .collect();
-    if !missing.is_empty() {
-        if out.is_empty() {
-            out.push(HEADER.to_string());
-        } else if out.last().is_some_and(|l| !l.ends_with('\n')) {
-            if let Some(l) = out.last_mut() {
-                l.push('\n');
-            }
-        }
-        for (k, s) in missing {
-            if let Some(c) = comment(k, s) {
-                out.push(c);
-            }
-            out.push(format!("{k}={}\n", s.value));
-            what.push(format!("set {k}={}", s.value));
-        }
-    }
+    append_missing(&mut out, &mut what, wanted, &done);
     let text: String = out.concat();
     // Nothing left but gdrprov's own comments: the file goes.
     let empty = text

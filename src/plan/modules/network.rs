@@ -115,6 +115,34 @@ fn link_file(header: &str, match_line: &str, what: &str, mtu: u32, why: &str) ->
     )
 }
 
+/// The .link file for every interface of a driver, so that interfaces that appear later (or in
+/// an image) get the MTU too.
+fn driver_file(header: &str, drv: &str, n: u32) -> ManagedFile {
+    let safe: String = drv
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    ManagedFile {
+        path: format!("{LINK_DIR}/10-gdrprov-driver-{safe}.link"),
+        content: link_file(
+            header,
+            &format!("Driver={drv}"),
+            &format!("interfaces of driver {drv}"),
+            n,
+            "set by the profile",
+        ),
+        mode: 0o644,
+        module: MODULE,
+        reboot: None,
+    }
+}
+
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
     let Some(spec) = &ctx.desired.doc.network.mtu else {
@@ -132,29 +160,7 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         .collect();
     if let (MtuValue::Bytes(n), true) = (spec.value, by_driver.len() == spec.devices.len()) {
         for drv in &by_driver {
-            let safe: String = drv
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect();
-            part.files.push(ManagedFile {
-                path: format!("{LINK_DIR}/10-gdrprov-driver-{safe}.link"),
-                content: link_file(
-                    &header,
-                    &format!("Driver={drv}"),
-                    &format!("interfaces of driver {drv}"),
-                    n,
-                    "set by the profile",
-                ),
-                mode: 0o644,
-                module: MODULE,
-                reboot: None,
-            });
+            part.files.push(driver_file(&header, drv, n));
         }
     } else {
         for w in &wanted {

@@ -68,6 +68,45 @@ fn unit_name(name: &str) -> String {
     }
 }
 
+/// The profiles the unit verifies when vars do not name them: those applied, which must be
+/// built-in names (a profile file is not on the host).
+fn default_profiles(ctx: &Context) -> Result<String> {
+    let names = &ctx.desired.names;
+    if let Some(n) = names
+        .iter()
+        .find(|n| crate::profile::builtin::profile(n).is_none())
+    {
+        return Err(Error::Refused(format!(
+            "verify.first-boot: the unit must name the profiles to verify, and `{n}` is not a built-in profile; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
+        )));
+    }
+    Ok(names.join(" "))
+}
+
+/// The unit's variables go into ExecStart: plain paths and names only, the binary absolute.
+fn plain_vars(bin: &str, profiles: &str, textfile: &str) -> Result<()> {
+    for (what, v) in [
+        ("gdrprov-bin", bin),
+        ("first-boot-profiles", profiles),
+        ("gdrprov-textfile", textfile),
+    ] {
+        if let Some(c) = v
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || "/._-+:=, ".contains(*c)))
+        {
+            return Err(Error::Refused(format!(
+                "verify.first-boot: vars.{what} {v:?} has {c:?}, which systemd would interpret in ExecStart; use plain paths and names"
+            )));
+        }
+    }
+    if !bin.starts_with('/') {
+        return Err(Error::Refused(format!(
+            "verify.first-boot: vars.gdrprov-bin must be an absolute path, not {bin:?}"
+        )));
+    }
+    Ok(())
+}
+
 /// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
 /// Variables: `gdrprov-bin` (default: /usr/bin/gdrprov where the package
 /// installed it, else /usr/local/bin/gdrprov),
@@ -90,38 +129,9 @@ fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
     let textfile = var("gdrprov-textfile").unwrap_or_default();
     let profiles = match var("first-boot-profiles") {
         Some(p) => p,
-        None => {
-            let names = &ctx.desired.names;
-            if let Some(n) = names
-                .iter()
-                .find(|n| crate::profile::builtin::profile(n).is_none())
-            {
-                return Err(Error::Refused(format!(
-                    "verify.first-boot: the unit must name the profiles to verify, and `{n}` is not a built-in profile; set vars: {{ first-boot-profiles: /etc/gdrprov/{n}.yaml }} (a copy of the profile on the host)"
-                )));
-            }
-            names.join(" ")
-        }
+        None => default_profiles(ctx)?,
     };
-    for (what, v) in [
-        ("gdrprov-bin", &bin),
-        ("first-boot-profiles", &profiles),
-        ("gdrprov-textfile", &textfile),
-    ] {
-        if let Some(c) = v
-            .chars()
-            .find(|c| !(c.is_ascii_alphanumeric() || "/._-+:=, ".contains(*c)))
-        {
-            return Err(Error::Refused(format!(
-                "verify.first-boot: vars.{what} {v:?} has {c:?}, which systemd would interpret in ExecStart; use plain paths and names"
-            )));
-        }
-    }
-    if !bin.starts_with('/') {
-        return Err(Error::Refused(format!(
-            "verify.first-boot: vars.gdrprov-bin must be an absolute path, not {bin:?}"
-        )));
-    }
+    plain_vars(&bin, &profiles, &textfile)?;
     let source = builtin::template("gdrprov-verify.service.hbs").unwrap_or_default();
     let data = serde_json::json!({
         "gdrprov_header": files::header(ctx),

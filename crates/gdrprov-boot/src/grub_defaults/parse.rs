@@ -68,6 +68,76 @@ pub(super) fn assignment_name(word: &str) -> Option<(&str, usize)> {
     ok.then_some((name, eq + 1))
 }
 
+/// The words of a command, each with its text.
+fn words_of<'t>(
+    text: &'t str,
+    cmd: &shell::Command,
+    name: &str,
+    line: usize,
+) -> Result<Vec<(&'t str, shell::Word)>, GrubError> {
+    cmd.words
+        .iter()
+        .map(|w| text.get(w.start..w.end).map(|t| (t, *w)))
+        .collect::<Option<Vec<(&str, shell::Word)>>>()
+        .ok_or_else(|| GrubError::Syntax {
+            file: name.to_owned(),
+            line,
+            what: "a word does not end on a character boundary".into(),
+        })
+}
+
+/// `eval`, sourcing, `return`/`exit`/`exec`, and builtins that set a variable named at run time
+/// make the file opaque: what it sets cannot be known.
+fn refuse_opaque(
+    words: &[(&str, shell::Word)],
+    opaque: &dyn Fn(&str) -> GrubError,
+) -> Result<(), GrubError> {
+    let cmd_at = words.iter().position(|(t, _)| assignment_name(t).is_none());
+    if let Some(at) = cmd_at {
+        let cmd_word = words.get(at).map(|(t, _)| dequoted(t)).unwrap_or_default();
+        let args = words.get(at + 1..).unwrap_or_default();
+        // `eval` and sourcing can set anything; `return`/`exit`/`exec`
+        // can skip the assignments after them.
+        if matches!(
+            cmd_word.as_str(),
+            "eval" | "." | "source" | "return" | "exit" | "exec"
+        ) {
+            return Err(opaque(&cmd_word));
+        }
+        // `export "$N=x"` and the like set a variable named at run time.
+        if sets_named_variable(&cmd_word, args) && args.iter().any(|(t, _)| computed_name(t)) {
+            return Err(opaque(&cmd_word));
+        }
+    }
+    Ok(())
+}
+
+/// An assignment of the variable is understood only at the top level, alone, on one line.
+fn refuse_placement(
+    cmd: &shell::Command,
+    nesting_ok: bool,
+    unsupported: &dyn Fn(&str) -> GrubError,
+) -> Result<(), GrubError> {
+    if cmd.depth > 0 || !nesting_ok {
+        return Err(unsupported(
+            "it is inside an if/for/case/function or braces, so whether it runs is not known",
+        ));
+    }
+    if !cmd.standalone {
+        return Err(unsupported(
+            "it is part of a pipeline, an && / || list, runs in the background or has a redirection",
+        ));
+    }
+    if cmd.continued {
+        return Err(unsupported(
+            "it continues over several lines with a backslash",
+        ));
+    }
+    Ok(())
+}
+
+/// The plain top-level assignments of `var` in one defaults file (`idx` in the set), added to
+/// `out`; any construct a shell could read differently is refused.
 pub(super) fn parse_file(
     idx: usize,
     name: &str,
@@ -81,16 +151,7 @@ pub(super) fn parse_file(
             .words
             .first()
             .map_or(1, |w| shell::line_of(text, w.start));
-        let words = cmd
-            .words
-            .iter()
-            .map(|w| text.get(w.start..w.end).map(|t| (t, *w)))
-            .collect::<Option<Vec<(&str, shell::Word)>>>()
-            .ok_or_else(|| GrubError::Syntax {
-                file: name.to_owned(),
-                line,
-                what: "a word does not end on a character boundary".into(),
-            })?;
+        let words = words_of(text, cmd, name, line)?;
         let unsupported = |reason: &str| GrubError::Unsupported {
             file: name.to_owned(),
             line,
@@ -103,23 +164,7 @@ pub(super) fn parse_file(
             command: command.to_owned(),
             var: var.to_owned(),
         };
-        let cmd_at = words.iter().position(|(t, _)| assignment_name(t).is_none());
-        if let Some(at) = cmd_at {
-            let cmd_word = words.get(at).map(|(t, _)| dequoted(t)).unwrap_or_default();
-            let args = words.get(at + 1..).unwrap_or_default();
-            // `eval` and sourcing can set anything; `return`/`exit`/`exec`
-            // can skip the assignments after them.
-            if matches!(
-                cmd_word.as_str(),
-                "eval" | "." | "source" | "return" | "exit" | "exec"
-            ) {
-                return Err(opaque(&cmd_word));
-            }
-            // `export "$N=x"` and the like set a variable named at run time.
-            if sets_named_variable(&cmd_word, args) && args.iter().any(|(t, _)| computed_name(t)) {
-                return Err(opaque(&cmd_word));
-            }
-        }
+        refuse_opaque(&words, &opaque)?;
         // `export GRUB_CMDLINE_""LINUX=x` names the variable too.
         if !words
             .iter()
@@ -127,21 +172,7 @@ pub(super) fn parse_file(
         {
             continue;
         }
-        if cmd.depth > 0 || !lexed.nesting_ok {
-            return Err(unsupported(
-                "it is inside an if/for/case/function or braces, so whether it runs is not known",
-            ));
-        }
-        if !cmd.standalone {
-            return Err(unsupported(
-                "it is part of a pipeline, an && / || list, runs in the background or has a redirection",
-            ));
-        }
-        if cmd.continued {
-            return Err(unsupported(
-                "it continues over several lines with a backslash",
-            ));
-        }
+        refuse_placement(cmd, lexed.nesting_ok, &unsupported)?;
         let (exported, operands) = match words.split_first() {
             Some((("export", _), rest)) => (true, rest),
             _ => (false, words.as_slice()),

@@ -123,6 +123,74 @@ impl Drop for Ranks<'_> {
     }
 }
 
+/// Rank `i`'s buffers and stream on GPU `g`: `max` bytes to send, filled with i+1 (so the sum
+/// over n ranks is n(n+1)/2), and as many to receive.
+fn new_rank(g: &Gpu, i: usize, max: usize) -> Result<Rank, Error> {
+    g.make_current()?;
+    let mut r = Rank {
+        send: 0,
+        recv: 0,
+        stream: std::ptr::null_mut(),
+        comm: std::ptr::null_mut(),
+    };
+    // SAFETY: this GPU's context is current; out-pointers are fields of r.
+    unsafe {
+        check("cuMemAlloc", sys::cuMemAlloc_v2(&mut r.send, max))?;
+        check("cuMemAlloc", sys::cuMemAlloc_v2(&mut r.recv, max))?;
+        check("cuStreamCreate", sys::cuStreamCreate(&mut r.stream, 1))?;
+        // Rank i sends i+1 everywhere: the sum is n(n+1)/2.
+        let v = (i as f32 + 1.0).to_bits();
+        check("cuMemsetD32", sys::cuMemsetD32_v2(r.send, v, max / 4))?;
+    }
+    Ok(r)
+}
+
+/// Every size timed: `warmups` steps, then `iters` steps measured.
+fn measure(
+    all: &Ranks,
+    sizes: &[usize],
+    warmups: u32,
+    iters: u32,
+) -> Result<Vec<SizeResult>, Error> {
+    let n = all.gpus.len() as f64;
+    let mut out = Vec::new();
+    for &bytes in sizes {
+        let count = (bytes / 4).max(CHECKED);
+        step(all, count, warmups)?;
+        let t = Instant::now();
+        step(all, count, iters)?;
+        let secs = t.elapsed().as_secs_f64() / f64::from(iters);
+        let algbw = (count * 4) as f64 / secs / 1e9;
+        out.push(SizeResult {
+            bytes: count * 4,
+            time_us: secs * 1e6,
+            algbw_gbs: algbw,
+            busbw_gbs: algbw * 2.0 * (n - 1.0) / n,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether every rank received the right sum (its first CHECKED floats).
+fn sums_right(all: &Ranks) -> Result<bool, Error> {
+    let n = all.gpus.len() as f64;
+    let want = (n * (n + 1.0) / 2.0) as f32;
+    let mut data_ok = true;
+    for (g, r) in all.gpus.iter().zip(&all.ranks) {
+        g.make_current()?;
+        let mut buf = vec![0f32; CHECKED];
+        // SAFETY: buf holds CHECKED floats; the buffer holds at least that many.
+        unsafe {
+            check(
+                "cuMemcpyDtoH",
+                sys::cuMemcpyDtoH_v2(buf.as_mut_ptr().cast::<c_void>(), r.recv, CHECKED * 4),
+            )?;
+        }
+        data_ok &= buf.iter().all(|x| *x == want);
+    }
+    Ok(data_ok)
+}
+
 /// Runs all_reduce over `indexes` (CUDA ordinals) at each of `sizes` bytes. `stage` is told
 /// `"init"` just before `ncclCommInitAll` and `"run"` once it returned: a call into NCCL cannot
 /// be cancelled, so gdrprov runs this in a child process of its own and watches the stages
@@ -152,23 +220,7 @@ pub fn all_reduce(
         ranks: Vec::new(),
     };
     for (i, g) in gpus.iter().enumerate() {
-        g.make_current()?;
-        let mut r = Rank {
-            send: 0,
-            recv: 0,
-            stream: std::ptr::null_mut(),
-            comm: std::ptr::null_mut(),
-        };
-        // SAFETY: this GPU's context is current; out-pointers are fields of r.
-        unsafe {
-            check("cuMemAlloc", sys::cuMemAlloc_v2(&mut r.send, max))?;
-            check("cuMemAlloc", sys::cuMemAlloc_v2(&mut r.recv, max))?;
-            check("cuStreamCreate", sys::cuStreamCreate(&mut r.stream, 1))?;
-            // Rank i sends i+1 everywhere: the sum is n(n+1)/2.
-            let v = (i as f32 + 1.0).to_bits();
-            check("cuMemsetD32", sys::cuMemsetD32_v2(r.send, v, max / 4))?;
-        }
-        all.ranks.push(r);
+        all.ranks.push(new_rank(g, i, max)?);
     }
     let mut comms = vec![std::ptr::null_mut(); gpus.len()];
     let devlist: Vec<c_int> = indexes.iter().map(|&i| i as c_int).collect();
@@ -186,36 +238,8 @@ pub fn all_reduce(
         r.comm = c;
     }
     stage("run");
-    let n = gpus.len() as f64;
-    let mut out = Vec::new();
-    for &bytes in sizes {
-        let count = (bytes / 4).max(CHECKED);
-        step(&all, count, warmups)?;
-        let t = Instant::now();
-        step(&all, count, iters)?;
-        let secs = t.elapsed().as_secs_f64() / f64::from(iters);
-        let algbw = (count * 4) as f64 / secs / 1e9;
-        out.push(SizeResult {
-            bytes: count * 4,
-            time_us: secs * 1e6,
-            algbw_gbs: algbw,
-            busbw_gbs: algbw * 2.0 * (n - 1.0) / n,
-        });
-    }
-    let want = (n * (n + 1.0) / 2.0) as f32;
-    let mut data_ok = true;
-    for (g, r) in gpus.iter().zip(&all.ranks) {
-        g.make_current()?;
-        let mut buf = vec![0f32; CHECKED];
-        // SAFETY: buf holds CHECKED floats; the buffer holds at least that many.
-        unsafe {
-            check(
-                "cuMemcpyDtoH",
-                sys::cuMemcpyDtoH_v2(buf.as_mut_ptr().cast::<c_void>(), r.recv, CHECKED * 4),
-            )?;
-        }
-        data_ok &= buf.iter().all(|x| *x == want);
-    }
+    let out = measure(&all, sizes, warmups, iters)?;
+    let data_ok = sums_right(&all)?;
     Ok(AllReduce {
         version,
         ranks: gpus.len(),
