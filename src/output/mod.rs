@@ -157,7 +157,7 @@ impl CommandOut {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Text,
     Json,
@@ -168,7 +168,7 @@ pub enum Format {
 }
 
 /// `--color`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Color {
     Auto,
     Always,
@@ -314,44 +314,6 @@ pub fn stdout_finish() -> Option<String> {
     STDOUT_FAILED.get().map(|e| {
         format!("could not write to standard output ({e}); send the output where it can be written (a file on a disk with room, a pipe)")
     })
-}
-
-/// clap's own message (usage errors on stderr; `--help`, `--version` on stdout).
-/// A value refused by its parser: `invalid value "VALUE" for --OPTION: WHY`,
-/// the value shown escaped (`\n`, `\r`, `\u{1b}`).
-pub fn value_message(e: &clap::Error) -> String {
-    use clap::error::{ContextKind, ContextValue};
-    let get = |k| match e.get(k) {
-        Some(ContextValue::String(s)) => s.clone(),
-        _ => String::new(),
-    };
-    let why = std::error::Error::source(e)
-        .map(|s| s.to_string())
-        .unwrap_or_default();
-    format!(
-        "invalid value \"{}\" for {}: {why}",
-        crate::grammar::shown(&get(ContextKind::InvalidValue)),
-        get(ContextKind::InvalidArg)
-    )
-}
-
-/// A usage error's message is escaped like every other: clap quotes the
-/// refused value as given (a newline, CR or ESC in `--nodelist`).
-pub fn clap_message(e: &clap::Error) {
-    if e.kind() == clap::error::ErrorKind::ValueValidation {
-        // A value refused by its parser (a name's grammar, a number's
-        // range): one line, as every other error, the value escaped.
-        error_line(&value_message(e));
-    } else if e.use_stderr() {
-        // Any other (an unknown subcommand or option, a value not among
-        // the possible ones) quotes what was typed too: each of its lines
-        // prefixed and escaped as every error's, so a newline in the value
-        // never begins a line of its own.
-        let text = e.render().to_string();
-        error_line(text.strip_prefix("error: ").unwrap_or(&text));
-    } else {
-        let _ = e.print();
-    }
 }
 
 /// `gdrprov: NOTE` on standard error (progress notes, recovered runs).

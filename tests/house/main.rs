@@ -38,6 +38,8 @@
     clippy::print_stderr
 )]
 
+mod clap_types;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
