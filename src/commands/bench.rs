@@ -95,7 +95,8 @@ impl LoopbackArgs {
             gid_index: self.run.gid_index,
             min_line_rate_fraction: self.run.min_fraction,
             min_gbps: self.run.min_gbps,
-            progress: format == BenchFormat::Text && crate::output::stderr_is_terminal(),
+            progress: (format == BenchFormat::Text && crate::output::stderr_is_terminal())
+                .then_some(crate::output::progress::bench_bar),
         })
     }
 }
@@ -272,7 +273,8 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         runs: args.runs,
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
-        progress: !out.json() && crate::output::stderr_is_terminal(),
+        progress: (!out.json() && crate::output::stderr_is_terminal())
+            .then_some(crate::output::progress::bench_bar),
         numa_pin: !args.no_numa_pin,
     };
     let r = crate::bench::copy::run(&opts)?;

@@ -39,6 +39,7 @@
 )]
 
 mod clap_types;
+mod progress;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
