@@ -17,12 +17,13 @@ use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use gdrprov_boot::line::BootLine;
 use gdrprov_boot::{entries, grub_defaults};
 
-use super::bootcfg_extra::{self as extra, EntryFile, Extra};
+use super::bootcfg_extra::{self as extra, Extra};
 pub use super::bootcfg_grub::{bls_default_entry, BLS_DIR, GRUBENV_BLS};
 use super::bootcfg_grub::{
     bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
     regenerate_command, DEFAULTS,
 };
+use super::bootcfg_grub_extra as grub_extra;
 
 pub const MODULE: &str = "boot";
 pub const GRUB_CFG: &str = "/boot/grub/grub.cfg";
@@ -248,9 +249,14 @@ fn extra_entries(
     part: &mut Part,
 ) -> Result<Entries> {
     let seen = s.seen;
-    let loader = GrubExtras {
+    let loader = grub_extra::GrubExtras {
         ctx,
-        s,
+        seen,
+        current: &s.current,
+        args: &s.args,
+        wants: &s.wants,
+        trial: s.trial,
+        bls: s.bls,
         bls_default: if s.bls { bls_default_entry(seen) } else { None },
         header: crate::plan::modules::files::header(ctx),
     };
@@ -280,90 +286,6 @@ fn extra_entries(
         base_now: planned.base_now,
         base_after: planned.base_after,
     })
-}
-
-/// GRUB's part of the extra entries: `grub.d` scripts from the defaults'
-/// command line, or (BLS) copies of the default entry.
-struct GrubExtras<'a, 'c> {
-    ctx: &'a Context<'c>,
-    s: &'a Shared<'c>,
-    /// BLS: the default entry (id, text, parsed), the one copied.
-    bls_default: Option<(String, String, entries::BlsEntry)>,
-    /// The generated files' header.
-    header: String,
-}
-
-impl extra::Loader for GrubExtras<'_, '_> {
-    fn base(&self) -> Result<(Vec<String>, Vec<String>)> {
-        Ok(match &self.bls_default {
-            Some((_, _, e)) => {
-                let after = desired::plan_args(
-                    &BootLine::from_args(&e.options),
-                    &self.s.wants,
-                    &self.ctx.state.kernel_args,
-                    None,
-                )?
-                .result;
-                (e.options.clone(), after)
-            }
-            None => (self.s.current.clone(), self.s.args.result.clone()),
-        })
-    }
-
-    fn trial_own(&self) -> Option<&[String]> {
-        self.s.trial.then_some(self.s.args.wanted.as_slice())
-    }
-
-    fn check(&self, extras: &[Extra]) -> Result<()> {
-        let seen = self.s.seen;
-        let loader = match &self.bls_default {
-            Some((_, _, e)) => vec![format!("BOOT_IMAGE=(hd0,gpt2){}", e.linux)],
-            None => super::bootcfg_grub::grub_loader_args(seen),
-        };
-        for x in extras {
-            let within = format!("boot entry `{}`", x.name);
-            super::bootcfg_arch::line_fits(&within, &x.args, &loader)?;
-        }
-        if self.s.bls && !extras.is_empty() && self.bls_default.is_none() {
-            return Err(Error::Refused(format!(
-                "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
-                seen.display(BLS_DIR),
-                extras
-                    .iter()
-                    .map(|x| x.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )));
-        }
-        Ok(())
-    }
-
-    fn file(&self, x: &Extra) -> Result<EntryFile> {
-        if let Some((default_id, text, e)) = &self.bls_default {
-            let id = entries::bls_derived_id(default_id, &e.version, &x.name);
-            return Ok(EntryFile {
-                path: format!("{BLS_DIR}/{id}.conf"),
-                content: entries::bls_derived(text, &id, &x.name, &x.args),
-                mode: 0o644,
-                id,
-            });
-        }
-        let title = entries::title(&x.name, &x.own);
-        let script =
-            entries::grubd_script(&self.header, &x.name, &title, &x.args).map_err(|e| {
-                Error::Refused(format!(
-                    "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
-                    x.name,
-                    self.s.seen.display(DEFAULTS)
-                ))
-            })?;
-        Ok(EntryFile {
-            path: entries::grubd_path(&x.name),
-            content: script,
-            mode: 0o755,
-            id: x.name.clone(),
-        })
-    }
 }
 
 /// grubenv's `kernelopts` value, where it is plain (grub2-editenv escapes
