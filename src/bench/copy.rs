@@ -29,7 +29,7 @@ pub struct CopyOptions {
     pub min_gbs: Option<f64>,
     /// A bar per GPU measured, on standard error (callers pass true only on a
     /// terminal and never with JSON output).
-    pub progress: bool,
+    pub progress: crate::bench::progress::Bars,
     /// Allocate and drive each GPU's pinned host buffer from its NUMA node's CPUs
     /// (`--no-numa-pin` turns it off).
     pub numa_pin: bool,
@@ -43,7 +43,7 @@ impl Default for CopyOptions {
             runs: DEFAULT_RUNS,
             min_fraction: None,
             min_gbs: None,
-            progress: false,
+            progress: None,
             numa_pin: true,
         }
     }
@@ -290,21 +290,19 @@ pub fn run(opts: &CopyOptions) -> Result<CopyReport, BenchError> {
     if indexes.is_empty() {
         return Err(BenchError::no_cuda_device());
     }
-    let bar = if opts.progress {
-        indicatif::ProgressBar::with_draw_target(
-            Some(indexes.len() as u64),
-            indicatif::ProgressDrawTarget::stderr(),
-        )
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_message("GPU copy bandwidth");
+    let bar = opts
+        .progress
+        .map(|make| make("GPU copy bandwidth", indexes.len() as u64));
     let mut gpus = Vec::new();
     for i in indexes {
         gpus.push(run_gpu(i, opts)?);
-        bar.inc(1);
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
     }
-    bar.finish_and_clear();
+    if let Some(b) = bar {
+        b.finish();
+    }
     Ok(CopyReport {
         bytes: opts.size,
         runs: opts.runs,

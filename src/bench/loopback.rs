@@ -39,8 +39,9 @@ pub struct LoopbackOptions {
     pub min_line_rate_fraction: Option<f64>,
     /// Threshold in Gb/s; replaces the fraction, and applies to software devices too.
     pub min_gbps: Option<f64>,
-    /// Show a progress bar (callers pass true only on a terminal).
-    pub progress: bool,
+    /// A bar per message size (callers pass one only on a terminal, with
+    /// text output).
+    pub progress: crate::bench::progress::Bars,
 }
 
 impl Default for LoopbackOptions {
@@ -59,7 +60,7 @@ impl Default for LoopbackOptions {
             gid_index: None,
             min_line_rate_fraction: None,
             min_gbps: None,
-            progress: false,
+            progress: None,
         }
     }
 }

@@ -2,7 +2,6 @@
 //! number of iterations, sampled into average and peak bandwidth; then the data check (write a
 //! known pattern, flush with a READ, read the destination back, compare).
 
-use indicatif::ProgressDrawTarget;
 use std::time::{Duration, Instant};
 
 use gdrprov_rdma::memory::Buffer;
@@ -86,24 +85,27 @@ fn post_writes(
         .post_writes(wr_id, n, t.src.first(size as u32)?, t.dst.remote())
 }
 
-/// The progress bar of one size, drawn by indicatif on standard error. Callers
-/// (through the output layer's `stderr_is_terminal`) ask for it only on a
-/// terminal and never with JSON output, so nothing is drawn into a log.
+/// The progress bar of one size, drawn by the caller's maker (the output
+/// layer's bar on standard error). Callers pass one only on a terminal and
+/// never with JSON output, so nothing is drawn into a log.
 struct Progress {
-    bar: indicatif::ProgressBar,
+    bar: Box<dyn crate::bench::progress::Bar>,
     length: RunLength,
     last: Instant,
 }
 
 impl Progress {
-    fn new(length: RunLength, n_qps: usize, size: u64) -> Progress {
+    fn new(
+        make: fn(&str, u64) -> Box<dyn crate::bench::progress::Bar>,
+        length: RunLength,
+        n_qps: usize,
+        size: u64,
+    ) -> Progress {
         let total = match length {
             RunLength::Duration(d) => d.as_millis() as u64,
             RunLength::Iterations(n) => n.saturating_mul(n_qps as u64),
         };
-        let bar =
-            indicatif::ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-        bar.set_message(format!("{} B", size));
+        let bar = make(&format!("{} B", size), total);
         Progress {
             bar,
             length,
@@ -186,7 +188,7 @@ pub(crate) fn measure(
     size: u64,
     length: RunLength,
     depth: (u32, u32),
-    progress: bool,
+    progress: crate::bench::progress::Bars,
 ) -> Result<SizeResult, BenchError> {
     let n_qps = pairs.len();
     let mut flight = InFlight {
@@ -196,7 +198,7 @@ pub(crate) fn measure(
     let mut completed_total: u64 = 0;
     let start = Instant::now();
     let (mut sampler, end, iters) = Sampler::new(start, length, size, window(length));
-    let mut bar = progress.then(|| Progress::new(length, n_qps, size));
+    let mut bar = progress.map(|make| Progress::new(make, length, n_qps, size));
     let mut stopping = false;
     let mut last_activity = start;
     loop {
@@ -230,7 +232,7 @@ pub(crate) fn measure(
         }
     }
     if let Some(p) = bar {
-        p.bar.finish_and_clear();
+        p.bar.finish();
     }
     Ok(sampler.result(completed_total, depth))
 }

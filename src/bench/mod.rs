@@ -19,6 +19,7 @@ pub mod pair;
 pub mod parse;
 pub mod pattern;
 pub mod probe;
+pub mod progress;
 pub mod report;
 mod sampler;
 pub mod sysfs;

@@ -95,7 +95,8 @@ impl LoopbackArgs {
             gid_index: self.run.gid_index,
             min_line_rate_fraction: self.run.min_fraction,
             min_gbps: self.run.min_gbps,
-            progress: format == BenchFormat::Text && crate::output::stderr_is_terminal(),
+            progress: (format == BenchFormat::Text && crate::output::stderr_is_terminal())
+                .then_some(crate::output::progress::bench_bar),
         })
     }
 }
@@ -272,7 +273,8 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
         runs: args.runs,
         min_fraction: args.min_fraction,
         min_gbs: args.min_gbs,
-        progress: !out.json() && crate::output::stderr_is_terminal(),
+        progress: (!out.json() && crate::output::stderr_is_terminal())
+            .then_some(crate::output::progress::bench_bar),
         numa_pin: !args.no_numa_pin,
     };
     let r = crate::bench::copy::run(&opts)?;
@@ -371,13 +373,8 @@ mod tests {
 
     #[test]
     fn args_to_options() {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct T {
-            #[command(flatten)]
-            a: LoopbackArgs,
-        }
-        let t = T::try_parse_from([
+        let parse = |argv: &[&str]| crate::commands::cli::parse_group::<LoopbackArgs>(argv);
+        let t = parse(&[
             "t",
             "--device",
             "rxe0:1",
@@ -387,77 +384,64 @@ mod tests {
             "2",
         ])
         .unwrap();
-        let o = t.a.to_options(BenchFormat::Text).unwrap();
+        let o = t.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.device.as_deref(), Some("rxe0"));
         assert_eq!(o.port, Some(1));
         assert_eq!(o.sizes, vec![65536, 1 << 20, 8 << 20]);
         assert_eq!(o.length, RunLength::Duration(Duration::from_secs(2)));
-        let t = T::try_parse_from(["t"]).unwrap();
-        let o = t.a.to_options(BenchFormat::Text).unwrap();
+        let t = parse(&["t"]).unwrap();
+        let o = t.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.sizes, vec![8 << 20]);
         assert_eq!(o.length, RunLength::Duration(Duration::from_secs(5)));
-        assert!(T::try_parse_from(["t", "--sweep", "--size", "1M"]).is_err());
-        assert!(T::try_parse_from(["t", "--duration", "1", "--iters", "5"]).is_err());
-        let t = T::try_parse_from(["t", "--sweep", "--iters", "100", "--memory", "cuda-peermem"])
-            .unwrap();
-        let o = t.a.to_options(BenchFormat::Text).unwrap();
+        assert!(parse(&["t", "--sweep", "--size", "1M"]).is_err());
+        assert!(parse(&["t", "--duration", "1", "--iters", "5"]).is_err());
+        let t = parse(&["t", "--sweep", "--iters", "100", "--memory", "cuda-peermem"]).unwrap();
+        let o = t.to_options(BenchFormat::Text).unwrap();
         assert_eq!(o.sizes.len(), 12);
         assert_eq!(o.memory, Some(MemoryKind::CudaPeermem));
         assert_eq!(o.length, RunLength::Iterations(100));
         // Refused by the option's type (grammar::fraction_above_zero).
-        assert!(T::try_parse_from(["t", "--min-fraction", "1.5"]).is_err());
+        assert!(parse(&["t", "--min-fraction", "1.5"]).is_err());
     }
 
     #[test]
     fn pair_arguments() {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct T {
-            #[command(flatten)]
-            a: PairArgs,
-        }
-        let t = T::try_parse_from(["t", "--listen"]).unwrap();
-        assert_eq!(t.a.listen.as_deref(), Some(""));
-        let t = T::try_parse_from(["t", "--listen", "10.0.0.1"]).unwrap();
-        assert_eq!(t.a.listen.as_deref(), Some("10.0.0.1"));
-        assert!(T::try_parse_from(["t"]).is_err());
-        assert!(T::try_parse_from(["t", "--listen", "peer"]).is_ok());
-        assert!(T::try_parse_from(["t", "host", "--listen"]).is_err());
-        let t = T::try_parse_from([
+        let parse = |argv: &[&str]| crate::commands::cli::parse_group::<PairArgs>(argv);
+        let t = parse(&["t", "--listen"]).unwrap();
+        assert_eq!(t.listen.as_deref(), Some(""));
+        let t = parse(&["t", "--listen", "10.0.0.1"]).unwrap();
+        assert_eq!(t.listen.as_deref(), Some("10.0.0.1"));
+        assert!(parse(&["t"]).is_err());
+        assert!(parse(&["t", "--listen", "peer"]).is_ok());
+        assert!(parse(&["t", "host", "--listen"]).is_err());
+        let t = parse(&[
             "t", "host", "--size", "64K,1M", "--op", "read", "--iters", "9",
         ])
         .unwrap();
-        let o = t.a.to_options().unwrap();
+        let o = t.to_options().unwrap();
         assert_eq!(o.sizes, vec![65536, 1 << 20]);
         assert_eq!(o.op, Op::Read);
         assert_eq!(o.length, WireLength::Iterations(9));
-        let t =
-            T::try_parse_from(["t", "host", "--size", "1M,2M,4M", "--duration", "120"]).unwrap();
+        let t = parse(&["t", "host", "--size", "1M,2M,4M", "--duration", "120"]).unwrap();
         assert!(t
-            .a
             .to_options()
             .unwrap_err()
             .to_string()
             .contains("--timeout"));
         // Refused by the option's range.
-        assert!(T::try_parse_from(["t", "host", "--check-iters", "0"]).is_err());
+        assert!(parse(&["t", "host", "--check-iters", "0"]).is_err());
     }
 
     #[test]
     fn all_nics_arguments() {
-        use clap::Parser;
-        #[derive(clap::Parser)]
-        struct T {
-            #[command(flatten)]
-            a: PairArgs,
-        }
-        let t = T::try_parse_from(["t", "--listen", "--all-nics"]).unwrap();
-        let e = t.a.to_options().unwrap_err().to_string();
+        let parse = |argv: &[&str]| crate::commands::cli::parse_group::<PairArgs>(argv);
+        let t = parse(&["t", "--listen", "--all-nics"]).unwrap();
+        let e = t.to_options().unwrap_err().to_string();
         assert!(e.contains("--all-nics --listen needs ADDR"), "{e}");
-        let t = T::try_parse_from(["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
-        assert!(t.a.to_options().unwrap().all_nics);
-        assert!(T::try_parse_from(["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
-        assert!(T::try_parse_from(["t", "h", "--all-nics", "--gpu", "1"]).is_err());
-        assert!(T::try_parse_from(["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
+        let t = parse(&["t", "--listen", "10.0.0.1", "--all-nics"]).unwrap();
+        assert!(t.to_options().unwrap().all_nics);
+        assert!(parse(&["t", "h", "--all-nics", "--device", "mlx5_0"]).is_err());
+        assert!(parse(&["t", "h", "--all-nics", "--gpu", "1"]).is_err());
+        assert!(parse(&["t", "h", "--all-nics", "--textfile", "/x"]).is_err());
     }
 }

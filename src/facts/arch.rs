@@ -6,13 +6,11 @@
 use crate::host::Host;
 use serde::Serialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Arch {
     #[serde(rename = "x86_64")]
-    #[value(name = "x86_64", alias = "amd64")]
     X86_64,
     #[serde(rename = "aarch64")]
-    #[value(name = "aarch64", alias = "arm64")]
     Aarch64,
     /// Another architecture (ppc64le, s390x, riscv64, ...).
     #[serde(rename = "other")]

@@ -3,7 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::bench::report::{human_bytes, ExportReport, LoopbackReport, Threshold};
+use crate::bench::report::{
+    human_bytes, DataCheck, ExportReport, LoopbackReport, SizeResult, Threshold,
+};
 use gdrprov_rdma::verbs::PortInfo;
 
 /// A bench's text, or its JSON document in gdrprov's envelope (benches run on
@@ -36,6 +38,16 @@ fn port_line(p: &PortInfo) -> String {
 /// The text report.
 pub fn render_text(r: &LoopbackReport) -> String {
     let mut s = String::new();
+    header_lines(&mut s, r);
+    result_table(&mut s, &r.results);
+    data_check_line(&mut s, &r.data_check);
+    threshold_line(&mut s, &r.threshold);
+    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
+    s
+}
+
+/// The ports, the memory (its GPU, dma-buf), the QPs and the line rate.
+fn header_lines(s: &mut String, r: &LoopbackReport) {
     let _ = writeln!(
         s,
         "RDMA WRITE loopback: {} -> {}",
@@ -75,6 +87,10 @@ pub fn render_text(r: &LoopbackReport) -> String {
             let _ = writeln!(s, "line rate: unknown");
         }
     }
+}
+
+/// One row per message size, in perftest's columns.
+fn result_table(s: &mut String, results: &[SizeResult]) {
     let _ = writeln!(
         s,
         " {:<12} {:<13} {:<17} {:<20} {:<14} of line rate",
@@ -88,7 +104,7 @@ pub fn render_text(r: &LoopbackReport) -> String {
             format!("{v:.4}")
         }
     };
-    for x in &r.results {
+    for x in results {
         let frac = x
             .line_rate_fraction
             .map(|f| format!("{:.1}%", f * 100.0))
@@ -104,7 +120,10 @@ pub fn render_text(r: &LoopbackReport) -> String {
             frac
         );
     }
-    let d = &r.data_check;
+}
+
+/// Whether what RDMA WRITE put there reads back the same.
+fn data_check_line(s: &mut String, d: &DataCheck) {
     if d.passed {
         let _ = writeln!(
             s,
@@ -123,9 +142,6 @@ pub fn render_text(r: &LoopbackReport) -> String {
                 .unwrap_or_else(|| "?".into())
         );
     }
-    threshold_line(&mut s, &r.threshold);
-    let _ = writeln!(s, "result: {}", if r.passed { "PASS" } else { "FAIL" });
-    s
 }
 
 /// The threshold line of a bench report (the loopback's and the pair's).

@@ -41,7 +41,9 @@
     clippy::print_stderr
 )]
 
+mod clap_types;
 mod front_door;
+mod progress;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

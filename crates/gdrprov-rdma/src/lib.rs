@@ -19,6 +19,7 @@
 //! - [`cuda`]: GPUs and device memory through the CUDA driver API, dma-buf export, timed copies.
 //! - [`nvml`]: GPU health counters through NVML.
 //! - [`nvlink`]: the node's NVLink links, fabric state and GPU pairs through `nvml-wrapper`.
+//! - `nvml_raw`: the few NVML calls nvml-wrapper cannot make (each says why), in one place.
 
 pub mod cuda;
 pub mod error;
@@ -27,6 +28,7 @@ pub mod host_buf;
 pub mod memory;
 pub mod nvlink;
 pub mod nvml;
+mod nvml_raw;
 pub mod qp;
 pub mod verbs;
 

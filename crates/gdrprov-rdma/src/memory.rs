@@ -20,7 +20,6 @@ use crate::HostView;
 
 /// Where the benchmark's buffers live.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum MemoryKind {
     /// Host memory (ibv_reg_mr).

@@ -4,20 +4,19 @@
 //! rate, what is at its far end (a GPU by PCI address, or an NVSwitch), its error counters; the
 //! GPU's fabric state (NVSwitch systems); per ordered pair NVML's P2P status and the topology
 //! level of their common ancestor. A function the installed driver lacks is written down in
-//! `missing` (a finding), never a crash.
+//! `missing` (a finding), never a crash. The calls nvml-wrapper cannot make are in
+//! [`crate::nvml_raw`].
 //!
 //! The whole answer is plain data (serde both ways) so that `inventory --snapshot` can keep it
 //! and a snapshot replays it.
-#![allow(
-    unsafe_code,
-    reason = "NVML calls nvml-wrapper does not wrap, through its raw handles"
-)]
 
 use nvml_wrapper::enum_wrappers::device::{P2pCapabilitiesIndex, P2pStatus, TopologyLevel};
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::{Device, Nvml};
 use nvml_wrapper_sys::bindings as sys;
+
+use crate::nvml_raw;
 use serde::{Deserialize, Serialize};
 
 /// NVML's fields for a link's speed (scoped to the link) and the common speed of the active
@@ -201,7 +200,7 @@ pub fn read() -> NodeLinks {
         let Some(d) = ask.ok("nvmlDeviceGetHandleByIndex", nvml.device_by_index(i)) else {
             continue;
         };
-        gpus.push(gpu(&nvml, i, &d, &mut ask));
+        gpus.push(gpu(i, &d, &mut ask));
     }
     let mut pairs = Vec::new();
     for a in 0..count {
@@ -282,7 +281,7 @@ fn errors(link: &nvml_wrapper::NvLink, ask: &mut Ask) -> LinkErrors {
     }
 }
 
-fn gpu(nvml: &Nvml, index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
+fn gpu(index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
     let name = ask.ok("nvmlDeviceGetName", d.name()).unwrap_or_default();
     let pci = ask
         .ok("nvmlDeviceGetPciInfo", d.pci_info())
@@ -304,7 +303,7 @@ fn gpu(nvml: &Nvml, index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
             Err(_) => continue,
         };
         let version_raw = ask.ok("nvmlDeviceGetNvLinkVersion", link.version());
-        let remote_type = remote_type(nvml, d, l, ask);
+        let remote_type = remote_type(d, l, ask);
         let remote_pci = ask
             .ok(
                 "nvmlDeviceGetNvLinkRemotePciInfo_v2",
@@ -335,30 +334,19 @@ fn gpu(nvml: &Nvml, index: u32, d: &Device, ask: &mut Ask) -> GpuNode {
         link_speed_mbps: links
             .iter()
             .find(|l| l.up)
-            .and_then(|l| speed(nvml, d, l.link, ask)),
+            .and_then(|l| speed(d, l.link, ask)),
         links,
-        fabric: fabric(nvml, d, ask),
+        fabric: fabric(d, ask),
     }
 }
 
-/// What is at the far end of a link. (nvml-wrapper 0.13's `remote_device_type` reads its answer
-/// into a temporary and always says "unknown", so the function is called directly.)
-fn remote_type(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<String> {
-    let lib = nvml.lib();
-    if lib.nvmlDeviceGetNvLinkRemoteDeviceType.is_err() {
-        ask.ok::<()>(
-            "nvmlDeviceGetNvLinkRemoteDeviceType",
-            Err(NvmlError::FailedToLoadSymbol("not in this driver".into())),
-        );
-        return None;
-    }
-    let mut t: sys::nvmlIntNvLinkDeviceType_t = 0xff;
-    // SAFETY: the symbol is present (checked above); the handle is a live device of `nvml`;
-    // `t` is the enum-sized out-parameter the function writes.
-    let r = unsafe { lib.nvmlDeviceGetNvLinkRemoteDeviceType(d.handle(), link, &mut t) };
-    if r != 0 {
-        return None;
-    }
+/// What is at the far end of a link (through [`crate::nvml_raw`]: nvml-wrapper 0.13's
+/// `remote_device_type` always says "unknown").
+fn remote_type(d: &Device, link: u32, ask: &mut Ask) -> Option<String> {
+    let t = ask.ok(
+        "nvmlDeviceGetNvLinkRemoteDeviceType",
+        nvml_raw::remote_device_type(d, link),
+    )??;
     Some(
         match t {
             sys::nvmlIntNvLinkDeviceType_enum_NVML_NVLINK_DEVICE_TYPE_GPU => "gpu",
@@ -371,39 +359,14 @@ fn remote_type(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<Stri
 }
 
 /// A link's speed in MB/s one way: `NVML_FI_DEV_NVLINK_GET_SPEED` scoped to the link, else the
-/// links' common speed. (nvml-wrapper's field API cannot set the scope.)
-fn speed(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<u64> {
-    let lib = nvml.lib();
-    if lib.nvmlDeviceGetFieldValues.is_err() {
-        ask.ok::<()>(
-            "nvmlDeviceGetFieldValues",
-            Err(NvmlError::FailedToLoadSymbol("not in this driver".into())),
-        );
-        return None;
-    }
+/// links' common speed (through [`crate::nvml_raw`]: nvml-wrapper's field API cannot set the
+/// scope).
+fn speed(d: &Device, link: u32, ask: &mut Ask) -> Option<u64> {
     for (field, scope) in [(FI_NVLINK_GET_SPEED, link), (FI_NVLINK_SPEED_COMMON, 0)] {
-        // SAFETY: plain C data; zero is a valid bit pattern for every field of the struct.
-        let mut v: sys::nvmlFieldValue_t = unsafe { std::mem::zeroed() };
-        v.fieldId = field;
-        v.scopeId = scope;
-        // SAFETY: symbol present; one value in, one out; the handle is a live device.
-        let r = unsafe { lib.nvmlDeviceGetFieldValues(d.handle(), 1, &mut v) };
-        if r != 0 || v.nvmlReturn != 0 {
-            continue;
-        }
-        // SAFETY: the union member read is the one `valueType` names.
-        let got = unsafe {
-            match v.valueType {
-                0 => Some(v.value.dVal as u64),
-                1 => Some(u64::from(v.value.uiVal)),
-                2 => Some(v.value.ulVal),
-                3 => Some(v.value.ullVal),
-                4 => u64::try_from(v.value.sllVal).ok(),
-                5 => u64::try_from(v.value.siVal).ok(),
-                6 => Some(u64::from(v.value.usVal)),
-                _ => None,
-            }
-        };
+        let got = ask.ok(
+            "nvmlDeviceGetFieldValues",
+            nvml_raw::field_value(d, field, scope),
+        )?;
         if let Some(x) = got.filter(|x| *x > 0) {
             return Some(x);
         }
@@ -411,28 +374,10 @@ fn speed(nvml: &Nvml, d: &Device, link: u32, ask: &mut Ask) -> Option<u64> {
     None
 }
 
-fn fabric(nvml: &Nvml, d: &Device, ask: &mut Ask) -> Option<Fabric> {
-    let lib = nvml.lib();
-    if lib.nvmlDeviceGetGpuFabricInfo.is_err() {
-        ask.ok::<()>(
-            "nvmlDeviceGetGpuFabricInfo",
-            Err(NvmlError::FailedToLoadSymbol("not in this driver".into())),
-        );
-        return None;
-    }
-    let mut info = sys::nvmlGpuFabricInfo_t {
-        clusterUuid: [0; 16],
-        status: 0,
-        cliqueId: 0,
-        state: 0,
-    };
-    // SAFETY: the symbol is present (checked above); the handle is a live device of `nvml`;
-    // `info` is the v1 struct this function fills.
-    let r = unsafe { lib.nvmlDeviceGetGpuFabricInfo(d.handle(), &mut info) };
-    if r != 0 {
-        return None;
-    }
-    let state = match u32::from(info.state) {
+fn fabric(d: &Device, ask: &mut Ask) -> Option<Fabric> {
+    let (state, status, clique) =
+        ask.ok("nvmlDeviceGetGpuFabricInfo", nvml_raw::fabric_info(d))??;
+    let state = match state {
         sys::NVML_GPU_FABRIC_STATE_NOT_SUPPORTED => "not-supported",
         sys::NVML_GPU_FABRIC_STATE_NOT_STARTED => "not-started",
         sys::NVML_GPU_FABRIC_STATE_IN_PROGRESS => "in-progress",
@@ -441,8 +386,8 @@ fn fabric(nvml: &Nvml, d: &Device, ask: &mut Ask) -> Option<Fabric> {
     };
     Some(Fabric {
         state: state.to_string(),
-        status: (state == "completed").then_some(info.status),
-        clique: (state == "completed").then_some(info.cliqueId),
+        status: (state == "completed").then_some(status),
+        clique: (state == "completed").then_some(clique),
     })
 }
 

@@ -1,19 +1,19 @@
-//! GPU health counters through NVML (libnvidia-ml.so.1, loaded at run time): uncorrectable ECC
-//! errors, pending or failed row remapping, retired pages, persistence mode, NVLink links down.
-//! gdrprov's `gpu-health` check judges them.
-#![allow(
-    unsafe_code,
-    reason = "NVML is C, loaded at run time: symbols and calls through libloading"
-)]
+//! GPU health counters through NVML, by the `nvml-wrapper` crate (which loads
+//! libnvidia-ml.so.1 at run time): uncorrectable ECC errors, pending or failed row remapping,
+//! retired pages, persistence mode, NVLink links down. gdrprov's `gpu-health` check judges them.
+//! The counters nvml-wrapper cannot read (row remapping, the retired pages' count) come from
+//! [`crate::nvml_raw`], the one place of raw NVML calls.
 
-use libloading::{Library, Symbol};
+use nvml_wrapper::enum_wrappers::device::{EccCounter, MemoryError};
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper_sys::bindings as sys;
 use serde::Serialize;
-use std::ffi::{c_char, c_uint, c_ulonglong, c_void, CStr};
 
-type Ret = c_uint;
-const SUCCESS: Ret = 0;
-const INSUFFICIENT_SIZE: Ret = 7;
-const NVLINK_MAX_LINKS: c_uint = 18;
+use crate::nvml_raw;
+
+/// `NVML_NVLINK_MAX_LINKS`: links past the device's own answer "not supported" and are left out.
+const NVLINK_MAX_LINKS: u32 = 18;
 
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GpuHealth {
@@ -41,155 +41,175 @@ pub struct NvmlReport {
     pub gpus: Vec<GpuHealth>,
 }
 
-fn err(what: &str, r: Ret) -> String {
-    format!("{what} returned NVML error {r}")
+/// An NVML call's failure, with NVML's return code.
+fn err(what: &str, e: NvmlError) -> String {
+    format!("{what} returned NVML error {}", sys::nvmlReturn_t::from(e))
+}
+
+/// Why NVML could not be started: the library missing (it comes with the driver), its
+/// `nvmlInit_v2` missing, or NVML's own error.
+fn init_error(e: NvmlError) -> String {
+    match e {
+        NvmlError::LibloadingError(e) => {
+            format!("libnvidia-ml.so.1 cannot be loaded ({e}); it comes with the NVIDIA driver")
+        }
+        NvmlError::FailedToLoadSymbol(_) => "libnvidia-ml.so.1 has no nvmlInit_v2".into(),
+        e => err("nvmlInit", e),
+    }
 }
 
 /// Reads every GPU through NVML; Err names what is missing or failed.
 pub fn read() -> Result<NvmlReport, String> {
-    // SAFETY: loading the NVIDIA management library runs its initialisers only.
-    let lib = unsafe { Library::new("libnvidia-ml.so.1") }.map_err(|e| {
-        format!("libnvidia-ml.so.1 cannot be loaded ({e}); it comes with the NVIDIA driver")
-    })?;
-    // SAFETY: the signatures below are NVML's (nvml.h), looked up by name.
-    unsafe {
-        macro_rules! sym {
-            ($name:literal, $t:ty) => {{
-                let s: Result<Symbol<$t>, _> = lib.get(concat!($name, "\0").as_bytes());
-                s.map_err(|_| format!("libnvidia-ml.so.1 has no {}", $name))?
-            }};
-        }
-        let init = sym!("nvmlInit_v2", unsafe extern "C" fn() -> Ret);
-        let shutdown = sym!("nvmlShutdown", unsafe extern "C" fn() -> Ret);
-        let r = init();
-        if r != SUCCESS {
-            return Err(err("nvmlInit", r));
-        }
-        let out = gather(&lib);
-        shutdown();
-        out
-    }
-}
-
-#[repr(C)]
-struct PciInfo {
-    bus_id_legacy: [c_char; 16],
-    domain: c_uint,
-    bus: c_uint,
-    device: c_uint,
-    pci_device_id: c_uint,
-    pci_sub_system_id: c_uint,
-    bus_id: [c_char; 32],
-}
-
-unsafe fn gather(lib: &Library) -> Result<NvmlReport, String> {
-    type Dev = *mut c_void;
-    macro_rules! sym {
-        ($name:literal, $t:ty) => {{
-            let s: Result<Symbol<$t>, _> = lib.get(concat!($name, "\0").as_bytes());
-            s.map_err(|_| format!("libnvidia-ml.so.1 has no {}", $name))?
-        }};
-    }
-    let count = sym!(
-        "nvmlDeviceGetCount_v2",
-        unsafe extern "C" fn(*mut c_uint) -> Ret
-    );
-    let handle = sym!(
-        "nvmlDeviceGetHandleByIndex_v2",
-        unsafe extern "C" fn(c_uint, *mut Dev) -> Ret
-    );
-    let name = sym!(
-        "nvmlDeviceGetName",
-        unsafe extern "C" fn(Dev, *mut c_char, c_uint) -> Ret
-    );
-    let pci = sym!(
-        "nvmlDeviceGetPciInfo_v3",
-        unsafe extern "C" fn(Dev, *mut PciInfo) -> Ret
-    );
-    let ecc = sym!(
-        "nvmlDeviceGetTotalEccErrors",
-        unsafe extern "C" fn(Dev, c_uint, c_uint, *mut c_ulonglong) -> Ret
-    );
-    let remap = sym!(
-        "nvmlDeviceGetRemappedRows",
-        unsafe extern "C" fn(Dev, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint) -> Ret
-    );
-    let retired = sym!(
-        "nvmlDeviceGetRetiredPages",
-        unsafe extern "C" fn(Dev, c_uint, *mut c_uint, *mut c_ulonglong) -> Ret
-    );
-    let persist = sym!(
-        "nvmlDeviceGetPersistenceMode",
-        unsafe extern "C" fn(Dev, *mut c_uint) -> Ret
-    );
-    let nvlink = sym!(
-        "nvmlDeviceGetNvLinkState",
-        unsafe extern "C" fn(Dev, c_uint, *mut c_uint) -> Ret
-    );
-    let version = sym!(
-        "nvmlSystemGetDriverVersion",
-        unsafe extern "C" fn(*mut c_char, c_uint) -> Ret
-    );
-    let mut buf = [0 as c_char; 96];
-    let driver = (version(buf.as_mut_ptr(), 96) == SUCCESS)
-        .then(|| CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned());
-    let mut n: c_uint = 0;
-    let r = count(&mut n);
-    if r != SUCCESS {
-        return Err(err("nvmlDeviceGetCount", r));
-    }
+    let nvml = Nvml::init().map_err(init_error)?;
+    let driver = nvml.sys_driver_version().ok();
+    let n = nvml
+        .device_count()
+        .map_err(|e| err("nvmlDeviceGetCount", e))?;
     let mut gpus = Vec::new();
     for i in 0..n {
-        let mut d: Dev = std::ptr::null_mut();
-        let r = handle(i, &mut d);
-        if r != SUCCESS {
-            return Err(err("nvmlDeviceGetHandleByIndex", r));
-        }
-        let mut g = GpuHealth {
-            index: i,
-            ..GpuHealth::default()
-        };
-        let mut nb = [0 as c_char; 96];
-        if name(d, nb.as_mut_ptr(), 96) == SUCCESS {
-            g.name = CStr::from_ptr(nb.as_ptr()).to_string_lossy().into_owned();
-        }
-        let mut p: PciInfo = std::mem::zeroed();
-        if pci(d, &mut p) == SUCCESS {
-            g.pci = format!("{:04x}:{:02x}:{:02x}.0", p.domain & 0xffff, p.bus, p.device);
-        }
-        // NVML_MEMORY_ERROR_TYPE_UNCORRECTED = 1; NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1.
-        let mut v: c_ulonglong = 0;
-        g.ecc_uncorrected_volatile = (ecc(d, 1, 0, &mut v) == SUCCESS).then_some(v);
-        let mut a: c_ulonglong = 0;
-        g.ecc_uncorrected_aggregate = (ecc(d, 1, 1, &mut a) == SUCCESS).then_some(a);
-        let (mut corr, mut unc, mut pend, mut fail) = (0, 0, 0, 0);
-        if remap(d, &mut corr, &mut unc, &mut pend, &mut fail) == SUCCESS {
-            g.remap_pending = Some(pend != 0);
-            g.remap_failed = Some(fail != 0);
-            g.remapped_rows_uncorrectable = Some(unc);
-        }
-        // Causes: 0 multiple single-bit ECC errors, 1 double-bit ECC error.
-        let mut pages: Option<u32> = None;
-        for cause in 0..2 {
-            let mut c: c_uint = 0;
-            let r = retired(d, cause, &mut c, std::ptr::null_mut());
-            if r == SUCCESS || r == INSUFFICIENT_SIZE {
-                pages = Some(pages.unwrap_or(0) + c);
-            }
-        }
-        g.retired_pages = pages;
-        let mut m: c_uint = 0;
-        g.persistence_mode = (persist(d, &mut m) == SUCCESS).then_some(m == 1);
-        for l in 0..NVLINK_MAX_LINKS {
-            let mut active: c_uint = 0;
-            if nvlink(d, l, &mut active) == SUCCESS {
-                g.nvlinks += 1;
-                if active == 0 {
-                    g.nvlinks_down.push(l);
-                }
-            }
-        }
-        gpus.push(g);
+        let d = nvml
+            .device_by_index(i)
+            .map_err(|e| err("nvmlDeviceGetHandleByIndex", e))?;
+        gpus.push(health(i, &d));
     }
     Ok(NvmlReport { driver, gpus })
+}
+
+/// One GPU's counters; each one NVML cannot give is `None` (or empty).
+fn health(index: u32, d: &Device) -> GpuHealth {
+    let ecc = |counter| d.total_ecc_errors(MemoryError::Uncorrected, counter).ok();
+    let remap = nvml_raw::remapped_rows(d).ok().flatten();
+    // Causes: 0 multiple single-bit ECC errors, 1 double-bit ECC error.
+    let retired = [0, 1].map(|cause| nvml_raw::retired_page_count(d, cause).ok().flatten());
+    let (nvlinks, nvlinks_down) =
+        links((0..NVLINK_MAX_LINKS).map(|l| (l, d.link_wrapper_for(l).is_active().ok())));
+    GpuHealth {
+        index,
+        name: d.name().unwrap_or_default(),
+        pci: d
+            .pci_info()
+            .map(|p| pci_address(p.domain, p.bus, p.device))
+            .unwrap_or_default(),
+        ecc_uncorrected_volatile: ecc(EccCounter::Volatile),
+        ecc_uncorrected_aggregate: ecc(EccCounter::Aggregate),
+        remap_pending: remap.map(|(_, pending, _)| pending),
+        remap_failed: remap.map(|(_, _, failed)| failed),
+        remapped_rows_uncorrectable: remap.map(|(unc, _, _)| unc),
+        retired_pages: retired_pages(retired),
+        persistence_mode: d.is_in_persistent_mode().ok(),
+        nvlinks,
+        nvlinks_down,
+    }
+}
+
+/// The sysfs form of a GPU's PCI address, function 0 (`0000:3b:00.0`).
+fn pci_address(domain: u32, bus: u32, device: u32) -> String {
+    format!("{:04x}:{:02x}:{:02x}.0", domain & 0xffff, bus, device)
+}
+
+/// The pages retired for either cause; `None` when NVML answered neither.
+fn retired_pages(by_cause: [Option<u32>; 2]) -> Option<u32> {
+    by_cause
+        .into_iter()
+        .flatten()
+        .fold(None, |sum, c| Some(sum.unwrap_or(0) + c))
+}
+
+/// The links NVML answers for (link, up?), and which of them are down.
+fn links(states: impl Iterator<Item = (u32, Option<bool>)>) -> (u32, Vec<u32>) {
+    let mut present = 0;
+    let mut down = Vec::new();
+    for (l, up) in states {
+        if let Some(up) = up {
+            present += 1;
+            if !up {
+                down.push(l);
+            }
+        }
+    }
+    (present, down)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_addresses_in_sysfs_form() {
+        assert_eq!(pci_address(0, 0x3b, 0), "0000:3b:00.0");
+        assert_eq!(pci_address(0x1_0002, 0xc1, 0x1f), "0002:c1:1f.0");
+    }
+
+    #[test]
+    fn retired_pages_add_up_where_answered() {
+        assert_eq!(retired_pages([None, None]), None);
+        assert_eq!(retired_pages([Some(0), None]), Some(0));
+        assert_eq!(retired_pages([Some(2), Some(3)]), Some(5));
+        assert_eq!(retired_pages([None, Some(1)]), Some(1));
+    }
+
+    #[test]
+    fn links_present_and_down() {
+        let states = [
+            (0, Some(true)),
+            (1, Some(false)),
+            (2, None),
+            (3, Some(false)),
+        ];
+        assert_eq!(links(states.into_iter()), (3, vec![1, 3]));
+        assert_eq!(links(std::iter::empty()), (0, vec![]));
+    }
+
+    #[test]
+    fn nvml_errors_keep_their_code() {
+        assert_eq!(
+            err("nvmlDeviceGetCount", NvmlError::DriverNotLoaded),
+            "nvmlDeviceGetCount returned NVML error 9"
+        );
+        assert_eq!(
+            init_error(NvmlError::FailedToLoadSymbol("x".into())),
+            "libnvidia-ml.so.1 has no nvmlInit_v2"
+        );
+        assert_eq!(
+            init_error(NvmlError::NoPermission),
+            "nvmlInit returned NVML error 4"
+        );
+    }
+
+    /// Without the NVIDIA driver (this development machine), reading is the one error that
+    /// names the library, not a panic; with it, a report.
+    #[test]
+    fn a_missing_library_is_an_error_not_a_panic() {
+        match read() {
+            Ok(r) => assert!(r.gpus.iter().all(|g| !g.pci.is_empty())),
+            Err(e) => {
+                assert!(
+                    e.starts_with("libnvidia-ml.so.1 cannot be loaded (")
+                        && e.ends_with("); it comes with the NVIDIA driver"),
+                    "{e}"
+                );
+                assert!(e.contains("libnvidia-ml.so.1"), "{e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_report_keeps_its_fields() {
+        let g = GpuHealth {
+            index: 1,
+            remap_pending: Some(false),
+            nvlinks: 2,
+            nvlinks_down: vec![1],
+            ..GpuHealth::default()
+        };
+        let json = serde_json::to_string(&NvmlReport {
+            driver: Some("580.65".into()),
+            gpus: vec![g],
+        })
+        .unwrap_or_default();
+        assert_eq!(
+            json,
+            r#"{"driver":"580.65","gpus":[{"index":1,"name":"","pci":"","ecc_uncorrected_volatile":null,"ecc_uncorrected_aggregate":null,"remap_pending":false,"remap_failed":null,"remapped_rows_uncorrectable":null,"retired_pages":null,"persistence_mode":null,"nvlinks":2,"nvlinks_down":[1]}]}"#
+        );
+    }
 }

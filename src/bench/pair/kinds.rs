@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What the data moves with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
     /// The client writes into the listener's buffer (RDMA WRITE).

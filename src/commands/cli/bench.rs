@@ -4,6 +4,7 @@
 //! (what runs and when it passes), written once.
 
 use super::bench_node::gpu_index;
+use super::values::{self, MemoryArg, OpArg};
 use crate::bench::memory::MemoryKind;
 use crate::bench::pair::protocol::Op;
 use crate::bench::pair::DEFAULT_PORT;
@@ -58,7 +59,7 @@ pub struct EndArgs {
     #[arg(long, value_name = "DEV[:PORT]", value_parser = crate::grammar::rail_port)]
     pub device: Option<String>,
     /// Where this end's buffers live (default: cuda-dmabuf when a GPU is present, else host).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = values::parser::<MemoryArg, MemoryKind>())]
     pub memory: Option<MemoryKind>,
     /// CUDA device index for GPU memory.
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = gpu_index())]
@@ -173,7 +174,7 @@ pub struct PairArgs {
     #[command(flatten)]
     pub end: EndArgs,
     /// What to measure (client): write into the listener, read from it, or write both ways at once.
-    #[arg(long, value_enum, default_value_t = Op::Write)]
+    #[arg(long, value_parser = values::parser::<OpArg, Op>(), default_value = "write")]
     pub op: Op,
     #[command(flatten)]
     pub run: RunArgs,

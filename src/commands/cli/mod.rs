@@ -11,6 +11,8 @@ pub mod bench_node;
 pub mod boot;
 pub mod fleet;
 pub mod profile;
+pub mod usage;
+pub mod values;
 pub mod verify;
 
 #[cfg(test)]
@@ -40,10 +42,10 @@ pub struct Cli {
     #[arg(long, global = true, default_value = "/", value_name = "DIR")]
     pub root: PathBuf,
     /// Output for people or for machines.
-    #[arg(long, global = true, value_enum, default_value_t = Format::Text)]
+    #[arg(long, global = true, value_parser = values::parser::<values::FormatArg, Format>(), default_value = "text")]
     pub format: Format,
     /// Colour in diffs.
-    #[arg(long, global = true, value_enum, default_value_t = Color::Auto)]
+    #[arg(long, global = true, value_parser = values::parser::<values::ColorArg, Color>(), default_value = "auto")]
     pub color: Color,
     #[command(subcommand)]
     pub command: Command,
@@ -145,7 +147,7 @@ pub enum Shell {
 #[derive(Debug, Clone, Copy, Args)]
 pub struct CpuVendorArg {
     /// CPU vendor for the IOMMU arguments when the root's /proc/cpuinfo cannot tell (image builds).
-    #[arg(long, value_enum, value_name = "VENDOR")]
+    #[arg(long, value_name = "VENDOR", value_parser = values::parser::<values::CpuVendorArg, crate::facts::CpuVendor>())]
     pub cpu_vendor: Option<crate::facts::CpuVendor>,
 }
 
@@ -154,7 +156,7 @@ pub struct CpuVendorArg {
 pub struct ArchArg {
     /// CPU architecture for the IOMMU arguments when the root cannot tell, or to override it
     /// (image builds for another architecture): x86_64 or aarch64 (arm64).
-    #[arg(long, value_enum, value_name = "ARCH")]
+    #[arg(long, value_name = "ARCH", value_parser = values::parser::<values::ArchArg, crate::facts::arch::Arch>())]
     pub arch: Option<crate::facts::arch::Arch>,
 }
 
@@ -164,4 +166,40 @@ pub struct YesArg {
     /// Do not ask for confirmation.
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+/// `gdrprov completions SHELL`: the shell's completion script, from clap's tree.
+pub fn completions(shell: Shell) -> Vec<u8> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    let shell = match shell {
+        Shell::Bash => clap_complete::Shell::Bash,
+        Shell::Zsh => clap_complete::Shell::Zsh,
+        Shell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "gdrprov", &mut buf);
+    buf
+}
+
+/// `gdrprov man`: the manual page (roff), from clap's tree.
+pub fn man_page() -> std::io::Result<Vec<u8>> {
+    use clap::CommandFactory;
+    let mut buf = Vec::new();
+    clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+    Ok(buf)
+}
+
+/// Parses one group of options alone, as a command that flattens it would
+/// (the tests of the commands that turn the group into what they act on).
+#[cfg(test)]
+pub fn parse_group<A: Args>(argv: &[&str]) -> std::result::Result<A, String> {
+    #[derive(Parser)]
+    struct One<A: Args> {
+        #[command(flatten)]
+        group: A,
+    }
+    One::<A>::try_parse_from(argv)
+        .map(|o| o.group)
+        .map_err(|e| e.to_string())
 }

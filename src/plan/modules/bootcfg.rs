@@ -17,12 +17,13 @@ use gdrprov_boot::desired::{self, BootWants, CpuVendor as Vendor, IommuIntent};
 use gdrprov_boot::line::BootLine;
 use gdrprov_boot::{entries, grub_defaults};
 
-use super::bootcfg_extra::{self as extra, EntryFile, Extra};
+use super::bootcfg_extra::{self as extra, Extra};
 pub use super::bootcfg_grub::{bls_default_entry, BLS_DIR, GRUBENV_BLS};
 use super::bootcfg_grub::{
     bls_needing_change, defaults_edit, grub_cfg_stale, grub_error, names_entry, read_defaults,
     regenerate_command, DEFAULTS,
 };
+use super::bootcfg_grub_extra as grub_extra;
 
 mod regen;
 use regen::regeneration;
@@ -271,73 +272,22 @@ fn extra_entries(
     owned_entries: &[String],
     part: &mut Part,
 ) -> Result<Entries> {
-    let (seen, args, trial, bls) = (s.seen, &s.args, s.trial, s.bls);
-    let bls_default = if bls { bls_default_entry(seen) } else { None };
-    let (base_now, base_after) = match &bls_default {
-        Some((_, _, e)) => {
-            let after = desired::plan_args(
-                &BootLine::from_args(&e.options),
-                &s.wants,
-                &ctx.state.kernel_args,
-                None,
-            )?
-            .result;
-            (e.options.clone(), after)
-        }
-        None => (s.current.clone(), args.result.clone()),
+    let seen = s.seen;
+    let loader = grub_extra::GrubExtras {
+        ctx,
+        seen,
+        current: &s.current,
+        args: &s.args,
+        wants: &s.wants,
+        trial: s.trial,
+        bls: s.bls,
+        bls_default: if s.bls { bls_default_entry(seen) } else { None },
+        header: crate::plan::modules::files::header(ctx),
     };
-    let trial_own = trial.then_some(args.wanted.as_slice());
-    let extras = extra::command_lines(listed, &base_now, &base_after, trial_own)?;
-    let loader = match &bls_default {
-        Some((_, _, e)) => vec![format!("BOOT_IMAGE=(hd0,gpt2){}", e.linux)],
-        None => super::bootcfg_grub::grub_loader_args(seen),
-    };
-    for x in &extras {
-        let within = format!("boot entry `{}`", x.name);
-        super::bootcfg_arch::line_fits(&within, &x.args, &loader)?;
-    }
-    if bls && !extras.is_empty() && bls_default.is_none() {
-        return Err(Error::Refused(format!(
-            "no boot entry in {} to derive the extra entries ({}) from; install a kernel first",
-            seen.display(BLS_DIR),
-            extras
-                .iter()
-                .map(|x| x.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-
+    let planned = extra::plan(MODULE, &loader, listed, part)?;
     // The entry files, and whether any will change.
-    let header = crate::plan::modules::files::header(ctx);
-    let placed = extra::place(MODULE, &extras, part, |x| match &bls_default {
-        Some((default_id, text, e)) => {
-            let id = entries::bls_derived_id(default_id, &e.version, &x.name);
-            Ok(EntryFile {
-                path: format!("{BLS_DIR}/{id}.conf"),
-                content: entries::bls_derived(text, &id, &x.name, &x.args),
-                mode: 0o644,
-                id,
-            })
-        }
-        None => {
-            let title = entries::title(&x.name, &x.own);
-            let script = entries::grubd_script(&header, &x.name, &title, &x.args).map_err(|e| {
-                Error::Refused(format!(
-                    "boot entry `{}`: {e} (it comes from GRUB_CMDLINE_LINUX in {})",
-                    x.name,
-                    seen.display(DEFAULTS)
-                ))
-            })?;
-            Ok(EntryFile {
-                path: entries::grubd_path(&x.name),
-                content: script,
-                mode: 0o755,
-                id: x.name.clone(),
-            })
-        }
-    })?;
-    let wanted_paths: Vec<(String, String)> = placed
+    let wanted_paths: Vec<(String, String)> = planned
+        .placed
         .files
         .into_iter()
         .map(|f| (f.path, f.content))
@@ -352,13 +302,13 @@ fn extra_entries(
         .iter()
         .any(|p| !wanted_paths.iter().any(|(w, _)| w == p) && !matches!(seen.file(p), Ok(None)));
     Ok(Entries {
-        extras,
+        extras: planned.extras,
         wanted_paths,
         scripts_changed,
-        trial_id: placed.trial_id,
+        trial_id: planned.placed.trial_id,
         removed,
-        base_now,
-        base_after,
+        base_now: planned.base_now,
+        base_after: planned.base_after,
     })
 }
 

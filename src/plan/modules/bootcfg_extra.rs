@@ -114,3 +114,49 @@ pub(super) fn place(
     }
     Ok(placed)
 }
+
+/// What a boot loader gives the one core of its extra entries ([`plan`]):
+/// GRUB (grub.d scripts, or copies of the default BLS entry) and
+/// systemd-boot (copies of its default entry) differ only here.
+pub(super) trait Loader {
+    /// The default entry's command line now and after this plan.
+    fn base(&self) -> Result<(Vec<String>, Vec<String>)>;
+    /// The trial's own arguments (its entry's title), when this plan is a trial.
+    fn trial_own(&self) -> Option<&[String]>;
+    /// Refuses entries this loader cannot boot, before any file is made.
+    fn check(&self, _extras: &[Extra]) -> Result<()> {
+        Ok(())
+    }
+    /// One entry's file.
+    fn file(&self, x: &Extra) -> Result<EntryFile>;
+}
+
+/// The extra entries as planned: their command lines and files, and the
+/// default entry's command line now and after this plan.
+pub(super) struct Planned {
+    pub(super) extras: Vec<Extra>,
+    pub(super) placed: Placed,
+    pub(super) base_now: Vec<String>,
+    pub(super) base_after: Vec<String>,
+}
+
+/// The extra entries of either boot loader: each one's command line from
+/// the default entry's (the `loader` gives it), checked by the loader,
+/// then its file placed in the plan as `module`'s.
+pub(super) fn plan(
+    module: &'static str,
+    loader: &impl Loader,
+    listed: &[(String, BootWants)],
+    part: &mut Part,
+) -> Result<Planned> {
+    let (base_now, base_after) = loader.base()?;
+    let extras = command_lines(listed, &base_now, &base_after, loader.trial_own())?;
+    loader.check(&extras)?;
+    let placed = place(module, &extras, part, |x| loader.file(x))?;
+    Ok(Planned {
+        extras,
+        placed,
+        base_now,
+        base_after,
+    })
+}

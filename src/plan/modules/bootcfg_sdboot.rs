@@ -8,7 +8,8 @@
 //! it added, or ones the profile forbids. Pure: facts and files read
 //! through `ctx.seen`.
 
-use super::bootcfg_extra::{self as extra, EntryFile};
+use super::bootcfg_extra as extra;
+use super::bootcfg_sdboot_extra as sd_extra;
 use crate::error::{Error, Result};
 use crate::facts::boot_shape::SdBoot;
 use crate::host::CommandSpec;
@@ -361,86 +362,42 @@ fn extra_entries(
     kernels: &[(String, String)],
     part: &mut Part,
 ) -> Result<()> {
-    let seen = ctx.seen;
     let dir = format!("{}/loader/entries", sd.esp);
-    let names: Vec<&str> = listed
-        .iter()
-        .map(|(n, _)| n.as_str())
-        .chain(ctx.trial.is_some().then_some(entries::TRIAL_ENTRY))
-        .collect();
     let mut parsed: Vec<BlsEntry> = kernels
         .iter()
         .map(|(p, t)| entries::parse_bls(entry_id(p), t, ""))
         .collect();
     sdboot::sort(&mut parsed);
-    let loader_conf = seen.file(&format!("{}/loader/loader.conf", sd.esp))?;
-    let Some(default) = sdboot::default_of(&parsed, sd.efi_default.as_deref(), loader_conf) else {
-        let why = if sd.ukis.is_empty() {
-            String::new()
-        } else {
-            format!(
-                " (the unified kernel images in {}/EFI/Linux carry their command line inside and cannot be copied with other arguments)",
-                sd.esp
-            )
-        };
-        return Err(Error::Refused(format!(
-            "no boot entry in {} to copy for {}{why}; install a kernel with kernel-install first, or drop them",
-            seen.display(&dir),
-            names.join(", ")
-        )));
+    let loader_conf = ctx.seen.file(&format!("{}/loader/loader.conf", sd.esp))?;
+    let default = sd_extra::default_to_copy(ctx, sd, listed, &parsed, loader_conf, &dir)?;
+    let loader = sd_extra::SdExtras {
+        ctx,
+        wants,
+        dir: &dir,
+        text: kernels
+            .iter()
+            .find(|(p, _)| entry_id(p) == default.id)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default(),
+        default: &default,
     };
-    let default = default.clone();
-    let default_text = kernels
-        .iter()
-        .find(|(p, _)| entry_id(p) == default.id)
-        .map(|(_, t)| t.clone())
-        .unwrap_or_default();
-    let base_now = default.options.clone();
-    let base_line = BootLine::from_args(&base_now);
-    let base_after = desired::plan_args(&base_line, wants, &ctx.state.kernel_args, None)
-        .map_err(|source| Error::BootArgsIn {
-            within: format!("{}/{}.conf", dir, default.id),
-            source,
-        })?
-        .result;
-    let trial_own = ctx.trial.is_some().then_some(&[][..]);
-    let extras = extra::command_lines(listed, &base_now, &base_after, trial_own)?;
-    let (base_id, _) = sdboot::split_counter(&default.id);
-    let placed = extra::place(MODULE, &extras, part, |x| {
-        let id = entries::bls_derived_id(base_id, &default.version, &x.name);
-        Ok(EntryFile {
-            path: format!("{dir}/{id}.conf"),
-            content: entries::bls_derived(&default_text, &id, &x.name, &x.args),
-            mode: 0o644,
-            id,
-        })
-    })?;
-    let mut all = parsed.clone();
+    let planned = extra::plan(MODULE, &loader, listed, part)?;
+    let mut all = parsed;
     all.extend(
-        placed
+        planned
+            .placed
             .files
             .iter()
             .map(|f| entries::parse_bls(&f.id, &f.content, "")),
     );
-    // Never the default by accident: systemd-boot's own order decides.
-    sdboot::sort(&mut all);
-    let after = sdboot::default_of(&all, sd.efi_default.as_deref(), loader_conf);
-    if let Some(e) = after.filter(|e| e.id != default.id) {
-        return Err(Error::Refused(format!(
-            "systemd-boot would boot the new entry {} by default instead of {} (it sorts first, and no `default` in {}/loader/loader.conf or LoaderEntryDefault says otherwise); make the default explicit first with `gdrprov boot set-default {}`, then apply again (nothing was changed)",
-            e.id,
-            default.id,
-            seen.display(&sd.esp),
-            default.id
-        )));
-    }
-    if let Some(id) = placed.trial_id {
+    sd_extra::stays_the_default(ctx, sd, all, loader_conf, &default)?;
+    if let Some(id) = planned.placed.trial_id {
         let file = format!("{id}.conf");
         let argv = ["bootctl", "set-oneshot", file.as_str()];
         let how = "bootctl set-oneshot";
         part.commands
             .push(super::bootcfg_trial::one_shot(MODULE, &argv, how, &id));
-        super::bootcfg_trial::record(ctx, part, id, &base_now, base_after);
+        super::bootcfg_trial::record(ctx, part, id, &planned.base_now, planned.base_after);
     }
     Ok(())
 }
