@@ -134,7 +134,7 @@ fi
 # GDRPROV_VM_SNAPSHOT=0: every guest boots fresh.
 if [ "${GDRPROV_VM_SNAPSHOT:-1}" = 1 ]; then
   n=0
-  for f in "${scenarios[@]}"; do grep -qE '^# Flavor:|^vm_launch ' "$f" || n=$((n + 1)); done
+  for f in "${scenarios[@]}"; do grep -qE '^# Flavor: *(sdboot|uki|slurm|arm64)|^vm_launch ' "$f" || n=$((n + 1)); done
   [ "$n" -ge 2 ] && export VM_SNAPSHOTS=1
 fi
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 900
+# Seconds: 850
 # Scenario: power cuts: right after apply and rollback return (issue 16), and at an instant drawn over the run of apply (update-grub + update-initramfs): the guest boots wholly the old or the new line, nothing torn, the next command names the interrupted generation, recovery = an uninterrupted run
 # Flavor: grub  (the sdboot guest too when GDRPROV_PC_RUNS names it: the image is then built or reused below)
 # A few cuts of the campaign tests/vm/powercut/campaign.sh (tests/vm/powercut/README.md; the full campaign,
