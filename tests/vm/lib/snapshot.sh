@@ -44,13 +44,16 @@ vm_snapshot_ready() {
   local flavor=$1 s; s=$(vm_snapshot_dir "$flavor")
   mkdir -p "$s" || return 1
   [ -e "$s/ready" ] && return 0
+  local rc=0
   (
-    exec 8>"$s/lock"; flock -w 900 8 || exit 1
+    exec 8>"$s/lock"; flock -w $(( VM_BOOT_TIMEOUT + 300 )) 8 || exit 2
     [ -e "$s/ready" ] && exit 0
-    [ -e "$s/failed" ] && exit 1
+    [ -e "$s/failed" ] && exit 2
     vm_snapshot_make "$flavor" "$s"
-  ) && return 0
-  vm_kill "snap-$flavor"; : > "$s/failed"
+  ) || rc=$?
+  [ "$rc" = 0 ] && return 0
+  # 2: another lane holds the lock too long, or failed to make it: leave its guest alone.
+  [ "$rc" = 2 ] || { vm_kill "snap-$flavor"; : > "$s/failed"; }
   vm_log "no $flavor snapshot (see $(vm_gdir "snap-$flavor")): this guest boots fresh"
   return 1
 }
