@@ -44,6 +44,7 @@ vm_since() { echo $(( $(date +%s) - $1 )); }
 #   lib/host.sh     host packages, image cache and flavor directories, OVMF, accelerator
 #   lib/guests.sh   start guests (vm_launch, vm_start, vm_fresh, vm_shared), gdrprov in them, the exit trap,
 #                   guest facts (vm_efivar, vm_nic, vm_rxe, vm_ib_write_bw)
+#   lib/snapshot.sh booted snapshots: a flavor's image booted once a run, its guests restored from it
 #   lib/ssh.sh      vm_ssh, vm_ssh_in, vm_copy_in/out, polls while a guest boots
 #   lib/reboot.sh   vm_reboot, vm_powercut, vm_cut_power/vm_power_on, vm_poweroff, vm_kill
 #   lib/assert.sh   gdrprov_has, require_gdrprov, baseline_covered_by, skip; ok, info, fail, assert_*
@@ -53,6 +54,8 @@ VM_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib
 . "$VM_LIB_DIR/host.sh"
 # shellcheck source=lib/guests.sh
 . "$VM_LIB_DIR/guests.sh"
+# shellcheck source=lib/snapshot.sh
+. "$VM_LIB_DIR/snapshot.sh"
 # shellcheck source=lib/ssh.sh
 . "$VM_LIB_DIR/ssh.sh"
 # shellcheck source=lib/reboot.sh

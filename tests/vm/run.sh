@@ -15,7 +15,7 @@
 #   GDRPROV_VM_SCENARIO_TIMEOUT=S   per-scenario limit (default 1800)
 #   GDRPROV_VM_ACCEL=auto|tcg|kvm    (default auto: KVM only where it is real, TCG otherwise)
 #   GDRPROV_VM_JOBS=N       scenarios at once (default 2)
-#   GDRPROV_VM_JOBS_FILE=F  read the number of scenarios at once from F before each start, and every 10 s
+#   GDRPROV_VM_JOBS_FILE=F  read the number of scenarios at once from F before each start, and every 5 s
 #                           while waiting (.ci/run: one lane beside its cargo stages, two after them)
 #
 # Exit status: 0 when no scenario failed. The last line is "N passed, N failed" (", N skipped" when any).
@@ -94,46 +94,51 @@ if [ "${GDRPROV_VM_PACKAGE:-1}" = 1 ] && [ -z "${GDRPROV_DEB:-}" ]; then
 fi
 export GDRPROV_DEB
 
-# 2b. The UEFI + systemd-boot image, only when a selected scenario needs it: it names the flavor (a
-# `# Flavor: sdboot` line, or VM_FLAVOR=sdboot), and it is not a baseline whose guard (its
-# baseline_covered_by line, evaluated here with this gdrprov) will skip it.
-needs_sdboot=
+# 2b. The other images (sdboot, uki, slurm, the arm64 root), only those a selected scenario needs: it names
+# the flavor in its `# Flavor:` line (or VM_FLAVOR=...), and is not a baseline whose guard (its
+# baseline_covered_by line, evaluated here with this gdrprov) will skip it. They are built (or found in the
+# cache, or waited for while .ci/run's build-images.sh holds their lock) one after the other in the
+# background, the flavor of the longest scenario first, while the GRUB scenarios run; a scenario starts
+# once its own image is there (image-FLAVOR.ready / .failed in the run dir).
+flavor_of() {   # flavor_of FILE: the image a scenario waits for (grub, sdboot, uki, slurm, arm64)
+  local fl guard
+  fl=$(sed -n 's/^# Flavor: *\([a-z0-9]*\).*/\1/p' "$1" | head -n 1)
+  [ -n "$fl" ] || fl=$(grep -oE 'VM_FLAVOR=(sdboot|uki|slurm)' "$1" | head -n 1 | cut -d= -f2)
+  [ -n "$fl" ] || { echo grub; return; }
+  guard=$(grep -m1 '^baseline_covered_by ' "$1")
+  if [ -n "$guard" ]; then ( eval "$guard" ) >/dev/null 2>&1; [ $? -eq 77 ] && { echo grub; return; }; fi
+  echo "$fl"
+}
+: > "$VM_RUN_DIR/image-grub.ready"
+declare -A wants=()   # flavor -> the first scenario (longest first) that needs it
 for f in "${scenarios[@]}"; do
-  grep -qE '^# Flavor:.*\bsdboot\b|VM_FLAVOR=sdboot' "$f" || continue
-  guard=$(grep -m1 '^baseline_covered_by ' "$f")
-  if [ -n "$guard" ]; then ( eval "$guard" ) >/dev/null 2>&1; [ $? -eq 77 ] && continue; fi
-  needs_sdboot=$(basename "$f" .sh); break
+  fl=$(flavor_of "$f"); [ "$fl" = grub ] || [ -n "${wants[$fl]:-}" ] || wants[$fl]=$(basename "$f" .sh)
 done
-if [ -n "$needs_sdboot" ]; then
-  t=$(date +%s)
-  "$VM_DIR/build-image.sh" --flavor sdboot >"$VM_RUN_DIR/build-image-sdboot.out" 2>&1 || {
-    cat "$VM_RUN_DIR/build-image-sdboot.out"; echo "sdboot image build failed"; echo "0 passed, 1 failed"; exit 1; }
-  VM_IMAGE_DIR_SDBOOT=$(tail -1 "$VM_RUN_DIR/build-image-sdboot.out")
-  note "image (sdboot, for $needs_sdboot): $VM_IMAGE_DIR_SDBOOT ($(vm_since "$t") s)"
-  export VM_IMAGE_DIR_SDBOOT
+builds=()
+for fl in slurm sdboot uki arm64; do [ -n "${wants[$fl]:-}" ] && builds+=("$fl"); done
+if [ ${#builds[@]} -gt 0 ]; then
+  (
+    for fl in "${builds[@]}"; do
+      t=$(date +%s)
+      if "$VM_DIR/build-image.sh" --flavor "$fl" >"$VM_RUN_DIR/build-image-$fl.out" 2>&1; then
+        echo "image ($fl, for ${wants[$fl]}): $(tail -1 "$VM_RUN_DIR/build-image-$fl.out") ($(vm_since "$t") s)" > "$VM_RUN_DIR/image-$fl.ready"
+      else
+        echo "$fl image build failed ($(vm_since "$t") s): $VM_RUN_DIR/build-image-$fl.out" > "$VM_RUN_DIR/image-$fl.failed"
+      fi
+    done
+  ) &
+  note "images building in the background: ${builds[*]}"
 fi
-# 2c. The Debian 13 UKI image (uki) and the GRUB image plus Slurm, munge and python3 (slurm), the same
-# way: each only when a selected scenario says `# Flavor: uki` / `# Flavor: slurm` (18, 20).
-for fl in uki slurm; do
-  needs=
-  for f in "${scenarios[@]}"; do
-    grep -qE "^# Flavor:.*\\b$fl\\b|VM_FLAVOR=$fl" "$f" && { needs=$(basename "$f" .sh); break; }
-  done
-  [ -n "$needs" ] || continue
-  t=$(date +%s)
-  "$VM_DIR/build-image.sh" --flavor "$fl" >"$VM_RUN_DIR/build-image-$fl.out" 2>&1 || {
-    cat "$VM_RUN_DIR/build-image-$fl.out"; echo "$fl image build failed"; echo "0 passed, 1 failed"; exit 1; }
-  dir=$(tail -1 "$VM_RUN_DIR/build-image-$fl.out")
-  note "image ($fl, for $needs): $dir ($(vm_since "$t") s)"
-  case $fl in
-    uki) export VM_IMAGE_DIR_UKI=$dir ;;
-    slurm) export VM_IMAGE_DIR_SLURM=$dir ;;
-  esac
-done
-# The arm64 guest's root (arm64.sh), built or reused only when a selected scenario says `# Flavor: arm64`.
-. "$VM_DIR/arm64.sh"
-line=$(vm_arm64_prepare "${scenarios[@]}") || { echo "arm64 root build failed"; echo "0 passed, 1 failed"; exit 1; }
-[ -z "$line" ] || note "$line"
+
+# 2d. Booted snapshots (lib/snapshot.sh): when two or more selected scenarios start a plain GRUB guest (no
+# `# Flavor:` line, no guest of other hardware through vm_launch), the first of them boots the image once
+# and saves it; every plain GRUB guest of the run then starts from that saved machine instead of a first boot.
+# GDRPROV_VM_SNAPSHOT=0: every guest boots fresh.
+if [ "${GDRPROV_VM_SNAPSHOT:-1}" = 1 ]; then
+  n=0
+  for f in "${scenarios[@]}"; do grep -qE '^# Flavor: *(sdboot|uki|slurm|arm64)|^vm_launch ' "$f" || n=$((n + 1)); done
+  [ "$n" -ge 2 ] && export VM_SNAPSHOTS=1
+fi
 
 # 3. Scenarios.
 # Scenarios run in $JOBS lanes at once (each scenario boots its own guests, on their own ports and
@@ -193,49 +198,85 @@ report() {
   note "$line"
 }
 
+# A job waits for the image of its scenarios' flavor (2b): the lanes take, longest first, the jobs whose
+# image is there, so the GRUB scenarios run while the other images build. A ticker (sleep) wakes the loop
+# while a build is still going.
+declare -A job_flavor=()
+for i in "${!jobs[@]}"; do
+  fl=grub
+  # shellcheck disable=SC2086
+  for n in ${jobs[$i]}; do fl=$(flavor_of "$VM_DIR/scenarios/$n.sh"); [ "$fl" = grub ] || break; done
+  job_flavor[$i]=$fl
+done
+announced=" "
+announce() {   # note each background image build once, when it is done
+  local fl st
+  for fl in "${builds[@]}"; do
+    case $announced in *" $fl "*) continue ;; esac
+    for st in ready failed; do
+      [ -e "$VM_RUN_DIR/image-$fl.$st" ] && { note "$(cat "$VM_RUN_DIR/image-$fl.$st")"; announced+="$fl "; }
+    done
+  done
+}
 echo "scenarios: ${#scenarios[@]} in ${#jobs[@]} job(s), $JOBS at a time"
 declare -A running=()   # pid -> the job's scenario names
-# lanes: $JOBS, or what GDRPROV_VM_JOBS_FILE says now (a positive number; anything else keeps $JOBS).
+# lanes: $JOBS, or what GDRPROV_VM_JOBS_FILE says now (a positive number; anything else keeps $JOBS);
+# read again at every turn of the loop (the ticker turns it every 5 s while jobs wait to start).
 lanes() {
   local n=
   [ -n "${GDRPROV_VM_JOBS_FILE:-}" ] && read -r n < "$GDRPROV_VM_JOBS_FILE" 2>/dev/null
   case $n in ''|*[!0-9]*|0) echo "$JOBS" ;; *) echo "$n" ;; esac
 }
-next=0 ticker=
-while [ $next -lt ${#jobs[@]} ] || [ ${#running[@]} -gt 0 ]; do
-  while [ ${#running[@]} -lt "$(lanes)" ] && [ $next -lt ${#jobs[@]} ]; do
-    # shellcheck disable=SC2086
-    ( for n in ${jobs[$next]}; do run_scenario "$n"; done ) &
-    running[$!]=${jobs[$next]}
-    next=$((next + 1))
+pending=("${!jobs[@]}") tick=
+while [ ${#pending[@]} -gt 0 ] || [ ${#running[@]} -gt 0 ]; do
+  announce
+  rest=()
+  for i in "${pending[@]}"; do
+    fl=${job_flavor[$i]}
+    if [ -e "$VM_RUN_DIR/image-$fl.failed" ]; then
+      # shellcheck disable=SC2086
+      for n in ${jobs[$i]}; do
+        printf '%-4s %-28s %4d s%s\n' FAIL "$n" 0 " (no $fl image: $VM_RUN_DIR/build-image-$fl.out)" > "$VM_RUN_DIR/$n.status"
+        report "$n"
+      done
+    elif [ ${#running[@]} -lt "$(lanes)" ] && [ -e "$VM_RUN_DIR/image-$fl.ready" ]; then
+      # shellcheck disable=SC2086
+      ( for n in ${jobs[$i]}; do run_scenario "$n"; done ) &
+      running[$!]=${jobs[$i]}
+    else
+      rest+=("$i")
+    fi
   done
+  pending=("${rest[@]}")
+  if [ ${#pending[@]} -gt 0 ] && [ -z "$tick" ]; then sleep 5 & tick=$!; fi
+  [ ${#running[@]} -gt 0 ] || [ -n "$tick" ] || break
   done_pid=
-  # With a lanes file, a ticker wakes the loop every 10 s to read it again, while jobs remain to start.
-  if [ -n "${GDRPROV_VM_JOBS_FILE:-}" ] && [ $next -lt ${#jobs[@]} ]; then
-    { [ -n "$ticker" ] && kill -0 "$ticker" 2>/dev/null; } || { sleep 10 & ticker=$!; }
-    wait -n -p done_pid "${!running[@]}" "$ticker"
-    [ "$done_pid" = "$ticker" ] && { ticker=; continue; }
-  else
-    wait -n -p done_pid "${!running[@]}"
-  fi
+  wait -n -p done_pid "${!running[@]}" ${tick:+"$tick"}
   [ -n "$done_pid" ] || continue
+  if [ "$done_pid" = "$tick" ]; then tick=; continue; fi
   # shellcheck disable=SC2086
   for n in ${running[$done_pid]}; do report "$n"; done
   unset "running[$done_pid]"
 done
+[ -z "$tick" ] || kill "$tick" 2>/dev/null
+wait   # the background image builds, if a scenario that needed one failed before it was done
+announce
 
 # 4. The shared guest (if any scenario used it) is powered off cleanly; the trap kills anything left.
 [ -e "$(vm_gdir shared)/pid" ] && vm_poweroff shared 2>>"$VM_RUN_DIR/run.log"
+rm -rf "$VM_RUN_DIR/snapshots"   # the saved machines (~200 MB each); their guests' logs stay
 
 echo
 echo "=== summary (logs: $VM_RUN_DIR)"
 printf '%s\n' "${summary[@]}"
 # Boot figures from the scenario logs (lib.sh logs every boot and reboot with its duration).
 boots=$(cat "$VM_RUN_DIR"/*.log 2>/dev/null | sed -n 's/.*: up in \([0-9]*\) s$/\1/p')
+restores=$(cat "$VM_RUN_DIR"/*.log 2>/dev/null | sed -n 's/.*: restored in \([0-9]*\) s$/\1/p')
 reboots=$(cat "$VM_RUN_DIR"/*.log 2>/dev/null | sed -n 's/.*: rebooted in \([0-9]*\) s\( (.*)\)\{0,1\}$/\1/p')
 # shellcheck disable=SC2086 # $1 is a list of numbers, one a word
 figures() { [ -n "$1" ] && printf '%s\n' $1 | awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if ($1 > hi) hi = $1 } END { printf "%d, %d-%d s (mean %.0f s)", NR, lo, hi, s / NR }'; }
 [ -n "$boots" ] && echo "guest boots to ssh: $(figures "$boots")"
+[ -n "$restores" ] && echo "guests restored from a booted snapshot to ssh: $(figures "$restores")"
 [ -n "$reboots" ] && echo "reboots to ssh: $(figures "$reboots")"
 echo "total: $(vm_since "$t_run") s"
 line="$passed passed, $failed failed"

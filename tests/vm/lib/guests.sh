@@ -25,7 +25,8 @@ vm_free_port() {
 # writable OVMF_VARS.fd.
 # The disk cache is qemu's `unsafe` (guest flushes ignored: fast, and a clean reboot loses nothing); a
 # power-cut scenario sets VM_DISK_CACHE=writeback so that what the guest flushed survives a killed qemu,
-# as it survives a power cut on real disks.
+# as it survives a power cut on real disks. VM_INCOMING (vm_launch only): a migration stream to start from
+# (a restored snapshot); the restarts of vm_reboot and vm_powercut never have it.
 vm_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d fw=(); d=$(vm_gdir "$name")
@@ -39,7 +40,7 @@ vm_qemu() {
     -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=${VM_DISK_CACHE:-unsafe},discard=unmap" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
     -device "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56,romfile=" \
-    "$@" \
+    "$@" ${VM_INCOMING:+-incoming "$VM_INCOMING"} \
     -display none -vga none -monitor none -parallel none \
     -chardev "file,id=ser0,path=$d/serial.log,append=on" -serial chardev:ser0 \
     -pidfile "$d/pid" -daemonize 2>"$d/qemu.err"
@@ -61,12 +62,20 @@ vm_launch() {
   [ -e "$d/pid" ] && vm_guest_alive "$name" && vm_die "guest $name is already running"
   rm -rf "$d"; mkdir -p "$d"
   echo "${VM_OWNER:-$$}" > "$d/owner"
-  date +%s > "$d/started"
   echo "$flavor" > "$d/flavor"; echo "$idir" > "$d/image"
   if vm_uefi_flavor "$flavor"; then
     install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd" || vm_die "no OVMF_VARS.fd in $idir"
   fi
-  qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
+  # From the run's booted snapshot of the flavor where it can (lib/snapshot.sh), else a fresh boot.
+  local snap='' incoming=''
+  if vm_snapshot_usable "$flavor" $#; then
+    snap=$(vm_snapshot_dir "$flavor"); echo "$snap" > "$d/restored"
+    incoming="exec:cat '$snap/state'"
+    qemu-img create -q -f qcow2 -b "$snap/disk.qcow2" -F qcow2 "$d/overlay.qcow2" || vm_die "qemu-img create failed"
+  else
+    qemu-img create -q -f qcow2 -b "$img" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
+  fi
+  date +%s > "$d/started"   # after the snapshot was made or waited for: "up in"/"restored in" count from here
   local port port2 port3 a args
   for _ in 1 2 3 4 5; do
     port=$(vm_free_port) || vm_die "no free loopback port"
@@ -74,7 +83,7 @@ vm_launch() {
     port3=$(vm_free_port) || vm_die "no free loopback port"
     args=()
     for a in "$@"; do a=${a//@PORT2@/$port2}; args+=("${a//@PORT3@/$port3}"); done
-    if vm_qemu "$name" "$port" "$port2" "${args[@]}"; then
+    if VM_INCOMING=$incoming vm_qemu "$name" "$port" "$port2" "${args[@]}"; then
       echo "$port" > "$d/port"; echo "$port2" > "$d/port2"; echo "$port3" > "$d/port3"
       if [ ${#args[@]} -gt 0 ]; then printf '%s\n' "${args[@]}" > "$d/args"; else : > "$d/args"; fi
       break
@@ -84,14 +93,23 @@ vm_launch() {
     vm_log "a port was busy for $name ($(head -c 200 "$d/qemu.err")), retrying"
   done
   [ -f "$d/port" ] || vm_die "could not start guest $name"
-  vm_log "guest $name ($flavor): qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
+  vm_log "guest $name ($flavor${snap:+, from the booted snapshot}): qemu pid $(cat "$d/pid"), ssh 127.0.0.1:$port"
 }
 
 # vm_wait_up NAME: wait for ssh after vm_launch, then open the multiplexed ssh connection.
+# A guest started from a snapshot logs "restored in N s" (run.sh's summary counts those apart from boots)
+# and gets the host's time.
 vm_wait_up() {
+  local d; d=$(vm_gdir "$1")
   vm_wait_ssh "$1" "$VM_BOOT_TIMEOUT"
-  vm_log "guest $1: up in $(vm_since "$(cat "$(vm_gdir "$1")/started")") s"
-  vm_mux_start "$1"
+  if [ -e "$d/restored" ]; then
+    vm_log "guest $1: restored in $(vm_since "$(cat "$d/started")") s"
+    vm_mux_start "$1"
+    vm_set_clock "$1"
+  else
+    vm_log "guest $1: up in $(vm_since "$(cat "$d/started")") s"
+    vm_mux_start "$1"
+  fi
 }
 
 # vm_start NAME [QEMU ARGS...]: vm_launch, then vm_wait_up.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 250
+# Seconds: 200
 # Scenario: gds-iommu-off as an extra boot entry: `gdrprov boot once` boots it with iommu=off, the next boot
 # is back on the default
 # The entry comes from a profile that extends gds-iommu-off with `boot: { entry: gdrprov-gds }` (as the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 450
+# Seconds: 400
 # Scenario: trial boot: apply --trial + reboot: the first-boot unit verifies and commits (ready, default entry
 # has the args); an uncommitted trial and a trial whose kernel panics fall back, and verify says it did not
 # boot; a plan unloading rdma_rxe names rxe0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 218
+# Seconds: 168
 # Scenario: modules and MTU after one reboot: a present module (rdma_rxe) is loaded; an absent one (dummy,
 # the stand-in for nvidia_peermem) is unloaded now and cannot be loaded, by alias or by explicit modprobe;
 # the NIC's MTU comes from gdrprov's systemd .link file

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 256
+# Seconds: 206
 # Scenario: loopback on rxe0: gdrprov bench loopback --memory host passes its data check; gdrprov/ib_write_bw
 # ratio per message size; the NIC dma-buf probe reports "unsupported" on rxe
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 288
+# Seconds: 238
 # Scenario: a real Packer build (examples/packer/gdrprov.json, null builder over SSH) bakes a profile with the
 # first-boot unit into the guest, installing gdrprov from its package (GDRPROV_DEB); after the reboot the
 # unit has run and left /run/gdrprov/ready.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 127
+# Seconds: 77
 # Scenario: the readiness checks of issue 19 on a running host: rdma-ports on a real soft-RoCE port (ACTIVE,
 # RoCE v2 GID with the guest's IPv4), kernel-log read from the live ring buffer (/dev/kmsg) and failing on an
 # Xid 79 line written into it, the GPU checks skipped with their reasons (no GPU, no libcuda, no NVML); doctor

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 297
+# Seconds: 247
 # Scenario: nvidia_peermem on a host with openibd: a profile with `modules.present: [nvidia_peermem]` makes
 # gdrprov-peermem.service (After= and PartOf=openibd.service, modprobe / modprobe -r) and an openibd drop-in
 # that Wants= it, instead of modules-load.d; `systemctl restart openibd` then succeeds (the module is unloaded

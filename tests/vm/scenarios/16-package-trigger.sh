@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 283
+# Seconds: 233
 # Scenario (issue 25): gdrprov installed from its package, and the re-check when the kernel-module world
 # changes. The story of NCCL issue 1676: a driver upgrade drops the peer-memory module a host loads at every
 # boot. A stand-in driver package (nvidia-kmod-standin) ships the module nv_standin in

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 300
+# Seconds: 250
 # Scenario: the shipped alert rules in a real Prometheus (Debian's, on the host) scraping Debian's
 # prometheus-node-exporter in a guest, whose textfile collector reads what gdrprov writes: a guest broken on
 # purpose (a module the profile blocks is loaded) makes GdrprovNodeNotReady reach `firing` for that guest's
