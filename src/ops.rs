@@ -15,8 +15,10 @@ use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+pub mod exit;
 mod features;
 mod recover;
+pub mod sweep;
 pub use crate::apply::{Completed, Recovered};
 pub use features::write_nfd;
 pub use recover::{recover, RecoverRequest};
