@@ -15,8 +15,10 @@ use crate::plan::Plan;
 use crate::profile::Composed;
 use std::path::PathBuf;
 
+pub mod bench;
 pub mod exit;
 mod features;
+pub mod node;
 mod recover;
 pub mod sweep;
 pub use crate::apply::{Completed, Recovered};
