@@ -19,6 +19,7 @@ pub mod bench;
 pub mod exit;
 mod features;
 pub mod node;
+pub mod module;
 mod recover;
 pub mod sweep;
 pub use crate::apply::{Completed, Recovered};
