@@ -148,7 +148,7 @@ pub fn loopback_options(req: &LoopbackRequest) -> Result<LoopbackOptions, BenchE
 pub enum Loopback {
     /// `--export-only`: the GPU's dma-buf export alone.
     Export(ExportReport),
-    Ran(LoopbackReport),
+    Ran(Box<LoopbackReport>),
 }
 
 impl Loopback {
@@ -175,7 +175,7 @@ pub fn loopback(
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         return Ok(Loopback::Export(export_only(req.end.gpu, size)?));
     }
-    Ok(Loopback::Ran(run_loopback(&opts, notes)?))
+    Ok(Loopback::Ran(Box::new(run_loopback(&opts, notes)?)))
 }
 
 /// `bench probe`: whether each RDMA device (or the one named) registers dma-buf memory.
@@ -319,7 +319,7 @@ fn check_pair(req: &PairRequest, sizes: &[u64], length: WireLength) -> Result<()
 pub enum Paired {
     /// `--all-nics`: every rail.
     Rails(RailsOutcome),
-    One(PairOutcome),
+    One(Box<PairOutcome>),
 }
 
 impl Paired {
@@ -349,7 +349,7 @@ pub fn pair(req: &PairRequest, notes: &dyn Fn(&str)) -> Result<Paired, BenchErro
         crate::host::textfile::write_textfile(path, &text)
             .map_err(|e| BenchError::Pair(format!("--textfile {}: {e}", path.display())))?;
     }
-    Ok(Paired::One(done))
+    Ok(Paired::One(Box::new(done)))
 }
 
 #[cfg(test)]
