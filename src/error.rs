@@ -1,6 +1,8 @@
 //! The one error type every command returns. Each variant's message names the
 //! problem and, where there is one, the fix; `main` prints it and exits 1.
 
+pub mod exit;
+
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

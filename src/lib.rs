@@ -8,7 +8,6 @@ pub mod checks;
 pub mod commands;
 pub mod docs;
 pub mod error;
-pub mod exit;
 pub mod facts;
 pub mod fleet;
 pub mod grammar;
@@ -21,3 +20,7 @@ pub mod output;
 pub mod plan;
 pub mod profile;
 pub mod versions;
+
+/// The exit codes live with the error type (`error::exit`), where the front
+/// door (src/commands) may reach them; `crate::exit` names them too.
+pub use error::exit;

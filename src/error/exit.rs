@@ -1,4 +1,6 @@
-//! Every exit code of gdrprov, in one table (docs/commands.md).
+//! Every exit code of gdrprov, in one table (docs/commands.md), beside the
+//! error type that `main` maps to `ERROR`: the front door (src/commands)
+//! reaches them through `error`, which it may import.
 
 /// Success; for `plan --detailed-exitcode`: nothing left to change.
 pub const OK: i32 = 0;
