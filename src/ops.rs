@@ -16,7 +16,6 @@ use crate::profile::Composed;
 use std::path::PathBuf;
 
 pub mod bench;
-pub mod exit;
 mod features;
 pub mod module;
 pub mod node;

@@ -12,11 +12,11 @@
 //! Each state runs the same function of `ops` as the command of the command line that
 //! does the same ([`Route`]): `plan`, `apply`, `verify`, `rollback`.
 
+use crate::error::exit;
 use crate::error::{Error, Result};
 use crate::names;
-use crate::ops::module::{Action, CheckStatus, CommandSpec, Host, Plan};
-use crate::ops::{self, exit};
-use crate::output;
+use crate::ops;
+use crate::output::{self, ansible::result};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
@@ -151,6 +151,15 @@ impl Route {
             Route::Apply => names::APPLY,
             Route::Verify => names::VERIFY,
             Route::Rollback { .. } => names::ROLLBACK,
+        }
+    }
+}
+
+impl AnsibleKeys {
+    fn run(&self) -> output::ansible::Run {
+        output::ansible::Run {
+            check_mode: self.check_mode,
+            diff: self.diff,
         }
     }
 }
@@ -319,126 +328,24 @@ fn run(args_file: &Path) -> Result<Value> {
     let (a, k) = parse(&text)?;
     let route = Route::of(a.state, k.check_mode);
     let mut out = match route {
-        Route::Verify => verified(&a)?,
+        Route::Verify => output::ansible::verified(&ops::verify(&a.verify_request())?),
         Route::Rollback { check } => rolled_back(&a, &k, check)?,
         Route::Plan => {
             let p = ops::plan(&a.profiles_request())?;
             let done = output::Done::Planned;
-            result(&p.host, p.names, &p.plan, done, &k, route.command())
+            result(route.command(), &p.host, p.names, &p.plan, done, k.run())
         }
         Route::Apply => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
             let (host, plan) = (&applied.host, &applied.plan);
             let names = applied.names.clone();
-            result(host, names, plan, applied.done(), &k, route.command())
+            result(route.command(), host, names, plan, applied.done(), k.run())
         }
     };
     if let Some(obj) = out.as_object_mut() {
         obj.insert("invocation".into(), json!({ "module_args": a }));
     }
     Ok(out)
-}
-
-/// The module result for a plan (check mode) or an apply/rollback.
-fn result(
-    host: &Host,
-    names: Vec<String>,
-    plan: &Plan,
-    done: output::Done,
-    k: &AnsibleKeys,
-    command: &'static str,
-) -> Value {
-    let report = output::report(command, host, names, plan, done);
-    let changed = !plan.is_empty();
-    let msg = if !changed {
-        "nothing to change: the host already matches".to_string()
-    } else if k.check_mode {
-        format!("{} change(s) would be made", plan.changes.len())
-    } else {
-        format!("{} change(s) made", plan.changes.len())
-    };
-    // Ansible shows `warnings` on every run: a forced requirement is said
-    // when it matters, on a run that changes something, not on every run.
-    let warnings: &[String] = if changed { report.warnings } else { &[] };
-    let mut v = json!({
-        "changed": changed,
-        "failed": false,
-        "msg": msg,
-        "reboot_required": report.reboot_required,
-        "reboot_reasons": report.reboot_reasons,
-        "pending_commands": report.pending_commands,
-        "warnings": warnings,
-        "plan": report,
-    });
-    if k.diff {
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("diff".into(), Value::Array(diffs(host, plan)));
-        }
-    }
-    v
-}
-
-/// Ansible's diff format: one `{before_header, after_header, before, after}`
-/// per file, and one `{prepared}` (shown as is) per command a change runs or
-/// leaves owed.
-fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
-    let command = |verb: &str, c: &CommandSpec| {
-        let c = output::CommandOut::of(host, c);
-        json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
-    };
-    // Owed commands are news only on the run that leaves them owed.
-    let owed = plan
-        .pending_commands
-        .iter()
-        .filter(|_| !plan.is_empty())
-        .map(|c| command("command owed (no_exec: not run)", c));
-    plan.changes
-        .iter()
-        .map(|c| match &c.action {
-            Action::WriteFile {
-                path,
-                before,
-                after,
-                ..
-            } => json!({
-                "before_header": if before.is_some() { path.clone() } else { "/dev/null".into() },
-                "after_header": path,
-                "before": before.clone().unwrap_or_default(),
-                "after": after,
-            }),
-            Action::RemoveFile { path, before } => json!({
-                "before_header": path,
-                "after_header": "/dev/null",
-                "before": before,
-                "after": "",
-            }),
-            Action::Run { command: c } => command("command", c),
-        })
-        .chain(owed)
-        .collect()
-}
-
-fn verified(a: &ModuleArgs) -> Result<Value> {
-    let report = ops::verify(&a.verify_request())?;
-    let failing: Vec<String> = report
-        .checks
-        .iter()
-        .filter(|c| c.status == CheckStatus::Fail)
-        .map(|c| format!("{}: {}", c.name, c.detail()))
-        .collect();
-    let msg = if report.ready {
-        format!("ready: {}", report.profiles.join(" + "))
-    } else {
-        format!("not ready: {}", failing.join("; "))
-    };
-    Ok(json!({
-        "changed": false,
-        "failed": !report.ready,
-        "msg": msg,
-        "ready": report.ready,
-        "reboot_required": report.checks.iter().any(|c| c.name == "reboot" && c.status == CheckStatus::Fail),
-        "verify": report,
-    }))
 }
 
 fn nothing_to_roll_back() -> Value {
@@ -475,7 +382,7 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys, check: bool) -> Result<Value> {
 fn would_roll_back(ask: &ops::Ask, k: &AnsibleKeys) -> Value {
     let profiles = ask.profiles.to_vec();
     let done = output::Done::Planned;
-    let mut v = result(ask.host, profiles, ask.plan, done, k, names::ROLLBACK);
+    let mut v = result(names::ROLLBACK, ask.host, profiles, ask.plan, done, k.run());
     if let Some(obj) = v.as_object_mut() {
         // Undoing a generation is a change even when its files are already back.
         obj.insert("changed".into(), Value::Bool(true));
@@ -498,7 +405,7 @@ fn rollback_result(r: ops::RolledBack, k: &AnsibleKeys) -> Value {
         return nothing_to_roll_back();
     };
     let done = output::Done::Ran(&outcome);
-    let mut v = result(&host, profiles, &plan, done, k, names::ROLLBACK);
+    let mut v = result(names::ROLLBACK, &host, profiles, &plan, done, k.run());
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));
         obj.insert(

@@ -4,8 +4,9 @@
 use crate::commands::cli::bench::{
     BenchArgs, BenchCommand, CopyArgs, EndArgs, LoopbackArgs, PairArgs, ProbeArgs, RunArgs,
 };
+use crate::error::Result;
 use crate::names;
-use crate::ops::bench::{self as op, BenchError, DmabufSupport, Loopback, Paired};
+use crate::ops::bench::{self as op, Loopback, Paired};
 use crate::output::bench::{render_export_text, render_text};
 use crate::output::{Format, Output};
 
@@ -91,7 +92,7 @@ fn code(passed: bool) -> i32 {
 }
 
 /// Run `gdrprov bench loopback`: Ok(0) when it passed, Ok(1) when the data check or threshold failed.
-pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32> {
     let mut notes = |s: &str| crate::output::stderr_line(s);
     let done = op::loopback(&args.request(format_of(out)), &mut notes)?;
     match &done {
@@ -106,36 +107,21 @@ pub fn run(args: &LoopbackArgs, out: &Output) -> Result<i32, BenchError> {
 }
 
 /// Run `gdrprov bench probe`: Ok(0) when every probed device supports dma-buf MRs, else Ok(1).
-pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run_probe(args: &ProbeArgs, out: &Output) -> Result<i32> {
     let probes = op::probe(args.device.as_deref())?;
     let text = || {
         let mut t = String::new();
-        for p in &probes {
-            let verdict = match p.support {
-                DmabufSupport::Supported => "supported",
-                DmabufSupport::Unsupported => "NOT supported",
-                DmabufSupport::Unknown => "unknown",
-            };
-            t.push_str(&format!(
-                "{}: dma-buf MRs {verdict} ({})\n",
-                p.device, p.detail
-            ));
+        for (device, verdict, detail) in probes.verdicts() {
+            t.push_str(&format!("{device}: dma-buf MRs {verdict} ({detail})\n"));
         }
         t
     };
-    crate::output::bench::show(
-        out,
-        names::BENCH_PROBE,
-        text,
-        &serde_json::json!({ "devices": probes }),
-    )?;
-    Ok(code(
-        probes.iter().all(|p| p.support == DmabufSupport::Supported),
-    ))
+    crate::output::bench::show(out, names::BENCH_PROBE, text, &probes)?;
+    Ok(code(probes.passed()))
 }
 
 /// Run `gdrprov bench copy`: Ok(0) when every GPU reached its floor, else Ok(1).
-pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32> {
     let r = op::copy(&op::CopyRequest {
         gpus: args.gpu.clone(),
         size: args.size,
@@ -151,7 +137,7 @@ pub fn run_copy(args: &CopyArgs, out: &Output) -> Result<i32, BenchError> {
 
 /// Run `gdrprov bench pair` (either end): Ok(0) when it passed, Ok(1) when the data check or
 /// threshold failed; every other failure is an error naming it.
-pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32> {
     let notes = |s: &str| crate::output::stderr_line(s);
     let done = op::pair(&args.request(), &notes)?;
     match &done {
@@ -172,7 +158,7 @@ pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32, BenchError> {
 }
 
 /// Dispatch `gdrprov bench <command>`.
-pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32, BenchError> {
+pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32> {
     match &args.command {
         BenchCommand::Loopback(a) => run(a, out),
         BenchCommand::Probe(a) => run_probe(a, out),

@@ -7,7 +7,7 @@ use super::cli::fleet::{
 };
 use crate::error::{Error, Result};
 use crate::names;
-use crate::ops::sweep::{self as op, SweepPlan, Unread};
+use crate::ops::sweep::{self as op, SweepPlan};
 use crate::output::{Format, Output};
 
 impl ThresholdArgs {
@@ -51,7 +51,7 @@ pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
         SweepCommand::Report(r) => report_cmd(out, r),
         SweepCommand::Simulate(s) => simulate_cmd(out, s),
     }
-    .map(|()| crate::ops::exit::OK)
+    .map(|()| crate::error::exit::OK)
 }
 
 fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<()> {
@@ -68,8 +68,8 @@ fn plan_cmd(out: &Output, a: &PlanArgs) -> Result<()> {
         limits: a.thresholds.limits(),
         progress: !out.json(),
     })?;
-    for u in &plan.unread {
-        out.note(&unread_line(u));
+    for n in &plan.notes {
+        out.note(n);
     }
     if out.json() {
         out.document(names::FLEET_SWEEP_PLAN, std::path::Path::new("/"), &plan);
@@ -102,7 +102,7 @@ fn plan_lines(plan: &SweepPlan) -> String {
 }
 
 fn report_cmd(out: &Output, a: &ReportArgs) -> Result<()> {
-    let report = op::report(&op::ReportRequest {
+    let op::Reported { report, notes } = op::report(&op::ReportRequest {
         results: a.results.clone(),
         hosts: a.hosts.hosts(),
         verify_dir: a.verify_dir.clone(),
@@ -117,8 +117,8 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<()> {
     })?;
     // Text says them in the report; other formats on standard error too.
     if out.format != Format::Text {
-        for u in &report.unread {
-            out.note(&unread_line(u));
+        for n in &notes {
+            out.note(n);
         }
     }
     match out.format {
@@ -138,7 +138,7 @@ fn report_cmd(out: &Output, a: &ReportArgs) -> Result<()> {
 }
 
 fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<()> {
-    let model = op::Model {
+    let simulated = op::simulate(&op::SimulateRequest {
         nodes: a.nodes,
         rails: a.rails,
         bad_nodes: a.bad_nodes,
@@ -149,9 +149,7 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<()> {
         seed: a.seed,
         max_rounds: a.max_rounds,
         pair_seconds: a.pair_seconds,
-        ..op::Model::default()
-    };
-    let simulated = op::simulate(&model)?;
+    })?;
     let o = &simulated.outcome;
     if out.format == Format::Html {
         out.raw(&crate::output::sweep_html::render(&simulated.report())?);
@@ -170,13 +168,4 @@ fn simulate_cmd(out: &Output, a: &SimulateArgs) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// One file not read, for people: the nodes not judged, and why.
-fn unread_line(u: &Unread) -> String {
-    format!(
-        "not judged: {} (a file of theirs could not be read: {})",
-        u.nodes.join(", "),
-        u.problem
-    )
 }

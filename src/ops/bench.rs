@@ -11,16 +11,17 @@ use crate::bench::pair::allnics::RailsOutcome;
 use crate::bench::pair::error::PairError;
 use crate::bench::pair::{PairOptions, PairOutcome};
 use crate::bench::parse::parse_dev_port;
-use crate::bench::probe::{probe_all, probe_dmabuf_support, DmabufProbe};
+use crate::bench::probe::{probe_all, probe_dmabuf_support, DmabufProbe, DmabufSupport};
 use crate::bench::{ExportReport, LoopbackReport};
+use crate::error::Result;
+use serde::Serialize;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use crate::bench::error::BenchError;
+use crate::bench::error::BenchError;
 pub use crate::bench::loopback::RunLength;
 pub use crate::bench::memory::MemoryKind;
 pub use crate::bench::pair::protocol::{Op, WireLength};
-pub use crate::bench::probe::DmabufSupport;
 /// What the command line's bench options take as defaults and parsers.
 pub use crate::bench::{copy::DEFAULT_RUNS, pair::DEFAULT_PORT, parse::parse_size};
 
@@ -71,7 +72,7 @@ impl Run {
 }
 
 /// `DEV[:PORT]`, when given.
-fn dev_port(d: Option<&str>) -> Result<(Option<String>, Option<u8>), BenchError> {
+fn dev_port(d: Option<&str>) -> std::result::Result<(Option<String>, Option<u8>), BenchError> {
     match d {
         Some(d) => {
             let (d, p) = parse_dev_port(d)?;
@@ -102,7 +103,7 @@ pub struct LoopbackRequest {
 }
 
 /// The loopback's run options, every value checked.
-pub fn loopback_options(req: &LoopbackRequest) -> Result<LoopbackOptions, BenchError> {
+pub fn loopback_options(req: &LoopbackRequest) -> std::result::Result<LoopbackOptions, BenchError> {
     let (device, port) = dev_port(req.end.device.as_deref())?;
     let (to_device, to_port) = dev_port(req.to.as_deref())?;
     let sizes = if req.sweep {
@@ -170,7 +171,8 @@ pub fn loopback(
         if req.end.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
             return Err(BenchError::InvalidArgument(
                 "--export-only needs --memory cuda-dmabuf".into(),
-            ));
+            )
+            .into());
         }
         let size = opts.sizes.iter().copied().max().unwrap_or(8 << 20);
         return Ok(Loopback::Export(export_only(req.end.gpu, size)?));
@@ -178,12 +180,40 @@ pub fn loopback(
     Ok(Loopback::Ran(Box::new(run_loopback(&opts, notes)?)))
 }
 
-/// `bench probe`: whether each RDMA device (or the one named) registers dma-buf memory.
-pub fn probe(device: Option<&str>) -> Result<Vec<DmabufProbe>, BenchError> {
-    match device {
-        Some(d) => Ok(vec![probe_dmabuf_support(Some(d))?]),
-        None => probe_all(),
+/// What `bench probe` found (its JSON: `{"devices": [...]}`).
+#[derive(Debug, Serialize)]
+pub struct Probes {
+    pub devices: Vec<DmabufProbe>,
+}
+
+impl Probes {
+    /// Every device probed registers dma-buf memory.
+    pub fn passed(&self) -> bool {
+        self.devices
+            .iter()
+            .all(|p| p.support == DmabufSupport::Supported)
     }
+
+    /// Each device: (name, verdict, detail).
+    pub fn verdicts(&self) -> impl Iterator<Item = (&str, &'static str, &str)> {
+        self.devices.iter().map(|p| {
+            let verdict = match p.support {
+                DmabufSupport::Supported => "supported",
+                DmabufSupport::Unsupported => "NOT supported",
+                DmabufSupport::Unknown => "unknown",
+            };
+            (p.device.as_str(), verdict, p.detail.as_str())
+        })
+    }
+}
+
+/// `bench probe`: whether each RDMA device (or the one named) registers dma-buf memory.
+pub fn probe(device: Option<&str>) -> Result<Probes> {
+    let devices = match device {
+        Some(d) => vec![probe_dmabuf_support(Some(d))?],
+        None => probe_all()?,
+    };
+    Ok(Probes { devices })
 }
 
 /// `bench copy` (one GPU after another).
@@ -201,11 +231,11 @@ pub struct CopyRequest {
 }
 
 /// `bench copy`: host-to-GPU and GPU-to-host copy bandwidth of each GPU.
-pub fn copy(req: &CopyRequest) -> Result<CopyReport, BenchError> {
+pub fn copy(req: &CopyRequest) -> Result<CopyReport> {
     crate::bench::parse::check_copy_floors(req.min_fraction, req.min_gbs)?;
     let size = usize::try_from(req.size.unwrap_or(crate::bench::copy::DEFAULT_SIZE as u64))
         .map_err(|_| BenchError::InvalidArgument("--size is too large".into()))?;
-    crate::bench::copy::run(&CopyOptions {
+    let report = crate::bench::copy::run(&CopyOptions {
         gpus: req.gpus.clone(),
         size,
         runs: req.runs,
@@ -213,7 +243,8 @@ pub fn copy(req: &CopyRequest) -> Result<CopyReport, BenchError> {
         min_gbs: req.min_gbs,
         progress: req.progress,
         numa_pin: !req.no_numa_pin,
-    })
+    })?;
+    Ok(report)
 }
 
 /// `bench pair`, either end.
@@ -242,7 +273,7 @@ fn bad(s: impl Into<String>) -> PairError {
 }
 
 /// The pair's run options, every value checked.
-pub fn pair_options(req: &PairRequest) -> Result<PairOptions, PairError> {
+pub fn pair_options(req: &PairRequest) -> std::result::Result<PairOptions, PairError> {
     let (device, dev_port) = dev_port(req.end.device.as_deref())?;
     let sizes = req.run.sizes_or_default();
     if sizes.iter().any(|&s| s > u64::from(u32::MAX)) {
@@ -283,7 +314,11 @@ pub fn pair_options(req: &PairRequest) -> Result<PairOptions, PairError> {
 }
 
 /// The pair's values that are checked together.
-fn check_pair(req: &PairRequest, sizes: &[u64], length: WireLength) -> Result<(), PairError> {
+fn check_pair(
+    req: &PairRequest,
+    sizes: &[u64],
+    length: WireLength,
+) -> std::result::Result<(), PairError> {
     if let Some(why) = req.run.floors_problem() {
         return Err(bad(why));
     }
@@ -332,14 +367,13 @@ impl Paired {
 }
 
 /// `bench pair`: one end of a two-host RDMA run; writes the metrics file when asked.
-pub fn pair(req: &PairRequest, notes: &dyn Fn(&str)) -> Result<Paired, BenchError> {
-    let opts = pair_options(req)?;
+pub fn pair(req: &PairRequest, notes: &dyn Fn(&str)) -> Result<Paired> {
+    let opts = pair_options(req).map_err(BenchError::from)?;
     if opts.all_nics {
-        return Ok(Paired::Rails(crate::bench::pair::allnics::run_live(
-            &opts, notes,
-        )?));
+        let rails = crate::bench::pair::allnics::run_live(&opts, notes);
+        return Ok(Paired::Rails(rails.map_err(BenchError::from)?));
     }
-    let done = crate::bench::pair::run(&opts, notes)?;
+    let done = crate::bench::pair::run(&opts, notes).map_err(BenchError::from)?;
     if let Some(path) = &req.textfile {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -1,15 +1,10 @@
 //! What the Ansible module (src/commands/ansible.rs) needs beyond the operations it shares
 //! with the command line (`plan`, `apply`, `verify`, `rollback`, each through the same
 //! function of `ops` as the command of that name): its arguments file, read through the
-//! read door, and the types of the plan and of verify that it renders into Ansible's
-//! result.
+//! read door. Its result is rendered by src/output/ansible.rs.
 
 use crate::error::Result;
 use std::path::Path;
-
-pub use crate::checks::verify::Status as CheckStatus;
-pub use crate::host::{CommandSpec, Host};
-pub use crate::plan::{Action, Plan};
 
 /// A regular file (not a link) that neither group nor others may write: what Ansible
 /// writes a binary module's arguments to (`commands::ansible::is_ansible_args_path`).

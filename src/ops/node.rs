@@ -9,7 +9,10 @@ use crate::bench::nccl::NcclReport;
 use crate::bench::p2p::{self, P2pReport};
 use gdrprov_rdma::cuda::node::Method;
 
-pub use crate::bench::error::BenchError;
+use crate::bench::error::BenchError;
+use crate::error::Result;
+
+type Bench<T> = std::result::Result<T, BenchError>;
 /// What the command line's node bench options take as defaults.
 pub use crate::bench::nccl_child::DEFAULT_INIT_SECS;
 
@@ -45,7 +48,7 @@ pub struct NcclRequest {
     pub init_timeout: u64,
 }
 
-fn method(samples: u32) -> Result<Method, BenchError> {
+fn method(samples: u32) -> Bench<Method> {
     if samples == 0 {
         return Err(BenchError::InvalidArgument("--samples must be > 0".into()));
     }
@@ -55,7 +58,7 @@ fn method(samples: u32) -> Result<Method, BenchError> {
     })
 }
 
-fn size(v: Option<u64>) -> Result<usize, BenchError> {
+fn size(v: Option<u64>) -> Bench<usize> {
     let s = v.unwrap_or(concurrent::DEFAULT_SIZE as u64);
     if s == 0 {
         return Err(BenchError::InvalidArgument("--size must be > 0".into()));
@@ -64,7 +67,7 @@ fn size(v: Option<u64>) -> Result<usize, BenchError> {
 }
 
 /// The GPUs to use: those named, else every one CUDA sees; no GPU is an error.
-fn indexes(named: &[u32]) -> Result<Vec<u32>, BenchError> {
+fn indexes(named: &[u32]) -> Bench<Vec<u32>> {
     gdrprov_rdma::cuda::node::ensure_libcuda()?;
     let count = u32::try_from(gdrprov_rdma::cuda::gpu_count()?).unwrap_or(0);
     if count == 0 {
@@ -83,7 +86,7 @@ fn indexes(named: &[u32]) -> Result<Vec<u32>, BenchError> {
 }
 
 /// `bench copy --concurrent`: every GPU's copies at once.
-pub fn concurrent(req: &ConcurrentRequest) -> Result<ConcurrentReport, BenchError> {
+pub fn concurrent(req: &ConcurrentRequest) -> Result<ConcurrentReport> {
     let m = method(req.samples)?;
     crate::bench::parse::check_copy_floors(req.min_fraction, req.min_gbs)?;
     let gpus = indexes(&req.gpus)?;
@@ -95,19 +98,26 @@ pub fn concurrent(req: &ConcurrentRequest) -> Result<ConcurrentReport, BenchErro
         ..CopyOptions::default()
     };
     let topo = crate::facts::gpu_topo::of_running_system();
-    concurrent::run(&gpus, size(req.size)?, &m, None, &opts, &topo)
+    Ok(concurrent::run(
+        &gpus,
+        size(req.size)?,
+        &m,
+        None,
+        &opts,
+        &topo,
+    )?)
 }
 
 /// `bench p2p`: every ordered pair of GPUs.
-pub fn p2p(req: &P2pRequest) -> Result<P2pReport, BenchError> {
+pub fn p2p(req: &P2pRequest) -> Result<P2pReport> {
     let m = method(req.samples)?;
     let gpus = indexes(&req.gpus)?;
     let topo = crate::facts::gpu_topo::of_running_system();
-    p2p::run(&gpus, size(req.size)?, &m, &topo)
+    Ok(p2p::run(&gpus, size(req.size)?, &m, &topo)?)
 }
 
 /// The all_reduce's sizes, every value of the request checked.
-fn nccl_sizes(req: &NcclRequest) -> Result<Vec<usize>, BenchError> {
+fn nccl_sizes(req: &NcclRequest) -> Bench<Vec<usize>> {
     if req.iters == 0 {
         return Err(BenchError::InvalidArgument("--iters must be > 0".into()));
     }
@@ -133,7 +143,7 @@ fn nccl_sizes(req: &NcclRequest) -> Result<Vec<usize>, BenchError> {
 }
 
 /// `bench nccl`: the all_reduce over the GPUs, in a child (`bench nccl --child`).
-pub fn nccl(req: &NcclRequest) -> Result<NcclReport, BenchError> {
+pub fn nccl(req: &NcclRequest) -> Result<NcclReport> {
     let sizes = nccl_sizes(req)?;
     let gpus = indexes(&req.gpus)?;
     let pcis = crate::bench::nccl::pci_addresses(&gpus);
@@ -147,24 +157,15 @@ pub fn nccl(req: &NcclRequest) -> Result<NcclReport, BenchError> {
         init: std::time::Duration::from_secs(req.init_timeout),
         ..Default::default()
     };
-    crate::bench::nccl::run(
-        crate::bench::nccl::this_executable(),
-        &gpus,
-        &pcis,
-        &sizes,
-        req.iters,
-        &topo,
-        &limits,
-    )
+    let program = crate::bench::nccl::this_executable();
+    let r = crate::bench::nccl::run(program, &gpus, &pcis, &sizes, req.iters, &topo, &limits)?;
+    Ok(r)
 }
 
 /// The child's side (`gdrprov bench nccl --child`): dies with its parent, runs the
 /// all_reduce here and hands each stage and the result (or the error) to LINE, one JSON
 /// value each, for the caller to write as a line; Ok(0) when it ran, Ok(1) when not.
-pub fn nccl_child(
-    req: &NcclRequest,
-    line: &mut dyn FnMut(serde_json::Value),
-) -> Result<i32, BenchError> {
+pub fn nccl_child(req: &NcclRequest, line: &mut dyn FnMut(serde_json::Value)) -> Result<i32> {
     let sizes = nccl_sizes(req)?;
     // A gdrprov killed while waiting takes its child with it.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 mod io;
 
-pub use crate::fleet::render::{Report, Unread};
-pub use crate::fleet::simulate::{Model, Outcome};
+use crate::fleet::render::{Report, Unread};
+use crate::fleet::simulate::{Model, Outcome};
 /// The most nodes a sweep takes (Slurm's host lists are bounded the same).
 pub use crate::fleet::slurm::MAX_HOSTS;
 
@@ -125,9 +125,9 @@ pub struct SweepPlan {
     /// Why no round is planned, when none is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The result files that could not be read (their nodes are not judged).
+    /// For people: the result files that could not be read (their nodes are not judged).
     #[serde(skip)]
-    pub unread: Vec<Unread>,
+    pub notes: Vec<String>,
 }
 
 fn round_out(sweep: &Sweep, round: &Round, number: u32, kind: &'static str) -> RoundOut {
@@ -156,7 +156,7 @@ pub fn plan(req: &PlanRequest) -> Result<SweepPlan> {
         rails: req.rails.clone(),
         rounds: Vec::new(),
         note: None,
-        unread: Vec::new(),
+        notes: Vec::new(),
     };
     if req.retest.is_empty() {
         first_rounds(req, nodes, &mut plan)?;
@@ -218,7 +218,7 @@ fn retest_round(req: &PlanRequest, nodes: Vec<String>, plan: &mut SweepPlan) -> 
     }
     plan.rails = sweep.rails.clone();
     plan.nodes = sweep.nodes;
-    plan.unread = unread;
+    plan.notes = unread.iter().map(not_judged).collect();
     Ok(())
 }
 
@@ -241,9 +241,15 @@ pub struct ReportRequest {
     pub progress: bool,
 }
 
-/// `fleet sweep report`: the report (its `unread` names the files not read); writes the
-/// Slurm script when asked.
-pub fn report(req: &ReportRequest) -> Result<Report> {
+/// A sweep's report, and what to say of it on standard error.
+pub struct Reported {
+    pub report: Report,
+    /// The result files that could not be read (the report names them too).
+    pub notes: Vec<String>,
+}
+
+/// `fleet sweep report`: the report; writes the Slurm script when asked.
+pub fn report(req: &ReportRequest) -> Result<Reported> {
     let thresholds = req.limits.thresholds()?;
     let nodes = if req.hosts.given() {
         io::read_hosts(&req.hosts)?
@@ -285,7 +291,8 @@ pub fn report(req: &ReportRequest) -> Result<Report> {
             ),
         )?;
     }
-    Ok(report)
+    let notes = report.unread.iter().map(not_judged).collect();
+    Ok(Reported { report, notes })
 }
 
 /// Slurm's drained (or probation) nodes and their reasons, from the file FLAG names.
@@ -301,6 +308,22 @@ fn shown(dirs: &[PathBuf]) -> String {
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// `fleet sweep simulate`: a seeded model of a rail-optimized fleet.
+#[derive(Debug, Clone, Default)]
+pub struct SimulateRequest {
+    pub nodes: usize,
+    pub rails: usize,
+    pub bad_nodes: usize,
+    pub bad_rails: usize,
+    pub bad_paths: usize,
+    pub noise: f64,
+    pub slow: f64,
+    pub seed: u64,
+    pub max_rounds: u32,
+    /// Seconds a pair run takes, for the wall time of a real sweep.
+    pub pair_seconds: f64,
 }
 
 /// A simulated sweep (`fleet sweep simulate`).
@@ -322,11 +345,24 @@ impl Simulated {
 }
 
 /// `fleet sweep simulate`: the planner and classifier on a seeded model.
-pub fn simulate(model: &Model) -> Result<Simulated> {
+pub fn simulate(req: &SimulateRequest) -> Result<Simulated> {
+    let model = Model {
+        nodes: req.nodes,
+        rails: req.rails,
+        bad_nodes: req.bad_nodes,
+        bad_rails: req.bad_rails,
+        bad_paths: req.bad_paths,
+        noise: req.noise,
+        slow: req.slow,
+        seed: req.seed,
+        max_rounds: req.max_rounds,
+        pair_seconds: req.pair_seconds,
+        ..Model::default()
+    };
     if let Some(why) = model.problem() {
         return Err(Error::Usage(why));
     }
-    let (outcome, sweep, classified) = sim::run_with_sweep(model);
+    let (outcome, sweep, classified) = sim::run_with_sweep(&model);
     Ok(Simulated {
         outcome,
         sweep,
@@ -347,6 +383,15 @@ fn withhold(sweep: &Sweep, c: &mut Classified, unread: &[Unread]) {
             c.withhold(*i);
         }
     }
+}
+
+/// One file not read, for people: the nodes not judged, and why.
+fn not_judged(u: &Unread) -> String {
+    format!(
+        "not judged: {} (a file of theirs could not be read: {})",
+        u.nodes.join(", "),
+        u.problem
+    )
 }
 
 /// The files not read, after a refusal that found nothing else.

@@ -9,6 +9,7 @@
     reason = "the output layer is where every line a user sees is printed"
 )]
 
+pub mod ansible;
 pub mod bench;
 pub mod copy;
 pub mod doctor;
