@@ -162,10 +162,7 @@ impl Loopback {
 }
 
 /// `bench loopback`: an RDMA WRITE from this host's memory into its own (GPU) memory.
-pub fn loopback(
-    req: &LoopbackRequest,
-    notes: &mut dyn FnMut(&str),
-) -> Result<Loopback, BenchError> {
+pub fn loopback(req: &LoopbackRequest, notes: &mut dyn FnMut(&str)) -> Result<Loopback> {
     let opts = loopback_options(req)?;
     if req.export_only {
         if req.end.memory.is_some_and(|m| m != MemoryKind::CudaDmabuf) {
