@@ -8,14 +8,15 @@
 //! (`applied` | `verified` | `rolled_back`, default `applied`), `root`
 //! (default `/`), `no_exec`, `trial`, `no_reboot`, `force`, `boot_elsewhere`, `no_loopback`.
 //! Check mode (`_ansible_check_mode`) plans and changes nothing.
+//!
+//! Each state runs the same function of `ops` as the command of the command line that
+//! does the same ([`Route`]): `plan`, `apply`, `verify`, `rollback`.
 
+use crate::error::exit;
 use crate::error::{Error, Result};
-use crate::host::Host;
-use crate::journal::{Kind, StateStore, Status};
 use crate::names;
 use crate::ops;
-use crate::output;
-use crate::plan::{Action, Plan};
+use crate::output::{self, ansible::result};
 use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{json, Map, Value};
@@ -34,7 +35,7 @@ pub fn args_file_from_argv() -> Option<PathBuf> {
     if !is_ansible_args_path(&path) {
         return None;
     }
-    let text = crate::host::read_local_text(&path, crate::host::ReadLimit::Args).ok()?;
+    let text = ops::module::read_args(&path).ok()?;
     matches!(serde_json::from_str::<Value>(&text), Ok(Value::Object(_))).then_some(path)
 }
 
@@ -48,7 +49,7 @@ pub fn args_file_from_argv() -> Option<PathBuf> {
 /// `become: true` Ansible writes it as the login user
 /// (`/home/ubuntu/.ansible/tmp/ansible-tmp-X/args`) and runs gdrprov as root.
 pub fn is_ansible_args_path(path: &Path) -> bool {
-    path.is_absolute() && crate::host::is_unshared_regular_file(path)
+    path.is_absolute() && ops::module::is_unshared_file(path)
 }
 
 /// Runs the module; prints exactly one JSON object; exit 0, or 1 when failed.
@@ -64,9 +65,9 @@ pub fn main(args_file: &Path) -> i32 {
     }
     output::json_line(&result);
     if is_failed {
-        crate::exit::ERROR
+        exit::ERROR
     } else {
-        crate::exit::OK
+        exit::OK
     }
 }
 
@@ -116,6 +117,51 @@ enum State {
     Applied,
     Verified,
     RolledBack,
+}
+
+/// The operation a task runs: for each state (and check mode), the function of `ops` that
+/// the command line's command of that name runs ([`Route::command`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    /// `ops::plan`, as `gdrprov plan` (state=applied in check mode).
+    Plan,
+    /// `ops::apply`, as `gdrprov apply --yes`.
+    Apply,
+    /// `ops::verify`, as `gdrprov verify`.
+    Verify,
+    /// `ops::rollback`, as `gdrprov rollback`: with `--yes`, or in check mode declined at
+    /// its question, as an operator answering no (nothing is written).
+    Rollback { check: bool },
+}
+
+impl Route {
+    fn of(state: State, check_mode: bool) -> Route {
+        match state {
+            State::Applied if check_mode => Route::Plan,
+            State::Applied => Route::Apply,
+            State::Verified => Route::Verify,
+            State::RolledBack => Route::Rollback { check: check_mode },
+        }
+    }
+
+    /// The command of the command line that runs the same operation.
+    fn command(self) -> &'static str {
+        match self {
+            Route::Plan => names::PLAN,
+            Route::Apply => names::APPLY,
+            Route::Verify => names::VERIFY,
+            Route::Rollback { .. } => names::ROLLBACK,
+        }
+    }
+}
+
+impl AnsibleKeys {
+    fn run(&self) -> output::ansible::Run {
+        output::ansible::Run {
+            check_mode: self.check_mode,
+            diff: self.diff,
+        }
+    }
 }
 
 impl ModuleArgs {
@@ -278,33 +324,22 @@ fn boolish<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 }
 
 fn run(args_file: &Path) -> Result<Value> {
-    let text = crate::host::read_local_text(args_file, crate::host::ReadLimit::Args)?;
+    let text = ops::module::read_args(args_file)?;
     let (a, k) = parse(&text)?;
-    let mut out = match a.state {
-        State::Verified => verified(&a)?,
-        State::RolledBack => rolled_back(&a, &k)?,
-        State::Applied if k.check_mode => {
+    let route = Route::of(a.state, k.check_mode);
+    let mut out = match route {
+        Route::Verify => output::ansible::verified(&ops::verify(&a.verify_request())?),
+        Route::Rollback { check } => rolled_back(&a, &k, check)?,
+        Route::Plan => {
             let p = ops::plan(&a.profiles_request())?;
-            result(
-                &p.host,
-                p.names,
-                &p.plan,
-                output::Done::Planned,
-                &k,
-                names::PLAN,
-            )
+            let done = output::Done::Planned;
+            result(route.command(), &p.host, p.names, &p.plan, done, k.run())
         }
-        State::Applied => {
+        Route::Apply => {
             let applied = ops::apply(&a.profiles_request(), &mut ops::yes)?;
-            let v = result(
-                &applied.host,
-                applied.names.clone(),
-                &applied.plan,
-                applied.done(),
-                &k,
-                names::APPLY,
-            );
-            v
+            let (host, plan) = (&applied.host, &applied.plan);
+            let names = applied.names.clone();
+            result(route.command(), host, names, plan, applied.done(), k.run())
         }
     };
     if let Some(obj) = out.as_object_mut() {
@@ -313,170 +348,64 @@ fn run(args_file: &Path) -> Result<Value> {
     Ok(out)
 }
 
-/// The module result for a plan (check mode) or an apply/rollback.
-fn result(
-    host: &Host,
-    names: Vec<String>,
-    plan: &Plan,
-    done: output::Done,
-    k: &AnsibleKeys,
-    command: &'static str,
-) -> Value {
-    let report = output::report(command, host, names, plan, done);
-    let changed = !plan.is_empty();
-    let msg = if !changed {
-        "nothing to change: the host already matches".to_string()
-    } else if k.check_mode {
-        format!("{} change(s) would be made", plan.changes.len())
-    } else {
-        format!("{} change(s) made", plan.changes.len())
-    };
-    // Ansible shows `warnings` on every run: a forced requirement is said
-    // when it matters, on a run that changes something, not on every run.
-    let warnings: &[String] = if changed { report.warnings } else { &[] };
-    let mut v = json!({
-        "changed": changed,
+fn nothing_to_roll_back() -> Value {
+    json!({
+        "changed": false,
         "failed": false,
-        "msg": msg,
-        "reboot_required": report.reboot_required,
-        "reboot_reasons": report.reboot_reasons,
-        "pending_commands": report.pending_commands,
-        "warnings": warnings,
-        "plan": report,
+        "msg": "nothing to roll back: no apply of gdrprov is in effect",
+        "reboot_required": false,
+    })
+}
+
+/// `ops::rollback`, as `gdrprov rollback`: with `--yes`; in check mode, the plan it asks
+/// about, then declined (nothing is written, not even the lock).
+fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys, check: bool) -> Result<Value> {
+    let req = a.rollback_request();
+    if !check {
+        return Ok(rollback_result(ops::rollback(&req, &mut ops::yes)?, k));
+    }
+    let mut shown = None;
+    let ran = ops::rollback(&req, &mut |ask: &ops::Ask| {
+        shown = Some(would_roll_back(ask, k));
+        Err(Error::Refused(
+            "check mode: the rollback is shown, not made (nothing was changed)".into(),
+        ))
     });
-    if k.diff {
-        if let Some(obj) = v.as_object_mut() {
-            obj.insert("diff".into(), Value::Array(diffs(host, plan)));
-        }
+    match (ran, shown) {
+        (_, Some(v)) => Ok(v),
+        (Ok(r), None) => Ok(rollback_result(r, k)),
+        (Err(e), None) => Err(e),
+    }
+}
+
+/// Check mode's result: what the rollback would restore.
+fn would_roll_back(ask: &ops::Ask, k: &AnsibleKeys) -> Value {
+    let profiles = ask.profiles.to_vec();
+    let done = output::Done::Planned;
+    let mut v = result(names::ROLLBACK, ask.host, profiles, ask.plan, done, k.run());
+    if let Some(obj) = v.as_object_mut() {
+        // Undoing a generation is a change even when its files are already back.
+        obj.insert("changed".into(), Value::Bool(true));
+        // The question the command line asks: "Roll back generation(s) [N]?"
+        let what = ask.question.trim_end_matches('?');
+        let what = what.strip_prefix("Roll back").unwrap_or(what);
+        obj.insert("msg".into(), json!(format!("would roll back{what}")));
     }
     v
 }
 
-/// Ansible's diff format: one `{before_header, after_header, before, after}`
-/// per file, and one `{prepared}` (shown as is) per command a change runs or
-/// leaves owed.
-fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
-    let command = |verb: &str, c: &crate::host::CommandSpec| {
-        let c = output::CommandOut::of(host, c);
-        json!({"prepared": format!("{verb}: $ {}    # {}\n", c.shell_line(), c.why)})
-    };
-    // Owed commands are news only on the run that leaves them owed.
-    let owed = plan
-        .pending_commands
-        .iter()
-        .filter(|_| !plan.is_empty())
-        .map(|c| command("command owed (no_exec: not run)", c));
-    plan.changes
-        .iter()
-        .map(|c| match &c.action {
-            Action::WriteFile {
-                path,
-                before,
-                after,
-                ..
-            } => json!({
-                "before_header": if before.is_some() { path.clone() } else { "/dev/null".into() },
-                "after_header": path,
-                "before": before.clone().unwrap_or_default(),
-                "after": after,
-            }),
-            Action::RemoveFile { path, before } => json!({
-                "before_header": path,
-                "after_header": "/dev/null",
-                "before": before,
-                "after": "",
-            }),
-            Action::Run { command: c } => command("command", c),
-        })
-        .chain(owed)
-        .collect()
-}
-
-fn verified(a: &ModuleArgs) -> Result<Value> {
-    let report = ops::verify(&a.verify_request())?;
-    let failing: Vec<String> = report
-        .checks
-        .iter()
-        .filter(|c| c.status == crate::checks::verify::Status::Fail)
-        .map(|c| format!("{}: {}", c.name, c.detail()))
-        .collect();
-    let msg = if report.ready {
-        format!("ready: {}", report.profiles.join(" + "))
-    } else {
-        format!("not ready: {}", failing.join("; "))
-    };
-    Ok(json!({
-        "changed": false,
-        "failed": !report.ready,
-        "msg": msg,
-        "ready": report.ready,
-        "reboot_required": report.checks.iter().any(|c| c.name == "reboot" && c.status == crate::checks::verify::Status::Fail),
-        "verify": report,
-    }))
-}
-
-fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
-    let host = Host::open(&a.root, a.no_exec)?;
-    let store = StateStore::new(&host);
-    // An unfinished generation: `gdrprov recover` first, never "nothing to do".
-    crate::apply::refuse_unfinished(&host, &store)?;
-    crate::checks::proof::refuse_unproven(&host, &store)?;
-    let in_effect = store.generation_numbers().into_iter().any(|n| {
-        store.load_generation(n).is_ok_and(|g| {
-            g.kind == Kind::Apply && g.status == Status::Complete && g.rolled_back_by.is_none()
-        })
-    });
-    if !in_effect {
-        return Ok(json!({
-            "changed": false,
-            "failed": false,
-            "msg": "nothing to roll back: no apply of gdrprov is in effect",
-            "reboot_required": false,
-        }));
-    }
-    if k.check_mode {
-        let (plan, undoes) = crate::apply::plan_rollback(&host, &store, None, a.force)?;
-        let profiles = store.load_state()?.profiles;
-        let mut v = result(
-            &host,
-            profiles,
-            &plan,
-            output::Done::Planned,
-            k,
-            names::ROLLBACK,
-        );
-        if let Some(obj) = v.as_object_mut() {
-            // Undoing a generation is a change even when its files are already back.
-            obj.insert("changed".into(), Value::Bool(true));
-            obj.insert("msg".into(), json!(format!("would roll back {undoes:?}")));
-        }
-        return Ok(v);
-    }
-    let (host, profiles, plan, outcome) = match ops::rollback(&a.rollback_request(), &mut ops::yes)?
-    {
-        ops::RolledBack::Done {
-            host,
-            profiles,
-            plan,
-            outcome,
-        } => (host, profiles, plan, outcome),
-        ops::RolledBack::Nothing { .. } => {
-            return Ok(json!({
-                "changed": false,
-                "failed": false,
-                "msg": "nothing to roll back: no apply of gdrprov is in effect",
-                "reboot_required": false,
-            }));
-        }
-    };
-    let mut v = result(
-        &host,
+fn rollback_result(r: ops::RolledBack, k: &AnsibleKeys) -> Value {
+    let ops::RolledBack::Done {
+        host,
         profiles,
-        &plan,
-        output::Done::Ran(&outcome),
-        k,
-        names::ROLLBACK,
-    );
+        plan,
+        outcome,
+    } = r
+    else {
+        return nothing_to_roll_back();
+    };
+    let done = output::Done::Ran(&outcome);
+    let mut v = result(names::ROLLBACK, &host, profiles, &plan, done, k.run());
     if let Some(obj) = v.as_object_mut() {
         obj.insert("changed".into(), Value::Bool(true));
         obj.insert(
@@ -484,7 +413,7 @@ fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys) -> Result<Value> {
             json!(format!("rolled back (generation {})", outcome.generation)),
         );
     }
-    Ok(v)
+    v
 }
 
 #[cfg(test)]
@@ -535,6 +464,38 @@ mod tests {
         let (a, _) = parse(r#"{"profile": "a, b", "state": null, "trial": "on"}"#).unwrap();
         assert_eq!(a.profiles, ["a", "b"]);
         assert!(a.trial && a.state == State::Applied);
+    }
+
+    /// Each state (and check mode) runs the operation of the command of that name: the
+    /// same function of `ops` (tests/it/ansible.rs compares their results).
+    #[test]
+    fn each_state_runs_the_operation_of_a_command() {
+        for (args, command) in [
+            (r#"{"profile": "p", "_ansible_check_mode": true}"#, "plan"),
+            (r#"{"profile": "p"}"#, "apply"),
+            (r#"{"profile": "p", "state": "verified"}"#, "verify"),
+            (
+                r#"{"profile": "p", "state": "verified", "_ansible_check_mode": true}"#,
+                "verify",
+            ),
+            (r#"{"state": "rolled_back"}"#, "rollback"),
+            (
+                r#"{"state": "rolled_back", "_ansible_check_mode": 1}"#,
+                "rollback",
+            ),
+        ] {
+            let (a, k) = parse(args).unwrap();
+            assert_eq!(
+                Route::of(a.state, k.check_mode).command(),
+                command,
+                "{args}"
+            );
+        }
+        let (a, k) = parse(r#"{"state": "rolled_back", "_ansible_check_mode": 1}"#).unwrap();
+        assert_eq!(
+            Route::of(a.state, k.check_mode),
+            Route::Rollback { check: true }
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@
     reason = "the output layer is where every line a user sees is printed"
 )]
 
+pub mod ansible;
 pub mod bench;
 pub mod copy;
 pub mod doctor;
@@ -349,28 +350,6 @@ pub fn stderr_line(line: &str) {
 /// escaped ([`escape`]: an error may quote a file, a log or a peer).
 pub fn error_line(message: &str) {
     eprintln!("{}", prefixed("gdrprov: error: ", message));
-}
-
-/// A bar for long work on standard error (reading thousands of pair
-/// results): drawn only when `wanted` (callers pass false under JSON) and
-/// standard error is a terminal; a hidden bar, drawing nothing, otherwise.
-///
-/// PENDING (issue 44): the sweep's readers (`commands/sweep.rs`,
-/// `sweep_io.rs`) move to [`progress::Bar::start`], the same bar; then this
-/// goes, and indicatif is named in `output/progress.rs` alone.
-pub fn progress(what: &str, wanted: bool) -> indicatif::ProgressBar {
-    if !(wanted && stderr_is_terminal()) {
-        return indicatif::ProgressBar::hidden();
-    }
-    let style = indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len}")
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-    // Styled before it may draw: no empty bar flashes first.
-    let bar =
-        indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::hidden());
-    bar.set_style(style);
-    bar.set_message(what.to_string());
-    bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-    bar
 }
 
 /// Whether standard error is a terminal (progress bars only draw there).

@@ -274,3 +274,103 @@ fn module_results_are_what_an_operator_expects() {
     assert_eq!(again["changed"], false, "{again:#}");
     assert_eq!(again["warnings"], serde_json::json!([]), "{again:#}");
 }
+
+/// A report of one root as one of the other: the root's path named alike, the times a
+/// check took and the envelope (which the module's result leaves to Ansible) aside.
+fn comparable(v: &serde_json::Value, root: &Path) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(o) => {
+                o.remove("duration_seconds");
+                o.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let text = v.to_string().replace(&root.display().to_string(), "ROOT");
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    strip(&mut v);
+    if let Some(o) = v.as_object_mut() {
+        for envelope in ["format_version", "gdrprov", "command"] {
+            o.remove(envelope);
+        }
+    }
+    v
+}
+
+/// Issue 44: the module and the command line reach the same operations (`ops::plan`,
+/// `apply`, `verify`, `rollback`). On two copies of one example root, each task's result
+/// carries the report the command of that name gives, and the trees end alike.
+#[test]
+fn the_module_and_the_command_line_reach_the_same_operations() {
+    let (t, m) = example_root("ubuntu-22.04-h100");
+    let (_c_dir, c) = example_root("ubuntu-22.04-h100");
+    let pristine = snapshot(&c);
+    let cli = |args: &[&str]| {
+        let out = gdrprov()
+            .args(args)
+            .args([
+                "--root".as_ref(),
+                c.as_os_str(),
+                "--format".as_ref(),
+                "json".as_ref(),
+            ])
+            .output()
+            .unwrap();
+        (out.status.code().unwrap_or(-1), json_of(&out))
+    };
+    let task = |body: &str| {
+        module(
+            t.path(),
+            &format!(r#"{body}, "root": "{}", "no_exec": true"#, m.display()),
+        )
+    };
+    let same = |what: &str, from_module: &serde_json::Value, from_cli: &serde_json::Value| {
+        assert_eq!(
+            comparable(from_module, &m),
+            comparable(from_cli, &c),
+            "{what}: the module's result is not the command's report"
+        );
+    };
+
+    let (_, planned) = task(r#""profile": "rdma-dmabuf", "_ansible_check_mode": true"#);
+    let (code, plan) = cli(&["plan", "rdma-dmabuf", "--no-exec"]);
+    assert_eq!(code, 0, "{plan}");
+    assert_eq!(planned["plan"]["command"], plan["command"]);
+    same("check mode / plan", &planned["plan"], &plan);
+
+    let (_, applied) = task(r#""profile": "rdma-dmabuf""#);
+    let (code, apply) = cli(&["apply", "rdma-dmabuf", "--no-exec", "--yes"]);
+    assert_eq!(code, 0, "{apply}");
+    assert_eq!(applied["plan"]["command"], apply["command"]);
+    same("applied / apply", &applied["plan"], &apply);
+    assert_same(
+        &without_state(snapshot(&m)),
+        &without_state(snapshot(&c)),
+        "the module's apply and the command's",
+    );
+
+    let (_, verified) = task(r#""profile": "rdma-dmabuf", "state": "verified""#);
+    let (_, verify) = cli(&["verify", "rdma-dmabuf"]);
+    same("verified / verify", &verified["verify"], &verify);
+    assert_eq!(verified["ready"], verify["ready"]);
+
+    // Check mode shows what `rollback` asks about, and declines.
+    let (_, would) = task(r#""state": "rolled_back", "_ansible_check_mode": true"#);
+    let (code, rollback) = cli(&["rollback", "--no-exec", "--yes"]);
+    assert_eq!(code, 0, "{rollback}");
+    assert_eq!(would["msg"], "would roll back generation(s) [1]", "{would}");
+    same(
+        "rolled_back in check mode / rollback's changes",
+        &would["plan"]["changes"],
+        &rollback["changes"],
+    );
+    let (_, rolled) = task(r#""state": "rolled_back""#);
+    same("rolled_back / rollback", &rolled["plan"], &rollback);
+    assert_same(
+        &without_state(snapshot(&m)),
+        &without_state(pristine),
+        "apply then rollback through the module, beside the command line",
+    );
+}

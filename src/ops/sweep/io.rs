@@ -1,8 +1,7 @@
-//! The files `fleet sweep` reads: host lists, pair results, verify reports,
+//! The files `fleet sweep` reads (src/ops/sweep.rs): host lists, pair results, verify reports,
 //! Slurm's drained nodes. Every problem names the file and the fix.
 
-use super::add_records;
-use crate::commands::cli::fleet::HostsArgs;
+use super::{add_records, Hosts};
 use crate::docs::pair::PairResult;
 use crate::docs::{self, verify::VerifyReport, ReadError};
 use crate::error::{Error, Result};
@@ -30,9 +29,9 @@ pub fn read_text(path: &Path, kind: ReadLimit) -> Result<String> {
 
 /// The hosts of --hosts FILE or --nodelist LIST (one of them), in order,
 /// once each; every one a [`NodeName`].
-pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
+pub fn read_hosts(h: &Hosts) -> Result<Vec<String>> {
     let mut hosts = Vec::new();
-    if let Some(f) = &h.hosts {
+    if let Some(f) = &h.file {
         for (i, line) in read_text(f, ReadLimit::HostList)?.lines().enumerate() {
             let name = line.split('#').next().unwrap_or("").trim();
             if name.is_empty() {
@@ -53,7 +52,7 @@ pub fn read_hosts(h: &HostsArgs) -> Result<Vec<String>> {
             slurm::expand_hostlist(list).map_err(|e| Error::Usage(format!("--nodelist: {e}")))?;
         hosts.extend(names.into_iter().map(NodeName::into_string));
     }
-    if h.hosts.is_none() && h.nodelist.is_none() {
+    if !h.given() {
         return Err(Error::Usage(
             "which hosts? give --hosts FILE (one a line) or --nodelist LIST (a Slurm host list such as \"$SLURM_JOB_NODELIST\")".into(),
         ));
@@ -226,7 +225,7 @@ pub fn load_with_mtus(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
-    bar: &indicatif::ProgressBar,
+    bar: &crate::output::progress::Bar,
 ) -> Result<(Sweep, Mtus, Vec<Unread>)> {
     let mut files = JsonFiles::new();
     for d in dirs {
@@ -273,7 +272,7 @@ pub fn load_with_mtus(
             }
         }
     }
-    bar.finish_and_clear();
+    bar.finish();
     let mut sweep = Sweep::new(nodes, rails.to_vec());
     let mut mtus = HashMap::new();
     add_records(&mut sweep, &records, &mut mtus);
@@ -284,7 +283,7 @@ pub fn load_results(
     dirs: &[PathBuf],
     nodes: Vec<String>,
     rails: &[String],
-    bar: &indicatif::ProgressBar,
+    bar: &crate::output::progress::Bar,
 ) -> Result<(Sweep, Vec<Unread>)> {
     let (sweep, _, unread) = load_with_mtus(dirs, nodes, rails, bar)?;
     Ok((sweep, unread))
