@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs each cargo-fuzz target for SECONDS (default 20: the CI smoke run).
 #   bash fuzz/run.sh [SECONDS] [TARGET...]
+#   bash fuzz/run.sh --install-only   # install cargo-fuzz when missing, nothing else (CI, early)
 # Targets live in two places, each its own cargo-fuzz workspace: fuzz/ (the
 # gdrprov crate's: profile, versions) and crates/gdrprov-boot/fuzz/ (the
 # boot-configuration crate's: grub_edit, cmdline, uki). Targets default to every
@@ -12,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 places=(fuzz crates/gdrprov-boot/fuzz)
+install_only=0
+[ "${1:-}" = --install-only ] && { install_only=1; shift; }
 secs="${1:-20}"
 shift || true
 # Every target as PLACE/NAME.
@@ -37,8 +40,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "fuzz/run.sh: installing cargo-fuzz" >&2
   # unoptimized: compiles faster, and it only drives cargo; the target directory scripts/package.sh's
   # installs use, for the dependencies they share
-  cargo install cargo-fuzz --locked --debug --target-dir target/cargo-install >&2
+  CARGO_PROFILE_DEV_DEBUG=false cargo install cargo-fuzz --locked --debug --target-dir target/cargo-install >&2
 fi
+((install_only)) && exit 0
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   fuzz=(cargo +nightly fuzz)
 else

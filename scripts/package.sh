@@ -55,9 +55,10 @@ for tool in "${tools[@]}"; do
   if ! command -v "$tool" >/dev/null; then
     # --debug: an unoptimized build compiles in about half the time (a fresh CI machine builds both), and
     # packing a few files needs no speed. One target directory for both (and fuzz/run.sh's cargo-fuzz):
-    # the dependencies they share (clap, serde, toml, ...) are compiled once.
+    # the dependencies they share (clap, serde, toml, ...) are compiled once. No debug info: a tool
+    # nobody debugs here links faster without it.
     echo "package.sh: installing $tool (cargo install --locked --debug $tool)"
-    cargo install --locked --debug --quiet --target-dir target/cargo-install "$tool"
+    CARGO_PROFILE_DEV_DEBUG=false cargo install --locked --debug --quiet --target-dir target/cargo-install "$tool"
   fi
 done
 ((tools_only)) && exit 0

@@ -112,6 +112,9 @@ pub struct RollbackRequest {
     pub no_exec: bool,
     /// Restore files even if they were edited after gdrprov wrote them.
     pub force: bool,
+    /// Only show the rollback (Ansible's check mode): no root needed, and it stops at its question
+    /// whatever the answer, so nothing is written.
+    pub preview: bool,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -143,6 +146,8 @@ pub struct Ask<'a> {
     pub profiles: &'a [String],
     pub plan: &'a Plan,
     pub question: String,
+    /// The generations a rollback undoes (empty for an apply or a recovery).
+    pub undoes: &'a [u64],
 }
 
 /// Asked before anything is written; an error stops the operation with

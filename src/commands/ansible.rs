@@ -197,6 +197,7 @@ impl ModuleArgs {
             generation: None,
             no_exec: self.no_exec,
             force: self.force,
+            preview: false,
         }
     }
 
@@ -360,7 +361,10 @@ fn nothing_to_roll_back() -> Value {
 /// `ops::rollback`, as `gdrprov rollback`: with `--yes`; in check mode, the plan it asks
 /// about, then declined (nothing is written, not even the lock).
 fn rolled_back(a: &ModuleArgs, k: &AnsibleKeys, check: bool) -> Result<Value> {
-    let req = a.rollback_request();
+    let req = ops::RollbackRequest {
+        preview: check,
+        ..a.rollback_request()
+    };
     if !check {
         return Ok(rollback_result(ops::rollback(&req, &mut ops::yes)?, k));
     }
@@ -386,10 +390,10 @@ fn would_roll_back(ask: &ops::Ask, k: &AnsibleKeys) -> Value {
     if let Some(obj) = v.as_object_mut() {
         // Undoing a generation is a change even when its files are already back.
         obj.insert("changed".into(), Value::Bool(true));
-        // The question the command line asks: "Roll back generation(s) [N]?"
-        let what = ask.question.trim_end_matches('?');
-        let what = what.strip_prefix("Roll back").unwrap_or(what);
-        obj.insert("msg".into(), json!(format!("would roll back{what}")));
+        obj.insert(
+            "msg".into(),
+            json!(format!("would roll back {:?}", ask.undoes)),
+        );
     }
     v
 }

@@ -98,6 +98,7 @@ pub fn apply_as(req: &ProfilesRequest, confirm: Confirm, command: Option<&str>) 
         profiles: &names,
         plan: &plan,
         question: "Apply these changes?".into(),
+        undoes: &[],
     })?;
     let lock = store.lock()?;
     crate::apply::refuse_unfinished_locked(&host, &store)?;

@@ -100,7 +100,7 @@ pub fn boot_once(target: &Target, entry: &str) -> Result<BootOnce> {
             ),
         });
     }
-    // grubenv's next_entry must be on disk where GRUB reads it (host/durable.rs).
+    // grubenv's next_entry must be on disk where GRUB reads it (apply/durable.rs decides how, host/flush.rs does it).
     once.ran = Some(crate::apply::make_boot_durable(&host, &[])?);
     Ok(once)
 }

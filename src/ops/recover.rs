@@ -77,6 +77,7 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             "Put back the files of unfinished generation(s) {}{then}?",
             names.join(", ")
         ),
+        undoes: &[],
     })?;
     apply::refuse_links(&host, &restored)?;
     let lock = store.lock()?;

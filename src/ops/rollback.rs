@@ -40,7 +40,9 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
             return Ok(RolledBack::Nothing { host });
         }
     }
-    require_root(&host, names::ROLLBACK)?;
+    if !req.preview {
+        require_root(&host, names::ROLLBACK)?;
+    }
     // Planned before the lock too, so that a refused rollback (a generation
     // not in effect) writes nothing.
     let (plan, undoes) = crate::apply::plan_rollback(&host, &store, req.generation, req.force)?;
@@ -52,7 +54,14 @@ pub fn rollback(req: &RollbackRequest, confirm: Confirm) -> Result<RolledBack> {
         profiles: &profiles,
         plan: &plan,
         question: format!("Roll back generation(s) {undoes:?}?"),
+        undoes: &undoes,
     })?;
+    if req.preview {
+        return Err(crate::error::Error::Refused(
+            "a preview of the rollback changes nothing; run it without check mode to roll back"
+                .into(),
+        ));
+    }
     let lock = store.lock()?;
     crate::apply::refuse_unfinished_locked(&host, &store)?;
     crate::checks::proof::refuse_unproven(&host, &store)?;

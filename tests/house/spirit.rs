@@ -51,12 +51,20 @@ fn doc_above(raw: &[&str], attrs: &BTreeSet<usize>, line: usize) -> String {
     doc.join(" ")
 }
 
-/// Whether `text` holds the marker, however the lines wrapped it.
+/// The fewest words a reason after the marker has: "Long because." alone
+/// says nothing.
+const REASON_WORDS: usize = 3;
+
+/// Whether `text` holds the marker and a reason after it, however the
+/// lines wrapped it.
 fn says_why(text: &str) -> bool {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .contains(MARKER)
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    text.split_once(MARKER).is_some_and(|(_, why)| {
+        why.split_whitespace()
+            .filter(|w| w.chars().any(char::is_alphabetic))
+            .count()
+            >= REASON_WORDS
+    })
 }
 
 /// Whether the file's opening `//!` comment has a line starting with the
@@ -66,7 +74,7 @@ fn opening_says_why(raw: &[&str]) -> bool {
         .map(|l| l.trim())
         .skip_while(|l| l.is_empty())
         .map_while(|l| l.strip_prefix("//!"))
-        .any(|l| l.trim_start().starts_with(MARKER))
+        .any(|l| l.trim_start().starts_with(MARKER) && says_why(l))
 }
 
 /// Every function over the norm and the file itself if near the limit,
@@ -147,6 +155,10 @@ fn the_spirit_rules_see_a_synthetic_offender() {
     );
     let found = unexplained(&super::source_file("src/x.rs", &["x"], &why), &why);
     assert!(found.is_empty(), "{found:?}");
+    // The marker without a reason says nothing.
+    let bare = format!("/// Long because.\nfn long() {{\n{}}}\n", body(80));
+    let found = unexplained(&super::source_file("src/x.rs", &["x"], &bare), &bare);
+    assert_eq!(found.len(), 1, "{found:?}");
     // A plain comment between the doc and the function is not its doc.
     let cut = format!("/// Long because.\n// note\nfn long() {{\n{}}}\n", body(80));
     let found = unexplained(&super::source_file("src/x.rs", &["x"], &cut), &cut);

@@ -360,7 +360,7 @@ fn the_module_and_the_command_line_reach_the_same_operations() {
     let (_, would) = task(r#""state": "rolled_back", "_ansible_check_mode": true"#);
     let (code, rollback) = cli(&["rollback", "--no-exec", "--yes"]);
     assert_eq!(code, 0, "{rollback}");
-    assert_eq!(would["msg"], "would roll back generation(s) [1]", "{would}");
+    assert_eq!(would["msg"], "would roll back [1]", "{would}");
     same(
         "rolled_back in check mode / rollback's changes",
         &would["plan"]["changes"],

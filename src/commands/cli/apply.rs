@@ -140,6 +140,7 @@ impl RollbackArgs {
             generation: self.generation,
             no_exec: self.no_exec,
             force: self.force,
+            preview: false,
         }
     }
 }

@@ -289,9 +289,6 @@ fn initramfs(ctx: &Context, part: &mut Part) {
     }
 }
 
-/// The RDMA devices that unloading module `m` deletes: those its driver
-/// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
-/// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
 /// The programs that rebuild initramfs images: those this module plans
 /// (update-initramfs, dracut) and the other builders a journal may name.
 const INITRAMFS_BUILDERS: &[&str] = &["update-initramfs", "dracut", "mkinitramfs", "mkinitcpio"];
@@ -311,6 +308,9 @@ pub fn rebuilds(cmd: &CommandSpec) -> bool {
     cmd.rebuilds_initramfs || tool.is_some_and(|t| INITRAMFS_BUILDERS.contains(&t))
 }
 
+/// The RDMA devices that unloading module `m` deletes: those its driver
+/// made (rxe0 for rdma_rxe) or, for an `_ib` module, those of its `_core`
+/// PCI driver (mlx5_ib registers the mlx5_core functions' devices).
 fn removed_rdma_devices(devices: &[RdmaDevice], m: &str) -> Vec<String> {
     let m = norm(m);
     let core = m.strip_suffix("_ib").map(|p| format!("{p}_core"));
