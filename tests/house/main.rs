@@ -1559,15 +1559,7 @@ fn the_door_scan_sees_every_way_to_open_a_file_for_reading() {
                fn c() { OpenOptions::new()\n.read(true).open(p); OpenOptions::new().write(true); }\n\
                fn d() { nix::fcntl::open(p); openat2(r, p, h); File::create(p); }\n\
                #[cfg(test)]\nmod tests { fn t() { std::fs::read(p); } }\n";
-    let stripped = strip(src);
-    let f = File {
-        rel: "src/host/fs.rs".into(),
-        krate: "gdrprov".into(),
-        module: vec!["host".into(), "fs".into()],
-        test: false,
-        tokens: tokens(&stripped),
-        stripped,
-    };
+    let f = source_file("src/host/fs.rs", &["host", "fs"], src);
     let found = file_reads(&f);
     let found: Vec<(usize, &str)> = found.iter().map(|(l, w)| (*l, w.as_str())).collect();
     assert_eq!(
@@ -1614,15 +1606,7 @@ fn the_write_scan_sees_every_way_to_write_a_file() {
                fn e() { host.remove_dir_all(p); host.create_dir_all(p, m); host.write_atomic(p); }\n\
                fn f() { OpenOptions::new().read(true).write(false); std::fs::read(p); }\n\
                #[cfg(test)]\nmod tests { fn t() { std::fs::write(p, b); } }\n";
-    let stripped = strip(src);
-    let f = File {
-        rel: "src/host/fs.rs".into(),
-        krate: "gdrprov".into(),
-        module: vec!["host".into(), "fs".into()],
-        test: false,
-        tokens: tokens(&stripped),
-        stripped,
-    };
+    let f = source_file("src/host/fs.rs", &["host", "fs"], src);
     let found = file_writes(&f);
     let found: Vec<(usize, &str)> = found.iter().map(|(l, w)| (*l, w.as_str())).collect();
     assert_eq!(
