@@ -61,6 +61,10 @@ vm_restart() {
     new=$(vm_ssh_try "$name" "$t1" 20 cat /proc/sys/kernel/random/boot_id) || new=
     [ -n "$new" ] && [ "$new" != "$old" ] && return 0
     [ -z "$login_at" ] && tail -c +"$((m + 1))" "$d/serial.log" 2>/dev/null | grep -aq ' login: ' && login_at=$(date +%s)
+    if vm_panicked "$name" "$m"; then
+      vm_tail_serial "$name"
+      vm_die "guest $name: its kernel panicked while booting after $what (console above; whole log $d/serial.log)"
+    fi
     if [ "$(vm_since "$t1")" -ge "$VM_BOOT_TIMEOUT" ]; then
       vm_why_not_back "$name" "$m" "$login_at" "$new"
       vm_die "guest $name: not back $VM_BOOT_TIMEOUT s after qemu started again ($what)"

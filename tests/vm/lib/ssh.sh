@@ -40,17 +40,33 @@ vm_ssh_try() {
   timeout "$limit" ssh -o ControlPath=none -o ConnectTimeout="$(vm_poll_timeout "$s")" $(vm_ssh_opts "$name") root@127.0.0.1 "$@" </dev/null 2>"$(vm_gdir "$name")/ssh-try.err"
 }
 
-# vm_wait_ssh NAME TIMEOUT: until `ssh true` works.
+# vm_wait_ssh NAME TIMEOUT: until `ssh true` works. A kernel panic on the console of this boot (the serial
+# log from GUEST_DIR/serial.start, 0 when absent) ends the wait at once (a panicked guest never answers:
+# waiting out TIMEOUT only hid the cause for 10 minutes). With VM_PANIC_RETURN=1 a panic returns 3 and
+# TIMEOUT passing returns 4 (the caller decides); without, both end the run naming the cause.
 vm_wait_ssh() {
-  local name=$1 limit=$2 t0; t0=$(date +%s)
+  local name=$1 limit=$2 t0 from; t0=$(date +%s)
+  from=$(cat "$(vm_gdir "$name")/serial.start" 2>/dev/null || echo 0)
   while :; do
     vm_guest_alive "$name" || { vm_tail_serial "$name"; vm_die "guest $name died while booting"; }
     vm_ssh_try "$name" "$t0" 30 true && return 0
+    if vm_panicked "$name" "$from"; then
+      vm_tail_serial "$name"
+      [ "${VM_PANIC_RETURN:-0}" = 1 ] && return 3
+      vm_die "guest $name: its kernel panicked while booting (console above; whole log $(vm_gdir "$name")/serial.log)"
+    fi
     if [ "$(vm_since "$t0")" -ge "$limit" ]; then
-      vm_tail_serial "$name"; vm_die "guest $name: no ssh after $limit s"
+      vm_tail_serial "$name"
+      [ "${VM_PANIC_RETURN:-0}" = 1 ] && return 4
+      vm_die "guest $name: no ssh after $limit s"
     fi
     sleep 1
   done
+}
+
+# vm_panicked NAME FROM: whether the guest's console since byte FROM of its serial log shows a kernel panic.
+vm_panicked() {
+  tail -c +"$(( $2 + 1 ))" "$(vm_gdir "$1")/serial.log" 2>/dev/null | grep -aq 'Kernel panic - not syncing'
 }
 
 vm_tail_serial() {

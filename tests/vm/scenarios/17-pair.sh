@@ -101,16 +101,40 @@ run_pair() {
 run_pair hostA hostB write
 run_pair hostA hostB read
 run_pair hostB hostA write
-# Both directions at once; where it fails, perftest's own bidirectional run on the same link says
-# whether the link (rxe) or gdrprov is at fault.
-if ! ( run_pair hostA hostB bidir ); then
+# rxe_counters HOST: rxe0's non-zero error and retry counters (what the soft-RoCE device saw go wrong).
+rxe_counters() {
+  vm_ssh "$1" "cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && grep -H . * | grep -v ':0\$' | grep -Ei 'err|retr|seq|dup|drop|rnr'" 2>/dev/null |
+    tr '\n' ' ' || true
+}
+# Both directions at once. About one run in three on a loaded host, the bidirectional run at 1 MiB has
+# ended with RemoteInvalidRequest (status 9) from the peer's rxe, the same binary passing it on the next
+# run; write and read alone never did. Linux 6.1's rxe has known faults in resending a request after a
+# local packet drop (e.g. upstream 6.5's "RDMA/rxe: Fix incomplete state save in rxe_requester"), which
+# bidirectional traffic on a slow emulated link provokes; we have not proved that is the one seen.
+# So a failed bidirectional run is run once more, with the rxe counters of both ends logged;
+# a second failure is compared with perftest's own bidirectional run on the same link, at the same sizes,
+# which says whether the link (rxe) or gdrprov is at fault.
+bidir_ok=0
+for try in 1 2; do
+  if ( run_pair hostA hostB bidir ); then bidir_ok=1; break; fi
+  info "pair bidir, try $try, failed; rxe counters: hostA: $(rxe_counters hostA); hostB: $(rxe_counters hostB)"
+  [ "$try" = 1 ] && info "running pair bidir once more (see the comment above the loop)"
+done
+[ "$bidir_ok" = 1 ] && [ "$try" = 2 ] && info "pair bidir passed on its second try"
+if [ "$bidir_ok" = 0 ]; then
   vm_ssh hostA "cat /tmp/pl.err" | tail -3 | sed 's/^/    listener| /'
   gidA=$(vm_rxe_gid_index hostA rxe0 "${addr[hostA]}"); gidB=$(vm_rxe_gid_index hostB rxe0 "${addr[hostB]}")
   vm_ssh hostA "nohup timeout 120 ib_write_bw -d rxe0 -x $gidA -s 65536 -n 200 -b -F -u 20 -p 18600 > /tmp/ibb.out 2>&1 < /dev/null &
     for i in \$(seq 60); do ss -ltn | grep -q ':18600 ' && exit 0; sleep 0.5; done; exit 1" >/dev/null
   rc=0; out=$(vm_ssh hostB "timeout 120 ib_write_bw -d rxe0 -x $gidB -s 65536 -n 200 -b -F -u 20 -p 18600 ${addr[hostA]}" 2>&1) || rc=$?
   printf '%s\n' "$out" | tail -6 | sed 's/^/    ib_write_bw -b| /'
-  [ "$rc" != 0 ] || fail "pair bidir failed where ib_write_bw --bidirectional passed on the same link"
+  if [ "$rc" = 0 ]; then   # and at gdrprov's larger size (1 MiB: 1024 packets a message at MTU 1024)
+    vm_ssh hostA "nohup timeout 120 ib_write_bw -d rxe0 -x $gidA -s 1048576 -n 40 -b -F -u 20 -p 18601 > /tmp/ibb1.out 2>&1 < /dev/null &
+      for i in \$(seq 60); do ss -ltn | grep -q ':18601 ' && exit 0; sleep 0.5; done; exit 1" >/dev/null
+    out=$(vm_ssh hostB "timeout 120 ib_write_bw -d rxe0 -x $gidB -s 1048576 -n 40 -b -F -u 20 -p 18601 ${addr[hostA]}" 2>&1) || rc=$?
+    printf '%s\n' "$out" | tail -4 | sed 's/^/    ib_write_bw -b 1M| /'
+  fi
+  [ "$rc" != 0 ] || fail "pair bidir failed twice where ib_write_bw --bidirectional passed on the same link at 64 KiB and 1 MiB"
   info "pair bidir failed, and so did ib_write_bw --bidirectional (exit $rc) on this link"
   listen hostA
   rc=0; vm_ssh hostB "gdrprov bench pair ${addr[hostA]} --device rxe0 --token-file /root/pair.token --op bidir --size 4K --iters 20 --tx-depth 1 --min-gbps 0.0001" || rc=$?
