@@ -57,18 +57,21 @@ case ${FUZZ_BUILD:-release} in
   dev) mode=(--dev) ;;
   *) echo "fuzz/run.sh: FUZZ_BUILD must be release or dev, not '${FUZZ_BUILD}'" >&2; exit 2 ;;
 esac
+# One target directory for both workspaces (the repository's, ignored): the boot crate and the
+# dependencies both share are built with the sanitizer once, not once per workspace.
+tdir=(--target-dir "$PWD/target/fuzz")
 for pt in "${targets[@]}"; do
   place="${pt%/*}"
   t="${pt##*/}"
   mkdir -p "$place/corpus/$t"
   # cargo-fuzz finds the fuzz directory from the crate it runs in.
-  (cd "$place/.." && "${fuzz[@]}" build "${mode[@]}" -a "$t" >&2)
+  (cd "$place/.." && "${fuzz[@]}" build "${mode[@]}" "${tdir[@]}" -a "$t" >&2)
   echo "== fuzz $place/$t for ${secs}s"
   # -timeout: one input taking over 10 s is a failure (alias bombs, deep
   # nesting); -rss_limit_mb: so is using over 2 GiB.
   log="$(mktemp)"
   rc=0
-  (cd "$place/.." && "${fuzz[@]}" run "${mode[@]}" -a "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
+  (cd "$place/.." && "${fuzz[@]}" run "${mode[@]}" "${tdir[@]}" -a "$t" "fuzz/corpus/$t" "fuzz/seeds/$t" -- \
     -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1) >"$log" 2>&1 || rc=$?
   grep -E '^(stat::|Done |INFO: seed corpus|SUMMARY|==[0-9]+== ?ERROR)|panicked' "$log" || true

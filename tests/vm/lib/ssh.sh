@@ -71,7 +71,8 @@ vm_panicked() {
 
 vm_tail_serial() {
   vm_log "last lines of $(vm_gdir "$1")/serial.log:"
-  tail -n 25 "$(vm_gdir "$1")/serial.log" 2>/dev/null | sed 's/^/    serial| /' >&2
+  # awk, not sed: a last line without a newline (a console cut mid-line) still ends with one
+  tail -n 25 "$(vm_gdir "$1")/serial.log" 2>/dev/null | awk '{ print "    serial| " $0 }' >&2
 }
 
 # vm_ssh NAME CMD...: run CMD (a shell command line) in the guest as root; its output is also appended to
