@@ -23,6 +23,7 @@ mod boot_entries;
 mod boot_shapes;
 mod boot_switch;
 mod boot_switch_bls;
+mod doctor_fit;
 mod durable;
 mod efa;
 mod examples;
