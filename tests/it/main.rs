@@ -38,6 +38,7 @@ mod gpu_node_kit;
 mod grub_corpus;
 mod guard_rails;
 mod health;
+mod help_truth;
 mod hostile;
 mod hostile_bounds;
 mod hostile_journal;
