@@ -136,6 +136,13 @@ fn shared_options_before_the_command_still_work() {
     let (code, _, err) = run(&["--color", "never", "doctor", "--root", &r]);
     assert_eq!(code, 1);
     assert!(err.contains("`gdrprov doctor` takes no --color"), "{err}");
+    // Without a command, or with a word that is none, that is what is said.
+    let (code, _, err) = run(&["--root", &r]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--root needs a command after it"), "{err}");
+    let (code, _, err) = run(&["--root", &r, "nosuch"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("`nosuch` is not a gdrprov command"), "{err}");
 }
 
 /// The top level lists no option as if every command took it, says which

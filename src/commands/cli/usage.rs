@@ -95,7 +95,17 @@ fn not_taken(e: &clap::Error, args: &[String]) -> Option<String> {
     let option = shared::OPTIONS
         .iter()
         .find(|o| arg == **o || arg.strip_prefix(**o).is_some_and(|r| r.starts_with('=')))?;
-    Some(shared::why_not(option, &command_in(args)))
+    let command = command_in(args);
+    Some(if crate::names::ALL.contains(&command.as_str()) {
+        shared::why_not(option, &command)
+    } else if command.is_empty() {
+        format!("{option} needs a command after it (`gdrprov {option} ... plan PROFILE`): `gdrprov --help` lists them")
+    } else {
+        format!(
+            "`{}` is not a gdrprov command: `gdrprov --help` lists them",
+            crate::grammar::shown(&command)
+        )
+    })
 }
 
 /// The options that may come before the command and take a value
