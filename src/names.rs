@@ -3,7 +3,10 @@
 //! command words, spelled once. clap derives the words from the variants in
 //! src/commands/cli/; a test there walks clap's tree and checks that every
 //! command it has is in [`ALL`], and that `Command::name` says the same.
-//! Nothing here imports anything, so every layer may use it.
+//! And what each command takes of the options several commands share
+//! ([`takes`]: `--root`, `--format` and its values, `--color`), which the
+//! parser adds to it alone and a suggested command keeps only where it is
+//! taken. Nothing here imports anything, so every layer may use it.
 
 pub const PLAN: &str = "plan";
 pub const APPLY: &str = "apply";
@@ -80,9 +83,95 @@ pub fn is_group(word: &str) -> bool {
     })
 }
 
+/// The command a command line names (`boot once E --root R` is
+/// `boot once`): the longest run of its first words that is a command.
+pub fn command_of(line: &str) -> Option<&'static str> {
+    let words: Vec<&str> = line.split_whitespace().take(3).collect();
+    (1..=words.len())
+        .rev()
+        .find_map(|n| ALL.iter().find(|c| **c == words[..n].join(" ")).copied())
+}
+
+/// What a command does with `--root`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootUse {
+    /// Takes none (it acts on this machine, or on files named on its command line).
+    None,
+    /// Reads the root, changes nothing in it.
+    Read,
+    /// Reads and changes the root.
+    Change,
+}
+
+/// What a command takes of the options several commands share.
+#[derive(Debug, Clone, Copy)]
+pub struct Takes {
+    pub root: RootUse,
+    /// The `--format` values it writes; none: one fixed output, no `--format`.
+    pub formats: &'static [&'static str],
+    /// Whether it shows diffs (`--color`).
+    pub color: bool,
+}
+
+const TEXT_JSON: &[&str] = &["text", "json"];
+
+/// What each command (as its words) takes of `--root`, `--format` and
+/// `--color`; `None` for words that are no command (a group such as `bench`).
+/// src/commands/cli/shared.rs adds exactly these to each command's parser.
+pub fn takes(path: &str) -> Option<Takes> {
+    let t = |root, formats, color| {
+        Some(Takes {
+            root,
+            formats,
+            color,
+        })
+    };
+    match path {
+        PLAN => t(RootUse::Read, TEXT_JSON, true),
+        APPLY | ROLLBACK | RECOVER | COMMIT | BOOT_SET_DEFAULT => {
+            t(RootUse::Change, TEXT_JSON, true)
+        }
+        BOOT_ONCE | RECHECK => t(RootUse::Change, TEXT_JSON, false),
+        VERIFY => t(RootUse::Read, &["text", "json", "prometheus"], false),
+        HISTORY | JOURNAL_CHECK | INVENTORY | DOCTOR | BOOT_LIST => {
+            t(RootUse::Read, TEXT_JSON, false)
+        }
+        PROFILE_LIST | PROFILE_SHOW | PROFILE_VALIDATE => t(RootUse::None, TEXT_JSON, false),
+        BENCH_LOOPBACK | BENCH_PROBE | BENCH_COPY | BENCH_PAIR | BENCH_P2P | BENCH_NCCL => {
+            t(RootUse::None, TEXT_JSON, false)
+        }
+        FLEET_SWEEP_PLAN => t(RootUse::None, TEXT_JSON, false),
+        FLEET_SWEEP_REPORT => t(
+            RootUse::None,
+            &["text", "json", "prometheus", "html"],
+            false,
+        ),
+        FLEET_SWEEP_SIMULATE => t(RootUse::None, &["text", "json", "html"], false),
+        PROFILE_SCHEMA | COMPLETIONS | MAN | ANSIBLE_MODULE => t(RootUse::None, &[], false),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_names_its_command() {
+        assert_eq!(command_of("boot once E --root R"), Some(BOOT_ONCE));
+        assert_eq!(command_of("fleet sweep report d"), Some(FLEET_SWEEP_REPORT));
+        assert_eq!(command_of("plan"), Some(PLAN));
+        assert_eq!(command_of("boot"), None);
+        assert_eq!(command_of(""), None);
+    }
+
+    #[test]
+    fn every_command_says_what_it_takes() {
+        for n in ALL {
+            assert!(takes(n).is_some(), "{n}");
+        }
+        assert!(takes(BENCH).is_none() && takes("fleet sweep").is_none());
+    }
 
     #[test]
     fn groups_are_first_words() {

@@ -26,10 +26,9 @@ mod verify;
 
 use crate::commands::cli::{Cli, Command};
 use crate::error::exit;
-use crate::error::{Error, Result};
-use crate::names;
+use crate::error::Result;
 use crate::ops::Target;
-use crate::output::{Format, Output};
+use crate::output::Output;
 
 /// Parses the arguments and runs the command; returns the exit code: the
 /// command's, or 1 when its output could not be written (`> /dev/full`).
@@ -75,18 +74,8 @@ fn run_main() -> i32 {
 /// Runs the command: each handler gets the output sink and what it acts
 /// on (a target, or a request, made here from the command line).
 pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
-    if cli.format == Format::Prometheus
-        && !matches!(cli.command, Command::Verify(_) | Command::Fleet(_))
-    {
-        return Err(Error::Usage(
-            "--format prometheus is only for `gdrprov verify` (metrics of its checks); use text or json here".into(),
-        ));
-    }
-    if cli.format == Format::Html && !matches!(cli.command, Command::Fleet(_)) {
-        return Err(Error::Usage(
-            "--format html is only for `gdrprov fleet sweep report` and `simulate` (the sweep as a map); use text or json here".into(),
-        ));
-    }
+    // Each command takes only the formats it writes and `--root` only where
+    // it reads one: the parser refuses the rest (src/commands/cli/shared.rs).
     let root = &cli.root;
     match &cli.command {
         Command::Plan(a) => plan::run(
@@ -112,14 +101,7 @@ pub fn run(cli: &Cli, out: &Output) -> Result<i32> {
             journal::check(out, &Target::read_only(root.clone(), None))
         }
         Command::Profile(p) => profile::run(out, root, p),
-        Command::Bench(b) => {
-            crate::ops::refuse_other_root(
-                root,
-                names::BENCH,
-                "run it on the host itself without --root",
-            )?;
-            Ok(bench::run_bench(b, out)?)
-        }
+        Command::Bench(b) => Ok(bench::run_bench(b, out)?),
         Command::Fleet(f) => sweep::run(out, f),
         Command::Inventory(a) => inventory::run(
             out,

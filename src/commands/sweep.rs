@@ -5,7 +5,7 @@ use super::cli::fleet::{
     FleetArgs, FleetCommand, HostsArgs, Mode, PlanArgs, ReportArgs, SimulateArgs, SweepCommand,
     ThresholdArgs,
 };
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::names;
 use crate::ops::sweep::{self as op, SweepPlan};
 use crate::output::{Format, Output};
@@ -34,18 +34,7 @@ impl HostsArgs {
 
 pub fn run(out: &Output, a: &FleetArgs) -> Result<i32> {
     let FleetCommand::Sweep(c) = &a.command;
-    if out.format == Format::Prometheus && !matches!(c, SweepCommand::Report(_)) {
-        return Err(Error::Usage(
-            "--format prometheus is for `fleet sweep report` (and verify); use text or json here"
-                .into(),
-        ));
-    }
-    if out.format == Format::Html && matches!(c, SweepCommand::Plan(_)) {
-        return Err(Error::Usage(
-            "--format html is for `fleet sweep report` and `simulate`; use text or json for the plan"
-                .into(),
-        ));
-    }
+    // The formats each takes are the parser's (src/commands/cli/shared.rs).
     match c {
         SweepCommand::Plan(p) => plan_cmd(out, p),
         SweepCommand::Report(r) => report_cmd(out, r),

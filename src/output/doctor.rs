@@ -13,9 +13,19 @@ pub fn text(facts: &Facts, r: &Report) -> String {
         Some(p) => requirements(&mut o, p, r),
         None => fits(&mut o, r),
     }
+    let undetermined = r
+        .requirements
+        .iter()
+        .filter(|q| q.status == Status::Unknown)
+        .count();
     if r.findings.is_empty() {
         let blocked = r.fits.iter().filter(|f| !f.fits).count();
-        if blocked == 0 {
+        if blocked == 0 && undetermined > 0 {
+            let _ = writeln!(
+                o,
+                "\nNo findings; {undetermined} requirement(s) not determined on this root (??): nothing known stands in the way."
+            );
+        } else if blocked == 0 {
             let _ = writeln!(o, "\nNo findings: nothing stands in the way.");
         } else {
             let _ = writeln!(
@@ -57,39 +67,53 @@ fn arch_name(a: &crate::facts::arch::Arch) -> String {
         .unwrap_or_default()
 }
 
+/// The host in one line. On a root that shows no system state (an image:
+/// no /sys, no /proc/modules) a driver, GPU or NIC not found is not
+/// determined, as the requirements say, rather than absent.
 fn host_line(facts: &Facts) -> String {
-    let gpu = facts
-        .gpus
-        .first()
-        .map(|g| {
-            format!(
-                "{} x {} ({})",
-                facts.gpus.len(),
-                g.name.as_deref().unwrap_or("GPU"),
-                g.arch.name()
-            )
-        })
-        .unwrap_or("no GPU".into());
+    let unknown = !facts.observed;
+    let gpu = match facts.gpus.first() {
+        Some(g) => format!(
+            "{} x {} ({})",
+            facts.gpus.len(),
+            g.name.as_deref().unwrap_or("GPU"),
+            g.arch.name()
+        ),
+        None if unknown => "GPUs not determined".into(),
+        None => "no GPU".into(),
+    };
+    let rdma = match facts.rdma_devices.len() {
+        0 if unknown => "RDMA devices not determined".to_string(),
+        n => format!("{n} RDMA device(s)"),
+    };
+    let note = if unknown {
+        "  (this root shows no system state, no /sys or /proc/modules: what it cannot show is not determined, and a profile fits only as far as it shows)\n"
+    } else {
+        ""
+    };
     let arch = match (&facts.arch.arch, &facts.arch.cpu) {
         (crate::facts::arch::Arch::Unknown, _) => String::new(),
         (a, Some(cpu)) => format!(" ({}, {cpu})", arch_name(a)),
         (a, None) => format!(" ({})", arch_name(a)),
     };
     format!(
-        "Host: {}{arch}; kernel {}; NVIDIA {}{}; {gpu}; {} RDMA device(s)\n",
+        "Host: {}{arch}; kernel {}; NVIDIA {}{}; {gpu}; {rdma}\n{note}",
         facts.os.pretty_name.as_deref().unwrap_or("unknown OS"),
         facts.kernel.effective().unwrap_or("unknown"),
         facts
             .nvidia_driver
             .version
             .as_deref()
-            .unwrap_or("driver absent"),
+            .unwrap_or(if unknown {
+                "driver not determined"
+            } else {
+                "driver absent"
+            }),
         match facts.nvidia_driver.flavor {
             Flavor::Open => " (open)",
             Flavor::Proprietary => " (proprietary)",
             Flavor::Unknown => "",
         },
-        facts.rdma_devices.len()
     )
 }
 
@@ -112,7 +136,12 @@ fn fits(o: &mut String, r: &Report) {
             o,
             "  {:<16} {}",
             f.profile,
-            if f.fits {
+            if f.fits && f.undetermined > 0 {
+                format!(
+                    "fits as far as this root shows ({} warning(s); {} requirement(s) not determined)",
+                    f.warnings, f.undetermined
+                )
+            } else if f.fits {
                 format!("fits ({} warning(s))", f.warnings)
             } else {
                 format!(
@@ -124,8 +153,17 @@ fn fits(o: &mut String, r: &Report) {
             }
         );
     }
-    let _ = match &r.best_fit {
-        Some(b) => writeln!(o, "Best fit: {b}"),
+    let best = r
+        .best_fit
+        .as_ref()
+        .and_then(|b| r.fits.iter().find(|f| &f.profile == b));
+    let _ = match best {
+        Some(b) if b.undetermined > 0 => writeln!(
+            o,
+            "Best fit: {}, as far as this root shows ({} of its requirements not determined here: `gdrprov doctor {}` on the host, or on its snapshot, says more)",
+            b.profile, b.undetermined, b.profile
+        ),
+        Some(b) => writeln!(o, "Best fit: {}", b.profile),
         None => writeln!(o, "Best fit: none; every profile is blocked"),
     };
 }

@@ -96,7 +96,8 @@ pub fn error_json(command: &str, root: &Path, kind: &str, message: &str) -> Stri
 
 /// Every `gdrprov ...` command suggested in TEXT (between backticks) with
 /// the options the user gave: `--root DIR` when not `/`, `--format json`
-/// under JSON. A suggestion that names its own --root is left alone.
+/// under JSON, each only where the suggested command takes it
+/// (`names::takes`). A suggestion that names its own --root is left alone.
 pub fn keep_options(text: &str, root: &Path, format: Format) -> String {
     let mut extra = String::new();
     if root != Path::new("/") {
@@ -113,10 +114,15 @@ pub fn keep_options(text: &str, root: &Path, format: Format) -> String {
         }
         out.push_str(part);
         if i % 2 == 1 && part.starts_with("gdrprov ") {
-            if !part.contains("--root") {
+            // Only the options the suggested command takes (names::takes).
+            let takes =
+                crate::names::command_of(&part["gdrprov ".len()..]).and_then(crate::names::takes);
+            let root = takes.is_none_or(|t| t.root != crate::names::RootUse::None);
+            let json = takes.is_none_or(|t| t.formats.contains(&"json"));
+            if root && !part.contains("--root") {
                 out.push_str(&extra);
             }
-            if format == Format::Json && !part.contains("--format") {
+            if json && format == Format::Json && !part.contains("--format") {
                 out.push_str(" --format json");
             }
         }
@@ -163,9 +169,9 @@ impl CommandOut {
 pub enum Format {
     Text,
     Json,
-    /// Prometheus text exposition (node-exporter textfile); `verify` only.
+    /// Prometheus text exposition (node-exporter textfile): `verify`, `fleet sweep report`.
     Prometheus,
-    /// One self-contained HTML page; `fleet sweep report` and `simulate` only.
+    /// One self-contained HTML page: `fleet sweep report`, `fleet sweep simulate`.
     Html,
 }
 

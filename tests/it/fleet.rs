@@ -221,7 +221,9 @@ fn verify_writes_markers_and_prometheus_textfile() {
         "prometheus",
     ]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("--format prometheus is only for `gdrprov verify"));
+    assert!(
+        stderr_of(&out).contains("`gdrprov plan` writes --format text or json, not \"prometheus\"")
+    );
 }
 
 #[test]

@@ -215,7 +215,11 @@ fn html_is_refused_where_it_means_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("--format html is only for `gdrprov fleet sweep report`"));
+    // The parser refuses it, naming what doctor writes (issue 45).
+    assert_eq!(
+        stderr_of(&out).trim(),
+        "gdrprov: error: `gdrprov doctor` writes --format text or json, not \"html\""
+    );
     let out = gdrprov()
         .args([
             "fleet",
@@ -229,6 +233,7 @@ fn html_is_refused_where_it_means_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr_of(&out).contains("--format html is for `fleet sweep report` and `simulate`"));
+    assert!(stderr_of(&out)
+        .contains("`gdrprov fleet sweep plan` writes --format text or json, not \"html\""));
     assert!(out.stdout.is_empty());
 }

@@ -10,7 +10,6 @@ use crate::error::Result;
 use crate::facts::iommu::IommuState;
 use crate::facts::nvidia::Flavor;
 use crate::facts::ofed::OfedKindFact;
-use crate::facts::pcie::Distance;
 use crate::facts::Facts;
 use crate::host::Host;
 use crate::names;
@@ -254,6 +253,43 @@ pub struct ProfileFit {
     pub fits: bool,
     /// The ids of the findings that block it.
     pub blocked_by: Vec<String>,
+    /// Its hard requirements this root cannot tell (an image root: no
+    /// driver, GPU or NIC to read): it fits only as far as the root shows.
+    pub undetermined: usize,
+    /// What it is for, which ranks it for the best fit: `cloud` (an
+    /// eRDMA or EFA profile whose device is there), `rdma` (GPUDirect
+    /// RDMA), `other` (GPUDirect Storage's IOMMU off, ...).
+    pub purpose: Purpose,
+}
+
+/// What a profile is for, best first: the best fit is the first profile
+/// that fits by purpose, then fewest warnings, then the built-in order. A
+/// profile that asks less (GPUDirect Storage's IOMMU off) is never best for
+/// that alone: on a GPUDirect RDMA host an RDMA profile that fits is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Purpose {
+    /// A cloud's own RDMA profile (eRDMA, EFA) on that cloud: its device's requirement is met.
+    Cloud,
+    /// GPUDirect RDMA (dma-buf, peer memory, an RDMA stack required).
+    Rdma,
+    /// Anything else (GPUDirect Storage).
+    Other,
+}
+
+impl Purpose {
+    fn of(doc: &ProfileDoc, reqs: &[ReqResult]) -> Purpose {
+        let cloud_device = reqs
+            .iter()
+            .any(|r| matches!(r.what.as_str(), "erdma" | "efa") && r.status == Status::Ok);
+        if cloud_device {
+            Purpose::Cloud
+        } else if Intent::of(doc).rdma || doc.requires.efa.is_some() {
+            Purpose::Rdma
+        } else {
+            Purpose::Other
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -282,8 +318,8 @@ pub fn evaluate(host: &Host, facts: &Facts, desired: &Composed) -> (Vec<ReqResul
     (reqs, findings)
 }
 
-/// How a profile fits, from its findings.
-fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
+/// How a profile fits, from its findings and requirements.
+fn fit(profile: &str, purpose: Purpose, reqs: &[ReqResult], findings: &[Finding]) -> ProfileFit {
     let blocked_by: Vec<String> = findings
         .iter()
         .filter(|x| x.severity == Sev::Error)
@@ -295,12 +331,26 @@ fn fit(profile: &str, findings: &[Finding]) -> ProfileFit {
         warnings: findings.iter().filter(|x| x.severity == Sev::Warn).count(),
         fits: blocked_by.is_empty(),
         blocked_by,
+        undetermined: reqs
+            .iter()
+            .filter(|r| r.status == Status::Unknown && r.severity == Severity::Error)
+            .count(),
+        purpose,
     }
 }
 
-/// The doctor's report on HOST: one profile's requirements and findings
-/// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
-/// (its text and name) shows.
+/// The best fit: of the profiles that fit, the first by purpose (a cloud's
+/// own on its cloud, then GPUDirect RDMA, then the rest), then fewest
+/// warnings, then the built-in order (`rdma-dmabuf`, the recommended path,
+/// first).
+fn best_fit(fits: &[ProfileFit]) -> Option<&ProfileFit> {
+    fits.iter()
+        .enumerate()
+        .filter(|(_, f)| f.fits)
+        .min_by_key(|(i, f)| (f.purpose, f.warnings, *i))
+        .map(|(_, f)| f)
+}
+
 /// A generation of the journal left unfinished (killed, a power loss, a
 /// failed restore): files may be half-changed; `gdrprov recover` is the fix.
 fn unfinished_run(host: &Host) -> Option<Finding> {
@@ -344,6 +394,9 @@ fn load_requests(host: &Host, c: &Composed) -> Vec<Finding> {
         .collect()
 }
 
+/// The doctor's report on HOST: one profile's requirements and findings
+/// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
+/// (its text and name) shows.
 pub fn report(
     host: &Host,
     facts: &Facts,
@@ -356,7 +409,8 @@ pub fn report(
         None => {
             for name in crate::profile::builtin::names() {
                 let p = crate::profile::load_profiles(&[name.to_string()])?;
-                fits.push(fit(name, &evaluate(host, facts, &p).1));
+                let (reqs, found) = evaluate(host, facts, &p);
+                fits.push(fit(name, Purpose::of(&p.doc, &reqs), &reqs, &found));
             }
             let mut f = diagnose(facts, Intent::general(), &[]);
             f.extend(health_rules::findings(facts));
@@ -371,11 +425,7 @@ pub fn report(
         findings.extend(load_requests(host, c));
     }
     findings.sort_by_key(|f| f.severity);
-    let best_fit = fits
-        .iter()
-        .filter(|f| f.fits)
-        .min_by_key(|f| f.warnings)
-        .map(|f| f.profile.clone());
+    let best_fit = best_fit(&fits).map(|f| f.profile.clone());
     // With a profile: a finding of severity error stands in its way. Without:
     // no built-in profile fits (each one's blockers are counted with the
     // host-wide findings), so the verdict agrees with the fits shown.

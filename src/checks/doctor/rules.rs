@@ -292,7 +292,7 @@ pub(super) fn erdma(cx: &Cx, out: &mut Vec<Finding>) {
     }
 }
 
-/// PCIe: ACS between GPU and NIC, and their distance.
+/// PCIe: ACS between GPU and NIC.
 pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
     if cx.intent.rdma {
         for p in &cx.facts.pcie {
@@ -307,27 +307,8 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
                 ));
             }
         }
-        for g in &cx.facts.gpus {
-            let best = cx
-                .facts
-                .pcie
-                .iter()
-                .filter(|p| p.gpu == g.pci)
-                .min_by_key(|p| p.distance);
-            if let Some(p) = best {
-                let numa_differs = matches!((p.gpu_numa, p.nic_numa), (Some(a), Some(b)) if a != b);
-                if p.distance > Distance::PHB || numa_differs {
-                    out.push(Finding::new(
-                        "gpu-nic-far",
-                        Sev::Warn,
-                        format!("GPU {} has no RDMA NIC closer than {:?}", g.pci, p.distance),
-                        format!("nearest NIC {} ({}): {:?}, NUMA {} vs {}", p.nic, p.nic_pci, p.distance, p.gpu_numa.map(|n| n.to_string()).unwrap_or("-".into()), p.nic_numa.map(|n| n.to_string()).unwrap_or("-".into())),
-                        "traffic between them leaves the GPU's host bridge (NODE) or crosses the CPU interconnect (SYS); NCCL disables GPUDirect RDMA beyond NCCL_NET_GDR_LEVEL (PHB in gdrprov's nccl.conf)",
-                        "use a NIC on the GPU's NUMA node / PCIe switch (NCCL_IB_HCA), or move the cards",
-                    ));
-                }
-            }
-        }
+        // The GPU's distance to its nearest NIC is the health check
+        // `gpu-nic-affinity` (one fact, one finding: src/checks/health/affinity.rs).
     }
 }
 

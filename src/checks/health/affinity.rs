@@ -1,7 +1,9 @@
 //! GPU <-> NIC affinity: for each GPU the nearest RDMA NIC, their PCIe
 //! distance as nvidia-smi topo names it (PIX/PXB/PHB/NODE/SYS) and NUMA nodes. A GPU
-//! whose best NIC is across the CPU interconnect (SYS) gets no GPUDirect RDMA
-//! from NCCL by default (NCCL_NET_GDR_LEVEL defaults to PHB/PXB).
+//! whose best NIC is beyond its PCIe host bridge (NODE: another host bridge of
+//! its NUMA node; SYS: across the CPU interconnect) gets no GPUDirect RDMA
+//! from NCCL by default (NCCL_NET_GDR_LEVEL defaults to PHB/PXB). The one
+//! fact behind `verify`'s check and `doctor`'s finding of the same name.
 
 use super::HealthCheck;
 use crate::facts::pcie::{Distance, PciePath};
@@ -64,8 +66,26 @@ pub fn check(facts: &Facts) -> HealthCheck {
                 "best NIC is beyond the GPU's host bridge (NODE: another root complex; SYS: another CPU socket): {}",
                 far.join("; ")
             ),
-            "put a NIC on the same CPU socket (ideally the same PCIe switch) as each GPU; NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (PHB by default), so these GPUs stage through host memory",
+            "use a NIC under each GPU's own PCIe host bridge (ideally its PCIe switch): move the cards, or point NCCL_IB_HCA at the nearest NICs; NCCL uses GPUDirect RDMA only up to NCCL_NET_GDR_LEVEL (PHB by default), so these GPUs stage through host memory",
         );
     }
     HealthCheck::pass(NAME, all.join("; "))
 }
+
+/// The farthest of the GPUs' nearest NICs beyond the host bridge, said as
+/// its distance means it (a title for the warning, never wider than its
+/// evidence: NODE is one NUMA node, SYS another).
+pub fn title(facts: &Facts) -> &'static str {
+    match nearest(facts).iter().map(|p| p.distance).max() {
+        Some(Distance::SYS) => {
+            "a GPU's nearest RDMA NIC is on another CPU socket (SYS: across the CPU interconnect)"
+        }
+        Some(Distance::NODE) => {
+            "a GPU's nearest RDMA NIC is under another PCIe host bridge of its NUMA node (NODE)"
+        }
+        _ => "every GPU has an RDMA NIC under its own PCIe host bridge",
+    }
+}
+
+/// Why a far NIC matters, for any distance beyond the host bridge.
+pub const CAUSE: &str = "traffic between the GPU and its nearest NIC leaves the GPU's PCIe host bridge (NODE) or also crosses the CPU interconnect (SYS); NCCL disables GPUDirect RDMA beyond NCCL_NET_GDR_LEVEL (PHB in gdrprov's nccl.conf)";

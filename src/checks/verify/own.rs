@@ -183,6 +183,10 @@ pub(super) fn efa_devices(cx: &Cx) -> Option<Check> {
     (!efa.is_empty() && cx.facts.observed).then(|| efa::devices_check(&efa))
 }
 
+/// What a reboot would still change in the running kernel. The command line
+/// is this check's only where the host sets it: on a host whose command line
+/// is set outside it, `boot` owns that fact, and this check says only what
+/// it alone knows (the modules), so the two never pass and fail on one fact.
 pub(super) fn reboot(cx: &Cx) -> Option<Check> {
     const NAME: &str = "reboot";
     if !cx.host.is_live() {
@@ -190,6 +194,10 @@ pub(super) fn reboot(cx: &Cx) -> Option<Check> {
     }
     Some(match cx.plan {
         Err(why) => Check::skip(NAME, format!("no plan to compare with: {why}")),
+        Ok(p) if p.reboot_pending.is_empty() && p.boot_elsewhere.is_some() => Check::pass(
+            NAME,
+            "the running kernel has the configured modules; its command line is set outside this host (the `boot` check judges it)",
+        ),
         Ok(p) if p.reboot_pending.is_empty() => Check::pass(
             NAME,
             "the running kernel has the configured command line and modules",
@@ -350,4 +358,84 @@ pub(super) fn pair(cx: &Cx) -> Option<Check> {
         min_fraction: cx.desired.doc.verify.min_line_rate_fraction,
     };
     super::pair::check(cx.host, &input)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::health::HealthReport;
+    use crate::facts::boot_shape::Starter;
+    use crate::facts::{Facts, OsFamily};
+    use crate::plan::modules::bootcfg_elsewhere::BootElsewhere;
+    use crate::plan::Plan;
+
+    /// A running host (`/`) whose kernel command line is set outside it (a
+    /// container, as the development machine of issue 45) lacks `iommu=pt`;
+    /// nothing else is pending.
+    fn verdicts(satisfied: bool) -> (Check, Check) {
+        let host = crate::host::Host::open(std::path::Path::new("/"), true).unwrap();
+        let facts = Facts::blank(OsFamily::Debian);
+        let desired = crate::profile::load_profiles(&["rdma-dmabuf".to_string()]).unwrap();
+        let missing: Vec<String> = if satisfied {
+            Vec::new()
+        } else {
+            vec!["iommu=pt".into()]
+        };
+        let plan = Plan {
+            boot_elsewhere: Some(BootElsewhere {
+                manageable: false,
+                starter: Starter::Container,
+                set_in: Starter::Container.where_to_set(),
+                evidence: vec!["/.dockerenv".into()],
+                wanted: vec!["iommu=pt".into()],
+                missing: Some(missing),
+                unwanted: Vec::new(),
+                satisfied: Some(satisfied),
+            }),
+            ..Plan::default()
+        };
+        let (seen, state) = (Default::default(), Default::default());
+        let health = HealthReport {
+            checks: Vec::new(),
+            copy: None,
+            nvml: None,
+            concurrent: None,
+            p2p: None,
+            nccl: None,
+            node_seconds: None,
+            links: Vec::new(),
+        };
+        let loopback = Default::default();
+        let cx = Cx {
+            host: &host,
+            facts: &facts,
+            seen: &seen,
+            desired: &desired,
+            plan: Ok(&plan),
+            reqs: &[],
+            state: &state,
+            health: &health,
+            loopback: &loopback,
+            device: (None, None),
+            measured: Default::default(),
+        };
+        (boot(&cx).unwrap(), reboot(&cx).unwrap())
+    }
+
+    /// `reboot` and `boot` never pass and fail on the same fact: where the
+    /// command line is set outside the host, only `boot` speaks of it.
+    #[test]
+    fn one_verdict_for_the_boot_line() {
+        let (boot, reboot) = verdicts(false);
+        assert_eq!(boot.status, Status::Fail, "{boot:?}");
+        assert!(boot.evidence.contains("add iommu=pt"), "{boot:?}");
+        assert_eq!(reboot.status, Status::Pass, "{reboot:?}");
+        assert!(
+            !reboot.evidence.contains("configured command line"),
+            "reboot passes the command line that boot fails: {reboot:?}"
+        );
+        assert!(reboot.evidence.contains("`boot` check"), "{reboot:?}");
+        let (boot, reboot) = verdicts(true);
+        assert_eq!((boot.status, reboot.status), (Status::Pass, Status::Pass));
+    }
 }

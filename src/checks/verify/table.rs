@@ -126,7 +126,7 @@ pub static TABLE: &[Entry] = &[
     },
     Entry {
         name: "reboot",
-        description: "the running kernel has the configured command line and modules",
+        description: "the running kernel has the configured modules, and the configured command line where the host sets it (where it is set outside the host, `boot` judges it)",
         run: Run::Own(reboot),
     },
     Entry {

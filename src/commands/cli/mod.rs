@@ -11,6 +11,7 @@ pub mod bench_node;
 pub mod boot;
 pub mod fleet;
 pub mod profile;
+pub mod shared;
 pub mod usage;
 pub mod values;
 pub mod verify;
@@ -38,14 +39,14 @@ pub use verify::{DoctorArgs, InventoryArgs, RecheckArgs, VerifyArgs};
     max_term_width = 100
 )]
 pub struct Cli {
-    /// The root to read and change: `/` (the running system) or an image or snapshot directory.
-    #[arg(long, global = true, default_value = "/", value_name = "DIR")]
+    /// `--root` of the command that takes it (`/` where it takes none): see [`shared`].
+    #[arg(skip = PathBuf::from("/"))]
     pub root: PathBuf,
-    /// Output for people or for machines.
-    #[arg(long, global = true, value_parser = values::parser::<values::FormatArg, Format>(), default_value = "text")]
+    /// `--format` of the command that takes it (text where it takes none).
+    #[arg(skip = Format::Text)]
     pub format: Format,
-    /// Colour in diffs.
-    #[arg(long, global = true, value_parser = values::parser::<values::ColorArg, Color>(), default_value = "auto")]
+    /// `--color` of the command that takes it (auto where it takes none).
+    #[arg(skip = Color::Auto)]
     pub color: Color,
     #[command(subcommand)]
     pub command: Command,
@@ -62,18 +63,21 @@ pub enum Command {
     /// Finish what an interrupted or failed run left: put back the files of an unfinished apply
     /// (then apply again), complete an interrupted rollback or commit.
     Recover(RecoverArgs),
-    /// Check the host against profiles after apply and reboot, down to an RDMA loopback
-    /// into GPU memory. Exit 0 ready, 3 not ready.
+    /// Check the host against profiles after apply and reboot: configuration, readiness (PCIe
+    /// links, kernel log, GPUs, NICs), down to an RDMA loopback into GPU memory. Exit 0 ready, 3
+    /// not ready.
     Verify(VerifyArgs),
     /// List the journal's generations.
     History,
     /// The journal itself: `journal check` verifies it against the root.
     #[command(subcommand)]
     Journal(JournalCommand),
-    /// Built-in profiles, validation and the JSON schema.
+    /// Profiles: the built-in ones, one shown with `extends` resolved, validation, the JSON schema.
     #[command(subcommand)]
     Profile(ProfileCommand),
-    /// RDMA loopback bandwidth with a data check (host or GPU memory), and the NIC dma-buf probe.
+    /// Benchmarks of this machine's GPUs and RDMA NICs: RDMA loopback (host or GPU memory) and
+    /// between two hosts (pair), each with a data check; the NIC dma-buf probe; GPU <-> host copy
+    /// (each GPU, or all at once); GPU <-> GPU copy (p2p); NCCL all_reduce.
     Bench(BenchArgs),
     /// Across a fleet: the pair sweep (plan, report, simulate) that finds the bad node, rail
     /// and fabric path, and what Slurm is told.
@@ -170,8 +174,7 @@ pub struct YesArg {
 
 /// `gdrprov completions SHELL`: the shell's completion script, from clap's tree.
 pub fn completions(shell: Shell) -> Vec<u8> {
-    use clap::CommandFactory;
-    let mut cmd = Cli::command();
+    let mut cmd = shared::command();
     let shell = match shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
@@ -184,9 +187,8 @@ pub fn completions(shell: Shell) -> Vec<u8> {
 
 /// `gdrprov man`: the manual page (roff), from clap's tree.
 pub fn man_page() -> std::io::Result<Vec<u8>> {
-    use clap::CommandFactory;
     let mut buf = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut buf)?;
+    clap_mangen::Man::new(shared::command()).render(&mut buf)?;
     Ok(buf)
 }
 

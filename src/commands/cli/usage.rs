@@ -3,37 +3,42 @@
 //! error document; the argv clap refused read for what it names (the
 //! command, `--root`, `--format json`).
 
-use super::Cli;
+use super::{shared, Cli};
 use crate::exit;
 use crate::output::{self, Format, Output};
-use clap::Parser;
 use std::path::PathBuf;
 
 /// The command line, or the exit code of its usage error (`--help` and
 /// `--version` are exit 0, after clap printed them).
 pub fn parse() -> Result<Cli, i32> {
-    Cli::try_parse().map_err(|e| usage_error(&e))
+    super::shared::try_parse_from(std::env::args_os()).map_err(|e| usage_error(&e))
 }
 
 /// A usage error from clap: its message on stderr, and under `--format
 /// json` the JSON error object too. Exit 1 like every other error (2 means
 /// "changes pending").
 fn usage_error(e: &clap::Error) -> i32 {
-    clap_message(e);
-    if !e.use_stderr() {
-        return exit::OK; // --help, --version
-    }
     // args_os: an argument that is not UTF-8 is what clap refused here.
     let args: Vec<String> = std::env::args_os()
         .skip(1)
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    let not_taken = not_taken(e, &args);
+    match &not_taken {
+        Some(m) => output::error_line(m),
+        None => clap_message(e),
+    }
+    if !e.use_stderr() {
+        return exit::OK; // --help, --version
+    }
     if wants_json(&args) {
         let out = Output {
             format: Format::Json,
             color: crate::output::Color::Never,
         };
-        let message = if e.kind() == clap::error::ErrorKind::ValueValidation {
+        let message = if let Some(m) = not_taken {
+            m
+        } else if e.kind() == clap::error::ErrorKind::ValueValidation {
             value_message(e)
         } else {
             usage_message(&e.render().to_string())
@@ -58,15 +63,55 @@ fn usage_message(rendered: &str) -> String {
     said.join(" ").trim_start_matches("error: ").to_string()
 }
 
-/// The global options that take a value (`--root DIR`), as clap's tree
-/// declares them, for reading an argv clap refused.
+/// A shared option (`--root`, `--format`, `--color`) given to a command
+/// that does not take it: why, and the fix (`shared::why_not`).
+fn not_taken(e: &clap::Error, args: &[String]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let get = |k| match e.get(k) {
+        Some(ContextValue::String(s)) => Some(s.as_str()),
+        _ => None,
+    };
+    let arg = get(ContextKind::InvalidArg)?;
+    // A format this command does not write: the ones it does.
+    if e.kind() == ErrorKind::InvalidValue && arg.starts_with("--format") {
+        let Some(ContextValue::Strings(valid)) = e.get(ContextKind::ValidValue) else {
+            return None;
+        };
+        let value = get(ContextKind::InvalidValue).unwrap_or_default();
+        let valid = match valid.split_last() {
+            Some((last, [])) => last.clone(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        return Some(format!(
+            "`gdrprov {}` writes --format {valid}, not \"{}\"",
+            command_in(args),
+            crate::grammar::shown(value)
+        ));
+    }
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let option = shared::OPTIONS
+        .iter()
+        .find(|o| arg == **o || arg.strip_prefix(**o).is_some_and(|r| r.starts_with('=')))?;
+    let command = command_in(args);
+    Some(if crate::names::ALL.contains(&command.as_str()) {
+        shared::why_not(option, &command)
+    } else if command.is_empty() {
+        format!("{option} needs a command after it (`gdrprov {option} ... plan PROFILE`): `gdrprov --help` lists them")
+    } else {
+        format!(
+            "`{}` is not a gdrprov command: `gdrprov --help` lists them",
+            crate::grammar::shown(&command)
+        )
+    })
+}
+
+/// The options that may come before the command and take a value
+/// (`--root DIR`), for reading an argv clap refused.
 fn valued_globals() -> Vec<String> {
-    use clap::CommandFactory;
-    Cli::command()
-        .get_arguments()
-        .filter(|a| a.get_action().takes_values())
-        .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
-        .collect()
+    shared::OPTIONS.iter().map(|o| o.to_string()).collect()
 }
 
 /// `--format json` (or `--format=json`) somewhere in an argv clap refused.
@@ -108,7 +153,8 @@ fn command_in(args: &[String]) -> String {
             continue;
         }
         words.push(a.as_str());
-        if !(words.len() == 1 && crate::names::is_group(a)) {
+        // `fleet sweep report`: on while the words are a group's.
+        if !crate::names::is_group(&words.join(" ")) {
             break;
         }
     }
@@ -156,10 +202,9 @@ fn clap_message(e: &clap::Error) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
 
     fn clap_error(args: &[&str]) -> String {
-        match Cli::try_parse_from(args) {
+        match shared::try_parse_from(args) {
             Ok(_) => panic!("{args:?} parsed"),
             Err(e) => e.render().to_string(),
         }

@@ -26,14 +26,17 @@ where
     EnumValueParser::<A>::new().map(T::from as fn(A) -> T)
 }
 
-/// `--format`.
+/// `--format`: each command takes the values it writes, and lists only
+/// those (src/commands/cli/shared.rs), so no value's help names commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
+    /// For people.
     Text,
+    /// One JSON document, for scripts.
     Json,
-    /// Prometheus text exposition (node-exporter textfile); `verify` only.
+    /// Prometheus text exposition (node-exporter's textfile collector).
     Prometheus,
-    /// One self-contained HTML page; `fleet sweep report` and `simulate` only.
+    /// One self-contained HTML page.
     Html,
 }
 

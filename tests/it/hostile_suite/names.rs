@@ -782,10 +782,13 @@ fn a_full_standard_output_is_an_error() {
             "1",
         ],
     ] {
+        // man, completions and profile schema write one fixed output: no --format.
+        let fixed = matches!(args, ["man"] | ["completions", _] | ["profile", "schema"]);
         for format in ["text", "json"] {
+            let given: &[&str] = if fixed { &[] } else { &["--format", format] };
             // assert_cmd gives a child no other stdout: std's Command, for quick commands.
             let out = std::process::Command::new(env!("CARGO_BIN_EXE_gdrprov"))
-                .args(["--format", format])
+                .args(given)
                 .args(args)
                 .stdout(std::fs::OpenOptions::new().write(true).open(full).unwrap())
                 .output()
