@@ -144,13 +144,13 @@ pub fn check_profile(desired: &Composed) -> Result<()> {
 /// `first-boot-profiles` (default: the profiles applied, which must then be
 /// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
 fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
-    let bin = unit_var(&ctx.desired, "gdrprov-bin").unwrap_or_else(|| {
+    let bin = unit_var(ctx.desired, "gdrprov-bin").unwrap_or_else(|| {
         ctx.seen
             .gdrprov_bin
             .unwrap_or("/usr/local/bin/gdrprov")
             .into()
     });
-    let (profiles, textfile) = unit_vars(&ctx.desired, &bin)?;
+    let (profiles, textfile) = unit_vars(ctx.desired, &bin)?;
     let source = builtin::template("gdrprov-verify.service.hbs").unwrap_or_default();
     let data = serde_json::json!({
         "gdrprov_header": files::header(ctx),
