@@ -32,6 +32,7 @@ fn usage_error(e: &clap::Error) -> i32 {
         let out = Output {
             format: Format::Json,
             color: crate::output::Color::Never,
+            full_diff: false,
         };
         let message = if e.kind() == clap::error::ErrorKind::ValueValidation {
             value_message(e)
