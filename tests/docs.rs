@@ -606,3 +606,80 @@ fn output_patterns_match_as_documented() {
     assert!(!line_matches("Best fit: [..] (x)", "Best fit: rdma-dmabuf"));
     assert!(line_matches("[..]", "anything"));
 }
+
+/// GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The anchors of a Markdown file's headings (outside fences), with GitHub's `-1`, `-2` for repeats.
+fn anchors(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut fenced = false;
+    for l in text.lines() {
+        if l.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !l.starts_with('#') {
+            continue;
+        }
+        let a = anchor(l.trim_start_matches('#'));
+        let n = seen.entry(a.clone()).or_insert(0);
+        out.push(if *n == 0 { a } else { format!("{a}-{n}") });
+        *n += 1;
+    }
+    out
+}
+
+/// Every relative link of README.md and docs/*.md names a file of the tree, and an anchor in a
+/// Markdown file names one of its headings (commands.md's sections moved text to other docs).
+#[test]
+fn every_relative_link_in_the_docs_resolves() {
+    let mut broken = Vec::new();
+    for file in doc_files() {
+        let path = repo().join(&file);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let dir = path.parent().unwrap().to_path_buf();
+        for (i, l) in text.lines().enumerate() {
+            for part in l.split("](").skip(1) {
+                let Some(target) = part.split(')').next() else {
+                    continue;
+                };
+                if target.contains("://") || target.starts_with("mailto:") || target.contains(' ') {
+                    continue;
+                }
+                let (file_part, frag) = target.split_once('#').unwrap_or((target, ""));
+                let linked = if file_part.is_empty() {
+                    path.clone()
+                } else {
+                    dir.join(file_part)
+                };
+                let at = format!("{file}:{}: ({target})", i + 1);
+                if !linked.exists() {
+                    broken.push(format!("{at}: no such file"));
+                    continue;
+                }
+                if frag.is_empty() || linked.extension().is_none_or(|e| e != "md") {
+                    continue;
+                }
+                let heads = anchors(&std::fs::read_to_string(&linked).unwrap());
+                if !heads.iter().any(|h| h == frag) {
+                    broken.push(format!("{at}: no heading with the anchor #{frag}"));
+                }
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "{} broken link(s):\n{}",
+        broken.len(),
+        broken.join("\n")
+    );
+}
