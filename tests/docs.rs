@@ -29,8 +29,9 @@
 //!   exit "TEXT": N                  a command containing TEXT exits N (verify's 3: not ready)
 //!   root: NAME                      the example root of commands without --root
 //!   tmp: /ABS/DIR                   that directory of the machine, replaced by a sandbox one
+//!   path: /ABS/DIR = DIR            a path of an installed package, replaced by the checkout's
 //!   env: NAME=VALUE                 set for the block's commands
-//!   needs: TOOL                     skipped, with the reason printed, when TOOL is not installed
+//!   needs: TOOL                     its TOOL commands skipped, the reason printed, without TOOL
 //!   file: NAME                      the block is a file the next examples use, written to NAME
 //!   profile: NAME                   (yaml) a whole profile: `profile validate` and `plan` on
 //!                                   examples/hosts/NAME must both accept it
@@ -56,9 +57,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 const DEFAULT_ROOT: &str = "ubuntu-22.04-h100";
-/// What may run: the binary under test, packer (validate), and printf to write a file in the
-/// sandbox. Anything else is marked in the doc.
-const RUNNABLE: &[&str] = &["gdrprov", "packer", "printf"];
+/// What may run: the binary under test, packer (validate), promtool (check rules), and printf to
+/// write a file in the sandbox. Anything else is marked in the doc.
+const RUNNABLE: &[&str] = &["gdrprov", "packer", "promtool", "printf"];
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -144,6 +145,7 @@ struct Directive {
     exits: Vec<(String, i32)>,
     root: Option<String>,
     tmp: Vec<String>,
+    paths: Vec<(String, String)>,
     env: Vec<(String, String)>,
     needs: Vec<String>,
     file: Option<String>,
@@ -173,6 +175,12 @@ fn parse_directive(b: &Block) -> Result<Directive, String> {
             d.not_run = Some(v);
         } else if let Some(v) = plain("root:") {
             d.root = Some(v);
+        } else if let Some(v) = plain("path:") {
+            let (abs, rel) = v
+                .split_once('=')
+                .ok_or(format!("{}:{}: path: /ABS = DIR", b.file, b.line))?;
+            d.paths
+                .push((abs.trim().to_string(), rel.trim().to_string()));
         } else if let Some(v) = plain("tmp:") {
             d.tmp.push(v);
         } else if let Some(v) = plain("env:") {
@@ -385,6 +393,9 @@ fn line_matches(expected: &str, actual: &str) -> bool {
 /// Runs one command in the sandbox; a failure's message, or None.
 fn run(sb: &Sandbox, d: &Directive, root: &str, c: &Cmd) -> Option<String> {
     let mut text = c.text.clone();
+    for (abs, rel) in &d.paths {
+        text = text.replace(abs.as_str(), rel);
+    }
     for (i, t) in d.tmp.iter().enumerate() {
         let dir = sb.path.join(format!("tmp/{i}"));
         std::fs::create_dir_all(&dir).unwrap();
@@ -504,7 +515,8 @@ fn shell_block(sb: &Sandbox, b: &Block, d: &Directive, tally: &mut Tally, at: &s
             tally.marked.push(format!("{line}: {why}"));
             continue;
         }
-        if let Some(tool) = d.needs.iter().find(|t| !installed(t)) {
+        let first = c.text.split_whitespace().next().unwrap_or("");
+        if let Some(tool) = d.needs.iter().find(|t| *t == first && !installed(t)) {
             tally
                 .skipped
                 .push(format!("{line}: SKIPPED: {tool} is not installed"));
@@ -513,6 +525,9 @@ fn shell_block(sb: &Sandbox, b: &Block, d: &Directive, tally: &mut Tally, at: &s
         let mut text = c.text.clone();
         for t in &d.tmp {
             text = text.replace(t.as_str(), "tmp");
+        }
+        for (abs, rel) in &d.paths {
+            text = text.replace(abs.as_str(), rel);
         }
         if let Some(why) = unrunnable(&text) {
             tally
