@@ -352,8 +352,10 @@ fn unrunnable(cmd: &str) -> Option<String> {
     }
     let abs = cmd
         .split(|c: char| c.is_whitespace() || c == '=' || c == '>' || c == '\'' || c == '"')
-        .find(|w| w.starts_with('/'));
-    abs.map(|w| format!("it names {w}, a path of the machine (mark it, or map it with `tmp:`)"))
+        .find(|w| w.starts_with('/') || w.starts_with('~') || w.starts_with("$HOME"));
+    abs.map(|w| {
+        format!("it names {w}, a path of the machine (mark it, or map it with `tmp:` or `path:`)")
+    })
 }
 
 /// Compares output with the doc's expected lines (`...` any lines, `[..]` any text).
@@ -620,6 +622,25 @@ fn output_patterns_match_as_documented() {
     ));
     assert!(!line_matches("Best fit: [..] (x)", "Best fit: rdma-dmabuf"));
     assert!(line_matches("[..]", "anything"));
+}
+
+/// Only the allowed commands run, and none naming a path of the machine.
+#[test]
+fn nothing_outside_the_sandbox_runs() {
+    assert!(unrunnable("gdrprov plan rdma-dmabuf --root examples/hosts/x").is_none());
+    assert!(unrunnable("gdrprov verify x --textfile /var/lib/x.prom").is_some());
+    assert!(unrunnable("gdrprov verify x --textfile=/var/lib/x.prom").is_some());
+    assert!(unrunnable("gdrprov apply x --root $HOME/img").is_some());
+    assert!(unrunnable("gdrprov report > ~/x").is_some());
+    assert!(unrunnable("install -m 755 a b").is_some());
+    assert_eq!(
+        strip_comment("gdrprov plan x   # a '#' comment"),
+        "gdrprov plan x"
+    );
+    assert_eq!(
+        strip_comment("printf '# not a comment'"),
+        "printf '# not a comment'"
+    );
 }
 
 /// GitHub's anchor for a heading: lower case, punctuation but `-` and `_` dropped, spaces to `-`.
