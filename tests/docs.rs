@@ -39,10 +39,12 @@
 //! -->
 //! ```
 //!
-//! Only `gdrprov`, `packer` and `printf` run, and no line naming an absolute path of the machine
-//! runs: anything else must be marked, so the test never changes the machine it runs on. It prints
-//! how many examples ran and how many are marked, and fails on any example neither run nor
-//! marked, or run and failed.
+//! Only `gdrprov`, `packer`, `promtool` and `printf` run, and no line naming a path of the
+//! machine (`/...`, `~`, `$HOME`) runs: anything else must be marked, so the test never changes
+//! the machine it runs on. It prints how many examples ran and how many are marked, and fails on
+//! any example neither run nor marked, or run and failed. The sandbox's own path is taken out of
+//! the output before it is compared. A second test checks that every relative link of those
+//! docs names a file, and every anchor a heading.
 // Test code: the sandbox is built with std::fs and the binary is run as a process; the house's
 // doors (clippy.toml) are for the product's code.
 #![allow(
