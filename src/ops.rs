@@ -40,7 +40,7 @@ pub use doctor::{doctor, Diagnosed};
 pub use features::write_nfd;
 pub use inventory::{inventory, Inventory, Snapshotted};
 pub use journal::{history, journal_check, History, HistoryEntry};
-pub use profile::{profile_list, profile_load, profile_schema};
+pub use profile::{profile_list, profile_load, profile_schema, profile_validate};
 pub use recheck::{recheck, RecheckRequest, Rechecked};
 pub use recover::{recover, RecoverRequest};
 pub use rollback::{rollback, RolledBack};

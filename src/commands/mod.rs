@@ -55,6 +55,7 @@ fn run_main() -> i32 {
     let out = Output {
         format: cli.format,
         color: cli.color,
+        full_diff: cli.command.full_diff(),
     };
     match run(&cli, &out) {
         Ok(code) => code,

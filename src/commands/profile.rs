@@ -76,7 +76,7 @@ fn validate(out: &Output, root: &Path, files: &[String]) -> i32 {
     let mut failed = 0;
     let mut results = Vec::new();
     for f in files {
-        match ops::profile_load(f) {
+        match ops::profile_validate(f) {
             Ok(p) => {
                 if out.format != Format::Json {
                     out.raw(&format!("{f}: ok ({})\n", p.name));

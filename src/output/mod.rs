@@ -187,6 +187,8 @@ pub enum Color {
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
     pub color: bool,
+    /// Every diff in full (`--full-diff`); otherwise a long one is a summary line.
+    pub full_diff: bool,
 }
 
 /// The one output sink of the commands: the options that shape output
@@ -197,6 +199,8 @@ pub struct Style {
 pub struct Output {
     pub format: Format,
     pub color: Color,
+    /// `--full-diff`: text shows every file's whole diff (JSON always has it).
+    pub full_diff: bool,
 }
 
 impl Output {
@@ -209,6 +213,7 @@ impl Output {
                     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
                 }
             },
+            full_diff: self.full_diff,
         }
     }
 

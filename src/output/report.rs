@@ -265,7 +265,27 @@ fn header(out: &mut String, r: &Report, style: Style) {
     }
 }
 
-/// One numbered change: its command, its reboot, its diff (coloured).
+/// A diff longer than this many lines is one summary line unless `--full-diff` (issue 45: a
+/// trial's or an entry's generated GRUB script was 78 lines of every plan).
+pub const LONG_DIFF: usize = 20;
+
+/// The line that stands for a long diff: what it adds and removes, and where the whole is.
+fn diff_summary(diff: &str) -> String {
+    let count = |sign: char, header: &str| {
+        diff.lines()
+            .filter(|l| l.starts_with(sign) && !l.starts_with(header))
+            .count()
+    };
+    format!(
+        "diff: {} line(s) added, {} removed ({} lines; --full-diff shows it, --format json has it)",
+        count('+', "+++"),
+        count('-', "---"),
+        diff.lines().count()
+    )
+}
+
+/// One numbered change: its command, its reboot, its diff (coloured), or the diff's summary
+/// line when it is long and `--full-diff` was not given.
 fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
     let _ = writeln!(
         out,
@@ -281,6 +301,10 @@ fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
         let _ = writeln!(out, "     needs a reboot: {}", escape(reason));
     }
     let diff = escape(c.diff.as_deref().unwrap_or(""));
+    if !style.full_diff && diff.lines().count() > LONG_DIFF {
+        let _ = writeln!(out, "     {}", diff_summary(&diff));
+        return;
+    }
     for line in diff.lines() {
         let painted = if line.starts_with("+++") || line.starts_with("---") {
             style.paint("1", line)
@@ -376,6 +400,51 @@ fn outcome_summary(out: &mut String, r: &Report, o: &OutcomeOut) {
             out,
             "Boot files on disk for the boot loader: {}.",
             shown.join(", ")
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn created(lines: usize) -> ChangeOut {
+        let body: String = (0..lines).map(|i| format!("+line {i}\n")).collect();
+        ChangeOut {
+            module: "boot".into(),
+            description: "Create /etc/grub.d/42_gdrprov_x".into(),
+            kind: "write-file",
+            path: Some("/etc/grub.d/42_gdrprov_x".into()),
+            diff: Some(format!(
+                "--- /dev/null\n+++ b/etc/grub.d/42_gdrprov_x\n@@ -0,0 +1,{lines} @@\n{body}"
+            )),
+            command: None,
+            reboot: None,
+        }
+    }
+
+    /// A long diff is one summary line unless --full-diff; a short one is always whole
+    /// (issue 45: a 78-line generated GRUB script in every trial plan).
+    #[test]
+    fn a_long_diff_is_a_summary_line_unless_full_diff() {
+        let style = |full_diff| Style {
+            color: false,
+            full_diff,
+        };
+        let mut out = String::new();
+        change(&mut out, 1, &created(78), style(false));
+        assert_eq!(
+            out,
+            "  1. [boot] Create /etc/grub.d/42_gdrprov_x\n     diff: 78 line(s) added, 0 removed (81 lines; --full-diff shows it, --format json has it)\n"
+        );
+        let mut full = String::new();
+        change(&mut full, 1, &created(78), style(true));
+        assert_eq!(full.lines().count(), 82, "{full}");
+        let mut short = String::new();
+        change(&mut short, 1, &created(7), style(false));
+        assert!(
+            short.contains("+line 6") && !short.contains("diff:"),
+            "{short}"
         );
     }
 }

@@ -105,6 +105,12 @@ fn state_after<'a>(
     state_after
 }
 
+/// What the plan refuses of the profiles alone, whatever the host: `profile validate` runs it
+/// after loading a profile, so that it passes only what `plan` could accept (issue 45).
+pub fn check_profile(desired: &crate::profile::Composed) -> Result<()> {
+    crate::plan::modules::services::check_profile(desired)
+}
+
 /// Builds the plan. Pure: reads only the context's facts, writes nothing.
 /// Order: files first, then commands (unloads, loads, regeneration), so that
 /// a command always sees the files it depends on. The context's profile is

@@ -6,6 +6,15 @@ use crate::ops;
 use clap::Args;
 use std::path::Path;
 
+/// `--full-diff`, for the commands that show a plan.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct DiffArg {
+    /// Show every file's whole diff. Without it a diff of more than 20 lines (a file gdrprov
+    /// generates, such as a GRUB entry script) is one summary line; --format json always has it.
+    #[arg(long)]
+    pub full_diff: bool,
+}
+
 /// What plan, apply and commit act on, besides `--root`.
 #[derive(Debug, Args)]
 pub struct TargetArgs {
@@ -27,6 +36,8 @@ pub struct TargetArgs {
     /// the rest of the profile and leave the boot part for you to set there.
     #[arg(long)]
     pub boot_elsewhere: bool,
+    #[command(flatten)]
+    pub diff: DiffArg,
 }
 
 /// `gdrprov plan`
@@ -78,6 +89,8 @@ pub struct RollbackArgs {
     /// Restore files even if they were edited after gdrprov wrote them.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub diff: DiffArg,
 }
 
 /// `gdrprov recover`

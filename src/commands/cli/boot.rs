@@ -28,6 +28,8 @@ pub struct EntryArgs {
     /// Run nothing: print the commands (and the GRUB_DEFAULT edit) that would run.
     #[arg(long)]
     pub no_exec: bool,
+    #[command(flatten)]
+    pub diff: super::apply::DiffArg,
 }
 
 impl BootCommand {

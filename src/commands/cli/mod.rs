@@ -137,6 +137,18 @@ impl Command {
         };
         name.to_string()
     }
+
+    /// `--full-diff`, for the commands that show a plan as text.
+    pub fn full_diff(&self) -> bool {
+        match self {
+            Command::Plan(a) => a.target.diff.full_diff,
+            Command::Apply(a) => a.target.diff.full_diff,
+            Command::Commit(a) => a.target.diff.full_diff,
+            Command::Rollback(a) => a.diff.full_diff,
+            Command::Boot(BootCommand::SetDefault(a) | BootCommand::Once(a)) => a.diff.full_diff,
+            _ => false,
+        }
+    }
 }
 
 /// `gdrprov completions SHELL`

@@ -35,6 +35,7 @@ fn usage_error(e: &clap::Error) -> i32 {
         let out = Output {
             format: Format::Json,
             color: crate::output::Color::Never,
+            full_diff: false,
         };
         let message = if let Some(m) = not_taken {
             m

@@ -8,6 +8,7 @@ use crate::host::CommandSpec;
 use crate::plan::change::Change;
 use crate::plan::modules::Context;
 use crate::profile::builtin;
+use crate::profile::Composed;
 use handlebars::Handlebars;
 
 pub const MODULE: &str = "services";
@@ -70,8 +71,7 @@ fn unit_name(name: &str) -> String {
 
 /// The profiles the unit verifies when vars do not name them: those applied, which must be
 /// built-in names (a profile file is not on the host).
-fn default_profiles(ctx: &Context) -> Result<String> {
-    let names = &ctx.desired.names;
+fn default_profiles(names: &[String]) -> Result<String> {
     if let Some(n) = names
         .iter()
         .find(|n| crate::profile::builtin::profile(n).is_none())
@@ -107,31 +107,50 @@ fn plain_vars(bin: &str, profiles: &str, textfile: &str) -> Result<()> {
     Ok(())
 }
 
+/// A variable of the first-boot unit from the profiles' `vars`, as text.
+fn unit_var(desired: &Composed, key: &str) -> Option<String> {
+    desired.doc.vars.get(key).map(|v| match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+}
+
+/// The unit's profiles and textfile, refused as `plan` refuses them (a profile file with no
+/// `first-boot-profiles`, a variable systemd would interpret): facts play no part.
+fn unit_vars(desired: &Composed, bin: &str) -> Result<(String, String)> {
+    let textfile = unit_var(desired, "gdrprov-textfile").unwrap_or_default();
+    let profiles = match unit_var(desired, "first-boot-profiles") {
+        Some(p) => p,
+        None => default_profiles(&desired.names)?,
+    };
+    plain_vars(bin, &profiles, &textfile)?;
+    Ok((profiles, textfile))
+}
+
+/// What `verify.first-boot` refuses from the profiles alone, before any fact is read:
+/// `profile validate` runs it, so that it never says "ok" to what `plan` refuses of the
+/// profile alone (issue 45).
+pub fn check_profile(desired: &Composed) -> Result<()> {
+    if desired.doc.verify.first_boot != Some(true) {
+        return Ok(());
+    }
+    let bin = unit_var(desired, "gdrprov-bin").unwrap_or_else(|| "/usr/local/bin/gdrprov".into());
+    unit_vars(desired, &bin).map(|_| ())
+}
+
 /// `verify: { first-boot: true }`: the unit and the drop-in that starts it.
 /// Variables: `gdrprov-bin` (default: /usr/bin/gdrprov where the package
 /// installed it, else /usr/local/bin/gdrprov),
 /// `first-boot-profiles` (default: the profiles applied, which must then be
 /// built-in names; for a profile file, a copy of it on the host), `gdrprov-textfile` (node-exporter metrics file).
 fn first_boot_unit(ctx: &Context) -> Result<Vec<ManagedFile>> {
-    let vars = &ctx.desired.doc.vars;
-    let var = |k: &str| -> Option<String> {
-        vars.get(k).map(|v| match v {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-    };
-    let bin = var("gdrprov-bin").unwrap_or_else(|| {
+    let bin = unit_var(ctx.desired, "gdrprov-bin").unwrap_or_else(|| {
         ctx.seen
             .gdrprov_bin
             .unwrap_or("/usr/local/bin/gdrprov")
             .into()
     });
-    let textfile = var("gdrprov-textfile").unwrap_or_default();
-    let profiles = match var("first-boot-profiles") {
-        Some(p) => p,
-        None => default_profiles(ctx)?,
-    };
-    plain_vars(&bin, &profiles, &textfile)?;
+    let (profiles, textfile) = unit_vars(ctx.desired, &bin)?;
     let source = builtin::template("gdrprov-verify.service.hbs").unwrap_or_default();
     let data = serde_json::json!({
         "gdrprov_header": files::header(ctx),
@@ -254,5 +273,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("would interpret in ExecStart"));
+    }
+
+    /// `profile validate` refuses, from the profile alone, what `plan` refuses on every host
+    /// (issue 45: the docs' example said "ok" and plan refused it).
+    #[test]
+    fn the_profile_alone_is_refused_as_plan_refuses_it() {
+        let w = World::image(OsFamily::Debian);
+        for yaml in [
+            "verify: { first-boot: true }",
+            "verify: { first-boot: true }\nvars: { first-boot-profiles: \"a;b\" }",
+            "verify: { first-boot: true }\nvars: { first-boot-profiles: /etc/gdrprov/t.yaml, gdrprov-bin: gdrprov }",
+        ] {
+            let d = desired(yaml);
+            let planned = w.plan(&d).0.unwrap_err().to_string();
+            let alone = check_profile(&d).unwrap_err().to_string();
+            assert_eq!(alone, planned, "{yaml}");
+        }
+        let ok = desired(
+            "verify: { first-boot: true }\nvars: { first-boot-profiles: /etc/gdrprov/t.yaml }",
+        );
+        assert!(check_profile(&ok).is_ok() && w.plan(&ok).0.is_ok());
+        assert!(check_profile(&desired("verify: { loopback: false }")).is_ok());
     }
 }

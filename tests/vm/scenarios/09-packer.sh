@@ -31,6 +31,13 @@ vars:
   gdrprov-textfile: /run/gdrprov/gdrprov.prom
 YAML
 d=$(vm_gdir $g)
+# The template as docs/fleets.md runs it: from the checkout's top directory, the binary uploaded
+# (gdrprov_binary); validate only (the build below installs the package instead).
+bin=$(realpath "$GDRPROV_BIN")
+( cd "$(dirname "$0")/../../.." && CHECKPOINT_DISABLE=1 packer validate \
+    -var "gdrprov_binary=$bin" -var ssh_host=BUILDER -var ssh_password=unused \
+    examples/packer/gdrprov.json ) || fail "packer validate of the documented invocation failed"
+ok "packer validate runs as docs/fleets.md shows it"
 ( cd "$(dirname "$0")/../../../examples/packer" &&
   CHECKPOINT_DISABLE=1 PACKER_CACHE_DIR="$work/cache" timeout 1200 packer build -color=false \
     -var "gdrprov_package=$GDRPROV_DEB" -var "profile_file=$work/site.yaml" \
