@@ -67,6 +67,7 @@ mod read_door;
 mod recovery;
 mod reliability;
 mod scripts;
+mod suggested;
 mod sweep;
 mod trial;
 mod uki;
