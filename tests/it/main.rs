@@ -59,6 +59,7 @@ mod monitoring_prometheus;
 mod monitoring_rules;
 mod nic;
 mod openibd;
+mod owed;
 mod pair_rails;
 mod plan_snapshot;
 mod profile_checks;
