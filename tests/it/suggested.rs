@@ -81,7 +81,7 @@ fn scenario(root: &Path, profile: &str, format: &str, t: &Path) -> Vec<Seen> {
     let mut seen = Vec::new();
     let f = ["--format", format];
     let arg = |p: &Path| p.display().to_string();
-    // plan; apply --trial, then verify and recheck during the trial.
+    // apply --trial, then plan, verify and recheck during the trial.
     let trial = arg(&copy(root, t, "trial"));
     let on = |r: &str, a: &[&str]| -> Vec<String> {
         let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
