@@ -189,10 +189,11 @@ impl<'a> StateStore<'a> {
             .saturating_add(1);
         if n > crate::journal_proof::MAX_GENERATION {
             return Err(Error::Journal(format!(
-                "{} holds a generation numbered {}, past the highest gdrprov makes ({}); it was not made by gdrprov, so nothing was changed. Run `gdrprov journal check`, and remove that directory if it is not gdrprov's",
+                "{} holds a generation numbered {}, past the highest gdrprov makes ({}); it was not made by gdrprov, so nothing was changed. Run {}, and remove that directory if it is not gdrprov's",
                 self.host.display(&Self::path("generations")),
                 n - 1,
-                crate::journal_proof::MAX_GENERATION
+                crate::journal_proof::MAX_GENERATION,
+                crate::suggest::Suggest::new(crate::names::JOURNAL_CHECK).shown(&crate::suggest::Given::none())
             )));
         }
         Ok(n)
@@ -382,7 +383,8 @@ pub fn journal_path(path: &str) -> Result<()> {
     match rules::path_problem(path) {
         None => Ok(()),
         Some(e) => Err(Error::Journal(format!(
-            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run `gdrprov journal check` to see every problem"
+            "a step of the journal names {path:?}, which gdrprov never writes ({e}); the journal was edited or damaged, so gdrprov will not act on it (nothing was changed). Run {} to see every problem",
+            crate::suggest::Suggest::new(crate::names::JOURNAL_CHECK).shown(&crate::suggest::Given::none())
         ))),
     }
 }

@@ -19,6 +19,7 @@ pub mod ops;
 pub mod output;
 pub mod plan;
 pub mod profile;
+pub mod suggest;
 pub mod versions;
 
 /// The exit codes live with the error type (`error::exit`), where the front

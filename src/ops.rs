@@ -250,8 +250,8 @@ fn plan_with_facts(
     // Requirements first: every failed one is reported, before any
     // module can stop on a detail (a missing GRUB, a missing module).
     let reqs = crate::checks::requirements::for_profile(host, facts, desired);
-    let warnings =
-        crate::checks::requirements::gate(&reqs, target.force).map_err(Error::Refused)?;
+    let warnings = crate::checks::requirements::gate(&reqs, target.force, &desired.named)
+        .map_err(Error::Refused)?;
     let (mut plan, seen) = crate::plan::prepare::plan(host, facts, desired, &state, &opts)?;
     plan.warnings.extend(warnings);
     // How each profile was found, for `recheck` to find it the same way.

@@ -8,11 +8,12 @@
 use super::revert::{check_backups, regen_note, revert};
 use super::Outcome;
 use crate::error::{Error, Result};
-use crate::host::{CommandSpec, Host};
+use crate::host::Host;
 use crate::journal::journal_path;
 use crate::journal::{self, Generation, Kind, StateStore, Status};
 use crate::names;
 use crate::plan::{Action, Change, Plan};
+use crate::suggest::{Given, Suggest};
 
 /// The generations left in progress or failed, oldest first. A journal that
 /// cannot be read is not one of them (`gdrprov journal check` names it).
@@ -27,15 +28,12 @@ pub fn unfinished(store: &StateStore) -> Vec<Generation> {
 
 /// `gdrprov recover`, with `--root DIR` when the root is not `/`.
 pub fn recover_command(host: &Host) -> String {
-    if host.is_live() {
-        "gdrprov recover".into()
+    let root = if host.is_live() {
+        std::path::Path::new("/")
     } else {
-        let root = host.root().display().to_string();
-        format!(
-            "gdrprov recover --root {}",
-            CommandSpec::new(&[&root], "").shell_line()
-        )
-    }
+        host.root()
+    };
+    Suggest::new(names::RECOVER).line(&Given::new(root, false))
 }
 
 /// A rollback, for people: `rollback of 3, 2` (the generations it undid).

@@ -271,6 +271,14 @@ fn check_backup(
     }
 }
 
+/// The profiles generation N applied, as its journal names them.
+fn applied_by(gens: &[Generation], n: u64) -> Vec<String> {
+    gens.iter()
+        .find(|g| g.generation == n)
+        .map(|g| g.profiles.clone())
+        .unwrap_or_default()
+}
+
 /// The files of the applies in effect: each still as the latest of them
 /// wrote it (or still absent, where it removed one).
 fn check_in_effect(
@@ -319,7 +327,15 @@ fn check_in_effect(
             kind: "changed-since",
             message: format!("{} {what} (generation {n})", host.display(path)),
             fix: format!(
-                "check the edit: `gdrprov apply` puts gdrprov's content back; `gdrprov rollback --generation {n} --force` restores what was there before"
+                "check the edit: {} puts gdrprov's content back; {} restores what was there before",
+                crate::suggest::Suggest::new(crate::names::APPLY)
+                    .profiles(&applied_by(gens, n))
+                    .shown(&crate::suggest::Given::none()),
+                crate::suggest::Suggest::new(crate::names::ROLLBACK)
+                    .arg("--generation")
+                    .arg(n.to_string())
+                    .arg("--force")
+                    .shown(&crate::suggest::Given::none())
             ),
         });
     }

@@ -23,7 +23,11 @@ pub fn refuse_unproven(host: &Host, store: &StateStore) -> Result<()> {
             Err(e) => damaged.push(e.to_string()),
         }
     }
-    let check = "Run `gdrprov journal check` to see every problem";
+    let check = format!(
+        "Run {} to see every problem",
+        crate::suggest::Suggest::new(crate::names::JOURNAL_CHECK)
+            .shown(&crate::suggest::Given::none())
+    );
     if !damaged.is_empty() || gens.is_empty() {
         // Owned changes without a journal that proves them: the message of
         // check_nothing_owned (what is owned, what to do).

@@ -351,7 +351,12 @@ fn gpu(min: &str, severity: Severity, reason: Option<String>, facts: &Facts) -> 
 
 /// The gate before plan/apply: every failed hard requirement at once (as a
 /// refusal, unless `force`), and warnings for the rest.
-pub fn gate(results: &[ReqResult], force: bool) -> Result<Vec<String>, String> {
+/// PROFILES: as the user named them, for the `doctor` it suggests.
+pub fn gate(
+    results: &[ReqResult],
+    force: bool,
+    profiles: &[String],
+) -> Result<Vec<String>, String> {
     let blocking: Vec<&ReqResult> = results.iter().filter(|r| r.blocks()).collect();
     let mut warnings: Vec<String> = results
         .iter()
@@ -378,8 +383,11 @@ pub fn gate(results: &[ReqResult], force: bool) -> Result<Vec<String>, String> {
                 .map(|r| format!("  - {}", r.message))
                 .collect();
             return Err(format!(
-                "this host does not meet the profile's requirements:\n{}\nrun `gdrprov doctor` for causes and fixes, or pass --force to go ahead anyway (nothing was changed)",
-                list.join("\n")
+                "this host does not meet the profile's requirements:\n{}\nrun {} for causes and fixes, or pass --force to go ahead anyway (nothing was changed)",
+                list.join("\n"),
+                crate::suggest::Suggest::new(crate::names::DOCTOR)
+                    .profiles(profiles)
+                    .shown(&crate::suggest::Given::none())
             ));
         }
         for r in blocking {

@@ -15,7 +15,7 @@ pub fn run(out: &Output, req: &ProfilesRequest, yes: bool) -> Result<i32> {
 
 /// What an apply did (`apply`, `commit`): the report.
 pub fn report(out: &Output, command: &str, done: &ops::Applied) {
-    out.report(&output::report(
+    out.report(output::report(
         command,
         &done.host,
         done.names.clone(),

@@ -20,7 +20,7 @@ pub fn confirmer(out: &Output, yes: bool) -> impl FnMut(&Ask) -> Result<()> + '_
                 ask.plan,
                 output::Done::Planned,
             );
-            out.report_text(&r);
+            out.report_text(r);
         }
         confirm(out, &ask.question)
     }

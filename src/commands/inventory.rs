@@ -59,8 +59,11 @@ fn show_snapshot(out: &Output, target: &Target, inv: &Inventory, s: &Snapshotted
             }
             if differs.is_empty() {
                 t.push_str(&format!(
-                    "Checked: `gdrprov inventory --root {}` gives the same facts.\n",
-                    dir.display()
+                    "Checked: {} gives the same facts.\n",
+                    crate::output::suggestion(
+                        names::INVENTORY,
+                        &["--root", &dir.display().to_string()]
+                    )
                 ));
             } else {
                 t.push_str(&format!(

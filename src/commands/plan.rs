@@ -18,7 +18,7 @@ pub fn run(
         target: target.clone(),
         trial,
     })?;
-    out.report(&output::report(
+    out.report(output::report(
         names::PLAN,
         &planned.host,
         planned.names.clone(),

@@ -11,7 +11,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
     match ops::rollback(req, &mut confirm)? {
         RolledBack::Nothing { host } => {
             if out.json() {
-                out.report(&output::report(
+                out.report(output::report(
                     names::ROLLBACK,
                     &host,
                     Vec::new(),
@@ -30,7 +30,7 @@ pub fn run(out: &Output, req: &RollbackRequest, yes: bool) -> Result<i32> {
             profiles,
             plan,
             outcome,
-        } => out.report(&output::report(
+        } => out.report(output::report(
             names::ROLLBACK,
             &host,
             profiles,

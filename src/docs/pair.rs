@@ -200,7 +200,7 @@ impl<'de> Deserialize<'de> for PairResult {
 impl Document for PairResult {
     const WHAT: &'static str = "a pair result";
     const LIMIT: ReadLimit = ReadLimit::PairResult;
-    const FIX: &'static str = "the runner must save the client's `gdrprov bench pair --format json` output there (remove the file, or run that pair again)";
+    const FIX: &'static str = "the runner must save the client's `bench pair --format json` output there (remove the file, or run that pair again)";
 
     fn decode(v: &Value) -> Result<Self, Bad> {
         let head: Head = typed(v, "")?;

@@ -48,7 +48,7 @@ pub struct VerifyReport {
 impl Document for VerifyReport {
     const WHAT: &'static str = "a verify report";
     const LIMIT: ReadLimit = ReadLimit::VerifyReport;
-    const FIX: &'static str = "the runner must save the node's `gdrprov verify --format json` output there as DIR/NODE.json (remove the file, or run verify on that node again)";
+    const FIX: &'static str = "the runner must save the node's `verify --format json` output (of its profiles) there as DIR/NODE.json (remove the file, or run verify on that node again)";
 
     fn check(&self) -> Result<(), Bad> {
         if self.error.is_some() {

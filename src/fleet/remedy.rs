@@ -6,7 +6,8 @@
 
 use crate::docs::verify::{Status, VerifyReport};
 use crate::grammar::ProfileName;
-use crate::host::CommandSpec;
+use crate::names;
+use crate::suggest::{Given, Suggest};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -117,20 +118,20 @@ pub fn fixable(
     if causes.is_empty() {
         return None;
     }
-    // Each name by its grammar and quoted: the command is pasted into a shell.
-    let mut argv = vec!["gdrprov", "apply"];
-    let named: Vec<&str> = findings
+    // Each name by its grammar, and quoted (`crate::suggest`): the command
+    // is pasted into a shell on the node, whose own root it acts on.
+    let mut named: Vec<&str> = findings
         .map(|f| f.profiles.iter().map(String::as_str).collect())
         .unwrap_or_default();
-    if named.is_empty() || named.iter().any(|p| ProfileName::parse(p).is_err()) {
-        argv.push("PROFILE");
-    } else {
-        argv.extend(named);
+    if named.iter().any(|p| ProfileName::parse(p).is_err()) {
+        named.clear();
     }
     Some(Fixable {
         node: node.to_string(),
         causes,
-        command: CommandSpec::new(&argv, "").shell_line(),
+        command: Suggest::new(names::APPLY)
+            .profiles(&named)
+            .line(&Given::none()),
     })
 }
 

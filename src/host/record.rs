@@ -109,7 +109,7 @@ fn strict<T: serde::de::DeserializeOwned>(file: &Path, text: &str) -> crate::err
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let field = e.path().to_string();
         crate::error::Error::Usage(format!(
-            "{}: field `{field}`: {}; this snapshot file is not as `gdrprov inventory --snapshot` wrote it: take the snapshot again",
+            "{}: field `{field}`: {}; this snapshot file is not as gdrprov's `inventory --snapshot DIR` wrote it: take the snapshot again",
             file.display(),
             e.into_inner()
         ))

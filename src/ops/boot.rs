@@ -215,14 +215,19 @@ pub fn commit(target: &Target) -> Result<Applied> {
     refuse_unproven(&host, &store)?;
     let state = store.load_state()?;
     let Some(trial) = state.trial else {
-        return Err(Error::Refused(
-            "no trial boot is pending (`gdrprov apply PROFILE --trial` sets one up); nothing committed".into(),
-        ));
+        return Err(Error::Refused(format!(
+            "no trial boot is pending ({} sets one up); nothing committed",
+            crate::suggest::Suggest::new(names::APPLY)
+                .profiles::<String>(&[])
+                .arg("--trial")
+                .shown(&crate::suggest::Given::none())
+        )));
     };
     let Some(running) = host.read_fact("/proc/cmdline") else {
         return Err(Error::Refused(format!(
-            "cannot tell what runs: {} does not exist; run `gdrprov commit` on the booted host; nothing committed",
-            host.display("/proc/cmdline")
+            "cannot tell what runs: {} does not exist; run {} on the booted host; nothing committed",
+            host.display("/proc/cmdline"),
+            crate::suggest::Suggest::new(names::COMMIT).shown(&crate::suggest::Given::none())
         )));
     };
     trial_runs(&trial, &cmdline::split(running.trim()))?;
@@ -263,9 +268,10 @@ fn trial_runs(trial: &crate::journal::Trial, running: &[String]) -> Result<()> {
         why.push(format!("has {}, which the trial removes", has.join(" ")));
     }
     Err(Error::Refused(format!(
-        "the trial entry ({}) is not what is running; it did not boot or was not chosen; nothing committed (the running command line {}). To try again: `gdrprov boot once {}`, reboot, `gdrprov commit`; or apply without --trial",
+        "the trial entry ({}) is not what is running; it did not boot or was not chosen; nothing committed (the running command line {}). To try again: {}, reboot, {}; or apply without --trial",
         trial.entry,
         why.join(" and "),
-        trial.entry
+        crate::suggest::Suggest::new(names::BOOT_ONCE).arg(trial.entry.as_str()).shown(&crate::suggest::Given::none()),
+        crate::suggest::Suggest::new(names::COMMIT).shown(&crate::suggest::Given::none())
     )))
 }

@@ -38,6 +38,7 @@ pub fn doctor(target: &Target, profiles: &[String], nccl_log: Option<&Path>) -> 
     let nccl = log
         .as_ref()
         .map(|(text, name)| (text.as_str(), name.as_str()));
-    let report = crate::checks::doctor::report(&host, &facts, composed.as_ref(), nccl)?;
+    let given = composed.as_ref().map(|c| (c, profiles));
+    let report = crate::checks::doctor::report(&host, &facts, given, nccl)?;
     Ok(Diagnosed { facts, report })
 }

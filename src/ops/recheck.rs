@@ -11,6 +11,7 @@ use super::{Target, VerifyRequest};
 use crate::checks::verify::{Check, Report};
 use crate::error::{Error, Result};
 use crate::host::textfile::{write_marker, Dest};
+use crate::suggest::{Given, Suggest};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -163,7 +164,12 @@ fn timed_out(root: &Path, specs: &[String], secs: u64) -> Report {
         checks: vec![Check::fail(
             "recheck",
             format!("the re-check did not finish within {secs} s (a probe hung?)"),
-            "run `gdrprov verify` by hand",
+            format!(
+                "run {} by hand",
+                Suggest::new(crate::names::VERIFY)
+                    .profiles(specs)
+                    .shown(&Given::new(root, false))
+            ),
         )],
         loopback: None,
         health: None,

@@ -41,8 +41,9 @@ pub fn recover(req: &RecoverRequest, confirm: Confirm) -> Result<Recovered> {
             .collect();
         if !damaged.is_empty() {
             return Err(Error::Journal(format!(
-                "{}; gdrprov cannot tell whether that run finished, so it recovers nothing (nothing was changed). Run `gdrprov journal check` to see what is wrong, and restore {} from a backup of the host",
+                "{}; gdrprov cannot tell whether that run finished, so it recovers nothing (nothing was changed). Run {} to see what is wrong, and restore {} from a backup of the host",
                 damaged.join("; "),
+                crate::suggest::Suggest::new(crate::names::JOURNAL_CHECK).shown(&crate::suggest::Given::none()),
                 host.display(crate::journal::DIR)
             )));
         }

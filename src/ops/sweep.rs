@@ -260,7 +260,7 @@ pub fn report(req: &ReportRequest) -> Result<Reported> {
     let (sweep, mtus, mut unread) = io::load_with_mtus(&req.results, nodes, &[], &bar)?;
     if sweep.obs.is_empty() {
         return Err(Error::Usage(format!(
-            "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `gdrprov bench pair --format json`){}",
+            "no pair results found under {}: the runner writes DIR/round-R/A+B.json (the client's `bench pair --format json` output){}",
             shown(&req.results),
             unread_text(&unread)
         )));

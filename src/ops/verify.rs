@@ -53,7 +53,16 @@ pub fn verify(req: &VerifyRequest) -> Result<Report> {
         token_file: req.token_file.clone(),
     };
     let plan = plan.as_ref().map_err(String::as_str);
-    let report = crate::checks::verify::run(&host, &facts, &seen, &desired, plan, &reqs, &choice)?;
+    let profiles = if req.profiles.is_empty() {
+        &desired.names
+    } else {
+        &req.profiles
+    };
+    let wanted = crate::checks::verify::Wanted {
+        composed: &desired,
+        named: profiles,
+    };
+    let report = crate::checks::verify::run(&host, &facts, &seen, wanted, plan, &reqs, &choice)?;
     if let Some(dir) = &req.snapshot {
         let rec = host.recorded().unwrap_or_default();
         crate::host::snapshot::write(&host, &rec, dir)?;

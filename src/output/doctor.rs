@@ -5,6 +5,8 @@ use crate::checks::doctor::{Finding, Report, Sev};
 use crate::checks::requirements::Status;
 use crate::facts::nvidia::Flavor;
 use crate::facts::Facts;
+use crate::names;
+use crate::suggest::{Given, Suggest};
 use std::fmt::Write as _;
 
 pub fn text(facts: &Facts, r: &Report) -> String {
@@ -145,10 +147,12 @@ fn fits(o: &mut String, r: &Report) {
                 format!("fits ({} warning(s))", f.warnings)
             } else {
                 format!(
-                    "blocked by {} finding(s) ({}); `gdrprov doctor {}` says more",
+                    "blocked by {} finding(s) ({}); {} says more",
                     f.blockers,
                     f.blocked_by.join(", "),
-                    f.profile
+                    Suggest::new(names::DOCTOR)
+                        .arg(f.profile.as_str())
+                        .shown(&Given::none())
                 )
             }
         );

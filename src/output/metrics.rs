@@ -154,11 +154,17 @@ pub fn prometheus(r: &Report) -> String {
 /// What caused a re-check, as a bounded label: `package` (the dpkg or rpm
 /// trigger), `kernel` (a kernel installed), `modules` (the path unit: a
 /// DKMS build or any change under /lib/modules), `manual` (no reason given),
-/// `other`. The free text stays in the summary line, never in a label.
+/// `other`. A reason that is one of those words is that label
+/// (`--reason kernel`: `kernel`, as docs/commands.md says). The free text
+/// stays in the summary line, never in a label.
 pub fn trigger(reason: Option<&str>) -> &'static str {
+    const LABELS: [&str; 5] = ["package", "kernel", "modules", "manual", "other"];
     let Some(r) = reason.map(str::to_ascii_lowercase) else {
         return "manual";
     };
+    if let Some(label) = LABELS.iter().find(|l| **l == r.trim()) {
+        return label;
+    }
     if r.starts_with("package") || r.contains("dpkg") || r.contains("rpm") {
         "package"
     } else if r.starts_with("kernel ") && r.contains("install") {
@@ -262,6 +268,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("gdrprov_recheck_timestamp_seconds{trigger=\"package\"} 7\n"));
+    }
+
+    #[test]
+    fn each_documented_reason_word_is_its_own_label() {
+        // docs/commands.md: the trigger is a fixed word from --reason
+        // (package, kernel, modules, manual, other).
+        for word in ["package", "kernel", "modules", "manual", "other", "Kernel "] {
+            assert_eq!(trigger(Some(word)), word.trim().to_ascii_lowercase());
+        }
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub use escape::escape;
 pub use report::{report, ChangeOut, Done, OutcomeOut, Report};
 
 use crate::host::{CommandSpec, Host};
+use crate::suggest::{keep_given, Given, Suggest};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
@@ -96,38 +97,19 @@ pub fn error_json(command: &str, root: &Path, kind: &str, message: &str) -> Stri
 
 /// Every `gdrprov ...` command suggested in TEXT (between backticks) with
 /// the options the user gave: `--root DIR` when not `/`, `--format json`
-/// under JSON, each only where the suggested command takes it
-/// (`names::takes`). A suggestion that names its own --root is left alone.
+/// under JSON ([`crate::suggest::keep_given`]). A suggestion that names its
+/// own --root is left alone.
 pub fn keep_options(text: &str, root: &Path, format: Format) -> String {
-    let mut extra = String::new();
-    if root != Path::new("/") {
-        extra.push_str(" --root ");
-        extra.push_str(&CommandSpec::new(&[&root.display().to_string()], "").shell_line());
-    }
-    if extra.is_empty() && format != Format::Json {
-        return text.to_string();
-    }
-    let mut out = String::with_capacity(text.len() + extra.len());
-    for (i, part) in text.split('`').enumerate() {
-        if i > 0 {
-            out.push('`');
-        }
-        out.push_str(part);
-        if i % 2 == 1 && part.starts_with("gdrprov ") {
-            // Only the options the suggested command takes (names::takes).
-            let takes =
-                crate::names::command_of(&part["gdrprov ".len()..]).and_then(crate::names::takes);
-            let root = takes.is_none_or(|t| t.root != crate::names::RootUse::None);
-            let json = takes.is_none_or(|t| t.formats.contains(&"json"));
-            if root && !part.contains("--root") {
-                out.push_str(&extra);
-            }
-            if json && format == Format::Json && !part.contains("--format") {
-                out.push_str(" --format json");
-            }
-        }
-    }
-    out
+    keep_given(text, &Given::new(root, format == Format::Json))
+}
+
+/// `gdrprov COMMAND ARGS...` between backticks, built by
+/// [`crate::suggest`], for the front door (which imports only `output` of
+/// the layers that write what users see).
+pub fn suggestion(command: &str, args: &[&str]) -> String {
+    args.iter()
+        .fold(Suggest::new(command), |s, a| s.arg(*a))
+        .shown(&Given::none())
 }
 
 /// A command as every JSON document shows it: what runs (with `chroot ROOT`
@@ -221,17 +203,28 @@ impl Output {
         self.format == Format::Json
     }
 
-    /// A plan/apply/rollback report, as text or JSON.
-    pub fn report(&self, r: &Report) {
+    /// A plan/apply/rollback report, as text or JSON, its suggested
+    /// commands keeping the user's options.
+    pub fn report(&self, mut r: Report) {
+        r.keep_given(&Given::new(Path::new(&r.root), self.json()));
         match self.format {
-            Format::Json => put(&format!("{}\n", report::json(r))),
-            Format::Text | Format::Prometheus | Format::Html => put(&report::text(r, self.style())),
+            Format::Json => put(&format!("{}\n", report::json(&r))),
+            Format::Text | Format::Prometheus | Format::Html => {
+                put(&report::text(&r, self.style()))
+            }
         }
     }
 
     /// A plan shown as text before a question (whatever the format).
-    pub fn report_text(&self, r: &Report) {
-        put(&report::text(r, self.style()));
+    pub fn report_text(&self, mut r: Report) {
+        r.keep_given(&Given::new(Path::new(&r.root), false));
+        put(&report::text(&r, self.style()));
+    }
+
+    /// The options of the user's ROOT and this output's format that every
+    /// suggested command keeps.
+    pub fn given(&self, root: &Path) -> Given {
+        Given::new(root, self.json())
     }
 
     /// A JSON document in the envelope (`--format json`), naming ROOT.

@@ -6,6 +6,7 @@ use super::{report, Done, Output, Report};
 use crate::apply::Recovered;
 use crate::journal::{Generation, Kind, Status};
 use crate::names;
+use crate::suggest::{Given, Suggest};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -92,7 +93,7 @@ pub fn print(out: &Output, root: &Path, r: &Recovered) {
             c.outcome.as_ref().map_or(Done::Nothing, Done::Ran),
         )
     });
-    let next = next_step(gens, completed.is_some());
+    let next = next_step(gens, completed.is_some(), &out.given(root));
     let restored_report = report(names::RECOVER, host, Vec::new(), restored, Done::Planned);
     if out.json() {
         out.document(
@@ -114,7 +115,7 @@ pub fn print(out: &Output, root: &Path, r: &Recovered) {
     }
     let t = put_back_line(&found, &restored_report.changes);
     out.text(root, &t);
-    if let Some(c) = &completed_report {
+    if let Some(c) = completed_report {
         out.raw(&format!("\nCompleted the interrupted {}:\n", c.command));
         out.report(c);
     }
@@ -134,15 +135,30 @@ fn found(g: &Generation) -> Found {
 }
 
 /// What the operator does next: an undone apply is applied again.
-fn next_step(gens: &[Generation], completed: bool) -> Option<String> {
+fn next_step(gens: &[Generation], completed: bool, given: &Given) -> Option<String> {
     if completed {
         return None;
     }
     let applies: Vec<&Generation> = gens.iter().filter(|g| g.kind == Kind::Apply).collect();
     let last = applies.last()?;
+    // The journal names a profile file by its `name:`, not its path: such
+    // a profile is PROFILE for the user to fill.
+    let builtin = crate::profile::builtin::names();
+    let all_builtin = last.profiles.iter().all(|p| builtin.contains(&p.as_str()));
+    let (named, files): (&[String], String) = if all_builtin {
+        (&last.profiles, String::new())
+    } else {
+        (
+            &[],
+            format!(
+                " (PROFILE: {}, each profile file by its path)",
+                last.profiles.join(" ")
+            ),
+        )
+    };
     Some(format!(
-        "The host is as it was before generation {}; to make its changes, apply again: `gdrprov apply {}`",
+        "The host is as it was before generation {}; to make its changes, apply again: {}{files}",
         last.generation,
-        last.profiles.join(" ")
+        Suggest::new(names::APPLY).profiles(named).shown(given)
     ))
 }

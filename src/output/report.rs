@@ -39,6 +39,21 @@ pub struct Report<'a> {
     pub outcome: Option<OutcomeOut>,
 }
 
+impl Report<'_> {
+    /// Its suggested commands (the reboot reasons' next steps) with the
+    /// options GIVEN.
+    pub fn keep_given(&mut self, given: &crate::suggest::Given) {
+        for r in &mut self.reboot_reasons {
+            *r = crate::suggest::keep_given(r, given);
+        }
+        for c in &mut self.changes {
+            if let Some(r) = &mut c.reboot {
+                *r = crate::suggest::keep_given(r, given);
+            }
+        }
+    }
+}
+
 /// What an apply or rollback did; an apply that found nothing to do has
 /// one too, with no generation.
 #[derive(Debug, Clone, Serialize)]

@@ -1,6 +1,8 @@
 //! The fleet sweep's report for people (text) and for node-exporter
 //! (Prometheus exposition).
 
+use crate::names;
+use crate::suggest::{Given, Suggest};
 use std::fmt::Write as _;
 
 use crate::fleet::render::*;
@@ -90,9 +92,13 @@ pub fn text(r: &Report) -> String {
     if !r.suspects.is_empty() || !r.path_retests.is_empty() {
         let _ = writeln!(
             s,
-            "to retest ({} nodes, {} paths): `gdrprov fleet sweep plan --retest RESULTS`",
+            "to retest ({} nodes, {} paths): {} (RESULTS: the results so far)",
             r.suspects.len(),
-            r.path_retests.len()
+            r.path_retests.len(),
+            Suggest::new(names::FLEET_SWEEP_PLAN)
+                .arg("--retest")
+                .arg("RESULTS")
+                .shown(&Given::none())
         );
         for x in &r.suspects {
             let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
@@ -218,14 +224,14 @@ fn map_metrics(s: &mut String, r: &Report) {
     header(
         s,
         m,
-        "1 for each bad node or rail whose cause is configuration: `gdrprov apply` on the node fixes it (kind, node, rail).",
+        "1 for each bad node or rail whose cause is configuration: an apply of the node's profiles fixes it (kind, node, rail).",
     );
     verdict_samples(s, m, r.verdicts.iter().filter(|v| v.fix.is_some()));
     let m = "gdrprov_sweep_suspect";
     header(
         s,
         m,
-        "1 for each node rail left undecided, to retest with fresh partners (`gdrprov fleet sweep plan --retest`).",
+        "1 for each node rail left undecided, to retest with fresh partners (fleet sweep plan --retest).",
     );
     for x in &r.suspects {
         for rail in &x.rails {

@@ -2,6 +2,18 @@
 
 use crate::checks::verify::Report;
 use crate::checks::Status;
+use crate::suggest::Given;
+
+/// The report with every command its checks suggest keeping the options
+/// GIVEN (`--root`, `--format json`), whatever the format it is shown in.
+pub fn keep_given(r: &mut Report, given: &Given) {
+    for c in &mut r.checks {
+        c.evidence = crate::suggest::keep_given(&c.evidence, given);
+        if let Some(fix) = &mut c.fix {
+            *fix = crate::suggest::keep_given(fix, given);
+        }
+    }
+}
 
 /// The report as text.
 pub fn text(r: &Report) -> String {

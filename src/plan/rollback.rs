@@ -159,8 +159,10 @@ fn in_effect(host: &Host, store: &StateStore, target: Option<u64>) -> Result<Vec
     if !applied.iter().any(|g| g.generation == target) {
         let live: Vec<String> = applied.iter().map(|g| g.generation.to_string()).collect();
         return Err(Error::Refused(format!(
-            "generation {target} is not an apply still in effect; those are: {} (see `gdrprov history`)",
-            live.join(", ")
+            "generation {target} is not an apply still in effect; those are: {} (see {})",
+            live.join(", "),
+            crate::suggest::Suggest::new(crate::names::HISTORY)
+                .shown(&crate::suggest::Given::none())
         )));
     }
     Ok(applied)

@@ -280,7 +280,10 @@ fn parse_reached(text: &str, label: &str, unnamed: bool) -> Result<ProfileDoc> {
     parse(text, label).map_err(|e| match e {
         Error::ProfileSyntax { file, line, col, .. } if unnamed => Error::ProfileSyntax {
             msg: format!(
-                "not a profile (reached through `extends:`; its content is not shown): extend a profile file, or run `gdrprov profile validate {file}` to see what is wrong with it"
+                "not a profile (reached through `extends:`; its content is not shown): extend a profile file, or run {} to see what is wrong with it",
+                crate::suggest::Suggest::new(crate::names::PROFILE_VALIDATE)
+                    .arg(file.as_str())
+                    .shown(&crate::suggest::Given::none())
             ),
             file,
             line,

@@ -15,6 +15,9 @@ pub struct Composed {
     pub names: Vec<String>,
     /// For each of `names`: whether it is a built-in profile (else a file).
     pub builtin: Vec<bool>,
+    /// Each profile as a command names it, for the commands gdrprov
+    /// suggests (`crate::suggest`): a built-in by its name, a file by its path.
+    pub named: Vec<String>,
     pub doc: ProfileDoc,
     pub entries: Vec<(String, Boot)>,
 }
@@ -29,6 +32,16 @@ pub fn compose(profiles: &[LoadedProfile]) -> Result<Composed> {
     Ok(Composed {
         names: profiles.iter().map(|p| p.name.clone()).collect(),
         builtin: profiles.iter().map(|p| p.builtin).collect(),
+        named: profiles
+            .iter()
+            .map(|p| {
+                if p.builtin {
+                    p.name.clone()
+                } else {
+                    p.source.clone()
+                }
+            })
+            .collect(),
         doc: c.doc,
         entries: c.entries.into_iter().map(|(e, b, _)| (e, b)).collect(),
     })

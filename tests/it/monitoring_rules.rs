@@ -25,8 +25,8 @@ fn test_of(name: &str, at: &str, alerts: Vec<Value>) -> Value {
     json!({"eval_time": at, "alertname": name, "exp_alerts": alerts})
 }
 
-const NOT_READY_CMD: &str = "gdrprov doctor; gdrprov verify --format json";
-const CHECK_CMD: &str = "gdrprov verify --format json (the check's evidence and fix)";
+const NOT_READY_CMD: &str = "gdrprov doctor rdma-dmabuf; gdrprov verify rdma-dmabuf --format json";
+const CHECK_CMD: &str = "gdrprov verify rdma-dmabuf --format json (the check's evidence and fix)";
 const LINK_CMD: &str = "gdrprov doctor (pcie-links: the device, its maximum and the likely causes)";
 const P: (&str, &str) = ("profiles", "rdma-dmabuf");
 
@@ -74,7 +74,7 @@ fn sweep(name: &str, severity: &str, summary: &str, command: &str) -> Value {
 
 /// Every alert of the rules at the times the scenario decides.
 fn alert_tests() -> Vec<Value> {
-    let stale = "gdrprov verify --textfile FILE (whatever runs it periodically has stopped); journalctl -u gdrprov-recheck";
+    let stale = "gdrprov recheck --textfile FILE (whatever runs it periodically has stopped); journalctl -u gdrprov-recheck";
     vec![
         test_of("GdrprovNodeNotReady", "10m", vec![]),
         test_of("GdrprovNodeNotReady", "20m", vec![not_ready("n3:9100"), not_ready("n5:9100"), not_ready("n6:9100")]),
@@ -95,7 +95,7 @@ fn alert_tests() -> Vec<Value> {
         test_of("GdrprovRecheckNotReady", "1m", vec![alert(
             &[("instance", "n3:9100"), ("trigger", "package")],
             "n3:9100: the re-check after a package change found the host not ready",
-            "journalctl -u gdrprov-recheck; gdrprov doctor",
+            "journalctl -u gdrprov-recheck; gdrprov recheck --format json; gdrprov doctor",
         )]),
         // n4's h2d copy fell from 50 to 30 GB/s at 20 min (d2h stayed): pending, then firing.
         test_of("GdrprovCopyBandwidthDrop", "25m", vec![]),
@@ -121,13 +121,13 @@ fn alert_tests() -> Vec<Value> {
             "GdrprovSweepFixable",
             "info",
             "n5 rail mlx5_1 is slow for a configuration cause that gdrprov apply fixes",
-            "gdrprov plan PROFILE then gdrprov apply PROFILE on the node (gdrprov fleet sweep report names the profile)",
+            "gdrprov plan PROFILE; gdrprov apply PROFILE on the node (PROFILE: the profiles of the fix that gdrprov fleet sweep report names)",
         ),
         // n7 and n5 drained; n5 verified at 0 (fresh), n7 never.
         test_of("GdrprovDrainedWithoutFreshVerify", "20m", vec![alert(
             &[("instance", "head:9100"), ("node", "n7"), ("severity", "info")],
             "n7 is drained in Slurm and has no fresh gdrprov verify",
-            "gdrprov verify --format json on the node (examples/slurm/gdrprov-healthcheck.sh resumes it when it passes)",
+            "gdrprov recheck --format json on the node (examples/slurm/gdrprov-healthcheck.sh resumes it when it passes)",
         )]),
     ]
 }

@@ -40,7 +40,7 @@ pub enum PairError {
     /// The peer stopped or refused before it proved the secret: what it
     /// sent is not shown (it could be anyone's text).
     #[error(
-        "the peer {peer} {what} before it proved the shared secret; what it sent is not shown, since it is not known to be the gdrprov peer you meant. Check that {peer} runs `gdrprov bench pair` of the same version, and that both ends use the same secret (--token-file or GDRPROV_PAIR_TOKEN)"
+        "the peer {peer} {what} before it proved the shared secret; what it sent is not shown, since it is not known to be the gdrprov peer you meant. Check that {peer} runs gdrprov's `bench pair` of the same version, and that both ends use the same secret (--token-file or GDRPROV_PAIR_TOKEN)"
     )]
     Unproven { peer: String, what: String },
 
@@ -71,7 +71,7 @@ pub enum PairError {
     /// The peer connected (or accepted) and did not finish the handshake
     /// within its own deadline (`auth::HANDSHAKE_SECS`), apart from `--timeout`.
     #[error(
-        "the peer {peer} did not complete the handshake within its deadline of {secs} s (apart from --timeout): it connected and then said nothing, or too little. Check that {peer} runs `gdrprov bench pair` of the same version (a client connects to a `--listen`, and the other way round) and that nothing else listens on that port"
+        "the peer {peer} did not complete the handshake within its deadline of {secs} s (apart from --timeout): it connected and then said nothing, or too little. Check that {peer} runs gdrprov's `bench pair` of the same version (a client connects to a `--listen`, and the other way round) and that nothing else listens on that port"
     )]
     HandshakeTimedOut { secs: u64, peer: String },
 

@@ -262,14 +262,18 @@ fn listener_secret(
     };
     if let Some(p) = &generated {
         // On a rail of --all-nics the client runs every rail, from --listen's address.
-        let target = match &opts.rail {
-            Some(_) => format!("{listen} --all-nics"),
-            None => addr.to_string(),
+        let client = crate::suggest::Suggest::new(crate::names::BENCH_PAIR);
+        let client = match &opts.rail {
+            Some(_) => client.arg(listen.to_string()).arg("--all-nics"),
+            None => client.arg(addr.to_string()),
         };
         notes(&format!(
-            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  gdrprov bench pair {target} --token-file {}",
+            "no secret was given: a new one is in {} (mode 0600). Copy that file to the other host, then run there:\n  {}",
             p.display(),
-            p.display()
+            client
+                .arg("--token-file")
+                .arg(p.display().to_string())
+                .line(&crate::suggest::Given::none())
         ));
     }
     Ok(secret)

@@ -15,6 +15,7 @@ use crate::host::Host;
 use crate::names;
 use crate::profile::model::{DriverFlavor, IommuMode, ProfileDoc, Severity};
 use crate::profile::Composed;
+use crate::suggest::{Given, Suggest};
 use crate::versions;
 use serde::Serialize;
 
@@ -56,6 +57,13 @@ impl Finding {
     }
 }
 
+/// `gdrprov apply rdma-dmabuf`, between backticks.
+fn dmabuf() -> String {
+    Suggest::new(names::APPLY)
+        .arg("rdma-dmabuf")
+        .shown(&Given::none())
+}
+
 pub(crate) fn peermem_einval(evidence: String) -> Finding {
     Finding::new(
         "peermem-invalid-argument",
@@ -63,7 +71,7 @@ pub(crate) fn peermem_einval(evidence: String) -> Finding {
         "nvidia_peermem does not load: `modprobe nvidia_peermem` gives \"Invalid argument\"",
         evidence,
         "the NVIDIA driver was built before MLNX_OFED/DOCA-OFED was installed, so nvidia_peermem lacks OFED's peer-memory symbols (ib_register_peer_memory_client)",
-        "reinstall the NVIDIA driver (or rebuild its DKMS modules) after OFED, then `modprobe nvidia_peermem`; or use dma-buf instead (`gdrprov apply rdma-dmabuf`, open driver, kernel >= 5.12)",
+        format!("reinstall the NVIDIA driver (or rebuild its DKMS modules) after OFED, then `modprobe nvidia_peermem`; or use dma-buf instead ({}, open driver, kernel >= 5.12)", dmabuf()),
     )
 }
 
@@ -91,7 +99,7 @@ pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> 
         format!("{module} was built against another ib_core than the one loaded (symbol {symbol})"),
         format!("kernel log: {}", line.trim()),
         format!("{module} was compiled against the RDMA stack present when the NVIDIA driver was built; MLNX_OFED/DOCA-OFED (or an inbox rdma-core kernel update) installed since replaced ib_core, whose {symbol} no longer matches, so the kernel refuses the module"),
-        format!("rebuild the NVIDIA kernel modules after OFED: reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`; or move to dma-buf, which needs no peer-memory module (`gdrprov apply rdma-dmabuf`: open driver, kernel >= 5.12)"),
+        format!("rebuild the NVIDIA kernel modules after OFED: reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`; or move to dma-buf, which needs no peer-memory module ({}: open driver, kernel >= 5.12)", dmabuf()),
     ))
 }
 
@@ -208,7 +216,13 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
 }
 
 /// Every finding for the facts and a profile's intent (and requirements).
-pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Finding> {
+/// PROFILES: what its fixes name, as the user named them.
+pub fn diagnose(
+    facts: &Facts,
+    intent: Intent,
+    reqs: &[ReqResult],
+    profiles: &[String],
+) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
     let sure = facts.observed;
     // Without any GPU, `no-gpu` says it all: driver, CUDA and GPU requirements add nothing.
@@ -225,6 +239,7 @@ pub fn diagnose(facts: &Facts, intent: Intent, reqs: &[ReqResult]) -> Vec<Findin
         reqs,
         sure,
         no_gpu,
+        profiles,
     };
     // In this order: findings of one severity keep it.
     for rule in [
@@ -310,9 +325,15 @@ pub struct Report {
 /// `verify` evaluate them (a requirement that makes `plan` refuse is an
 /// error finding here), and every finding, the host-wide health findings
 /// included.
-pub fn evaluate(host: &Host, facts: &Facts, desired: &Composed) -> (Vec<ReqResult>, Vec<Finding>) {
+/// NAMED: the profiles as the user named them (for the fixes).
+pub fn evaluate(
+    host: &Host,
+    facts: &Facts,
+    desired: &Composed,
+    named: &[String],
+) -> (Vec<ReqResult>, Vec<Finding>) {
     let reqs = requirements::for_profile(host, facts, desired);
-    let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs);
+    let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs, named);
     findings.extend(health_rules::findings(facts));
     findings.sort_by_key(|f| f.severity);
     (reqs, findings)
@@ -395,24 +416,28 @@ fn load_requests(host: &Host, c: &Composed) -> Vec<Finding> {
 }
 
 /// The doctor's report on HOST: one profile's requirements and findings
-/// (COMPOSED), or how each built-in profile fits; plus what an NCCL log
+/// (COMPOSED: the profiles given, composed, and as the user named them),
+/// or how each built-in profile fits; plus what an NCCL log
 /// (its text and name) shows.
 pub fn report(
     host: &Host,
     facts: &Facts,
-    composed: Option<&Composed>,
+    composed: Option<(&Composed, &[String])>,
     nccl: Option<(&str, &str)>,
 ) -> Result<Report> {
     let mut fits = Vec::new();
     let (requirements, mut findings) = match composed {
-        Some(c) => evaluate(host, facts, c),
+        Some((c, named)) => evaluate(host, facts, c, named),
         None => {
             for name in crate::profile::builtin::names() {
                 let p = crate::profile::load_profiles(&[name.to_string()])?;
-                let (reqs, found) = evaluate(host, facts, &p);
+                let named = [name.to_string()];
+                let (reqs, found) = evaluate(host, facts, &p, &named);
                 fits.push(fit(name, Purpose::of(&p.doc, &reqs), &reqs, &found));
             }
-            let mut f = diagnose(facts, Intent::general(), &[]);
+            // The host-wide findings' fixes name the best fit.
+            let best: Vec<String> = best_fit(&fits).map(|f| f.profile.clone()).into_iter().collect();
+            let mut f = diagnose(facts, Intent::general(), &[], &best);
             f.extend(health_rules::findings(facts));
             (Vec::new(), f)
         }
@@ -421,7 +446,7 @@ pub fn report(
         findings.extend(nccl_log::findings(text, name, facts));
     }
     findings.extend(unfinished_run(host));
-    if let Some(c) = composed {
+    if let Some((c, _)) = composed {
         findings.extend(load_requests(host, c));
     }
     findings.sort_by_key(|f| f.severity);
@@ -429,6 +454,7 @@ pub fn report(
     // With a profile: a finding of severity error stands in its way. Without:
     // no built-in profile fits (each one's blockers are counted with the
     // host-wide findings), so the verdict agrees with the fits shown.
+    let composed = composed.map(|(c, _)| c);
     let blocked = match composed {
         Some(_) => findings.iter().any(|f| f.severity == Sev::Error),
         None => best_fit.is_none(),
@@ -459,7 +485,7 @@ mod tests {
             rdma: true,
             ..Intent::default()
         };
-        diagnose(&facts, intent, &[])
+        diagnose(&facts, intent, &[], &[])
     }
 
     #[test]

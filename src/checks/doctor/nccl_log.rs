@@ -120,11 +120,11 @@ fn no_ib_device(ev: String, in_node: bool, facts: &Facts) -> Finding {
 /// NCCL turned GPUDirect RDMA off for an RDMA NIC.
 fn gdr_disabled(ev: String, dmabuf_ready: bool, old_nccl: bool) -> Finding {
     let fix = if dmabuf_ready {
-        "this host can use dma-buf: `gdrprov apply rdma-dmabuf` (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in `gdrprov inventory`"
+        format!("this host can use dma-buf: {} (sets NCCL_DMABUF_ENABLE=1) or export NCCL_DMABUF_ENABLE=1; check NCCL_NET_GDR_LEVEL against the GPU-NIC distance in {}", crate::suggest::Suggest::new(crate::names::APPLY).arg("rdma-dmabuf").shown(&crate::suggest::Given::none()), crate::suggest::Suggest::new(crate::names::INVENTORY).shown(&crate::suggest::Given::none()))
     } else if old_nccl {
-        "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem"
+        "upgrade NCCL to 2.23.4 or newer (older NCCL does not look for /sys/module/nvidia_peermem), or load nv_peer_mem".to_string()
     } else {
-        "load nvidia_peermem (`gdrprov apply legacy-peermem`), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)"
+        format!("load nvidia_peermem ({}), or switch to the open driver and kernel >= 5.12 for dma-buf (`rdma-dmabuf`)", crate::suggest::Suggest::new(crate::names::APPLY).arg("legacy-peermem").shown(&crate::suggest::Given::none()))
     };
     Finding::new(
         "nccl-gdr-disabled",
@@ -150,7 +150,7 @@ fn socket(ev: String, facts: &Facts) -> Finding {
             "NCCL fell back to TCP sockets on an EFA host",
             ev,
             "NCCL did not load the aws-ofi-nccl plugin (`NET/OFI`), or libfabric found no efa provider: without it NCCL does not use EFA at all",
-            "install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa (`gdrprov apply efa`)",
+            format!("install the EFA installer's aws-ofi-nccl (/opt/amazon/ofi-nccl) and put its lib directory on LD_LIBRARY_PATH (or NCCL_NET_PLUGIN); check `fi_info -p efa` and FI_PROVIDER=efa ({})", crate::suggest::Suggest::new(crate::names::APPLY).arg("efa").shown(&crate::suggest::Given::none())),
         )
     } else {
         Finding::new(
@@ -159,7 +159,11 @@ fn socket(ev: String, facts: &Facts) -> Finding {
             "NCCL uses TCP sockets between nodes",
             ev,
             "no RDMA transport was usable",
-            "see the NET/IB findings; `gdrprov doctor` without a log lists the RDMA devices",
+            format!(
+                "see the NET/IB findings; {} without a log lists the RDMA devices",
+                crate::suggest::Suggest::new(crate::names::DOCTOR)
+                    .shown(&crate::suggest::Given::none())
+            ),
         )
     }
 }

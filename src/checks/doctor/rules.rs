@@ -11,9 +11,22 @@ pub(super) struct Cx<'a> {
     pub sure: bool,
     /// No GPU at all: `no-gpu` says it all.
     pub no_gpu: bool,
+    /// The profiles the fixes name, as the user named them (the best fit
+    /// when doctor rates every built-in; none: `PROFILE`).
+    pub profiles: &'a [String],
 }
 
 impl Cx<'_> {
+    /// `gdrprov COMMAND PROFILE...` (and ARGS) for the profiles diagnosed,
+    /// between backticks.
+    fn suggest(&self, command: &str, args: &[&str]) -> String {
+        args.iter()
+            .fold(Suggest::new(command).profiles(self.profiles), |s, a| {
+                s.arg(*a)
+            })
+            .shown(&Given::none())
+    }
+
     /// Whether the requirement `what` failed (its finding says it already).
     pub fn failed(&self, what: &str) -> bool {
         self.reqs
@@ -136,7 +149,7 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
                     .join(", ")
             ),
             "NCCL may prefer the legacy path",
-            "`gdrprov apply` unloads and blocks it",
+            format!("{} unloads and blocks it", cx.suggest(names::APPLY, &[])),
         ));
     }
     let einval_log = cx.facts.kernel_log.iter().find(|l| {
@@ -155,7 +168,7 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
         && !m.is_loaded("nvidia_peermem")
         && !m.is_loaded("nv_peer_mem")
     {
-        out.push(Finding::new("peermem-not-loaded", Sev::Warn, "nvidia_peermem is not loaded", format!("not in {}", m.source), "it is not loaded yet (apply loads it)", "`gdrprov apply` loads it; if `modprobe nvidia_peermem` then says \"Invalid argument\", the driver was built before OFED: reinstall the driver after OFED"));
+        out.push(Finding::new("peermem-not-loaded", Sev::Warn, "nvidia_peermem is not loaded", format!("not in {}", m.source), "it is not loaded yet (apply loads it)", format!("{} loads it; if `modprobe nvidia_peermem` then says \"Invalid argument\", the driver was built before OFED: reinstall the driver after OFED", cx.suggest(names::APPLY, &[]))));
     }
     if cx.intent.peermem && !cx.failed("nccl") {
         if let Some(v) = cx
@@ -172,6 +185,13 @@ pub(super) fn peer_memory(cx: &Cx, out: &mut Vec<Finding>) {
     }
 }
 
+/// `gdrprov apply gds-iommu-off`, between backticks.
+fn gds() -> String {
+    Suggest::new(names::APPLY)
+        .arg("gds-iommu-off")
+        .shown(&Given::none())
+}
+
 /// The IOMMU mode against the profile's.
 pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
     if let Some(want) = cx.intent.iommu {
@@ -181,10 +201,10 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
         match (want, have) {
             // Grace: GDS wants the SMMU translating, passthrough off.
             (IommuMode::Off, IommuState::Translated) if arm => {}
-            (IommuMode::Off, IommuState::Passthrough) if arm => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is in passthrough but GPUDirect Storage on Grace wants it translating", ev, "NVIDIA's GDS guide: on Grace, IOMMU enabled and passthrough disabled (`iommu.passthrough=0`)", "`gdrprov apply gds-iommu-off` and reboot")),
-            (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", "`gdrprov apply gds-iommu-off` and reboot (or a separate boot entry for GDS)")),
-            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", if arm { "`gdrprov apply` adds iommu.passthrough=1 (arm64); reboot" } else { "`gdrprov apply` adds iommu=pt (and intel_iommu=on on Intel); reboot" })),
-            (IommuMode::On, IommuState::Off) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU is off but the profile wants it on", ev, "the boot command line lacks the IOMMU arguments", "`gdrprov apply` and reboot")),
+            (IommuMode::Off, IommuState::Passthrough) if arm => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is in passthrough but GPUDirect Storage on Grace wants it translating", ev, "NVIDIA's GDS guide: on Grace, IOMMU enabled and passthrough disabled (`iommu.passthrough=0`)", format!("{} and reboot", gds()))),
+            (IommuMode::Off, IommuState::Passthrough | IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Error, "the IOMMU is on but the profile wants it off (GPUDirect Storage)", ev, "GDS needs the IOMMU off (`iommu=off`)", format!("{} and reboot (or a separate boot entry for GDS)", gds()))),
+            (IommuMode::Passthrough, IommuState::Translated) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU translates DMA but the profile wants passthrough", ev, "peer-to-peer DMA between NIC and GPU goes through IOMMU translation, which costs bandwidth or fails", if arm { format!("{} adds iommu.passthrough=1 (arm64); reboot", cx.suggest(names::APPLY, &[])) } else { format!("{} adds iommu=pt (and intel_iommu=on on Intel); reboot", cx.suggest(names::APPLY, &[])) })),
+            (IommuMode::On, IommuState::Off) => out.push(Finding::new("iommu-mode", Sev::Warn, "the IOMMU is off but the profile wants it on", ev, "the boot command line lacks the IOMMU arguments", format!("{} and reboot", cx.suggest(names::APPLY, &[])))),
             _ => {}
         }
     }
@@ -197,9 +217,9 @@ pub(super) fn iommu(cx: &Cx, out: &mut Vec<Finding>) {
     ) = (cx.intent.iommu, &cx.facts.boot.cmdline_home)
     {
         for f in out.iter_mut().filter(|f| f.id == "iommu-mode") {
-            f.fix = format!("set the profile's IOMMU arguments in {} and restart the host (`gdrprov plan` lists them); gdrprov cannot change this host's kernel command line", starter.where_to_set());
+            f.fix = format!("set the profile's IOMMU arguments in {} and restart the host ({} lists them); gdrprov cannot change this host's kernel command line", starter.where_to_set(), cx.suggest(names::PLAN, &[]));
         }
-        out.push(Finding::new("boot-elsewhere", Sev::Info, "the kernel command line is set outside this host", evidence.join("; "), "no boot loader on the host starts the kernel: whatever starts it sets the command line", format!("set boot arguments in {}; `gdrprov apply --boot-elsewhere` applies the rest of a profile", starter.where_to_set())));
+        out.push(Finding::new("boot-elsewhere", Sev::Info, "the kernel command line is set outside this host", evidence.join("; "), "no boot loader on the host starts the kernel: whatever starts it sets the command line", format!("set boot arguments in {}; {} applies the rest of the profile", starter.where_to_set(), cx.suggest(names::APPLY, &["--boot-elsewhere"]))));
     }
 }
 
@@ -285,7 +305,7 @@ pub(super) fn erdma(cx: &Cx, out: &mut Vec<Finding>) {
                     format!("eRDMA netdev {} has MTU {mtu}", p.netdev.as_deref().unwrap_or("?")),
                     format!("{} port {}: netdev {} MTU {mtu}", d.name, p.port, p.netdev.as_deref().unwrap_or("?")),
                     "eRDMA needs MTU 8500 (jumbo frames) or 1400; with NCCL LL128 another MTU corrupts data",
-                    format!("`ip link set {} mtu 8500` where jumbo frames are enabled, else 1400; `gdrprov apply erdma-cloud` does both and persists it (network.mtu: auto, a systemd .link file)", p.netdev.as_deref().unwrap_or("<netdev>")),
+                    format!("`ip link set {} mtu 8500` where jumbo frames are enabled, else 1400; {} does both and persists it (network.mtu: auto, a systemd .link file)", p.netdev.as_deref().unwrap_or("<netdev>"), Suggest::new(names::APPLY).arg("erdma-cloud").shown(&Given::none())),
                 ));
             }
         }
@@ -328,7 +348,10 @@ pub(super) fn perftest(cx: &Cx, out: &mut Vec<Finding>) {
                 cx.facts.perftest.version.as_deref().unwrap_or("?")
             ),
             "perftest older than 6.26, or built without CUDA",
-            "manual GPU tests need perftest >= 6.26 built with CUDA; `gdrprov bench` needs none",
+            format!(
+                "manual GPU tests need perftest >= 6.26 built with CUDA; {} needs none",
+                Suggest::new(names::BENCH_LOOPBACK).shown(&Given::none())
+            ),
         ));
     }
 }

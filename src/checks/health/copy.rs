@@ -21,7 +21,11 @@ pub fn verdict(result: Result<&CopyReport, &BenchError>) -> HealthCheck {
             return HealthCheck::fail(
                 NAME,
                 format!("the copy did not run: {e}"),
-                "run `gdrprov bench copy` to see the error; check `nvidia-smi`",
+                format!(
+                    "run {} to see the error; check `nvidia-smi`",
+                    crate::suggest::Suggest::new(crate::names::BENCH_COPY)
+                        .shown(&crate::suggest::Given::none())
+                ),
             )
         }
     };

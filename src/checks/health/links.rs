@@ -173,7 +173,11 @@ pub fn check(facts: &Facts, under_load: &[UnderLoad]) -> HealthCheck {
                 "{summary}; below maximum speed, possibly idle power saving: {}",
                 idle.join("; ")
             ),
-            "an idle NVIDIA GPU lowers its link speed; `gdrprov bench copy` (or verify) reads it under load",
+            format!(
+                "an idle NVIDIA GPU lowers its link speed; {} (or verify) reads it under load",
+                crate::suggest::Suggest::new(crate::names::BENCH_COPY)
+                    .shown(&crate::suggest::Given::none())
+            ),
         );
     }
     HealthCheck::pass(NAME, summary)

@@ -198,7 +198,11 @@ pub fn nccl_verdict(
         Ok(Err(e)) => HealthCheck::fail(
             NCCL,
             format!("the all_reduce did not run: {e}"),
-            "run `gdrprov bench nccl` to see the error (NCCL_DEBUG=INFO)",
+            format!(
+                "run {} to see the error (NCCL_DEBUG=INFO)",
+                crate::suggest::Suggest::new(crate::names::BENCH_NCCL)
+                    .shown(&crate::suggest::Given::none())
+            ),
         ),
         Ok(Ok(r)) => {
             let line = r.summary();

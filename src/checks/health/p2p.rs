@@ -90,7 +90,11 @@ pub fn measured(r: Result<&P2pReport, &crate::bench::BenchError>) -> HealthCheck
             return HealthCheck::fail(
                 NAME,
                 format!("the GPU-to-GPU copies did not run: {e}"),
-                "run `gdrprov bench p2p` to see the error; check `nvidia-smi topo -m`",
+                format!(
+                    "run {} to see the error; check `nvidia-smi topo -m`",
+                    crate::suggest::Suggest::new(crate::names::BENCH_P2P)
+                        .shown(&crate::suggest::Given::none())
+                ),
             )
         }
     };

@@ -20,6 +20,9 @@ pub struct Cx<'a> {
     pub facts: &'a Facts,
     pub seen: &'a PlanFacts,
     pub desired: &'a Composed,
+    /// The profiles as the user named them, for the commands the checks
+    /// suggest (`crate::suggest`).
+    pub profiles: &'a [String],
     /// The plan of the same profiles with nothing allowed to run, or why
     /// there is none.
     pub plan: Result<&'a Plan, &'a str>,

@@ -86,8 +86,9 @@ pub fn dmabuf_export_check(has_gpu: bool) -> Check {
         Ok(r) => Check::fail_with_cause(
             NAME,
             format!(
-                "GPU 0: the dma-buf export failed (fd valid: {}); EFA cannot register GPU memory: check the open driver and kernel >= 5.12 (`gdrprov doctor efa`)",
-                r.dmabuf_fd_valid
+                "GPU 0: the dma-buf export failed (fd valid: {}); EFA cannot register GPU memory: check the open driver and kernel >= 5.12 ({})",
+                r.dmabuf_fd_valid,
+                crate::suggest::Suggest::new(crate::names::DOCTOR).arg("efa").shown(&crate::suggest::Given::none())
             ),
         ),
         Err(e) => Check::fail_with_cause(NAME, format!("GPU 0: {e}")),

@@ -50,17 +50,25 @@ pub struct LoopbackChoice {
     pub token_file: Option<std::path::PathBuf>,
 }
 
+/// The profiles verified: composed, and as the user named them (for the
+/// commands the checks suggest).
+pub struct Wanted<'a> {
+    pub composed: &'a Composed,
+    pub named: &'a [String],
+}
+
 /// Runs every check of [`TABLE`]. `plan` is the plan of the same profiles
 /// against this host with nothing allowed to run (`--no-exec`).
 pub fn run(
     host: &Host,
     facts: &crate::facts::Facts,
     seen: &crate::plan::inputs::PlanFacts,
-    desired: &Composed,
+    wanted: Wanted,
     plan: std::result::Result<&Plan, &str>,
     reqs: &[ReqResult],
     loopback: &LoopbackChoice,
 ) -> Result<Report> {
+    let desired = wanted.composed;
     let state = StateStore::new(host).load_state()?;
     // PCIe links, copy bandwidth, kernel log, NVML, RDMA ports, affinity:
     // measured once, reported by their entries.
@@ -74,6 +82,7 @@ pub fn run(
         facts,
         seen,
         desired,
+        profiles: wanted.named,
         plan,
         reqs,
         state: &state,

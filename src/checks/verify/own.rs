@@ -8,6 +8,8 @@ use crate::checks::requirements::ReqResult;
 use crate::checks::{Check, Status};
 use crate::facts::boot::BootFacts;
 use crate::journal::Trial;
+use crate::names;
+use crate::suggest::{Given, Suggest};
 use std::time::Duration;
 
 /// Every requirement as a check: failed hard ones fail the host, failed soft
@@ -30,7 +32,7 @@ pub(super) fn requirements(cx: &Cx) -> Option<Check> {
     if !failed.is_empty() {
         return Some(Check::fail_with_cause(
             NAME,
-            format!("{}; see `gdrprov doctor`", failed.join("; ")),
+            format!("{}; see {}", failed.join("; "), doctor(cx)),
         ));
     }
     let mut met = format!("{} met", count(Status::Pass));
@@ -47,7 +49,7 @@ pub(super) fn requirements(cx: &Cx) -> Option<Check> {
         Check::warn(
             NAME,
             format!("{met}; not met: {}", soft.join("; ")),
-            "see `gdrprov doctor`",
+            format!("see {}", doctor(cx)),
         )
     })
 }
@@ -78,11 +80,21 @@ pub(super) fn configuration(cx: &Cx) -> Option<Check> {
     Some(Check::fail_with_cause(
         NAME,
         format!(
-            "{} difference(s) from the profile: {}; run `gdrprov apply`",
+            "{} difference(s) from the profile: {}; run {}",
             what.len(),
-            what.join("; ")
+            what.join("; "),
+            Suggest::new(names::APPLY)
+                .profiles(cx.profiles)
+                .shown(&Given::none())
         ),
     ))
+}
+
+/// `gdrprov doctor PROFILE...` for the profiles verified.
+fn doctor(cx: &Cx) -> String {
+    Suggest::new(names::DOCTOR)
+        .profiles(cx.profiles)
+        .shown(&Given::none())
 }
 
 /// Read back from the root: sysfs and config space on the running system,
@@ -152,8 +164,9 @@ fn trial_check(t: &Trial, boot: &BootFacts) -> Check {
         Check::pass(
             "trial",
             format!(
-                "the running kernel was started from the trial entry {}; `gdrprov commit` makes its arguments the default",
-                t.entry
+                "the running kernel was started from the trial entry {}; {} makes its arguments the default",
+                t.entry,
+                Suggest::new(names::COMMIT).shown(&Given::none())
             ),
         )
     } else if boot.next_entry.as_deref() == Some(t.entry.as_str()) {
@@ -165,13 +178,14 @@ fn trial_check(t: &Trial, boot: &BootFacts) -> Check {
         Check::fail_with_cause(
             "trial",
             format!(
-                "the trial entry {} did not boot: {} used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and `gdrprov apply --trial` again, or `gdrprov boot once {}` and reboot to try it again",
+                "the trial entry {} did not boot: {} used its one-shot boot and this boot runs another entry (the trial kernel failed to start, or another entry was chosen); nothing was committed and the default entry is unchanged. Fix the profile and {} again, or {} and reboot to try it again",
                 t.entry,
                 match boot.cmdline_home {
                     crate::facts::boot_shape::CmdlineHome::SystemdBoot(_) => "systemd-boot",
                     _ => "GRUB",
                 },
-                t.entry
+                Suggest::new(names::APPLY).profiles(&t.profiles).arg("--trial").shown(&Given::none()),
+                Suggest::new(names::BOOT_ONCE).arg(t.entry.as_str()).shown(&Given::none()),
             ),
         )
     }

@@ -89,7 +89,7 @@ fn once(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
 
 fn set_default(out: &Output, target: &Target, a: &EntryArgs) -> Result<i32> {
     let set = ops::boot_set_default(target, &a.entry)?;
-    out.report(&crate::output::report(
+    out.report(crate::output::report(
         names::BOOT_SET_DEFAULT,
         &set.host,
         set.profiles.clone(),

@@ -337,13 +337,14 @@ pub fn resolve(info: &Bootinfo, host: &Host, name: &str) -> Result<String> {
         None => {
             let known: Vec<&str> = info.entries.iter().map(|e| e.id.as_str()).collect();
             Err(Error::Refused(format!(
-                "no boot entry `{name}` in {}; the entries are: {} (see `gdrprov boot list`; an entry gdrprov just added appears once grub.cfg is regenerated)",
+                "no boot entry `{name}` in {}; the entries are: {} (see {}; an entry gdrprov just added appears once grub.cfg is regenerated)",
                 host.display(&match info.loader {
                     Loader::Grub(p) => p.to_string(),
                     Loader::Bls => BLS_DIR.to_string(),
                     Loader::SdBoot(esp) => format!("{esp}/loader/entries"),
                 }),
-                if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                if known.is_empty() { "none".to_string() } else { known.join(", ") },
+                crate::suggest::Suggest::new(crate::names::BOOT_LIST).shown(&crate::suggest::Given::none())
             )))
         }
     }

@@ -298,7 +298,7 @@ pub fn read_verify_dir(
     let mut files = JsonFiles::new();
     if !is_local_dir(dir) {
         return Err(Error::Usage(format!(
-            "--verify-dir {}: not a directory (the runner saves each node's `gdrprov verify --format json` as DIR/NODE.json)",
+            "--verify-dir {}: not a directory (the runner saves each node's `verify --format json` output, of its profiles, as DIR/NODE.json)",
             dir.display()
         )));
     }

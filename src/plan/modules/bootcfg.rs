@@ -74,7 +74,7 @@ fn refusals(ctx: &Context, managed: bool) -> Result<()> {
         .find(|(n, _)| n == entries::TRIAL_ENTRY)
     {
         return Err(Error::Refused(format!(
-            "boot.entry `{name}` is reserved for `gdrprov apply --trial`; name the entry differently"
+            "boot.entry `{name}` is reserved for the trial boot of `apply --trial`; name the entry differently"
         )));
     }
     Ok(())
@@ -333,7 +333,7 @@ fn trial_boot(ctx: &Context, s: &Shared, x: Entries, part: &mut Part) {
     } = x;
     if let Some(id) = &trial_id {
         let tool = if bls { "grub2-reboot" } else { "grub-reboot" };
-        let one_shot = super::bootcfg_trial::one_shot(MODULE, &[tool, id], tool, id);
+        let one_shot = super::bootcfg_trial::one_shot(ctx, MODULE, &[tool, id], tool, id);
         part.commands.push(one_shot);
     }
 

@@ -396,7 +396,7 @@ fn extra_entries(
         let argv = ["bootctl", "set-oneshot", file.as_str()];
         let how = "bootctl set-oneshot";
         part.commands
-            .push(super::bootcfg_trial::one_shot(MODULE, &argv, how, &id));
+            .push(super::bootcfg_trial::one_shot(ctx, MODULE, &argv, how, &id));
         super::bootcfg_trial::record(ctx, part, id, &planned.base_now, planned.base_after);
     }
     Ok(())

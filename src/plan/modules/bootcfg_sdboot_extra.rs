@@ -58,11 +58,11 @@ pub(super) fn stays_the_default(
     let after = sdboot::default_of(&all, sd.efi_default.as_deref(), loader_conf);
     if let Some(e) = after.filter(|e| e.id != default.id) {
         return Err(Error::Refused(format!(
-            "systemd-boot would boot the new entry {} by default instead of {} (it sorts first, and no `default` in {}/loader/loader.conf or LoaderEntryDefault says otherwise); make the default explicit first with `gdrprov boot set-default {}`, then apply again (nothing was changed)",
+            "systemd-boot would boot the new entry {} by default instead of {} (it sorts first, and no `default` in {}/loader/loader.conf or LoaderEntryDefault says otherwise); make the default explicit first with {}, then apply again (nothing was changed)",
             e.id,
             default.id,
             ctx.seen.display(&sd.esp),
-            default.id
+            crate::suggest::Suggest::new(crate::names::BOOT_SET_DEFAULT).arg(default.id.as_str()).shown(&crate::suggest::Given::none())
         )));
     }
     Ok(())

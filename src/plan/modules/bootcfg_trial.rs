@@ -6,19 +6,30 @@
 use super::Part;
 use crate::host::CommandSpec;
 use crate::journal::Trial;
+use crate::names;
 use crate::plan::change::Change;
 use crate::plan::modules::Context;
+use crate::suggest::{Given, Suggest};
 
-/// The reboot the trial owes until it has had its boot.
-pub fn reason(id: &str) -> String {
+/// The reboot the trial owes until it has had its boot, with the next
+/// steps for PROFILES (as the user named them).
+pub fn reason(id: &str, profiles: &[String]) -> String {
+    let none = Given::none();
     format!(
-        "trial boot: the next boot (only) uses boot entry {id}; after it, `gdrprov verify` then `gdrprov commit` make it the default"
+        "trial boot: the next boot (only) uses boot entry {id}; after it, {} then {} make it the default",
+        Suggest::new(names::VERIFY).profiles(profiles).shown(&none),
+        Suggest::new(names::COMMIT).shown(&none),
     )
+}
+
+/// The profiles of the trial being set up (none outside `apply --trial`).
+fn profiles<'a>(ctx: &'a Context) -> &'a [String] {
+    ctx.trial.as_deref().unwrap_or_default()
 }
 
 /// The command that boots entry `id` once: `argv` (`grub-reboot ID`,
 /// `bootctl set-oneshot ID.conf`), shown as `how`.
-pub fn one_shot(module: &str, argv: &[&str], how: &str, id: &str) -> Change {
+pub fn one_shot(ctx: &Context, module: &str, argv: &[&str], how: &str, id: &str) -> Change {
     Change::run(
         module,
         CommandSpec::new(
@@ -27,7 +38,7 @@ pub fn one_shot(module: &str, argv: &[&str], how: &str, id: &str) -> Change {
                 "Boot entry {id} at the next boot only ({how}); later boots use the default again"
             ),
         ),
-        Some(reason(id)),
+        Some(reason(id, profiles(ctx))),
     )
 }
 
@@ -50,7 +61,7 @@ pub fn record(
         || (ctx.state.trial.as_ref().is_some_and(|t| t.entry == id)
             && ctx.facts.boot.next_entry.as_deref() != Some(id.as_str()));
     if !had_its_boot {
-        part.reboot_pending.push(reason(&id));
+        part.reboot_pending.push(reason(&id, profiles(ctx)));
     }
     part.trial = Some(Trial {
         profiles: specs.clone(),

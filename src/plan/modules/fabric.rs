@@ -147,7 +147,7 @@ fn board(facts: &Facts, mode: FabricManagerMode) -> std::result::Result<String, 
                 .into(),
         ),
         v => Err(format!(
-            "no NVSwitch among the PCI devices of this {}, so Fabric Manager is not needed here (where GPUs' NVLinks end at NVSwitches outside it, it runs on the host; `gdrprov verify` reads each GPU's fabric state)",
+            "no NVSwitch among the PCI devices of this {}, so Fabric Manager is not needed here (where GPUs' NVLinks end at NVSwitches outside it, it runs on the host; verify's `gpu-fabric` check reads each GPU's fabric state)",
             if v == VirtFact::Container { "container" } else { "virtual machine" }
         )),
     }

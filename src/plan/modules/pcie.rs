@@ -179,8 +179,11 @@ pub fn check(
             .map(|b| format!("{} ({})", b.bridge, b.bits.clone().unwrap_or_default()))
             .collect();
         return Some(Err(format!(
-            "ACS redirect still on at {}; run `gdrprov apply` or reboot",
-            v.join(", ")
+            "ACS redirect still on at {}; run {} or reboot",
+            v.join(", "),
+            crate::suggest::Suggest::new(crate::names::APPLY)
+                .profiles(&desired.named)
+                .shown(&crate::suggest::Given::none())
         )));
     }
     if all.iter().any(|b| b.control.is_none()) && all.iter().all(|b| b.control.is_none()) {

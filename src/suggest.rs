@@ -1,0 +1,204 @@
+//! Every command gdrprov prints for a user to run (a next step, a fix, a
+//! remedy, a Slurm reason), built one way (issue 45): [`Suggest`] holds the
+//! command it suggests (its words as in `names`, the profiles, the
+//! arguments), [`Given`] the options the user gave that it must keep
+//! (`--root DIR`, `--format json`), and [`Suggest::line`] writes it,
+//! each word quoted for the shell, so that it runs as printed. A stage that
+//! does not know the user's options writes its suggestion with
+//! [`Suggest::shown`] (between backticks, as every message shows a command);
+//! the output door then adds them with [`keep_given`], through the same
+//! [`Given::tail`]. `tests/it/suggested.rs` parses every suggestion gdrprov
+//! prints with the real command-line parser. It imports only `names` (which
+//! imports nothing), so every layer may use it.
+
+use std::path::Path;
+
+/// The word that stands for profiles a suggestion cannot name (a fleet node
+/// whose own report names none). It parses, and the user sees what to fill.
+pub const PROFILE_PLACEHOLDER: &str = "PROFILE";
+
+/// The command groups that take no `--root`, for a line `names` does not
+/// know (the words of a command it does know are looked up there).
+const ROOTLESS: &[&str] = &["bench", "fleet"];
+
+/// A command to suggest: `gdrprov WORDS...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suggest {
+    words: Vec<String>,
+}
+
+impl Suggest {
+    /// The command COMMAND (its words as `names` spells them: `boot once`).
+    pub fn new(command: &str) -> Suggest {
+        Suggest {
+            words: command.split(' ').map(str::to_string).collect(),
+        }
+    }
+
+    /// One more argument, as it is (quoted when written).
+    pub fn arg(mut self, arg: impl Into<String>) -> Suggest {
+        self.words.push(arg.into());
+        self
+    }
+
+    /// The profiles, as the user named them (built-in names or files);
+    /// [`PROFILE_PLACEHOLDER`] when there are none to name.
+    pub fn profiles<S: AsRef<str>>(mut self, profiles: &[S]) -> Suggest {
+        if profiles.is_empty() {
+            self.words.push(PROFILE_PLACEHOLDER.to_string());
+        }
+        self.words
+            .extend(profiles.iter().map(|p| p.as_ref().to_string()));
+        self
+    }
+
+    /// The command line to run: `gdrprov WORDS... [--root DIR] [--format json]`.
+    pub fn line(&self, given: &Given) -> String {
+        let mut out = String::from("gdrprov");
+        for w in &self.words {
+            out.push(' ');
+            out.push_str(&quote(w));
+        }
+        out.push_str(&given.tail(&out));
+        out
+    }
+
+    /// The command between backticks, as a message shows it, with the
+    /// options GIVEN (a stage that does not know them passes
+    /// [`Given::none`]; [`keep_given`] adds them at the output door).
+    pub fn shown(&self, given: &Given) -> String {
+        format!("`{}`", self.line(given))
+    }
+}
+
+/// The options the user gave that every suggestion keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Given {
+    /// `--root DIR` as the user wrote it; none for `/`.
+    pub root: Option<String>,
+    /// `--format json`.
+    pub json: bool,
+}
+
+impl Given {
+    /// Nothing to keep: the running system, text (a fleet node's remedy, an
+    /// alert, or a stage that leaves the options to the output door).
+    pub fn none() -> Given {
+        Given::default()
+    }
+
+    /// The user's ROOT (`/` is the default, kept out) and format.
+    pub fn new(root: &Path, json: bool) -> Given {
+        Given {
+            root: (root != Path::new("/")).then(|| root.display().to_string()),
+            json,
+        }
+    }
+
+    /// What to append to the command LINE: the options it does not give
+    /// itself and takes ([`crate::names::takes`]), each with a leading
+    /// space. The commands that act on no root (`bench`: this machine's
+    /// devices; `fleet`: other hosts' results; `profile`, ...) never get
+    /// `--root`, nor a command that writes no JSON `--format json`.
+    pub fn tail(&self, line: &str) -> String {
+        let mut out = String::new();
+        let words = line.strip_prefix("gdrprov ").unwrap_or(line);
+        let takes = crate::names::command_of(words).and_then(crate::names::takes);
+        let rootless = match takes {
+            Some(t) => t.root == crate::names::RootUse::None,
+            None => line
+                .split(' ')
+                .nth(1)
+                .is_some_and(|group| ROOTLESS.contains(&group)),
+        };
+        let json = takes.is_none_or(|t| t.formats.contains(&"json"));
+        if let Some(root) = &self.root {
+            if !line.contains("--root") && !rootless {
+                out.push_str(" --root ");
+                out.push_str(&quote(root));
+            }
+        }
+        if self.json && json && !line.contains("--format") {
+            out.push_str(" --format json");
+        }
+        out
+    }
+}
+
+/// TEXT with every suggested command in it (a `gdrprov ...` between
+/// backticks) given the options GIVEN ([`Given::tail`]).
+pub fn keep_given(text: &str, given: &Given) -> String {
+    if given == &Given::none() {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 32);
+    for (i, part) in text.split('`').enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        out.push_str(part);
+        if i % 2 == 1 && part.starts_with("gdrprov ") {
+            out.push_str(&given.tail(part));
+        }
+    }
+    out
+}
+
+/// S as one shell word: as it is when it is plain, else in single quotes.
+pub fn quote(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_suggestion_names_its_profiles_and_keeps_the_options_given() {
+        let given = Given::new(Path::new("img dir"), true);
+        let s = Suggest::new("apply").profiles(&["rdma-dmabuf", "./my site.yaml"]);
+        assert_eq!(
+            s.line(&given),
+            "gdrprov apply rdma-dmabuf './my site.yaml' --root 'img dir' --format json"
+        );
+        assert_eq!(
+            Suggest::new("boot once")
+                .arg("gdrprov-trial")
+                .line(&Given::none()),
+            "gdrprov boot once gdrprov-trial"
+        );
+        assert_eq!(
+            Suggest::new("apply")
+                .profiles::<&str>(&[])
+                .line(&Given::none()),
+            "gdrprov apply PROFILE"
+        );
+    }
+
+    #[test]
+    fn the_root_is_kept_unless_the_command_names_its_own() {
+        let given = Given::new(Path::new("/srv/img"), false);
+        assert_eq!(
+            keep_given(
+                "run `gdrprov verify x` or `gdrprov recover --root /o`; `ls`",
+                &given
+            ),
+            "run `gdrprov verify x --root /srv/img` or `gdrprov recover --root /o`; `ls`"
+        );
+        assert_eq!(Given::new(Path::new("/"), false), Given::none());
+        assert_eq!(
+            keep_given(
+                "`gdrprov bench` `gdrprov bench copy` `gdrprov fleet sweep plan --retest R`",
+                &given
+            ),
+            "`gdrprov bench` `gdrprov bench copy` `gdrprov fleet sweep plan --retest R`"
+        );
+    }
+}
