@@ -425,6 +425,7 @@ mod tests {
             facts: &facts,
             seen: &seen,
             desired: &desired,
+            profiles: &[],
             plan: Ok(&plan),
             reqs: &[],
             state: &state,
