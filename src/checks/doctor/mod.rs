@@ -436,7 +436,10 @@ pub fn report(
                 fits.push(fit(name, Purpose::of(&p.doc, &reqs), &reqs, &found));
             }
             // The host-wide findings' fixes name the best fit.
-            let best: Vec<String> = best_fit(&fits).map(|f| f.profile.clone()).into_iter().collect();
+            let best: Vec<String> = best_fit(&fits)
+                .map(|f| f.profile.clone())
+                .into_iter()
+                .collect();
             let mut f = diagnose(facts, Intent::general(), &[], &best);
             f.extend(health_rules::findings(facts));
             (Vec::new(), f)
