@@ -21,6 +21,24 @@ pub const PROFILE_PLACEHOLDER: &str = "PROFILE";
 /// know (the words of a command it does know are looked up there).
 const ROOTLESS: &[&str] = &["bench", "fleet"];
 
+/// The profiles a journal records (each by its `name:`) as a suggestion can
+/// name them: all of them when each is a built-in (BUILTIN), else none (the
+/// command then shows [`PROFILE_PLACEHOLDER`]) and a note saying what to put
+/// there, since a profile file must be given by its path.
+pub fn recorded_profiles(recorded: &[String], builtin: &[&str]) -> (Vec<String>, String) {
+    if recorded.iter().all(|p| builtin.contains(&p.as_str())) {
+        (recorded.to_vec(), String::new())
+    } else {
+        (
+            Vec::new(),
+            format!(
+                " ({PROFILE_PLACEHOLDER}: {}, each profile file by its path)",
+                recorded.join(" ")
+            ),
+        )
+    }
+}
+
 /// A command to suggest: `gdrprov WORDS...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Suggest {
@@ -158,6 +176,27 @@ pub fn quote(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A journal names a profile file by its `name:`, which no command takes:
+    /// such profiles become PROFILE with a note; built-ins stay as they are.
+    #[test]
+    fn recorded_file_profiles_become_the_placeholder() {
+        let builtin = ["rdma-dmabuf", "efa"];
+        let (named, note) = recorded_profiles(&["rdma-dmabuf".to_string()], &builtin);
+        assert_eq!(
+            (named, note),
+            (vec!["rdma-dmabuf".to_string()], String::new())
+        );
+        let (named, note) =
+            recorded_profiles(&["rdma-dmabuf".into(), "site-rdma".into()], &builtin);
+        assert!(named.is_empty());
+        assert_eq!(
+            note,
+            " (PROFILE: rdma-dmabuf site-rdma, each profile file by its path)"
+        );
+        let line = Suggest::new("apply").profiles(&named).line(&Given::none());
+        assert_eq!(line, "gdrprov apply PROFILE");
+    }
+
     use super::*;
 
     #[test]

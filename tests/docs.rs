@@ -352,9 +352,22 @@ fn unrunnable(cmd: &str) -> Option<String> {
             "`{first}` is not one of the commands the test runs ({RUNNABLE:?})"
         ));
     }
-    let abs = cmd
-        .split(|c: char| c.is_whitespace() || c == '=' || c == '>' || c == '\'' || c == '"')
-        .find(|w| w.starts_with('/') || w.starts_with('~') || w.starts_with("$HOME"));
+    // One simple command (a redirection to a relative file allowed): a second command after
+    // `;`, `&&`, `|` or inside `$(...)` would run unchecked.
+    if let Some(op) = [";", "&&", "||", "|", "$(", "`", "<", "${"]
+        .into_iter()
+        .find(|op| cmd.contains(op))
+    {
+        return Some(format!(
+            "`{op}` makes it more than one simple command of the sandbox (mark it)"
+        ));
+    }
+    let words =
+        || cmd.split(|c: char| c.is_whitespace() || c == '=' || c == '>' || c == '\'' || c == '"');
+    if let Some(w) = words().find(|w| w.split('/').any(|part| part == "..")) {
+        return Some(format!("it names {w}, outside the sandbox (mark it)"));
+    }
+    let abs = words().find(|w| w.starts_with('/') || w.starts_with('~') || w.starts_with("$HOME"));
     abs.map(|w| {
         format!("it names {w}, a path of the machine (mark it, or map it with `tmp:` or `path:`)")
     })
@@ -635,6 +648,13 @@ fn nothing_outside_the_sandbox_runs() {
     assert!(unrunnable("gdrprov apply x --root $HOME/img").is_some());
     assert!(unrunnable("gdrprov report > ~/x").is_some());
     assert!(unrunnable("install -m 755 a b").is_some());
+    assert!(unrunnable("gdrprov plan x; rm -rf y").is_some());
+    assert!(unrunnable("gdrprov plan x && cat y").is_some());
+    assert!(unrunnable("gdrprov man | man -l -").is_some());
+    assert!(unrunnable("gdrprov plan $(cat y)").is_some());
+    assert!(unrunnable("gdrprov apply x --root ../..").is_some());
+    assert!(unrunnable("gdrprov apply x --root ${HOME}").is_some());
+    assert!(unrunnable("gdrprov fleet sweep report r --format html > sweep.html").is_none());
     assert_eq!(
         strip_comment("gdrprov plan x   # a '#' comment"),
         "gdrprov plan x"

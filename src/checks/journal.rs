@@ -321,15 +321,20 @@ fn check_in_effect(
             (Some(_), None) => "was created again after gdrprov removed it",
             _ => "was edited after gdrprov wrote it",
         };
+        // The journal names a profile file by its `name:`: PROFILE then.
+        let (named, files) = crate::suggest::recorded_profiles(
+            &applied_by(gens, n),
+            &crate::profile::builtin::names(),
+        );
         problems.push(Problem {
             generation: Some(n),
             path: Some(host.display(path)),
             kind: "changed-since",
             message: format!("{} {what} (generation {n})", host.display(path)),
             fix: format!(
-                "check the edit: {} puts gdrprov's content back; {} restores what was there before",
+                "check the edit: {}{files} puts gdrprov's content back; {} restores what was there before",
                 crate::suggest::Suggest::new(crate::names::APPLY)
-                    .profiles(&applied_by(gens, n))
+                    .profiles(&named)
                     .shown(&crate::suggest::Given::none()),
                 crate::suggest::Suggest::new(crate::names::ROLLBACK)
                     .arg("--generation")

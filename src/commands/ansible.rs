@@ -329,7 +329,7 @@ fn run(args_file: &Path) -> Result<Value> {
     let (a, k) = parse(&text)?;
     let route = Route::of(a.state, k.check_mode);
     let mut out = match route {
-        Route::Verify => output::ansible::verified(&ops::verify(&a.verify_request())?),
+        Route::Verify => output::ansible::verified(ops::verify(&a.verify_request())?, &a.root),
         Route::Rollback { check } => rolled_back(&a, &k, check)?,
         Route::Plan => {
             let p = ops::plan(&a.profiles_request())?;

@@ -54,7 +54,7 @@ pub fn verify(req: &VerifyRequest) -> Result<Report> {
     };
     let plan = plan.as_ref().map_err(String::as_str);
     let profiles = if req.profiles.is_empty() {
-        &desired.names
+        &desired.named
     } else {
         &req.profiles
     };

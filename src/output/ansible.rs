@@ -96,7 +96,10 @@ fn diffs(host: &Host, plan: &Plan) -> Vec<Value> {
 }
 
 /// The result of state=verified: ready or not, the failing checks named.
-pub fn verified(report: &Report) -> Value {
+/// Every command its checks suggest keeps the task's ROOT (as the command
+/// line's `--root` does): a person reads it in Ansible's output and runs it.
+pub fn verified(mut report: Report, root: &std::path::Path) -> Value {
+    output::verify::keep_given(&mut report, &crate::suggest::Given::new(root, false));
     let failing: Vec<String> = report
         .checks
         .iter()

@@ -162,10 +162,18 @@ fn fits(o: &mut String, r: &Report) {
         .as_ref()
         .and_then(|b| r.fits.iter().find(|f| &f.profile == b));
     let _ = match best {
+        // `--root /` written out: the output door adds the user's --root to
+        // a suggestion that names none, and this one is for the host itself.
         Some(b) if b.undetermined > 0 => writeln!(
             o,
-            "Best fit: {}, as far as this root shows ({} of its requirements not determined here: `gdrprov doctor {}` on the host, or on its snapshot, says more)",
-            b.profile, b.undetermined, b.profile
+            "Best fit: {}, as far as this root shows ({} of its requirements not determined here: {} run on the host itself says more)",
+            b.profile,
+            b.undetermined,
+            Suggest::new(names::DOCTOR)
+                .arg(b.profile.as_str())
+                .arg("--root")
+                .arg("/")
+                .shown(&Given::none())
         ),
         Some(b) => writeln!(o, "Best fit: {}", b.profile),
         None => writeln!(o, "Best fit: none; every profile is blocked"),

@@ -143,22 +143,11 @@ fn next_step(gens: &[Generation], completed: bool, given: &Given) -> Option<Stri
     let last = applies.last()?;
     // The journal names a profile file by its `name:`, not its path: such
     // a profile is PROFILE for the user to fill.
-    let builtin = crate::profile::builtin::names();
-    let all_builtin = last.profiles.iter().all(|p| builtin.contains(&p.as_str()));
-    let (named, files): (&[String], String) = if all_builtin {
-        (&last.profiles, String::new())
-    } else {
-        (
-            &[],
-            format!(
-                " (PROFILE: {}, each profile file by its path)",
-                last.profiles.join(" ")
-            ),
-        )
-    };
+    let (named, files) =
+        crate::suggest::recorded_profiles(&last.profiles, &crate::profile::builtin::names());
     Some(format!(
         "The host is as it was before generation {}; to make its changes, apply again: {}{files}",
         last.generation,
-        Suggest::new(names::APPLY).profiles(named).shown(given)
+        Suggest::new(names::APPLY).profiles(&named).shown(given)
     ))
 }

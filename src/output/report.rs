@@ -300,7 +300,7 @@ fn diff_summary(diff: &str) -> String {
 }
 
 /// One numbered change: its command, its reboot, its diff (coloured), or the diff's summary
-/// line when it is long and `--full-diff` was not given.
+/// line when it creates a file, is long and `--full-diff` was not given.
 fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
     let _ = writeln!(
         out,
@@ -316,7 +316,11 @@ fn change(out: &mut String, n: usize, c: &ChangeOut, style: Style) {
         let _ = writeln!(out, "     needs a reboot: {}", escape(reason));
     }
     let diff = escape(c.diff.as_deref().unwrap_or(""));
-    if !style.full_diff && diff.lines().count() > LONG_DIFF {
+    // Only a file gdrprov creates whole (a generated GRUB script, a unit) is
+    // summed up: an edit of a file the user has is always shown, to be read
+    // before the question.
+    let created = diff.lines().next() == Some("--- /dev/null");
+    if !style.full_diff && created && diff.lines().count() > LONG_DIFF {
         let _ = writeln!(out, "     {}", diff_summary(&diff));
         return;
     }
@@ -460,6 +464,17 @@ mod tests {
         assert!(
             short.contains("+line 6") && !short.contains("diff:"),
             "{short}"
+        );
+        // An edit of a file the host has is shown whole, however long.
+        let mut edit = created(78);
+        edit.diff = edit
+            .diff
+            .map(|d| d.replace("--- /dev/null", "--- a/etc/grub.d/42_gdrprov_x"));
+        let mut edited = String::new();
+        change(&mut edited, 1, &edit, style(false));
+        assert!(
+            edited.contains("+line 77") && !edited.contains("diff:"),
+            "{edited}"
         );
     }
 }

@@ -4,10 +4,12 @@ use crate::checks::verify::Report;
 use crate::checks::Status;
 use crate::suggest::Given;
 
-/// The report with every command its checks suggest keeping the options
-/// GIVEN (`--root`, `--format json`), whatever the format it is shown in.
+/// The report with every command its checks (and its health report's)
+/// suggest keeping the options GIVEN (`--root`, `--format json`), whatever
+/// the format it is shown in.
 pub fn keep_given(r: &mut Report, given: &Given) {
-    for c in &mut r.checks {
+    let health = r.health.iter_mut().flat_map(|h| h.checks.iter_mut());
+    for c in r.checks.iter_mut().chain(health) {
         c.evidence = crate::suggest::keep_given(&c.evidence, given);
         if let Some(fix) = &mut c.fix {
             *fix = crate::suggest::keep_given(fix, given);

@@ -288,7 +288,13 @@ fn comparable(v: &serde_json::Value, root: &Path) -> serde_json::Value {
             _ => {}
         }
     }
-    let text = v.to_string().replace(&root.display().to_string(), "ROOT");
+    // The command line's JSON keeps `--format json` in the commands it
+    // suggests (issue 45); the module's result, read by a person in Ansible's
+    // output, keeps only the root.
+    let text = v
+        .to_string()
+        .replace(&root.display().to_string(), "ROOT")
+        .replace(" --format json`", "`");
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
     strip(&mut v);
     if let Some(o) = v.as_object_mut() {

@@ -3,12 +3,12 @@
 //! profile file whose path needs quoting), the output of plan, apply,
 //! apply --trial, verify, doctor, recover, recheck and fleet sweep report, in
 //! text and JSON, is collected; each `gdrprov ...` it suggests is split as a
-//! shell splits it and parsed by the real command line (`commands::cli::Cli`),
+//! shell splits it and parsed by the real command line (`commands::cli::shared::try_parse_from`, what
+//! `main` runs: clap's tree with each command's shared options),
 //! and the ones that are safe to run are run on the same copy of the root.
 
 use crate::common::{copy_tree, repo};
-use clap::Parser;
-use gdrprov::commands::cli::Cli;
+use gdrprov::commands::cli::shared::try_parse_from;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -197,7 +197,7 @@ fn refusal(line: &str, asked: &str) -> Option<String> {
         Some(w) => w,
         None => return Some(format!("`{line}` (from `{asked}`): not one shell line")),
     };
-    if let Err(e) = Cli::try_parse_from(&words) {
+    if let Err(e) = try_parse_from(&words) {
         return Some(format!("`{line}` (from `{asked}`): {}", e.render()));
     }
     None

@@ -9,8 +9,8 @@ use std::path::Path;
 /// `--full-diff`, for the commands that show a plan.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct DiffArg {
-    /// Show every file's whole diff. Without it a diff of more than 20 lines (a file gdrprov
-    /// generates, such as a GRUB entry script) is one summary line; --format json always has it.
+    /// Show every file's whole diff. Without it a file gdrprov creates whole (a GRUB entry
+    /// script) in more than 20 lines is one summary line; --format json always has it.
     #[arg(long)]
     pub full_diff: bool,
 }
@@ -98,6 +98,8 @@ pub struct RollbackArgs {
 pub struct RecoverArgs {
     #[command(flatten)]
     pub yes: YesArg,
+    #[command(flatten)]
+    pub diff: DiffArg,
     /// Run no command: list the regeneration commands as pending.
     #[arg(long)]
     pub no_exec: bool,

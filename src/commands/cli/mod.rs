@@ -145,6 +145,7 @@ impl Command {
             Command::Apply(a) => a.target.diff.full_diff,
             Command::Commit(a) => a.target.diff.full_diff,
             Command::Rollback(a) => a.diff.full_diff,
+            Command::Recover(a) => a.diff.full_diff,
             Command::Boot(BootCommand::SetDefault(a) | BootCommand::Once(a)) => a.diff.full_diff,
             _ => false,
         }
