@@ -121,8 +121,9 @@ vm_arm64_install() {
 vm_arm64_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d; d=$(vm_gdir "$name")
+  vm_mark_boot "$d"
   # shellcheck disable=SC2046
-  qemu-system-aarch64 -name "gdrprov-vm-$name" -M "$VM_ARM64_MACHINE" \
+  qemu-system-aarch64 -name "gdrprov-vm-$(basename "$d")" -M "$VM_ARM64_MACHINE" \
     -accel tcg,thread=multi,tb-size=512 -cpu "$VM_ARM64_CPU" \
     -smp "$VM_SMP" -m "$VM_MEM" -no-reboot $(vm_arm64_firmware_args "$d/efivars.fd") \
     -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=${VM_DISK_CACHE:-unsafe},discard=unmap" \

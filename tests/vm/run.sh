@@ -171,7 +171,7 @@ mapfile -t jobs < <(printf '%s\n' "${jobs[@]}" | sort -s -k1,1nr | cut -d' ' -f2
 run_scenario() {
   local name=$1 f log t rc secs status why
   f="$VM_DIR/scenarios/$name.sh"; log="$VM_RUN_DIR/$name.log"; t=$(date +%s)
-  timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-1800}" bash "$f" >"$log" 2>&1
+  VM_GUEST_NS=$name timeout "${GDRPROV_VM_SCENARIO_TIMEOUT:-1800}" bash "$f" >"$log" 2>&1
   rc=$?; secs=$(vm_since "$t")
   case $rc in
     0) status=PASS; why= ;;

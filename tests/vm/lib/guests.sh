@@ -4,7 +4,15 @@
 
 # --- guests ----------------------------------------------------------------------------------------------
 
-vm_gdir() { echo "$VM_RUN_DIR/guests/$1"; }
+# A scenario run by run.sh has VM_GUEST_NS (its name): its guests' directories are NS-NAME, so that two
+# scenarios in two lanes may both call theirs hostA. The run's shared guest and booted snapshots are the
+# run's, not a scenario's.
+vm_gdir() {
+  case $1 in
+    shared|snap-*) echo "$VM_RUN_DIR/guests/$1" ;;
+    *) echo "$VM_RUN_DIR/guests/${VM_GUEST_NS:+$VM_GUEST_NS-}$1" ;;
+  esac
+}
 
 # A free TCP port on 127.0.0.1 (qemu still fails to bind if someone takes it first: callers retry).
 vm_free_port() {
@@ -30,12 +38,13 @@ vm_free_port() {
 vm_qemu() {
   local name=$1 port=$2 port2=$3; shift 3
   local d fw=(); d=$(vm_gdir "$name")
+  vm_mark_boot "$d"
   if vm_uefi_flavor "$(cat "$d/flavor" 2>/dev/null)"; then
     fw=(-drive "if=pflash,format=raw,unit=0,readonly=on,file=$(cat "$d/image")/OVMF_CODE.fd"
         -drive "if=pflash,format=raw,unit=1,file=$d/OVMF_VARS.fd")
   fi
   # shellcheck disable=SC2046
-  qemu-system-x86_64 -name "gdrprov-vm-$name" -machine q35 $(vm_accel_args) "${fw[@]}" \
+  qemu-system-x86_64 -name "gdrprov-vm-$(basename "$d")" -machine q35 $(vm_accel_args) "${fw[@]}" \
     -smp "$VM_SMP" -m "$VM_MEM" -no-reboot \
     -drive "file=$d/overlay.qcow2,if=virtio,format=qcow2,cache=${VM_DISK_CACHE:-unsafe},discard=unmap" \
     -netdev "user,id=n0,restrict=on,hostfwd=tcp:127.0.0.1:$port-:22" \
@@ -45,6 +54,11 @@ vm_qemu() {
     -chardev "file,id=ser0,path=$d/serial.log,append=on" -serial chardev:ser0 \
     -pidfile "$d/pid" -daemonize 2>"$d/qemu.err"
 }
+
+# vm_mark_boot GUEST_DIR: where this boot's console begins in the serial log (serial.start, read by
+# vm_wait_ssh): every start of qemu calls it, so a panic of an earlier boot (03's trial kernel panics on
+# purpose) is never taken for this one's.
+vm_mark_boot() { stat -c %s "$1/serial.log" > "$1/serial.start" 2>/dev/null || echo 0 > "$1/serial.start"; }
 
 # vm_launch NAME [QEMU ARGS...]: start qemu for guest NAME on a fresh overlay of the image; do not wait.
 # In the extra qemu args, @PORT2@ stands for a second free loopback port (saved in the guest's port2 file),
@@ -133,7 +147,7 @@ vm_wait_up() {
 
 # vm_relaunch_fresh NAME: stop guest NAME (launched fresh, not restored) and start it again as vm_launch did:
 # a new overlay of the same image, the image's EFI variables, the same ports and qemu args. The serial log
-# is kept; serial.start marks where the new boot's console begins.
+# is kept (vm_qemu marks where the new boot's console begins).
 vm_relaunch_fresh() {
   local name=$1 d pid='' args=(); d=$(vm_gdir "$name")
   if pid=$(cat "$d/pid" 2>/dev/null); then
@@ -144,7 +158,6 @@ vm_relaunch_fresh() {
   local idir; idir=$(cat "$d/image")
   qemu-img create -q -f qcow2 -b "$idir/disk.raw" -F raw "$d/overlay.qcow2" || vm_die "qemu-img create failed"
   if vm_uefi_flavor "$(cat "$d/flavor")"; then install -m 644 "$idir/OVMF_VARS.fd" "$d/OVMF_VARS.fd"; fi
-  stat -c %s "$d/serial.log" > "$d/serial.start" 2>/dev/null || echo 0 > "$d/serial.start"
   [ -s "$d/args" ] && mapfile -t args < "$d/args"
   vm_qemu "$name" "$(cat "$d/port")" "$(cat "$d/port2")" "${args[@]}" ||
     { cat "$d/qemu.err" >&2; vm_die "guest $name: qemu did not start again"; }
@@ -171,7 +184,7 @@ vm_cleanup() {
     name=$(basename "$g")
     [ -e "$g/pid" ] || continue
     if [ "$which" = all ] || [ "$(cat "$g/owner" 2>/dev/null)" = "$$" ]; then
-      vm_kill "$name"
+      VM_GUEST_NS='' vm_kill "$name"   # NAME is the directory's own name, its namespace included
     fi
   done
 }

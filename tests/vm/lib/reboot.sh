@@ -117,7 +117,7 @@ vm_poweroff() {
 vm_kill() {
   local d pid; d=$(vm_gdir "$1")
   pid=$(cat "$d/pid" 2>/dev/null) || return 0
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "gdrprov-vm-$1 "; then
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q "gdrprov-vm-$(basename "$d") "; then
     kill "$pid" 2>/dev/null || true
     for _ in 1 2 3 4 5; do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
     kill -9 "$pid" 2>/dev/null || true
