@@ -3,7 +3,7 @@
 # them over ssh on a loopback port, reboot them for real, and always power them off.
 #
 # Source this file; it needs bash. Guests live under $VM_RUN_DIR/guests/NAME/ (pid, port, overlay, serial
-# log). Every guest is killed when the process that started it exits (trap), and run.sh kills whatever is
+# log), NAME prefixed with the scenario's name (VM_GUEST_NS) when run.sh runs it. Every guest is killed when the process that started it exits (trap), and run.sh kills whatever is
 # left under its run dir.
 #
 # Networking: user-mode NIC with restrict=on (the guest reaches nothing outside), an ssh forward bound to
