@@ -115,10 +115,9 @@ vm_launch() {
 # and gets the host's time.
 # A guest started fresh (not from a snapshot) and alone (no extra qemu args: no link to another guest that
 # a restart would cut) whose first boot panics or does not answer within VM_BOOT_TIMEOUT is started once
-# more from a new overlay of the same disk, and the log says so with the console's last lines. Seen once each
-# in CI on a loaded host: the trixie kernel of 18 panicked in sched_clock_idle_wakeup_event before any gdrprov
-# code had run in it, and 15's arm64 guest failed 675 s in (its first boot's limit, by the time; the CI log
-# kept too little to say). What the disk holds boots again unchanged, so a
+# more from a new overlay of the same disk, and the log says so with the console's last lines. Seen in CI on
+# a loaded host: the trixie kernel of 18 panicked in sched_clock_idle_wakeup_event before any gdrprov code
+# had run in it. What the disk holds boots again unchanged, so a
 # fault that gdrprov's changes cause happens again and fails; a panic or silence after a reboot or power cut
 # (vm_restart) fails at once.
 vm_wait_up() {

@@ -80,6 +80,9 @@ vm_recipe_key() {
 
 # The image of each flavor's recipe (the GRUB one computed once; run.sh exports both to the scenarios).
 VM_IMAGE_DIR=${VM_IMAGE_DIR:-$VM_CACHE/bookworm-$(vm_recipe_key)}
+# The GRUB image as lib.sh found it (a scenario may point VM_IMAGE_DIR at a disk of its own: arm64.sh).
+# shellcheck disable=SC2034 # read by snapshot.sh's vm_snapshot_usable
+VM_GRUB_IMAGE_DIR=$VM_IMAGE_DIR
 # vm_image_dir [FLAVOR]: the cache directory of FLAVOR's image (default: $VM_FLAVOR, else grub).
 vm_image_dir() {
   case ${1:-${VM_FLAVOR:-grub}} in

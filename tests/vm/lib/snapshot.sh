@@ -91,6 +91,8 @@ vm_snapshot_make() {
 vm_snapshot_usable() {
   [ "${VM_SNAPSHOTS:-0}" = 1 ] && [ "$2" -eq 0 ] && [ -n "${VM_RUN_DIR:-}" ] || return 1
   case $1 in grub) ;; *) return 1 ;; esac
+  # Only a guest of the GRUB image itself, never one on a disk of the scenario's own (arm64.sh's).
+  [ "$(vm_image_dir grub)" = "$VM_GRUB_IMAGE_DIR" ] || return 1
   vm_snapshot_ready "$1"
 }
 
