@@ -117,9 +117,8 @@ vm_launch() {
 # a restart would cut) whose first boot panics or does not answer within VM_BOOT_TIMEOUT is started once
 # more from a new overlay of the same disk, and the log says so with the console's last lines. Seen in CI on
 # a loaded host: the trixie kernel of 18 panicked in sched_clock_idle_wakeup_event before any gdrprov code
-# had run in it. What the disk holds boots again unchanged, so a
-# fault that gdrprov's changes cause happens again and fails; a panic or silence after a reboot or power cut
-# (vm_restart) fails at once.
+# had run in it. What the disk holds boots again unchanged, so a fault that gdrprov's changes cause happens
+# again and fails; a panic or silence after a reboot or power cut (vm_restart) fails at once.
 vm_wait_up() {
   local d rc=0; d=$(vm_gdir "$1")
   if [ -e "$d/restored" ] || [ -s "$d/args" ]; then

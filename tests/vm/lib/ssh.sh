@@ -41,9 +41,9 @@ vm_ssh_try() {
 }
 
 # vm_wait_ssh NAME TIMEOUT: until `ssh true` works. A kernel panic on the console of this boot (the serial
-# log from GUEST_DIR/serial.start, which vm_qemu writes; 0 when absent) ends the wait at once (a panicked guest never answers:
-# waiting out TIMEOUT only hid the cause for 10 minutes). With VM_PANIC_RETURN=1 a panic returns 3 and
-# TIMEOUT passing returns 4 (the caller decides); without, both end the run naming the cause.
+# log from GUEST_DIR/serial.start, which vm_qemu writes; 0 when absent) ends the wait at once (a panicked
+# guest never answers: waiting out TIMEOUT only hid the cause for 10 minutes). With VM_PANIC_RETURN=1 a panic
+# returns 3 and TIMEOUT passing returns 4 (the caller decides); without, both end the run naming the cause.
 vm_wait_ssh() {
   local name=$1 limit=$2 t0 from; t0=$(date +%s)
   from=$(cat "$(vm_gdir "$name")/serial.start" 2>/dev/null || echo 0)
