@@ -106,8 +106,8 @@ rxe_counters() {
   vm_ssh "$1" "cd /sys/class/infiniband/rxe0/ports/1/hw_counters 2>/dev/null && grep -H . * | grep -v ':0\$' | grep -Ei 'err|retr|seq|dup|drop|rnr'" 2>/dev/null |
     tr '\n' ' ' || true
 }
-# Both directions at once. About one run in three on a loaded host, the bidirectional run at 1 MiB has
-# ended with RemoteInvalidRequest (status 9) from the peer's rxe, the same binary passing it on the next
+# Both directions at once. In 2 of 5 runs of this scenario on a loaded host (2026-11-29), the bidirectional
+# run ended with RemoteInvalidRequest (status 9) from the peer's rxe, the same binary passing it on the next
 # run; write and read alone never did. Linux 6.1's rxe has known faults in resending a request after a
 # local packet drop (e.g. upstream 6.5's "RDMA/rxe: Fix incomplete state save in rxe_requester"), which
 # bidirectional traffic on a slow emulated link provokes; we have not proved that is the one seen.
