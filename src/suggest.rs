@@ -9,8 +9,10 @@
 //! the output door then adds them with [`keep_given`], through the same
 //! [`Given::tail`]. `tests/it/suggested.rs` parses every suggestion gdrprov
 //! prints with the real command-line parser. It imports only `names` (which
-//! imports nothing), so every layer may use it.
+//! imports nothing) and the host layer's shell quoting (the one every printed
+//! command uses), so every layer may use it.
 
+use crate::host::shell_quote as quote;
 use std::path::Path;
 
 /// The word that stands for profiles a suggestion cannot name (a fleet node
@@ -160,18 +162,6 @@ pub fn keep_given(text: &str, given: &Given) -> String {
         }
     }
     out
-}
-
-/// S as one shell word: as it is when it is plain, else in single quotes.
-pub fn quote(s: &str) -> String {
-    if !s.is_empty()
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', r"'\''"))
-    }
 }
 
 #[cfg(test)]

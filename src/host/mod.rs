@@ -50,7 +50,7 @@ pub use read::{
     read_local, read_local_text, LocalId, ReadLimit,
 };
 pub use record::{RecordedCommand, Recording, KEEP_FILE, SNAPSHOT_DIR};
-pub use runner::{CommandOutput, CommandSpec, Hold, Placement};
+pub use runner::{shell_quote, CommandOutput, CommandSpec, Hold, Placement};
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
