@@ -242,39 +242,7 @@ fn runs(line: &str, asked: &str) -> Option<String> {
 /// configuration cause: the report's remedy for n5, in FORMAT.
 fn sweep(t: &Path, profile: &str, format: &str) -> Seen {
     let results = t.join("results");
-    let plan = run(
-        &[
-            "fleet",
-            "sweep",
-            "plan",
-            "--nodelist",
-            "n[1-8]",
-            "--rails",
-            "mlx5_0,mlx5_1",
-        ],
-        &[],
-    );
-    for line in String::from_utf8_lossy(&plan.out.stdout).lines() {
-        let f: Vec<&str> = line.split(' ').collect();
-        for rail in ["mlx5_0", "mlx5_1"] {
-            let slow = rail == "mlx5_1" && (f[1] == "n5" || f[2] == "n5");
-            let gbps = if slow { 41.0 } else { 96.0 };
-            let d = results.join(format!("round-{}", f[0]));
-            std::fs::create_dir_all(&d).unwrap();
-            let doc = serde_json::json!({
-                "client": {"port": {"device": rail, "mtu": 4096}},
-                "listener": {"port": {"device": rail, "mtu": 4096}},
-                "results": [{"bytes": 8388608, "average_gbps": gbps, "line_rate_fraction": gbps / 100.0,
-                             "data_check": {"passed": true}}],
-                "data_check": {"passed": true}, "passed": true
-            });
-            std::fs::write(
-                d.join(format!("{}+{}+{rail}.json", f[1], f[2])),
-                doc.to_string(),
-            )
-            .unwrap();
-        }
-    }
+    crate::sweep::results(&results);
     let root = copy(&repo().join("examples/hosts/ubuntu-22.04-h100"), t, "n5");
     let vdir = t.join("verify");
     std::fs::create_dir_all(&vdir).unwrap();
