@@ -8,14 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-packages.sh build test slurm
-# ansible-core for tests/it/ansible.rs (a venv under target/, not committed);
-# fast when already there. Without network the test says it was skipped.
-venv=target/ansible-venv
-if [ ! -x "$venv/bin/ansible-playbook" ]; then
-  mkdir -p target
-  { python3 -m venv "$venv" && "$venv/bin/pip" install -q 'ansible-core>=2.16,<2.18'; } ||
-    echo "scripts/test.sh: could not install ansible-core; tests/it/ansible.rs will be skipped" >&2
-fi
+bash scripts/ensure-ansible.sh   # ansible-core into target/ansible-venv
 # Six tests at once, not one per core: most of the integration tests wait (on the binary's child
 # processes, a lock, a deadline, a real Prometheus or ansible-playbook) rather than compute, so two at a
 # time left the cores idle (the suite took 706 s of wall time for about 230 s of CPU in CI, docs/ci.md).

@@ -14,7 +14,7 @@ vm_trap
 require_gdrprov fleet sweep report -- --probation
 REPO=$(cd "$VM_DIR/../.." && pwd)
 playbook=$(command -v ansible-playbook || echo "$REPO/target/ansible-venv/bin/ansible-playbook")
-[ -x "$playbook" ] || fail "no ansible-playbook (scripts/test.sh installs ansible-core into target/ansible-venv)"
+[ -x "$playbook" ] || fail "no ansible-playbook (scripts/ensure-ansible.sh installs ansible-core into target/ansible-venv)"
 
 # Three small guests (1 vCPU, 1.5 GiB: what was measured to work) on one multicast segment of their own.
 # shellcheck disable=SC2034 # read by lib's vm_launch and vm_qemu
