@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod distro_links;
 pub mod efa;
 pub mod erdma;
+pub mod gdrcopy;
 pub mod gids;
 pub mod gpu;
 pub mod gpu_copy;
@@ -33,6 +34,7 @@ pub mod pcie;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
+pub mod signing;
 mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};
@@ -92,6 +94,10 @@ pub struct Facts {
     /// door follows (the plan says so beside the change).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub distro_links: Vec<distro_links::DistroLink>,
+    /// Secure Boot, lockdown and how the out-of-tree modules are signed.
+    pub signing: signing::SigningFacts,
+    /// gdrcopy's module `gdrdrv`.
+    pub gdrcopy: gdrcopy::GdrcopyFacts,
 }
 
 /// How much to ask.
@@ -122,6 +128,8 @@ impl Facts {
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
+    /// Long because it is the one place every probe is called, in the order
+    /// their inputs need (modules before signing before gdrcopy, ...).
     pub fn gather_using(
         host: &Host,
         cpu_override: Option<CpuVendor>,
@@ -155,6 +163,8 @@ impl Facts {
         let mut gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
         let roce_gids = gids::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
+        let signing = signing::probe(host, kernel.effective(), host.is_live());
+        let gdrcopy = gdrcopy::probe(host, &modules, &signing);
         let packages = packages::Packages::new(host);
         gpu_topology.nvswitches = gpu_topo::nvswitches(&pci_devices);
         gpu_topology.pci_listed = !pci_devices.is_empty();
@@ -199,6 +209,8 @@ impl Facts {
             gpu_topology,
             gpu_copy: gpu_copy::replayed(host),
             distro_links: distro_links::probe(host),
+            signing,
+            gdrcopy,
         }
     }
 
@@ -278,6 +290,8 @@ impl Facts {
             gpu_topology: gpu_topo::GpuTopology::default(),
             gpu_copy: None,
             distro_links: Vec::new(),
+            signing: signing::SigningFacts::blank(),
+            gdrcopy: gdrcopy::GdrcopyFacts::default(),
         }
     }
 

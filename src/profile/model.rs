@@ -1,6 +1,8 @@
 //! The profile format: what a host must look like, as intent (an IOMMU mode, a
 //! module that must be absent), never as raw file edits. Unknown keys are
 //! rejected so a typo is an error, not a silently ignored setting.
+//! Long because it is the whole schema in one place: every field carries the
+//! doc comment that becomes its JSON schema description.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -135,6 +137,11 @@ pub struct Requires {
     /// version is the efa driver's (`/sys/module/efa/version`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<VersionReq>,
+    /// gdrcopy's kernel module `gdrdrv` (UCX and NVSHMEM use it): `">= 0"`
+    /// asks for it loaded or installed for the kernel; a version is the
+    /// module's (`/sys/module/gdrdrv/version`, else `modinfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gdrcopy: Option<VersionReq>,
 }
 
 impl Requires {
