@@ -13,6 +13,7 @@ pub mod health;
 pub mod journal;
 pub mod proof;
 pub mod requirements;
+pub mod roce;
 pub mod verify;
 
 use serde::{Serialize, Serializer};

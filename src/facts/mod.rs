@@ -33,6 +33,7 @@ pub mod pcie;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
+pub mod roce;
 mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};
@@ -76,6 +77,8 @@ pub struct Facts {
     pub links: Vec<links::PcieLink>,
     /// The populated GIDs of every RoCE port.
     pub roce_gids: Vec<gids::PortGids>,
+    /// The RoCE fabric per port: MTUs, ECN, PFC, DSCP trust, error counters; NCCL's GID index.
+    pub roce: roce::RoceFacts,
     /// Xid, AER, link and port events from the kernel log; `None` when no log could be read.
     pub kernel_events: Option<kernlog::KernelLog>,
     /// Kernel log errors and warnings about the GPU and RDMA modules (the
@@ -122,6 +125,7 @@ impl Facts {
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
+    /// Long because it is the one place every probe is called, in the order their inputs allow.
     pub fn gather_using(
         host: &Host,
         cpu_override: Option<CpuVendor>,
@@ -154,6 +158,7 @@ impl Facts {
         };
         let mut gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
         let roce_gids = gids::probe(host, &rdma_devices);
+        let roce = roce::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
         let packages = packages::Packages::new(host);
         gpu_topology.nvswitches = gpu_topo::nvswitches(&pci_devices);
@@ -190,6 +195,7 @@ impl Facts {
             pcie,
             links,
             roce_gids,
+            roce,
             kernel_log: kernel_events
                 .as_ref()
                 .map(|l| l.module_lines.clone())
@@ -272,6 +278,7 @@ impl Facts {
             pcie: Vec::new(),
             links: Vec::new(),
             roce_gids: Vec::new(),
+            roce: roce::RoceFacts::default(),
             kernel_events: None,
             kernel_log: Vec::new(),
             platform: platform::PlatformFacts::unknown(),

@@ -69,6 +69,7 @@ mod progress;
 mod read_door;
 mod recovery;
 mod reliability;
+mod roce_fabric;
 mod scripts;
 mod suggested;
 mod sweep;

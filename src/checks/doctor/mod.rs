@@ -3,6 +3,7 @@
 
 pub mod health_rules;
 pub mod nccl_log;
+mod roce;
 mod rules;
 
 use crate::checks::requirements::{self, ReqResult, Status};
@@ -335,6 +336,7 @@ pub fn evaluate(
     let reqs = requirements::for_profile(host, facts, desired);
     let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs, named);
     findings.extend(health_rules::findings(facts));
+    findings.extend(roce::findings(facts, desired.doc.network.mtu.as_ref()));
     findings.sort_by_key(|f| f.severity);
     (reqs, findings)
 }
@@ -442,6 +444,7 @@ pub fn report(
                 .collect();
             let mut f = diagnose(facts, Intent::general(), &[], &best);
             f.extend(health_rules::findings(facts));
+            f.extend(roce::findings(facts, None));
             (Vec::new(), f)
         }
     };

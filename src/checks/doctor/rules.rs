@@ -114,6 +114,9 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
                 )),
                 None => {}
             }
+            if d.gpudirect_rdma == Some(false) {
+                out.push(gpudirect_rdma_unsupported(cx, d));
+            }
         }
         if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), cx.no_gpu) {
             out.push(Finding::new(
@@ -126,6 +129,24 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// A GPU that CUDA says cannot do GPUDirect RDMA at all (a consumer part, some inference
+/// parts): named before a NIC ever tries, whatever the module or dma-buf.
+fn gpudirect_rdma_unsupported(cx: &Cx, d: &crate::facts::cuda::CudaDevice) -> Finding {
+    Finding::new(
+        "gpu-no-gpudirect-rdma",
+        if cx.intent.rdma { Sev::Error } else { Sev::Warn },
+        format!("CUDA says GPU {} cannot do GPUDirect RDMA", d.ordinal),
+        format!(
+            "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0 on CUDA device {} ({}, {})",
+            d.ordinal,
+            d.name.as_deref().unwrap_or("?"),
+            d.pci_bus_id.as_deref().unwrap_or("?")
+        ),
+        "the GPU (a GeForce/consumer part, or an inference part without it) or its driver does not allow a NIC to read or write its memory; NCCL then stages every transfer through host memory",
+        "run GPUDirect RDMA jobs on a data-centre GPU that reports the attribute as 1 (`gdrprov inventory` shows it per GPU); on this GPU expect host-staged transfers (NCCL_NET_GDR_LEVEL has no effect)",
+    )
 }
 
 /// The peer-memory modules and NCCL's detection of them.
