@@ -10,6 +10,7 @@
 
 pub mod doctor;
 pub mod health;
+pub mod injob;
 pub mod journal;
 pub mod proof;
 pub mod requirements;

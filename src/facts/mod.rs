@@ -15,6 +15,7 @@ pub mod gpu;
 pub mod gpu_copy;
 pub mod gpu_topo;
 pub mod iommu;
+pub mod job;
 pub mod kernel;
 pub mod kernlog;
 pub mod kmod;

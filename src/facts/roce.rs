@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The `hw_counters` that say a RoCE fabric drops or reorders: retransmissions,
-/// out-of-sequence packets, timeouts (mlx5's names; other drivers have a subset).
+/// out-of-sequence packets, timeouts (mlx5's names, then rxe's; other drivers have a subset).
 pub const ERROR_COUNTERS: &[&str] = &[
     "out_of_sequence",
     "packet_seq_err",
@@ -29,6 +29,11 @@ pub const ERROR_COUNTERS: &[&str] = &[
     "rp_cnp_handled",
     "np_cnp_sent",
     "np_ecn_marked_roce_packets",
+    // rdma_rxe's (soft-RoCE).
+    "out_of_seq_request",
+    "rcvd_seq_err",
+    "retry_exceeded_err",
+    "completer_retry_err",
 ];
 
 /// One RoCE port's fabric settings.

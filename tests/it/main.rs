@@ -48,6 +48,7 @@ mod hostile_peer;
 mod hostile_recheck;
 mod hostile_suite;
 mod hostile_text;
+mod in_job;
 mod interface;
 mod journal_check;
 mod journal_sums;
