@@ -12,6 +12,7 @@ pub mod efa;
 pub mod erdma;
 pub mod gids;
 pub mod gpu;
+pub mod gpu_acs;
 pub mod gpu_copy;
 pub mod gpu_topo;
 pub mod iommu;
@@ -74,6 +75,9 @@ pub struct Facts {
     pub modules: kmod::ModuleFacts,
     pub limits: limits::LimitsFacts,
     pub pcie: Vec<pcie::PciePath>,
+    /// Pairs of GPUs behind one PCIe switch, with ACS on the bridges between them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_pair_acs: Vec<gpu_acs::GpuPairAcs>,
     /// PCIe link speed and width of the GPUs, RDMA NICs and bridges between.
     pub links: Vec<links::PcieLink>,
     /// The populated GIDs of every RoCE port.
@@ -149,7 +153,10 @@ impl Facts {
         let modules = kmod::probe(host, proc_cmdline.as_deref());
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
-        let pcie = pcie::probe(host, &gpus, &rdma_devices);
+        let (pcie, gpu_pair_acs) = (
+            pcie::probe(host, &gpus, &rdma_devices),
+            gpu_acs::probe(host, &gpus),
+        );
         let links = links::probe(host, &gpus, &rdma_devices);
         // Asked where CUDA is asked; a snapshot replays it at any depth.
         let live_topology = match depth {
@@ -194,6 +201,7 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
+            gpu_pair_acs,
             links,
             roce_gids,
             roce,
@@ -277,6 +285,7 @@ impl Facts {
                 configured: Vec::new(),
             },
             pcie: Vec::new(),
+            gpu_pair_acs: Vec::new(),
             links: Vec::new(),
             roce_gids: Vec::new(),
             roce: roce::RoceFacts::default(),

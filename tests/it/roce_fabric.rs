@@ -1,9 +1,10 @@
-//! Issue 48, the RoCE fabric on the host and the GPU's own GPUDirect RDMA support: doctor
-//! findings and verify checks on synthetic roots (a RoCE ConnectX port, an H100), each with
-//! its evidence and fix. Each of these fails on the main before issue 48: a RoCE port whose
-//! network device has MTU 1500 got no finding from doctor or verify, nor did an
-//! NCCL_IB_GID_INDEX naming a link-local GID, a port without PFC or ECN, or a GPU whose
-//! CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0.
+//! Issue 48, the RoCE fabric on the host, the GPU's own GPUDirect RDMA support and ACS
+//! between two GPUs: doctor findings and verify checks on synthetic roots (a RoCE ConnectX
+//! port, H100s), each with its evidence and fix. Each of these fails on the main before
+//! issue 48: a RoCE port whose network device has MTU 1500 got no finding from doctor or
+//! verify, nor did an NCCL_IB_GID_INDEX naming a link-local GID, a port without PFC or ECN,
+//! a GPU whose CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED is 0, or ACS redirect between
+//! two GPUs on one switch (only GPU-NIC paths were read).
 
 use crate::common::*;
 use crate::hostgen::{h100_node, HostGen};
@@ -226,4 +227,40 @@ fn a_gpu_without_gpudirect_rdma_is_named_before_any_nic_tries() {
     );
     let d = doctor(g.finish(), Some("rdma-dmabuf"));
     assert!(finding(&d, "gpu-no-gpudirect-rdma").is_none());
+}
+
+#[test]
+fn acs_between_two_gpus_on_one_switch_is_named_not_only_gpu_to_nic() {
+    let g = HostGen::new();
+    g.ubuntu("22.04").kernel("5.15.0-119-generic");
+    let sw = "pci0000:00/0000:00:01.0/0000:01:00.0";
+    g.h100(&format!("{sw}/0000:02:08.0/0000:03:00.0"), 0);
+    g.h100(&format!("{sw}/0000:02:10.0/0000:04:00.0"), 0);
+    // A third GPU under another root port: not behind the switch, not a pair here.
+    g.h100("pci0000:00/0000:00:02.0/0000:05:00.0", 0);
+    g.acs("0000:02:10.0", 0x1d); // SrcValid ReqRedir CmpltRedir UpstreamFwd
+    let d = doctor(g.finish(), Some("rdma-dmabuf"));
+    let f: Vec<&Value> = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["id"] == "acs-gpu-pair")
+        .collect();
+    assert_eq!(f.len(), 1, "{d:#}");
+    assert_eq!(f[0]["severity"], "error");
+    assert_eq!(
+        f[0]["title"],
+        "ACS redirects peer-to-peer traffic between GPUs 0000:03:00.0 and 0000:04:00.0"
+    );
+    assert!(
+        f[0]["evidence"]
+            .as_str()
+            .unwrap()
+            .starts_with("bridge 0000:02:10.0 (below their common bridge 0000:01:00.0, PIX): ACSCtl SrcValid+ TransBlk- ReqRedir+ CmpltRedir+"),
+        "{}",
+        f[0]
+    );
+    g.acs("0000:02:10.0", 0x01);
+    let d = doctor(g.finish(), Some("rdma-dmabuf"));
+    assert!(finding(&d, "acs-gpu-pair").is_none());
 }

@@ -251,6 +251,7 @@ pub fn diagnose(
         rules::rdma_devices,
         rules::erdma,
         rules::pcie,
+        rules::gpu_pair_acs,
         rules::perftest,
         rules::memlock,
         rules::rdma_userspace,

@@ -353,6 +353,22 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
     }
 }
 
+/// ACS between two GPUs behind one PCIe switch (not only between GPU and NIC).
+pub(super) fn gpu_pair_acs(cx: &Cx, out: &mut Vec<Finding>) {
+    for p in &cx.facts.gpu_pair_acs {
+        for b in p.acs_blocking() {
+            out.push(Finding::new(
+                "acs-gpu-pair",
+                if cx.intent.rdma { Sev::Error } else { Sev::Warn },
+                format!("ACS redirects peer-to-peer traffic between GPUs {} and {}", p.a, p.b),
+                format!("bridge {} (below their common bridge {}, {:?}): ACSCtl {}", b.bridge, p.common_bridge, p.distance, b.bits.as_deref().unwrap_or("?")),
+                "ACS request/completion redirect on a switch port between two GPUs sends their peer-to-peer traffic up to the root complex: NCCL's P2P transport between them fails, hangs or falls back to host memory, and GPUDirect RDMA through the same switch is diverted the same way",
+                format!("disable ACS on the switch's downstream ports: in the BIOS (PCIe ACS / IOMMU settings), or at boot with `setpci -s {} ECAP_ACS+0x6.w=0000` (not persistent; a profile's `pcie.acs` clears only the bridges between GPU and NIC)", b.bridge),
+            ));
+        }
+    }
+}
+
 /// perftest's dma-buf support.
 pub(super) fn perftest(cx: &Cx, out: &mut Vec<Finding>) {
     if cx.intent.dmabuf
