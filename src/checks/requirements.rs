@@ -28,7 +28,7 @@ pub enum Status {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ReqResult {
-    /// `kernel`, `nvidia-driver`, `cuda`, `ofed`, `perftest`, `nccl`, `gpu`, `erdma`, `efa`.
+    /// `kernel`, `nvidia-driver`, `cuda`, `ofed`, `perftest`, `nccl`, `gpu`, `erdma`, `efa`, `gdrcopy`.
     pub what: String,
     /// What the profile asks, e.g. `>= 5.12`, `flavor open`.
     pub wanted: String,
@@ -225,6 +225,14 @@ pub fn evaluate(req: &Requires, facts: &Facts) -> Vec<ReqResult> {
             r,
             facts.efa.module_version.as_deref(),
             facts.observed && !facts.efa.present(),
+        ));
+    }
+    if let Some(r) = &req.gdrcopy {
+        out.push(version_req(
+            "gdrcopy",
+            r,
+            facts.gdrcopy.version.as_deref(),
+            facts.observed && facts.gdrcopy.installed.is_some() && !facts.gdrcopy.present(),
         ));
     }
     if let Some(g) = &req.gpu {

@@ -71,6 +71,14 @@ const MODULE_WORDS: &[&str] = &[
     "DMAR",
     "AMD-Vi",
     "ACS",
+    // gdrcopy's module, and the kernel refusing or tainting a module for its
+    // signature (Secure Boot, lockdown; the line may name no module).
+    "gdrdrv",
+    "module verification failed",
+    "unsigned module",
+    "unavailable key",
+    "Key was rejected",
+    "Required key not available",
 ];
 
 fn about_modules(line: &str) -> bool {

@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod distro_links;
 pub mod efa;
 pub mod erdma;
+pub mod gdrcopy;
 pub mod gids;
 pub mod gpu;
 pub mod gpu_acs;
@@ -36,6 +37,7 @@ pub mod perftest;
 pub mod platform;
 pub mod rdma;
 pub mod roce;
+pub mod signing;
 mod util;
 
 pub use os::{CpuVendor, OsFamily, OsRelease};
@@ -100,6 +102,10 @@ pub struct Facts {
     /// door follows (the plan says so beside the change).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub distro_links: Vec<distro_links::DistroLink>,
+    /// Secure Boot, lockdown and how the out-of-tree modules are signed.
+    pub signing: signing::SigningFacts,
+    /// gdrcopy's module `gdrdrv`.
+    pub gdrcopy: gdrcopy::GdrcopyFacts,
 }
 
 /// How much to ask.
@@ -168,6 +174,8 @@ impl Facts {
         let roce_gids = gids::probe(host, &rdma_devices);
         let roce = roce::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
+        let signing = signing::probe(host, kernel.effective(), host.is_live());
+        let gdrcopy = gdrcopy::probe(host, &modules, &signing);
         let packages = packages::Packages::new(host);
         gpu_topology.nvswitches = gpu_topo::nvswitches(&pci_devices);
         gpu_topology.pci_listed = !pci_devices.is_empty();
@@ -214,6 +222,8 @@ impl Facts {
             gpu_topology,
             gpu_copy: gpu_copy::replayed(host),
             distro_links: distro_links::probe(host),
+            signing,
+            gdrcopy,
         }
     }
 
@@ -295,6 +305,8 @@ impl Facts {
             gpu_topology: gpu_topo::GpuTopology::default(),
             gpu_copy: None,
             distro_links: Vec::new(),
+            signing: signing::SigningFacts::blank(),
+            gdrcopy: gdrcopy::GdrcopyFacts::default(),
         }
     }
 

@@ -57,6 +57,7 @@ fn requires(parent: Requires, child: Requires) -> Requires {
         gpu: child.gpu.or(parent.gpu),
         erdma: child.erdma.or(parent.erdma),
         efa: child.efa.or(parent.efa),
+        gdrcopy: child.gdrcopy.or(parent.gdrcopy),
     }
 }
 

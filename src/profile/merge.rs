@@ -425,6 +425,7 @@ fn and_requires(a: Requires, b: Requires) -> Requires {
         nccl: ver(a.nccl, b.nccl),
         erdma: ver(a.erdma, b.erdma),
         efa: ver(a.efa, b.efa),
+        gdrcopy: ver(a.gdrcopy, b.gdrcopy),
         nvidia_driver: b.nvidia_driver.or(a.nvidia_driver),
         ofed: b.ofed.or(a.ofed),
         gpu: b.gpu.or(a.gpu),

@@ -135,6 +135,11 @@ pub struct Requires {
     /// version is the efa driver's (`/sys/module/efa/version`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efa: Option<VersionReq>,
+    /// gdrcopy's kernel module `gdrdrv` (UCX and NVSHMEM use it): `">= 0"`
+    /// asks for it loaded or installed for the kernel; a version is the
+    /// module's (`/sys/module/gdrdrv/version`, else `modinfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gdrcopy: Option<VersionReq>,
 }
 
 impl Requires {

@@ -51,6 +51,7 @@ use std::path::{Path, PathBuf};
 mod host_layer;
 mod map;
 mod spirit;
+mod troubleshooting;
 
 const MAX_FN_LINES: usize = 120;
 const MAX_FILE_LINES: usize = 600;

@@ -28,6 +28,7 @@ mod durable;
 mod efa;
 mod examples;
 mod facts;
+mod field_lines;
 mod fleet;
 mod foundation;
 mod front_door;

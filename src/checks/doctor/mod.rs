@@ -2,9 +2,13 @@
 //! as findings with severity, evidence, cause and fix.
 
 pub mod health_rules;
+pub mod kernlog_rules;
+pub mod modes;
 pub mod nccl_log;
+pub mod nccl_rules;
 mod roce;
 mod rules;
+pub mod signing;
 
 use crate::checks::requirements::{self, ReqResult, Status};
 use crate::error::Result;
@@ -81,27 +85,36 @@ pub(crate) fn peermem_einval(evidence: String) -> Finding {
 /// loaded: "disagrees about version of symbol ib_register_peer_memory_client"
 /// or "Unknown symbol ... (err -22)".
 pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> {
+    let rule = kernlog_rules::RULES
+        .iter()
+        .find(|m| m.id == "peermem-symbol-mismatch")?;
     let (module, line) = kernel_log.iter().find_map(|l| {
-        let module = ["efa_nv_peermem", "nvidia_peermem"]
-            .into_iter()
+        let module = kernlog_rules::PEERMEM_MODULES
+            .iter()
             .find(|m| l.contains(&format!("{m}: ")))?;
-        (l.contains("disagrees about version of symbol")
-            || (l.contains("Unknown symbol") && l.contains("err -22")))
-        .then_some((module, l))
+        rule.matches(l).then_some((*module, l))
     })?;
     let symbol = line
         .split("symbol ")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or("ib_register_peer_memory_client");
-    Some(Finding::new(
-        "peermem-symbol-mismatch",
-        Sev::Error,
-        format!("{module} was built against another ib_core than the one loaded (symbol {symbol})"),
-        format!("kernel log: {}", line.trim()),
-        format!("{module} was compiled against the RDMA stack present when the NVIDIA driver was built; MLNX_OFED/DOCA-OFED (or an inbox rdma-core kernel update) installed since replaced ib_core, whose {symbol} no longer matches, so the kernel refuses the module"),
-        format!("rebuild the NVIDIA kernel modules after OFED: reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`; or move to dma-buf, which needs no peer-memory module ({}: open driver, kernel >= 5.12)", dmabuf()),
-    ))
+    let stack = if symbol.starts_with("nvidia_p2p") {
+        "NVIDIA driver"
+    } else {
+        "ib_core"
+    };
+    let rebuild = if module == "nv_peer_mem" {
+        "reinstall the nvidia-peer-memory package (or `dkms autoinstall` where DKMS builds it), then `modprobe nv_peer_mem`; with driver 470 or newer nvidia_peermem replaces it (`gdrprov apply legacy-peermem`)".to_string()
+    } else {
+        format!("reinstall the driver, or where DKMS builds it `dkms autoinstall` (or `dkms install nvidia/VERSION -k $(uname -r)`), then `modprobe {module}`")
+    };
+    let mut f = rule.finding(format!("kernel log: {}", line.trim()));
+    f.title =
+        format!("{module} was built against another {stack} than the one loaded (symbol {symbol})");
+    f.cause = format!("{module} was compiled against the RDMA stack and NVIDIA driver present when it was built; MLNX_OFED/DOCA-OFED (or an inbox rdma-core kernel update, or a new driver) installed since replaced the {stack}, whose {symbol} no longer matches, so the kernel refuses the module");
+    f.fix = format!("rebuild the module after OFED: {rebuild}; or move to dma-buf, which needs no peer-memory module ({}: open driver, kernel >= 5.12)", dmabuf());
+    Some(f)
 }
 
 /// What a profile is after, read from its settings.
@@ -195,6 +208,10 @@ fn req_finding(r: &ReqResult, facts: &Facts) -> Finding {
             "perftest older than 6.26 (or built without CUDA) has no --use_cuda_dmabuf".into(),
             "install perftest >= 6.26 built with CUDA (DOCA-OFED's, or build from github.com/linux-rdma/perftest with CUDA_H_PATH)".into(),
         ),
+        "gdrcopy" => (
+            "gdrcopy's kernel module gdrdrv (which UCX and NVSHMEM use to map GPU memory to the CPU) is not installed for this kernel, or older than the profile needs".into(),
+            "build and install gdrcopy (github.com/NVIDIA/gdrcopy: its packages or `make && sudo ./insmod.sh`, or the DKMS package gdrdrv-dkms), then `modprobe gdrdrv`; under Secure Boot sign it (see the signing findings)".into(),
+        ),
         "erdma" => (
             "the eRDMA driver package is missing".into(),
             "install the eRDMA driver (Alibaba Cloud: the erdma-installer; check with `eadm ver`)".into(),
@@ -258,6 +275,7 @@ pub fn diagnose(
     ] {
         rule(&cx, &mut out);
     }
+    out.extend(kernlog_rules::findings(facts));
     out.sort_by_key(|f| f.severity);
     out
 }
@@ -338,6 +356,7 @@ pub fn evaluate(
     let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs, named);
     findings.extend(health_rules::findings(facts));
     findings.extend(roce::findings(facts, desired.doc.network.mtu.as_ref()));
+    findings.extend(signing::findings(facts, Some(&desired.doc.modules.present)));
     findings.sort_by_key(|f| f.severity);
     (reqs, findings)
 }
@@ -446,6 +465,7 @@ pub fn report(
             let mut f = diagnose(facts, Intent::general(), &[], &best);
             f.extend(health_rules::findings(facts));
             f.extend(roce::findings(facts, None));
+            f.extend(signing::findings(facts, None));
             (Vec::new(), f)
         }
     };

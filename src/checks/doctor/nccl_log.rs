@@ -55,46 +55,49 @@ pub fn findings(log: &str, file: &str, facts: &Facts) -> Vec<Finding> {
     out
 }
 
-/// What one line of the log says, if anything: (the finding's id, the finding).
+/// What one line of the log says, if anything: (the finding's id, the
+/// finding). The table of [`super::nccl_rules`] recognises the line; a few
+/// rows' findings depend on the host and the whole log.
 fn line_finding(
     line: &str,
     ev: String,
     cx: &Context,
     facts: &Facts,
 ) -> Option<(&'static str, Finding)> {
-    // The socket transport never does GPUDirect RDMA: NCCL says so of
-    // every socket interface (`NET/Socket : GPU Direct RDMA Disabled for
-    // HCA 0 'eth0'`). That follows from having no usable RDMA device and
-    // is no second cause: it is the socket fallback.
-    let socket_gdr = line.contains("NET/Socket") && line.contains("GPU Direct RDMA");
-    let info = |id: &'static str, what: &str, why: &str| {
-        (id, Finding::new(id, Sev::Info, what, ev.clone(), why, ""))
+    let rule = super::modes::first_match(super::nccl_rules::RULES, line)?;
+    let f = match rule.id {
+        "nccl-gdr-disabled" => gdr_disabled(ev, cx.dmabuf_ready, cx.old_nccl),
+        "nccl-no-ib-device" => no_ib_device(ev, cx.in_node, facts),
+        "peermem-invalid-argument" => super::peermem_einval(ev),
+        // The socket transport never does GPUDirect RDMA: NCCL says so of
+        // every socket interface (`NET/Socket : GPU Direct RDMA Disabled for
+        // HCA 0 'eth0'`). That follows from having no usable RDMA device and
+        // is no second cause: it is the socket fallback.
+        "nccl-socket" => socket(ev, facts),
+        "nccl-memlock" => memlock(rule.finding(ev), facts),
+        _ => rule.finding(ev),
     };
-    if line.contains("GPU Direct RDMA Disabled for HCA") && !socket_gdr {
-        Some((
-            "nccl-gdr-disabled",
-            gdr_disabled(ev, cx.dmabuf_ready, cx.old_nccl),
-        ))
-    } else if line.contains("GPU Direct RDMA Enabled for HCA") {
-        Some(info("nccl-gdr-enabled", "NCCL uses GPUDirect RDMA", ""))
-    } else if line.contains("DMA-BUF is available on GPU device") {
-        Some(info(
-            "nccl-dmabuf-available",
-            "NCCL sees dma-buf support on the GPU",
-            "the open driver exports GPU memory as dma-buf",
-        ))
-    } else if line.contains("NET/IB : No device found") {
-        Some(("nccl-no-ib-device", no_ib_device(ev, cx.in_node, facts)))
-    } else if line.contains("nvidia_peermem") && line.contains("Invalid argument") {
-        Some(("peermem-invalid-argument", super::peermem_einval(ev)))
-    } else if line.contains("Using network Socket")
-        || line.contains("NET/Socket : Using")
-        || socket_gdr
-    {
-        Some(("nccl-socket", socket(ev, facts)))
-    } else {
-        None
+    Some((rule.id, f))
+}
+
+/// The locked-memory limit gdrprov itself got here, beside the job's (which
+/// may differ: that is the point of the fix), and what is configured.
+fn memlock(mut f: Finding, facts: &Facts) -> Finding {
+    if let Some(s) = facts.limits.memlock_soft.as_deref() {
+        let unit = if s == "unlimited" { "" } else { " bytes" };
+        f.cause = format!(
+            "{}; gdrprov, started here, has a soft limit of {s}{unit}",
+            f.cause
+        );
     }
+    if !facts.limits.configured.is_empty() {
+        f.cause = format!(
+            "{}; configured: {}",
+            f.cause,
+            facts.limits.configured.join("; ")
+        );
+    }
+    f
 }
 
 /// NCCL's IB transport found no device: an error, unless the job needed none.
