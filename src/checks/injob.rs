@@ -9,7 +9,14 @@ use crate::facts::job::{provider_for, JobFacts};
 /// Below this, registering GPU or host buffers for NCCL fails ("Cannot allocate memory").
 pub const MEMLOCK_FLOOR: u64 = 64 << 20;
 
-const MEMLOCK_FIX: &str = "raise the job's memlock limit to unlimited where the job is started: Slurm: `LimitMEMLOCK=infinity` in slurmd's unit (`systemctl edit slurmd`) and `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf; a systemd unit: `LimitMEMLOCK=infinity`; Docker: `--ulimit memlock=-1`; Kubernetes/containerd: the runtime's default ulimits; mpirun: `ulimit -l unlimited` in the launcher's shell; or give the job CAP_IPC_LOCK";
+pub const MEMLOCK_FIX: &str = "raise the job's memlock limit to unlimited where the job is started: Slurm: `LimitMEMLOCK=infinity` in slurmd's unit (`systemctl edit slurmd`) and `PropagateResourceLimitsExcept=MEMLOCK` in slurm.conf; a systemd unit: `LimitMEMLOCK=infinity`; Docker: `--ulimit memlock=-1`; Kubernetes/containerd: the runtime's default ulimits; mpirun: `ulimit -l unlimited` in the launcher's shell; or give the job CAP_IPC_LOCK";
+
+/// The fix of `job-rdma-devices`.
+pub const DEVICES_FIX: &str = "give the job /dev/infiniband: Docker `--device=/dev/infiniband` (or `-v /dev/infiniband:/dev/infiniband`), Kubernetes the RDMA shared device plugin (`rdma/...` resource), Slurm with ConstrainDevices: list /dev/infiniband/* in cgroup_allowed_devices_file or gres.conf; load ib_uverbs on the host where the file is missing there too";
+/// The fix of `job-rdma-provider`.
+pub const PROVIDER_FIX: &str = "install the user-space provider that matches the host's kernel driver in the job's root: rdma-core's ibverbs-providers (Debian/Ubuntu) or libibverbs (RHEL), or the same DOCA-OFED/MLNX_OFED user space as the host";
+/// The fix of `job-nccl-hca`.
+pub const HCA_FIX: &str = "name only present, ACTIVE devices in NCCL_IB_HCA (the environment or /etc/nccl.conf), or unset it; NCCL otherwise fails with \"NET/IB : No device found\" or skips the rail";
 
 /// Every in-job check, in the order reported.
 pub fn checks(j: &JobFacts) -> Vec<Check> {
@@ -111,7 +118,7 @@ pub fn devices(j: &JobFacts) -> Check {
     Check::fail(
         NAME,
         format!("the job cannot open {}: {seen}; sysfs shows the devices, so the job's mount namespace or container hides their device files (libibverbs: \"No such device\", NCCL: NET/IB : No device found)", missing.join(", ")),
-        "give the job /dev/infiniband: Docker `--device=/dev/infiniband` (or `-v /dev/infiniband:/dev/infiniband`), Kubernetes the RDMA shared device plugin (`rdma/...` resource), Slurm with ConstrainDevices: list /dev/infiniband/* in cgroup_allowed_devices_file or gres.conf; load ib_uverbs on the host where the file is missing there too",
+        DEVICES_FIX,
     )
 }
 
@@ -146,8 +153,11 @@ pub fn provider(j: &JobFacts) -> Check {
     };
     Check::fail(
         NAME,
-        format!("{}; {have}: ibv_open_device fails (\"libibverbs: Warning: couldn't load driver\")", bad.join("; ")),
-        "install the user-space provider that matches the host's kernel driver in the job's root: rdma-core's ibverbs-providers (Debian/Ubuntu) or libibverbs (RHEL), or the same DOCA-OFED/MLNX_OFED user space as the host",
+        format!(
+            "{}; {have}: ibv_open_device fails (\"libibverbs: Warning: couldn't load driver\")",
+            bad.join("; ")
+        ),
+        PROVIDER_FIX,
     )
 }
 
@@ -213,8 +223,12 @@ pub fn nccl_ib_hca(j: &JobFacts) -> Check {
     let have: Vec<&str> = j.rdma_devices.iter().map(|d| d.name.as_str()).collect();
     Check::fail(
         NAME,
-        format!("{head}: {}; the job sees [{}]", bad.join("; "), have.join(", ")),
-        format!("name only present, ACTIVE devices in NCCL_IB_HCA ({}), or unset it; NCCL otherwise fails with \"NET/IB : No device found\" or skips the rail", set.source),
+        format!(
+            "{head}: {}; the job sees [{}]",
+            bad.join("; "),
+            have.join(", ")
+        ),
+        format!("{HCA_FIX} (here: {})", set.source),
     )
 }
 

@@ -18,6 +18,15 @@ pub const GID: &str = "roce-gid";
 pub const LOSSLESS: &str = "roce-lossless";
 pub const COUNTERS: &str = "roce-counters";
 
+/// The fix of `roce-mtu` (the check's own, when the port runs below its largest MTU).
+pub const MTU_FIX: &str = "give the RoCE network device jumbo frames (MTU 9000, at least 4200 for a 4096-byte RDMA MTU) on every host and switch port of the fabric: a profile's `network.mtu: { devices: { rdma: \"DEV\" }, value: 9000 }` sets and persists it";
+/// The fix of `roce-mtu-profile`.
+pub const MTU_PROFILE_FIX: &str = "set the MTU the profile wants (`gdrprov apply` with it sets and persists it) on this host and on every host and switch port of the fabric: RoCE peers whose MTUs differ fail with completion error 4 (local length) or drop";
+/// The fix of `roce-lossless`.
+pub const LOSSLESS_FIX: &str = "RoCE without PFC and without ECN is lossy: under congestion packets drop and NCCL sees retransmissions and completion error 12 (retries exceeded). Enable PFC on the RoCE priority (`dcb pfc set dev NETDEV prio-pfc 3:on`) with DSCP trust, and ECN (`echo 1 > /sys/class/net/NETDEV/ecn/roce_np/enable/3`, the same for roce_rp), matching the switches";
+/// The fix of `roce-counters`.
+pub const COUNTERS_FIX: &str = "the fabric drops or reorders RoCE packets: check PFC/ECN (roce-lossless), the MTU along the path (roce-mtu), cables and switch port counters";
+
 /// The RoCE ports the checks look at: eRDMA has its own MTU rule (8500 or 1400).
 fn ports(facts: &Facts) -> Vec<(&RocePort, Option<&RdmaDevice>)> {
     facts
@@ -92,18 +101,10 @@ pub fn mtu(facts: &Facts, spec: Option<&MtuSpec>) -> Option<Check> {
     }
     Some(if !bad.is_empty() {
         bad.extend(warn);
-        Check::fail(
-            MTU,
-            bad.join("; "),
-            "set the MTU the profile wants (`gdrprov apply` with it sets and persists it) on this host and on every host and switch port of the fabric: RoCE peers whose MTUs differ fail with completion error 4 (local length) or drop",
-        )
+        Check::fail(MTU, bad.join("; "), MTU_PROFILE_FIX)
     } else if !warn.is_empty() {
         warn.extend(ok);
-        Check::warn(
-            MTU,
-            warn.join("; "),
-            "give the RoCE network device jumbo frames (MTU 9000, at least 4200 for a 4096-byte RDMA MTU) on every host and switch port of the fabric: a profile's `network.mtu: { devices: { rdma: \"DEV\" }, value: 9000 }` sets and persists it",
-        )
+        Check::warn(MTU, warn.join("; "), MTU_FIX)
     } else {
         Check::pass(MTU, ok.join("; "))
     })
@@ -267,11 +268,7 @@ pub fn lossless(facts: &Facts) -> Option<Check> {
     Some(if lossy.is_empty() {
         Check::pass(LOSSLESS, all.join("; "))
     } else {
-        Check::warn(
-            LOSSLESS,
-            all.join("; "),
-            "RoCE without PFC and without ECN is lossy: under congestion packets drop and NCCL sees retransmissions and completion error 12 (retries exceeded). Enable PFC on the RoCE priority (`dcb pfc set dev NETDEV prio-pfc 3:on`) with DSCP trust, and ECN (`echo 1 > /sys/class/net/NETDEV/ecn/roce_np/enable/3`, the same for roce_rp), matching the switches",
-        )
+        Check::warn(LOSSLESS, all.join("; "), LOSSLESS_FIX)
     })
 }
 
@@ -315,7 +312,7 @@ pub fn counters_check(
         Check::warn(
             COUNTERS,
             format!("over {seconds:.0} s of verify: {}", grew.join(", ")),
-            "the fabric drops or reorders RoCE packets: check PFC/ECN (roce-lossless), the MTU along the path (roce-mtu), cables and switch port counters",
+            COUNTERS_FIX,
         )
     })
 }

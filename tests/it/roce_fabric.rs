@@ -125,7 +125,7 @@ fn a_netdev_mtu_unlike_the_profiles_fails_naming_both() {
     .unwrap();
     let p = p.to_str().unwrap();
     let d = doctor(root, Some(p));
-    let f = finding(&d, "roce-mtu").unwrap_or_else(|| panic!("{d:#}"));
+    let f = finding(&d, "roce-mtu-profile").unwrap_or_else(|| panic!("{d:#}"));
     assert_eq!(f["severity"], "error");
     assert!(
         f["evidence"]

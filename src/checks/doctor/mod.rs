@@ -1,6 +1,7 @@
 //! `gdrprov doctor`: which profile fits this host and what stands in the way,
 //! as findings with severity, evidence, cause and fix.
 
+pub mod fabric_rules;
 pub mod health_rules;
 pub mod kernlog_rules;
 pub mod modes;

@@ -98,6 +98,10 @@ pub const TABLES: &[(&str, &[Mode])] = &[
         "Module signing, before the module is loaded",
         super::signing::RULES,
     ),
+    (
+        "The RoCE fabric, the job's own context and the GPUs",
+        super::fabric_rules::RULES,
+    ),
 ];
 
 /// Where the generated part of the page starts and ends.

@@ -1,7 +1,7 @@
 //! The RoCE fabric's checks ([`crate::checks::roce`]) as doctor findings: a failed check is
 //! an error, a warning a warning, each with its cause; passes and skips add nothing.
 
-use super::{Finding, Sev};
+use super::{fabric_rules, Finding, Sev};
 use crate::checks::roce;
 use crate::checks::Status;
 use crate::facts::Facts;
@@ -9,30 +9,33 @@ use crate::profile::MtuSpec;
 
 /// Every RoCE finding for the facts and the profile's `network.mtu` (none without a profile).
 pub fn findings(facts: &Facts, mtu: Option<&MtuSpec>) -> Vec<Finding> {
-    [roce::mtu(facts, mtu), roce::gid(facts), roce::lossless(facts)]
-        .into_iter()
-        .flatten()
-        .filter_map(|c| {
-            let sev = match c.status {
-                Status::Fail => Sev::Error,
-                Status::Warn => Sev::Warn,
-                Status::Pass | Status::Skip => return None,
-            };
-            let (title, cause) = match (c.name.as_ref(), sev) {
-                (roce::MTU, Sev::Error) => ("a RoCE network device's MTU is not the profile's", "the network device's MTU differs from what the profile (and so the rest of the fabric) uses: RoCE peers whose path MTUs differ drop packets or fail with completion error 4 (local length)"),
-                (roce::MTU, _) => ("a RoCE port runs below its largest MTU", "a RoCE port's MTU follows its network device's: with MTU 1500 RDMA sends 1024-byte packets, a fraction of a 4096-byte port's bandwidth"),
-                (roce::GID, _) => ("NCCL_IB_GID_INDEX does not point at a routable RoCE v2 GID", "NCCL uses the GID at NCCL_IB_GID_INDEX for every connection; a link-local or RoCE v1 GID is not routed between subnets, so queue pairs time out (completion error 12, ibv_modify_qp timing out)"),
-                (roce::LOSSLESS, _) => ("a RoCE port has neither PFC nor ECN", "RoCE needs a lossless fabric (PFC) or congestion control (ECN, DCQCN): without either, congestion drops packets and RDMA retransmits"),
-                _ => (c.name.as_ref(), ""),
-            };
-            Some(Finding::new(
-                &c.name,
-                sev,
-                title,
-                c.evidence.clone(),
-                cause,
-                c.fix.clone().unwrap_or_default(),
-            ))
-        })
-        .collect()
+    [
+        roce::mtu(facts, mtu),
+        roce::gid(facts),
+        roce::lossless(facts),
+    ]
+    .into_iter()
+    .flatten()
+    .filter_map(|c| {
+        let sev = match c.status {
+            Status::Fail => Sev::Error,
+            Status::Warn => Sev::Warn,
+            Status::Pass | Status::Skip => return None,
+        };
+        // A port's MTU unlike the profile's is its own row (an error).
+        let id = match (c.name.as_ref(), sev) {
+            (roce::MTU, Sev::Error) => "roce-mtu-profile",
+            (name, _) => name,
+        };
+        let row = fabric_rules::rule(id)?;
+        Some(Finding::new(
+            id,
+            sev,
+            row.title,
+            c.evidence.clone(),
+            row.cause,
+            c.fix.clone().unwrap_or_default(),
+        ))
+    })
+    .collect()
 }

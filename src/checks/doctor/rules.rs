@@ -115,7 +115,7 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
                 None => {}
             }
             if d.gpudirect_rdma == Some(false) {
-                out.push(gpudirect_rdma_unsupported(cx, d));
+                out.extend(gpudirect_rdma_unsupported(cx, d));
             }
         }
         if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), cx.no_gpu) {
@@ -133,10 +133,15 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// A GPU that CUDA says cannot do GPUDirect RDMA at all (a consumer part, some inference
 /// parts): named before a NIC ever tries, whatever the module or dma-buf.
-fn gpudirect_rdma_unsupported(cx: &Cx, d: &crate::facts::cuda::CudaDevice) -> Finding {
-    Finding::new(
+fn gpudirect_rdma_unsupported(cx: &Cx, d: &crate::facts::cuda::CudaDevice) -> Option<Finding> {
+    let row = super::fabric_rules::rule("gpu-no-gpudirect-rdma")?;
+    Some(Finding::new(
         "gpu-no-gpudirect-rdma",
-        if cx.intent.rdma { Sev::Error } else { Sev::Warn },
+        if cx.intent.rdma {
+            Sev::Error
+        } else {
+            Sev::Warn
+        },
         format!("CUDA says GPU {} cannot do GPUDirect RDMA", d.ordinal),
         format!(
             "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0 on CUDA device {} ({}, {})",
@@ -144,9 +149,9 @@ fn gpudirect_rdma_unsupported(cx: &Cx, d: &crate::facts::cuda::CudaDevice) -> Fi
             d.name.as_deref().unwrap_or("?"),
             d.pci_bus_id.as_deref().unwrap_or("?")
         ),
-        "the GPU (a GeForce/consumer part, or an inference part without it) or its driver does not allow a NIC to read or write its memory; NCCL then stages every transfer through host memory",
-        "run GPUDirect RDMA jobs on a data-centre GPU that reports the attribute as 1 (`gdrprov inventory` shows it per GPU); on this GPU expect host-staged transfers (NCCL_NET_GDR_LEVEL has no effect)",
-    )
+        row.cause,
+        row.fix,
+    ))
 }
 
 /// The peer-memory modules and NCCL's detection of them.
@@ -355,15 +360,31 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
 
 /// ACS between two GPUs behind one PCIe switch (not only between GPU and NIC).
 pub(super) fn gpu_pair_acs(cx: &Cx, out: &mut Vec<Finding>) {
+    let Some(row) = super::fabric_rules::rule("acs-gpu-pair") else {
+        return;
+    };
     for p in &cx.facts.gpu_pair_acs {
         for b in p.acs_blocking() {
             out.push(Finding::new(
                 "acs-gpu-pair",
-                if cx.intent.rdma { Sev::Error } else { Sev::Warn },
-                format!("ACS redirects peer-to-peer traffic between GPUs {} and {}", p.a, p.b),
-                format!("bridge {} (below their common bridge {}, {:?}): ACSCtl {}", b.bridge, p.common_bridge, p.distance, b.bits.as_deref().unwrap_or("?")),
-                "ACS request/completion redirect on a switch port between two GPUs sends their peer-to-peer traffic up to the root complex: NCCL's P2P transport between them fails, hangs or falls back to host memory, and GPUDirect RDMA through the same switch is diverted the same way",
-                format!("disable ACS on the switch's downstream ports: in the BIOS (PCIe ACS / IOMMU settings), or at boot with `setpci -s {} ECAP_ACS+0x6.w=0000` (not persistent; a profile's `pcie.acs` clears only the bridges between GPU and NIC)", b.bridge),
+                if cx.intent.rdma {
+                    Sev::Error
+                } else {
+                    Sev::Warn
+                },
+                format!(
+                    "ACS redirects peer-to-peer traffic between GPUs {} and {}",
+                    p.a, p.b
+                ),
+                format!(
+                    "bridge {} (below their common bridge {}, {:?}): ACSCtl {}",
+                    b.bridge,
+                    p.common_bridge,
+                    p.distance,
+                    b.bits.as_deref().unwrap_or("?")
+                ),
+                row.cause,
+                row.fix.replace("BRIDGE", &b.bridge),
             ));
         }
     }
