@@ -264,3 +264,38 @@ fn acs_between_two_gpus_on_one_switch_is_named_not_only_gpu_to_nic() {
     let d = doctor(g.finish(), Some("rdma-dmabuf"));
     assert!(finding(&d, "acs-gpu-pair").is_none());
 }
+
+/// `peermem-register` applies where a peer-memory module is loaded (or wanted) with a GPU and
+/// an RDMA device; off the running system it says so. The registration itself needs a GPU and
+/// a NIC in one machine, which neither the development machine, the VM testbed (no GPU) nor
+/// the lent GPU machine (no NIC) has: that path is bench::peermem, untested here.
+#[test]
+fn a_loaded_peer_memory_module_is_put_to_the_test_where_a_nic_exists() {
+    let g = h100_node(false, "535.183.01");
+    g.modules(&[
+        "nvidia",
+        "nvidia_peermem",
+        "mlx5_core",
+        "mlx5_ib",
+        "ib_uverbs",
+        "ib_core",
+    ]);
+    let v = verify(g.finish(), "legacy-peermem");
+    let c = check_named(&v, "peermem-register");
+    assert_eq!(c["status"], "skip", "{c}");
+    assert!(
+        c["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("is not the running system"),
+        "{c}"
+    );
+    // No peer-memory module loaded or wanted: the entry does not apply.
+    let g = h100_node(true, "575.57.08");
+    let v = verify(g.finish(), "rdma-dmabuf");
+    assert!(v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["name"] != "peermem-register"));
+}

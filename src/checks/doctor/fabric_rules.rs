@@ -86,6 +86,16 @@ pub const RULES: &[Mode] = &[
         ..ROW
     },
     Mode {
+        id: "peermem-register",
+        severity: Sev::Error,
+        symptom: "ibv_reg_mr_iova2 failed with error bad address",
+        title: "`verify`: GPU memory cannot be registered through the loaded peer-memory module",
+        cause: "nvidia_peermem (or nv_peer_mem) is loaded but the NIC driver cannot pin GPU memory through it: built against another OFED's ib_core, or a NIC driver without peer-memory support; NCCL then fails registration or runs without GPUDirect RDMA",
+        fix: crate::bench::peermem::FIX,
+        report: "https://github.com/Mellanox/nv_peer_memory/issues/115",
+        ..ROW
+    },
+    Mode {
         id: "job-memlock",
         severity: Sev::Error,
         symptom: "NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",

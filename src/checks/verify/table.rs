@@ -3,7 +3,7 @@
 //! does not apply to this host gives no result and is not listed.
 
 use super::cx::Cx;
-use super::fabric::{roce_counters, roce_gid, roce_lossless, roce_mtu};
+use super::fabric::{peermem_register, roce_counters, roce_gid, roce_lossless, roce_mtu};
 use super::own::{
     acs, boot, configuration, dmabuf_export, efa_devices, efa_fi_info, load_requests, loopback,
     modules, mtu, pair, reboot, requirements, trial,
@@ -164,6 +164,11 @@ pub static TABLE: &[Entry] = &[
         name: "loopback",
         description: "an RDMA WRITE loopback into GPU memory, its data check and line rate",
         run: Run::Own(loopback),
+    },
+    Entry {
+        name: "peermem-register",
+        description: "where a peer-memory module is loaded or wanted: GPU memory registered through it (ibv_reg_mr, not dma-buf)",
+        run: Run::Own(peermem_register),
     },
     Entry {
         name: "pair",
