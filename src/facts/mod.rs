@@ -136,7 +136,8 @@ impl Facts {
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
-    /// Long because it is the one place every probe is called, in the order their inputs allow.
+    /// Long because it is the one place every probe is called, in the order
+    /// their inputs need (modules before signing before gdrcopy, ...).
     pub fn gather_using(
         host: &Host,
         cpu_override: Option<CpuVendor>,

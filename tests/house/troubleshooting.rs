@@ -1,12 +1,12 @@
 //! docs/troubleshooting.md is generated from the rule tables
-//! (`gdrprov::checks::doctor::modes`): its part between the markers is the
+//! (`gdrprov::checks::doctor::tables`): its part between the markers is the
 //! tables' rows (symptom, cause, what gdrprov says, fix, report), so page
 //! and code cannot drift. When they differ the test fails;
 //! `HOUSE_WRITE_TROUBLESHOOTING=1 cargo test --test house troubleshooting`
 //! rewrites that part in place, keeping the hand-written text around it.
 
 use super::repo;
-use gdrprov::checks::doctor::modes::{page, BEGIN, END};
+use gdrprov::checks::doctor::tables::{page, BEGIN, END};
 
 const DOC: &str = "docs/troubleshooting.md";
 const REGENERATE: &str = "HOUSE_WRITE_TROUBLESHOOTING=1 cargo test --test house troubleshooting";

@@ -639,6 +639,16 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("roce").unwrap(),
         serde_json::json!({"ports": [], "nccl_gid_index": null})
     );
+    // And module signing and gdrcopy (issue 48): no EFI on this VM, and the
+    // snapshot recorded no modinfo of the out-of-tree modules.
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("signing").unwrap(),
+        serde_json::json!({"secure_boot": "no-efi", "lockdown": null, "sig_enforce": null, "modules": [], "modinfo": false})
+    );
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("gdrcopy").unwrap(),
+        serde_json::json!({"loaded": false, "version": null, "installed": null, "device": false})
+    );
     // And the GPU topology (issue 35): this one-GPU snapshot predates its recording.
     assert_eq!(
         now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),

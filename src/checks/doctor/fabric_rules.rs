@@ -1,4 +1,4 @@
-//! The failure modes of issue 48 part B in the shape of [`super::modes`]: the RoCE fabric,
+//! The failure modes of issue 48 part B in the shape of [`super::modes`] (a table of [`super::tables`]): the RoCE fabric,
 //! what the job sees (`verify --in-job`), each GPU's GPUDirect RDMA attribute and ACS between
 //! two GPUs. They are read from the host, not from a log line ([`Seen::Host`]): doctor's
 //! findings take their title and cause from these rows ([`rule`]), and the in-job checks

@@ -57,7 +57,7 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "module-unsigned-tainting",
-        severity: Sev::Warn,
+        severity: Sev::Info,
         all: &["module verification failed"],
         symptom: "nvidia: module verification failed: signature and/or required key missing - tainting kernel",
         title: "an out-of-tree module loaded without a signature the kernel trusts (refused once Secure Boot is on)",

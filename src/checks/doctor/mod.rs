@@ -10,6 +10,7 @@ pub mod nccl_rules;
 mod roce;
 mod rules;
 pub mod signing;
+pub mod tables;
 
 use crate::checks::requirements::{self, ReqResult, Status};
 use crate::error::Result;
@@ -93,7 +94,13 @@ pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> 
         let module = kernlog_rules::PEERMEM_MODULES
             .iter()
             .find(|m| l.contains(&format!("{m}: ")))?;
-        rule.matches(l).then_some((*module, l))
+        // `Unknown symbol` alone is a mismatch at err -22 (the symbol is
+        // there with another version) or from nv_peer_mem; nvidia_peermem's
+        // other errors are the driver built before OFED (`peermem_einval`).
+        let mismatch = l.contains("disagrees about version")
+            || l.contains("err -22")
+            || *module == "nv_peer_mem";
+        (rule.matches(l) && mismatch).then_some((*module, l))
     })?;
     let symbol = line
         .split("symbol ")

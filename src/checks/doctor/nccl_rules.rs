@@ -194,6 +194,17 @@ pub const RULES: &[Mode] = &[
         ..ROW
     },
     Mode {
+        id: "ibverbs-provider-mismatch",
+        severity: Sev::Warn,
+        all: &["libibverbs: Warning: couldn't load driver"],
+        symptom: "libibverbs: Warning: couldn't load driver 'mlx4': /usr/local/nvidia/cpu_lib/libibverbs.so.1: version `IBVERBS_PRIVATE_22' not found (required by /usr/lib64/libibverbs/libmlx4-rdmav2.so)",
+        title: "libibverbs could not load a NIC's user-space provider",
+        cause: "the provider library is missing where the job runs, or belongs to another rdma-core than the libibverbs the job loaded (`IBVERBS_PRIVATE_NN not found`: a container's or a bundled libibverbs mixed with the host's providers); harmless for a provider of a NIC this host does not have (ipathverbs, vmw_pvrdma), but for the NIC's own (mlx5, efa, irdma, bnxt_re, erdma) its devices cannot be opened",
+        fix: "use one rdma-core for libibverbs and its providers (the job image's own, or the host's mounted whole; not a bundled libibverbs.so on LD_LIBRARY_PATH), install ibverbs-providers in the image, and check with `ibv_devinfo` where the job runs",
+        report: "https://github.com/bytedance/byteps/issues/313",
+        ..ROW
+    },
+    Mode {
         id: "nccl-no-libibverbs",
         all: &["Failed to open libibverbs.so"],
         symptom: "NCCL INFO Failed to open libibverbs.so[.1]",
