@@ -30,7 +30,7 @@ impl Seen {
         match self {
             Seen::NcclLog => "NCCL's log (`doctor --nccl-log`)",
             Seen::KernelLog => "the kernel log (`doctor`)",
-            Seen::Host => "the host (`doctor`, `verify`)",
+            Seen::Host => "the host (`doctor`)",
         }
     }
 }

@@ -3,7 +3,7 @@
 //! [`BEGIN`] and [`END`] (`tests/house/troubleshooting.rs` keeps the page and
 //! the tables in step). A table of a new family is one line in [`TABLES`].
 
-use super::modes::{Mode, Seen};
+use super::modes::Mode;
 use super::Sev;
 
 /// Every table, in the page's order: (its heading, its rows).
@@ -77,7 +77,7 @@ pub fn page() -> String {
     reason = "test fixtures"
 )]
 mod tests {
-    use super::super::modes::first_match;
+    use super::super::modes::{first_match, Seen};
     use super::*;
 
     #[test]
