@@ -25,6 +25,7 @@ const ROW: Mode = Mode {
 pub const RULES: &[Mode] = &[
     Mode {
         id: "roce-mtu",
+        seen: Seen::HostAndVerify,
         title: "a RoCE port runs below its largest MTU",
         cause: "a RoCE port's MTU follows its network device's: with MTU 1500 RDMA sends 1024-byte packets, a fraction of a 4096-byte port's bandwidth",
         fix: roce::MTU_FIX,
@@ -33,6 +34,7 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "roce-mtu-profile",
+        seen: Seen::HostAndVerify,
         severity: Sev::Error,
         symptom: "NCCL WARN NET/IB : Got completion with error 12, opcode 32736, len 32736, vendor err 129",
         title: "a RoCE network device's MTU is not the profile's",
@@ -43,6 +45,7 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "roce-gid",
+        seen: Seen::HostAndVerify,
         severity: Sev::Error,
         symptom: "NCCL WARN Call to ibv_modify_qp failed with error Connection timed out",
         title: "NCCL_IB_GID_INDEX does not point at a routable RoCE v2 GID",
@@ -53,6 +56,7 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "roce-lossless",
+        seen: Seen::HostAndVerify,
         title: "a RoCE port has neither PFC nor ECN",
         cause: "RoCE needs a lossless fabric (PFC) or congestion control (ECN, DCQCN): without either, congestion drops packets and RDMA retransmits",
         fix: roce::LOSSLESS_FIX,
@@ -61,6 +65,7 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "roce-counters",
+        seen: Seen::Verify,
         title: "RoCE retransmission, out-of-sequence or timeout counters grew during verify",
         cause: "the port's hw_counters count packets the fabric dropped or reordered: the same fabric fails NCCL with completion error 12 under load",
         fix: roce::COUNTERS_FIX,
@@ -87,9 +92,10 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "peermem-register",
+        seen: Seen::Verify,
         severity: Sev::Error,
         symptom: "ibv_reg_mr_iova2 failed with error bad address",
-        title: "`verify`: GPU memory cannot be registered through the loaded peer-memory module",
+        title: "GPU memory cannot be registered through the loaded peer-memory module",
         cause: "nvidia_peermem (or nv_peer_mem) is loaded but the NIC driver cannot pin GPU memory through it: built against another OFED's ib_core, or a NIC driver without peer-memory support; NCCL then fails registration or runs without GPUDirect RDMA",
         fix: crate::bench::peermem::FIX,
         report: "https://github.com/Mellanox/nv_peer_memory/issues/115",
@@ -97,9 +103,10 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "job-memlock",
+        seen: Seen::Job,
         severity: Sev::Error,
         symptom: "NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
-        title: "`verify --in-job`: the job's locked-memory limit is low",
+        title: "the job's locked-memory limit is low",
         cause: "the job (srun, mpirun, a container, a unit) gets its memlock limit from what starts it, not from limits.conf: 64 KiB under slurmd or a service is common, and memory registration and queue creation fail beyond it",
         fix: injob::MEMLOCK_FIX,
         report: "https://github.com/ai4d-iasc/trixie/issues/81",
@@ -107,9 +114,10 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "job-rdma-devices",
+        seen: Seen::Job,
         severity: Sev::Error,
         symptom: "NCCL WARN NET/IB : Unable to open device mlx5_bond_0",
-        title: "`verify --in-job`: the job cannot open the RDMA devices",
+        title: "the job cannot open the RDMA devices",
         cause: "sysfs shows the devices, but the job's container or mount namespace has no /dev/infiniband/uverbsN for them",
         fix: injob::DEVICES_FIX,
         report: "https://github.com/NVIDIA/nccl/issues/451",
@@ -117,9 +125,10 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "job-rdma-provider",
+        seen: Seen::Job,
         severity: Sev::Error,
         symptom: "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0",
-        title: "`verify --in-job`: no user-space provider for the device's kernel driver",
+        title: "no user-space provider for the device's kernel driver",
         cause: "libibverbs opens a device through the provider of its kernel driver (/etc/libibverbs.d); a container image without it (or with another OFED's) sees the device and cannot open it",
         fix: injob::PROVIDER_FIX,
         report: "https://github.com/NVIDIA/caffe/issues/590",
@@ -127,8 +136,9 @@ pub const RULES: &[Mode] = &[
     },
     Mode {
         id: "job-nccl-hca",
+        seen: Seen::Job,
         severity: Sev::Error,
-        title: "`verify --in-job`: NCCL_IB_HCA names an HCA that is absent or down",
+        title: "NCCL_IB_HCA names an HCA that is absent or down",
         cause: "NCCL uses only the HCAs NCCL_IB_HCA names; one that the job does not see, or whose port is down, fails the connection or leaves the rail unused",
         fix: injob::HCA_FIX,
         report: "https://github.com/NVIDIA/nccl/issues/799",

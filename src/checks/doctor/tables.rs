@@ -94,7 +94,7 @@ mod tests {
                     "{}: two backticks in the symptom",
                     m.id
                 );
-                if m.seen == Seen::Host {
+                if !m.seen.is_line() {
                     continue;
                 }
                 let first = first_match(rows, m.symptom).map(|f| f.id);
