@@ -141,7 +141,7 @@ fn a_netdev_mtu_unlike_the_profiles_fails_naming_both() {
 
 #[test]
 fn nccl_ib_gid_index_on_a_link_local_gid_is_an_error_naming_the_routable_one() {
-    let mut g = roce_host(9000);
+    let g = roce_host(9000);
     g.file("/etc/nccl.conf", "NCCL_IB_GID_INDEX=1\n");
     let root = g.finish();
     let d = doctor(root, None);

@@ -77,7 +77,7 @@ pub fn page() -> String {
     reason = "test fixtures"
 )]
 mod tests {
-    use super::super::modes::{first_match, Seen};
+    use super::super::modes::first_match;
     use super::*;
 
     #[test]
