@@ -44,7 +44,7 @@ pub use profile::{profile_list, profile_load, profile_schema, profile_validate};
 pub use recheck::{recheck, RecheckRequest, Rechecked};
 pub use recover::{recover, RecoverRequest};
 pub use rollback::{rollback, RolledBack};
-pub use verify::{verify, verify_writing, VerifyFiles};
+pub use verify::{verify, verify_in_job, verify_writing, VerifyFiles};
 
 /// Where and how a plan or apply acts.
 #[derive(Debug, Clone)]

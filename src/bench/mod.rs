@@ -18,6 +18,7 @@ pub mod p2p;
 pub mod pair;
 pub mod parse;
 pub mod pattern;
+pub mod peermem;
 pub mod probe;
 pub mod progress;
 pub mod report;

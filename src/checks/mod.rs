@@ -10,9 +10,11 @@
 
 pub mod doctor;
 pub mod health;
+pub mod injob;
 pub mod journal;
 pub mod proof;
 pub mod requirements;
+pub mod roce;
 pub mod verify;
 
 use serde::{Serialize, Serializer};

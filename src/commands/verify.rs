@@ -15,7 +15,11 @@ pub fn run(out: &Output, req: &VerifyRequest, a: &VerifyArgs) -> Result<i32> {
         nfd_expiry: a.nfd_expiry,
         textfile: a.textfile.clone(),
     };
-    let mut report = ops::verify_writing(req, &files)?;
+    let mut report = if a.in_job {
+        ops::verify_in_job(&req.root)?
+    } else {
+        ops::verify_writing(req, &files)?
+    };
     // Suggested commands keep the user's --root (and --format), in JSON too.
     crate::output::verify::keep_given(&mut report, &out.given(&req.root));
     match out.format {

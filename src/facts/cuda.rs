@@ -1,7 +1,7 @@
 //! CUDA: the toolkit installed in the root (`/usr/local/cuda*/version.json`,
 //! `nvcc`), and on a running system the CUDA driver API itself (libcuda,
 //! loaded at run time only by `inventory` and `doctor`): its version and,
-//! per device, `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
+//! per device, `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` and `..._GPU_DIRECT_RDMA_SUPPORTED`.
 //!
 //! The runtime answer is a plain struct, [`CudaRuntime`], so a test can fill
 //! it instead of [`libcuda_probe`] (which asks the gdrprov-rdma crate).
@@ -20,6 +20,11 @@ pub struct CudaDevice {
     pub compute_capability: Option<String>,
     /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` (124).
     pub dmabuf_supported: Option<bool>,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (116): 0 on a GPU that cannot do
+    /// GPUDirect RDMA at all (consumer parts, some inference parts), whatever the NIC.
+    /// Absent from snapshots recorded before it was asked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpudirect_rdma: Option<bool>,
 }
 
 /// What the CUDA driver API said.
@@ -130,6 +135,7 @@ pub fn libcuda_probe() -> CudaRuntime {
                 pci_bus_id: d.pci_bus_id,
                 compute_capability: d.compute_capability.map(|(a, b)| format!("{a}.{b}")),
                 dmabuf_supported: d.dmabuf_supported,
+                gpudirect_rdma: d.gpudirect_rdma_supported,
             })
             .collect(),
         error: inv.error,

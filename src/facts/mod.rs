@@ -13,9 +13,11 @@ pub mod erdma;
 pub mod gdrcopy;
 pub mod gids;
 pub mod gpu;
+pub mod gpu_acs;
 pub mod gpu_copy;
 pub mod gpu_topo;
 pub mod iommu;
+pub mod job;
 pub mod kernel;
 pub mod kernlog;
 pub mod kmod;
@@ -34,6 +36,7 @@ pub mod pcie;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
+pub mod roce;
 pub mod signing;
 mod util;
 
@@ -74,10 +77,15 @@ pub struct Facts {
     pub modules: kmod::ModuleFacts,
     pub limits: limits::LimitsFacts,
     pub pcie: Vec<pcie::PciePath>,
+    /// Pairs of GPUs behind one PCIe switch, with ACS on the bridges between them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_pair_acs: Vec<gpu_acs::GpuPairAcs>,
     /// PCIe link speed and width of the GPUs, RDMA NICs and bridges between.
     pub links: Vec<links::PcieLink>,
     /// The populated GIDs of every RoCE port.
     pub roce_gids: Vec<gids::PortGids>,
+    /// The RoCE fabric per port: MTUs, ECN, PFC, DSCP trust, error counters; NCCL's GID index.
+    pub roce: roce::RoceFacts,
     /// Xid, AER, link and port events from the kernel log; `None` when no log could be read.
     pub kernel_events: Option<kernlog::KernelLog>,
     /// Kernel log errors and warnings about the GPU and RDMA modules (the
@@ -152,7 +160,10 @@ impl Facts {
         let modules = kmod::probe(host, proc_cmdline.as_deref());
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
-        let pcie = pcie::probe(host, &gpus, &rdma_devices);
+        let (pcie, gpu_pair_acs) = (
+            pcie::probe(host, &gpus, &rdma_devices),
+            gpu_acs::probe(host, &gpus),
+        );
         let links = links::probe(host, &gpus, &rdma_devices);
         // Asked where CUDA is asked; a snapshot replays it at any depth.
         let live_topology = match depth {
@@ -162,6 +173,7 @@ impl Facts {
         };
         let mut gpu_topology = gpu_topo::probe(live_topology, &gpus, &rdma_devices, &links);
         let roce_gids = gids::probe(host, &rdma_devices);
+        let roce = roce::probe(host, &rdma_devices);
         let kernel_events = kernlog::probe(host);
         let signing = signing::probe(host, kernel.effective(), host.is_live());
         let gdrcopy = gdrcopy::probe(host, &modules, &signing);
@@ -198,8 +210,10 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
+            gpu_pair_acs,
             links,
             roce_gids,
+            roce,
             kernel_log: kernel_events
                 .as_ref()
                 .map(|l| l.module_lines.clone())
@@ -282,8 +296,10 @@ impl Facts {
                 configured: Vec::new(),
             },
             pcie: Vec::new(),
+            gpu_pair_acs: Vec::new(),
             links: Vec::new(),
             roce_gids: Vec::new(),
+            roce: roce::RoceFacts::default(),
             kernel_events: None,
             kernel_log: Vec::new(),
             platform: platform::PlatformFacts::unknown(),

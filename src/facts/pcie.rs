@@ -108,7 +108,8 @@ pub fn acs_bits(ctl: u16) -> String {
     .join(" ")
 }
 
-fn bridge_acs(host: &Host, addr: &str) -> AcsBridge {
+/// One bridge's ACS state from its config space (also read between two GPUs: `gpu_acs`).
+pub fn bridge_acs(host: &Host, addr: &str) -> AcsBridge {
     let cfg = host.read_fact_bytes(&format!("/sys/bus/pci/devices/{addr}/config"), 4096);
     let control = cfg.as_deref().and_then(acs_control);
     AcsBridge {

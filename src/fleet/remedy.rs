@@ -12,7 +12,14 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// verify's checks whose failure is a configuration cause that apply fixes.
-pub const CONFIG_CHECKS: &[&str] = &["mtu", "acs", "modules", "configuration"];
+pub const CONFIG_CHECKS: &[&str] = &[
+    "mtu",
+    "acs",
+    "modules",
+    "configuration",
+    "roce-mtu",
+    "roce-gid",
+];
 
 /// What a node's verify said that apply can fix.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -21,6 +28,9 @@ pub struct NodeFindings {
     pub ready: Option<bool>,
     /// `check: detail` of each configuration check that failed.
     pub causes: Vec<String>,
+    /// NCCL_IB_GID_INDEX as the node's `roce-gid` check read it (`unset` when not set).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gid_index: Option<String>,
 }
 
 /// The findings of one `gdrprov verify --format json` document.
@@ -62,6 +72,51 @@ pub fn from_verify(doc: &VerifyReport) -> NodeFindings {
         profiles: doc.profiles.clone().unwrap_or_default(),
         ready: doc.ready,
         causes,
+        gid_index: doc
+            .checks
+            .iter()
+            .flatten()
+            .find(|c| c.name == "roce-gid")
+            .and_then(|c| gid_index_of(c.detail.as_deref()?)),
+    }
+}
+
+/// The GID index a `roce-gid` detail names: `NCCL_IB_GID_INDEX=3 (...)` gives `3`,
+/// `NCCL_IB_GID_INDEX is not set...` gives `unset`.
+fn gid_index_of(detail: &str) -> Option<String> {
+    let d = detail.trim_start_matches("warning: ");
+    if d.starts_with("NCCL_IB_GID_INDEX is not set") {
+        return Some("unset".into());
+    }
+    let v = d.strip_prefix("NCCL_IB_GID_INDEX=")?;
+    let end = v.find([' ', ':']).unwrap_or(v.len());
+    (end > 0).then(|| v[..end].to_string())
+}
+
+/// Nodes whose NCCL_IB_GID_INDEX differs from most nodes' (issue 48: NCCL on two nodes
+/// with different GID indexes fails with completion error 12): each gets a cause, so a bad
+/// node among them is fixable rather than drained.
+pub fn mark_odd_gid_indexes(findings: &mut HashMap<String, NodeFindings>) {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for g in findings.values().filter_map(|f| f.gid_index.clone()) {
+        *counts.entry(g).or_default() += 1;
+    }
+    if counts.len() < 2 {
+        return;
+    }
+    let Some(usual) = counts
+        .iter()
+        .max_by_key(|(g, n)| (**n, std::cmp::Reverse((*g).clone())))
+        .map(|(g, _)| g.clone())
+    else {
+        return;
+    };
+    for f in findings.values_mut() {
+        if let Some(g) = f.gid_index.clone().filter(|g| *g != usual) {
+            f.causes.push(format!(
+                "roce-gid: NCCL_IB_GID_INDEX is {g} here and {usual} on most nodes"
+            ));
+        }
     }
 }
 
@@ -167,6 +222,37 @@ mod tests {
         );
         assert_eq!(fixable("n2", Some(&hw), &[]), None);
         assert_eq!(fixable("n3", None, &[]), None);
+    }
+
+    #[test]
+    fn a_gid_index_unlike_most_nodes_is_a_cause() {
+        let doc = |detail: &str| {
+            from_verify(
+                &json!({"profiles": ["rdma-dmabuf"], "ready": true, "checks": [
+                {"name": "roce-gid", "status": "pass", "detail": detail}]}),
+            )
+        };
+        let mut all: HashMap<String, NodeFindings> = HashMap::new();
+        for n in ["a", "b", "c"] {
+            all.insert(n.into(), doc("NCCL_IB_GID_INDEX=3 (/etc/nccl.conf): mlx5_0:1 GID 3 ::ffff:10.0.0.1 (RoCE v2)"));
+        }
+        all.insert("d".into(), doc("NCCL_IB_GID_INDEX is not set: NCCL picks a RoCE v2 GID itself; mlx5_0:1 routable RoCE v2 GID 3 ::ffff:10.0.0.4"));
+        assert_eq!(all["d"].gid_index.as_deref(), Some("unset"));
+        mark_odd_gid_indexes(&mut all);
+        assert_eq!(
+            all["d"].causes,
+            ["roce-gid: NCCL_IB_GID_INDEX is unset here and 3 on most nodes"]
+        );
+        assert!(all["a"].causes.is_empty());
+        assert_eq!(
+            fixable("d", all.get("d"), &[]).unwrap().command,
+            "gdrprov apply rdma-dmabuf"
+        );
+        // A failed roce-gid is a configuration cause of its own.
+        let f = from_verify(&json!({"profiles": ["p"], "ready": false, "checks": [
+            {"name": "roce-gid", "status": "fail", "detail": "NCCL_IB_GID_INDEX=1 (environment): mlx5_0:1 GID 1 is fe80::1 (RoCE v2): link-local"}]}));
+        assert_eq!(f.gid_index.as_deref(), Some("1"));
+        assert!(f.causes[0].starts_with("roce-gid: NCCL_IB_GID_INDEX=1"));
     }
 
     #[test]

@@ -265,10 +265,11 @@ pub fn report(req: &ReportRequest) -> Result<Reported> {
             unread_text(&unread)
         )));
     }
-    let findings = match &req.verify_dir {
+    let mut findings = match &req.verify_dir {
         Some(d) => io::read_verify_dir(d, &mut unread)?,
         None => HashMap::new(),
     };
+    remedy::mark_odd_gid_indexes(&mut findings);
     let mut c = classify(&sweep, &thresholds);
     withhold(&sweep, &mut c, &unread);
     let ctx = Context {

@@ -70,6 +70,30 @@ pub fn verify(req: &VerifyRequest) -> Result<Report> {
     Ok(report)
 }
 
+/// `verify --in-job`: the checks a job needs, judged from inside the job's own process
+/// (its limits, capabilities, device files and root); ROOT must be the running system.
+pub fn verify_in_job(root: &std::path::Path) -> Result<Report> {
+    super::refuse_other_root(
+        root,
+        "verify --in-job",
+        "run it inside the job (srun, mpirun, a Slurm prolog, the container) without --root",
+    )?;
+    let host = Host::open(root, true)?;
+    let job = crate::facts::job::probe(&host);
+    let checks = crate::checks::injob::checks(&job);
+    Ok(Report {
+        profiles: vec!["in-job".into()],
+        root: host.root().display().to_string(),
+        live: host.is_live(),
+        ready: checks
+            .iter()
+            .all(|c| c.status != crate::checks::Status::Fail),
+        checks,
+        loopback: None,
+        health: None,
+    })
+}
+
 /// The loopback's options, refused when out of range or when verify would
 /// skip the loopback they are for (another root).
 fn check_options(req: &VerifyRequest) -> Result<()> {

@@ -223,6 +223,11 @@ fn gpus(w: &mut String, f: &Facts) {
             Some(false) => "dma-buf NOT supported (CUDA)".to_string(),
             None => "dma-buf support not asked".to_string(),
         };
+        let gdr = match f.cuda_device(g).and_then(|c| c.gpudirect_rdma) {
+            Some(true) => ", GPUDirect RDMA supported (CUDA)",
+            Some(false) => ", GPUDirect RDMA NOT supported (CUDA)",
+            None => "",
+        };
         let cc = f
             .cuda_device(g)
             .and_then(|c| c.compute_capability.clone())
@@ -230,7 +235,7 @@ fn gpus(w: &mut String, f: &Facts) {
             .unwrap_or_default();
         let _ = writeln!(
             w,
-            "  {}  {} [{}]  {} (from {}){cc}, NUMA {}, driver {}, {dmabuf}",
+            "  {}  {} [{}]  {} (from {}){cc}, NUMA {}, driver {}, {dmabuf}{gdr}",
             g.pci,
             g.name.as_deref().unwrap_or("unknown model"),
             g.device_id,

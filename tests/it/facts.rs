@@ -634,6 +634,11 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("efa").unwrap(),
         serde_json::json!({"devices": [], "module_version": null})
     );
+    // And the RoCE fabric (issue 48): no RoCE port, NCCL_IB_GID_INDEX not set.
+    assert_eq!(
+        now.as_object_mut().unwrap().remove("roce").unwrap(),
+        serde_json::json!({"ports": [], "nccl_gid_index": null})
+    );
     // And module signing and gdrcopy (issue 48): no EFI on this VM, and the
     // snapshot recorded no modinfo of the out-of-tree modules.
     assert_eq!(

@@ -1,11 +1,13 @@
 //! `gdrprov doctor`: which profile fits this host and what stands in the way,
 //! as findings with severity, evidence, cause and fix.
 
+pub mod fabric_rules;
 pub mod health_rules;
 pub mod kernlog_rules;
 pub mod modes;
 pub mod nccl_log;
 pub mod nccl_rules;
+mod roce;
 mod rules;
 pub mod signing;
 pub mod tables;
@@ -274,6 +276,7 @@ pub fn diagnose(
         rules::rdma_devices,
         rules::erdma,
         rules::pcie,
+        rules::gpu_pair_acs,
         rules::perftest,
         rules::memlock,
         rules::rdma_userspace,
@@ -360,6 +363,7 @@ pub fn evaluate(
     let reqs = requirements::for_profile(host, facts, desired);
     let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs, named);
     findings.extend(health_rules::findings(facts));
+    findings.extend(roce::findings(facts, desired.doc.network.mtu.as_ref()));
     findings.extend(signing::findings(facts, Some(&desired.doc.modules.present)));
     findings.sort_by_key(|f| f.severity);
     (reqs, findings)
@@ -468,6 +472,7 @@ pub fn report(
                 .collect();
             let mut f = diagnose(facts, Intent::general(), &[], &best);
             f.extend(health_rules::findings(facts));
+            f.extend(roce::findings(facts, None));
             f.extend(signing::findings(facts, None));
             (Vec::new(), f)
         }

@@ -23,6 +23,12 @@ pub enum Seen {
     KernelLog,
     /// A state of the host gdrprov reads itself (no line to match).
     Host,
+    /// A state of the host that doctor reads and verify checks too (no line to match).
+    HostAndVerify,
+    /// What only verify measures on the running host (no line to match).
+    Verify,
+    /// What the job's own process sees, `verify --in-job` (no line to match).
+    Job,
 }
 
 impl Seen {
@@ -31,7 +37,15 @@ impl Seen {
             Seen::NcclLog => "NCCL's log (`doctor --nccl-log`)",
             Seen::KernelLog => "the kernel log (`doctor`)",
             Seen::Host => "the host (`doctor`)",
+            Seen::HostAndVerify => "the host (`doctor`, `verify`)",
+            Seen::Verify => "the running host (`verify`)",
+            Seen::Job => "the job (`verify --in-job`)",
         }
+    }
+
+    /// Whether a row of this kind matches a line (else it is found from facts).
+    pub fn is_line(self) -> bool {
+        matches!(self, Seen::NcclLog | Seen::KernelLog)
     }
 }
 
@@ -62,7 +76,7 @@ pub struct Mode {
 impl Mode {
     /// Whether LINE shows this failure mode.
     pub fn matches(&self, line: &str) -> bool {
-        self.seen != Seen::Host
+        self.seen.is_line()
             && !(self.all.is_empty() && self.any.is_empty())
             && self.all.iter().all(|w| line.contains(w))
             && self

@@ -114,6 +114,9 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
                 )),
                 None => {}
             }
+            if d.gpudirect_rdma == Some(false) {
+                out.extend(gpudirect_rdma_unsupported(cx, d));
+            }
         }
         if let (Some(e), true, false) = (&rt.error, rt.devices.is_empty(), cx.no_gpu) {
             out.push(Finding::new(
@@ -126,6 +129,29 @@ pub(super) fn cuda(cx: &Cx, out: &mut Vec<Finding>) {
             ));
         }
     }
+}
+
+/// A GPU that CUDA says cannot do GPUDirect RDMA at all (a consumer part, some inference
+/// parts): named before a NIC ever tries, whatever the module or dma-buf.
+fn gpudirect_rdma_unsupported(cx: &Cx, d: &crate::facts::cuda::CudaDevice) -> Option<Finding> {
+    let row = super::fabric_rules::rule("gpu-no-gpudirect-rdma")?;
+    Some(Finding::new(
+        "gpu-no-gpudirect-rdma",
+        if cx.intent.rdma {
+            Sev::Error
+        } else {
+            Sev::Warn
+        },
+        format!("CUDA says GPU {} cannot do GPUDirect RDMA", d.ordinal),
+        format!(
+            "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED = 0 on CUDA device {} ({}, {})",
+            d.ordinal,
+            d.name.as_deref().unwrap_or("?"),
+            d.pci_bus_id.as_deref().unwrap_or("?")
+        ),
+        row.cause,
+        row.fix,
+    ))
 }
 
 /// The peer-memory modules and NCCL's detection of them.
@@ -329,6 +355,38 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
         }
         // The GPU's distance to its nearest NIC is the health check
         // `gpu-nic-affinity` (one fact, one finding: src/checks/health/affinity.rs).
+    }
+}
+
+/// ACS between two GPUs behind one PCIe switch (not only between GPU and NIC).
+pub(super) fn gpu_pair_acs(cx: &Cx, out: &mut Vec<Finding>) {
+    let Some(row) = super::fabric_rules::rule("acs-gpu-pair") else {
+        return;
+    };
+    for p in &cx.facts.gpu_pair_acs {
+        for b in p.acs_blocking() {
+            out.push(Finding::new(
+                "acs-gpu-pair",
+                if cx.intent.rdma {
+                    Sev::Error
+                } else {
+                    Sev::Warn
+                },
+                format!(
+                    "ACS redirects peer-to-peer traffic between GPUs {} and {}",
+                    p.a, p.b
+                ),
+                format!(
+                    "bridge {} (below their common bridge {}, {:?}): ACSCtl {}",
+                    b.bridge,
+                    p.common_bridge,
+                    p.distance,
+                    b.bits.as_deref().unwrap_or("?")
+                ),
+                row.cause,
+                row.fix.replace("BRIDGE", &b.bridge),
+            ));
+        }
     }
 }
 

@@ -14,6 +14,10 @@ pub const TABLES: &[(&str, &[Mode])] = &[
         "Module signing, before the module is loaded",
         super::signing::RULES,
     ),
+    (
+        "The RoCE fabric, the job's own context and the GPUs",
+        super::fabric_rules::RULES,
+    ),
 ];
 
 /// Where the generated part of the page starts and ends.
@@ -73,7 +77,7 @@ pub fn page() -> String {
     reason = "test fixtures"
 )]
 mod tests {
-    use super::super::modes::{first_match, Seen};
+    use super::super::modes::first_match;
     use super::*;
 
     #[test]
@@ -90,7 +94,7 @@ mod tests {
                     "{}: two backticks in the symptom",
                     m.id
                 );
-                if m.seen == Seen::Host {
+                if !m.seen.is_line() {
                     continue;
                 }
                 let first = first_match(rows, m.symptom).map(|f| f.id);

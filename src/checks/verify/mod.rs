@@ -6,6 +6,7 @@
 
 mod cx;
 mod efa;
+mod fabric;
 mod own;
 pub(crate) mod pair;
 mod table;

@@ -3,6 +3,7 @@
 //! does not apply to this host gives no result and is not listed.
 
 use super::cx::Cx;
+use super::fabric::{peermem_register, roce_counters, roce_gid, roce_lossless, roce_mtu};
 use super::own::{
     acs, boot, configuration, dmabuf_export, efa_devices, efa_fi_info, load_requests, loopback,
     modules, mtu, pair, reboot, requirements, trial,
@@ -115,6 +116,21 @@ pub static TABLE: &[Entry] = &[
         run: Run::Health,
     },
     Entry {
+        name: "roce-mtu",
+        description: "each RoCE port's active MTU against its largest, its network device's MTU against the profile's",
+        run: Run::Own(roce_mtu),
+    },
+    Entry {
+        name: "roce-gid",
+        description: "NCCL_IB_GID_INDEX (environment, /etc/nccl.conf) names a routable RoCE v2 GID on every port",
+        run: Run::Own(roce_gid),
+    },
+    Entry {
+        name: "roce-lossless",
+        description: "PFC per priority, ECN for RoCE and DSCP trust, as the kernel shows them",
+        run: Run::Own(roce_lossless),
+    },
+    Entry {
         name: "gpu-nic-affinity",
         description: "each GPU's nearest NIC on its socket",
         run: Run::Health,
@@ -150,9 +166,19 @@ pub static TABLE: &[Entry] = &[
         run: Run::Own(loopback),
     },
     Entry {
+        name: "peermem-register",
+        description: "where a peer-memory module is loaded or wanted: GPU memory registered through it (ibv_reg_mr, not dma-buf)",
+        run: Run::Own(peermem_register),
+    },
+    Entry {
         name: "pair",
         description: "with --peer: RDMA WRITE to a bench pair listener on another host, its data check and line rate",
         run: Run::Own(pair),
+    },
+    Entry {
+        name: "roce-counters",
+        description: "RoCE retransmission, out-of-sequence and timeout counters over verify's run",
+        run: Run::Own(roce_counters),
     },
     Entry {
         name: "dmabuf-export",

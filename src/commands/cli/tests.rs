@@ -99,6 +99,10 @@ fn argv_for(path: &str, c: &clap::Command) -> Vec<String> {
     if path == names::BENCH_PAIR {
         argv.push("peer".into());
     }
+    // `verify` needs a profile or --in-job; neither is `required`.
+    if path == names::VERIFY {
+        argv.push("p".into());
+    }
     argv
 }
 

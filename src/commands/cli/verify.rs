@@ -35,8 +35,13 @@ pub struct DoctorArgs {
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
     /// Built-in profile names or profile files the host must satisfy.
-    #[arg(required = true, value_name = "PROFILE")]
+    #[arg(required_unless_present = "in_job", value_name = "PROFILE")]
     pub profiles: Vec<String>,
+    /// Check what a job sees, from inside it (run by srun, mpirun, a Slurm prolog or in a
+    /// container): its memlock limit, CAP_IPC_LOCK, /dev/infiniband, the RDMA providers of its
+    /// root and NCCL_IB_HCA; it takes no profile, and exits 3 when one fails.
+    #[arg(long, conflicts_with_all = ["profiles", "peer", "snapshot", "marker_dir", "nfd_file", "textfile", "no_loopback", "device", "duration", "min_gbps"])]
+    pub in_job: bool,
     /// Skip the RDMA loopback bandwidth test.
     #[arg(long)]
     pub no_loopback: bool,

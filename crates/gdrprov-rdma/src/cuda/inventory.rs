@@ -1,6 +1,6 @@
 //! What the CUDA driver API says about the GPUs, for `inventory` and `doctor`: the driver API
-//! version and, per device, its name, PCI bus id, compute capability and
-//! `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`. Never fails: a missing library or a failing call is
+//! version and, per device, its name, PCI bus id, compute capability,
+//! `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` and `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`. Never fails: a missing library or a failing call is
 //! written in `error`.
 
 use std::ffi::{c_char, c_int, CStr};
@@ -28,6 +28,9 @@ pub struct Device {
     /// `(major, minor)`.
     pub compute_capability: Option<(i32, i32)>,
     pub dmabuf_supported: Option<bool>,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (116): whether the GPU can do GPUDirect
+    /// RDMA at all (0 on consumer GPUs and some inference parts).
+    pub gpudirect_rdma_supported: Option<bool>,
 }
 
 /// What the driver API said.
@@ -124,5 +127,7 @@ fn device(ordinal: i32, dev: sys::CUdevice) -> Device {
             _ => None,
         },
         dmabuf_supported: attr(A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).map(|x| x == 1),
+        gpudirect_rdma_supported: attr(A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED)
+            .map(|x| x == 1),
     }
 }
