@@ -375,7 +375,9 @@ fn drained_and_probation_lists_are_bounded() {
         "json",
     ]);
     assert!(out.status.success(), "{}", stderr_of(&out));
-    assert!(took < Duration::from_secs(20), "took {took:?}");
+    // A bound against the minutes the pairwise comparison took, not a speed target: 2.4 s here at load 7,
+    // 20.5 s in a CI-like run at load 15-18 (six tests at once beside the testbed's guests).
+    assert!(took < Duration::from_secs(90), "took {took:?}");
 }
 
 /// `--hosts FILE` has the bound of a Slurm host list (`--nodelist`): at
