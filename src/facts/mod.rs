@@ -7,9 +7,11 @@ pub mod boot;
 pub mod boot_shape;
 pub mod bootdev;
 pub mod cuda;
+pub mod cufile_json;
 pub mod distro_links;
 pub mod efa;
 pub mod erdma;
+pub mod gds;
 pub mod gids;
 pub mod gpu;
 pub mod gpu_copy;
@@ -92,6 +94,8 @@ pub struct Facts {
     /// door follows (the plan says so beside the change).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub distro_links: Vec<distro_links::DistroLink>,
+    /// GPUDirect Storage: libcufile, cufile.json, nvidia-fs, P2PDMA, NVMe, mounts and udev.
+    pub gds: gds::GdsFacts,
 }
 
 /// How much to ask.
@@ -180,6 +184,7 @@ impl Facts {
             efa: efa::probe(host, &pci_devices, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
+            gds: gds::probe(host, kernel.effective(), &modules.loaded, &gpus),
             proc_cmdline,
             kernel,
             nvidia_driver,
@@ -278,6 +283,7 @@ impl Facts {
             gpu_topology: gpu_topo::GpuTopology::default(),
             gpu_copy: None,
             distro_links: Vec::new(),
+            gds: gds::GdsFacts::default(),
         }
     }
 
