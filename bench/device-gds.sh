@@ -7,6 +7,8 @@
 # 3 alternating rounds. Snapshots before and after for the fixtures.
 # Usage on the device, from the repository root: GDRPROV=devbin/g/gdrprov WHEELS=devbin/g/wheels \
 #   OUT=dir bash bench/device-gds.sh [quick]
+R_OUT="$OUT"; OUT=/tmp/gds-out; rm -rf "$OUT"; mkdir -p "$OUT"   # one tarball comes back (the device returns few files)
+trap 'tar -C /tmp -czf "$R_OUT/results.tgz" gds-out; cp "$OUT/log.txt" "$R_OUT/"' EXIT
 exec > >(tee "$OUT/log.txt") 2>&1
 G=$(realpath "$GDRPROV"); D=/var/tmp/gdrprov-gds; mkdir -p "$D"
 KV="$(dirname "$(realpath "$0")")/gds-kvikio.py"
@@ -24,10 +26,11 @@ export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH
 echo "== A: as it is"
 snap snap-asis
 $G bench gds --dir "$D" --size 64M; echo "bench gds rc=$?"
+$G doctor gds-iommu-off; echo "doctor gds-iommu-off rc=$?"
+$G verify gds-iommu-off --no-loopback; echo "verify rc=$?"
 TAG=asis debug_run "$G" bench gds --dir "$D" --size 64M
 $G bench gds --dir "$D" --size 64M --format json > "$OUT/asis-bench.json"; echo "rc=$?"
-$G doctor; echo "doctor rc=$?"
-$G doctor --format json > "$OUT/asis-doctor.json"
+$G doctor gds-iommu-off --format json > "$OUT/asis-doctor.json"
 echo "== B: the udev record for the disk, written by this script"
 DEV=$(grep -E ' / / ' /proc/self/mountinfo | tail -1 | awk '{print $3}')
 FST=$(findmnt -no FSTYPE /)
@@ -35,9 +38,10 @@ FST=$(findmnt -no FSTYPE /)
 echo "wrote /run/udev/data/b$DEV ($FST)"
 snap snap-udev
 $G bench gds --dir "$D" --size 64M; R=$?; echo "bench gds rc=$R"
+$G doctor gds-iommu-off; echo "doctor gds-iommu-off rc=$?"
+$G verify gds-iommu-off --no-loopback; echo "verify rc=$?"
 TAG=udev debug_run "$G" bench gds --dir "$D" --size 64M
-$G doctor; echo "doctor rc=$?"
-$G verify profiles/gds-iommu-off.yaml --no-loopback --format json > "$OUT/udev-verify.json"; echo "verify rc=$?"
+$G verify gds-iommu-off --no-loopback --format json > "$OUT/udev-verify.json"; echo "verify rc=$?"
 echo "== KvikIO unpacked"
 PY=/tmp/pyk; mkdir -p $PY; for w in "$WHEELS"/*.whl; do python3 -m zipfile -e "$w" $PY; done
 export PYTHONPATH=$PY

@@ -1,6 +1,7 @@
 //! `gdrprov doctor`: which profile fits this host and what stands in the way,
 //! as findings with severity, evidence, cause and fix.
 
+pub mod gds_rules;
 pub mod health_rules;
 pub mod nccl_log;
 mod rules;
@@ -104,8 +105,11 @@ pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> 
 }
 
 /// What a profile is after, read from its settings.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Intent {
+    /// The GDS mode wanted (`gds.mode`) and the mounts to check (`gds.mounts`).
+    pub gds: Option<crate::profile::gds::GdsWant>,
+    pub gds_mounts: Vec<String>,
     pub dmabuf: bool,
     pub peermem: bool,
     pub erdma: bool,
@@ -125,6 +129,8 @@ impl Intent {
         let peermem = present("nvidia_peermem") || present("nv_peer_mem");
         let erdma = present("erdma") || doc.requires.erdma.is_some();
         Intent {
+            gds: doc.gds.mode,
+            gds_mounts: doc.gds.mounts.clone(),
             dmabuf,
             peermem,
             erdma,
@@ -253,6 +259,7 @@ pub fn diagnose(
         rules::perftest,
         rules::memlock,
         rules::rdma_userspace,
+        gds_rules::gds,
     ] {
         rule(&cx, &mut out);
     }

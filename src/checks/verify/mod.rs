@@ -6,6 +6,7 @@
 
 mod cx;
 mod efa;
+mod gds;
 mod own;
 pub(crate) mod pair;
 mod table;
