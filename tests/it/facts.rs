@@ -634,6 +634,10 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("efa").unwrap(),
         serde_json::json!({"devices": [], "module_version": null})
     );
+    // And the GPUDirect Storage facts (issue 47): this snapshot predates them (no libcufile
+    // listing was recorded); tests/fixtures/snapshots/device-h200-gds has them.
+    let gds = now.as_object_mut().unwrap().remove("gds").unwrap();
+    assert!(gds["libcufile"].is_null(), "{gds:#}");
     // And the GPU topology (issue 35): this one-GPU snapshot predates its recording.
     assert_eq!(
         now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),

@@ -109,7 +109,11 @@ pub(super) fn gds(cx: &Cx, out: &mut Vec<Finding>) {
         let ev = evidence(cx.facts, &mount);
         for c in &e.open {
             // A library can be installed after the profile is applied; the rest is not its doing.
-            let sev = if c.id == "gds-libcufile-missing" { Sev::Warn } else { Sev::Error };
+            let sev = if c.id == "gds-libcufile-missing" {
+                Sev::Warn
+            } else {
+                Sev::Error
+            };
             out.push(Finding::new(
                 c.id,
                 sev,
