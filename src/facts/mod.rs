@@ -27,6 +27,7 @@ pub mod nccl;
 pub mod net;
 pub mod numa;
 pub mod nvidia;
+pub mod nvidia_params;
 pub mod ofed;
 mod os;
 mod packages;
@@ -61,6 +62,8 @@ pub struct Facts {
     pub kernel: kernel::KernelFacts,
     pub boot: boot::BootFacts,
     pub nvidia_driver: nvidia::DriverFacts,
+    /// The NVIDIA driver's parameters (`/proc/driver/nvidia/params`) and the module options setting them.
+    pub nvidia_params: nvidia_params::NvidiaParams,
     pub gpus: Vec<gpu::Gpu>,
     pub cuda: cuda::CudaFacts,
     pub ofed: ofed::OfedFacts,
@@ -123,6 +126,7 @@ impl Facts {
         Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
     }
 
+    /// Long because it is the list of every probe, in the order their inputs need.
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
@@ -185,6 +189,7 @@ impl Facts {
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
             gds: gds::probe(host, kernel.effective(), &modules.loaded, &gpus),
+            nvidia_params: nvidia_params::probe(host, proc_cmdline.as_deref()),
             proc_cmdline,
             kernel,
             nvidia_driver,
@@ -234,6 +239,7 @@ impl Facts {
                 flavor: nvidia::Flavor::Unknown,
                 source: None,
             },
+            nvidia_params: nvidia_params::NvidiaParams::default(),
             gpus: Vec::new(),
             cuda: cuda::CudaFacts::default(),
             ofed: ofed::OfedFacts {
