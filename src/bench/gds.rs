@@ -8,6 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::facts::gds::{Cause, GdsFacts, GdsMode};
+use crate::facts::iommu::IommuState;
+use crate::facts::nvidia_params::NvidiaParams;
+use crate::facts::Facts;
 use crate::host::Scratch;
 use gdrprov_rdma::cuda::cufile::{self, DriverProps, Split};
 use gdrprov_rdma::cuda::Gpu;
@@ -71,17 +74,19 @@ pub struct GdsReport {
 /// closes it, else compat, with the causes of both direct modes.
 pub fn mode_used(
     gds: &GdsFacts,
+    params: &NvidiaParams,
     props: &DriverProps,
     dir: &str,
     iommu_translating: bool,
 ) -> (GdsMode, Vec<Cause>) {
     let mount = gds.mount_of(dir);
     let p2p = props.supported.iter().any(|s| s == "nvme-p2pdma");
-    let p2p_causes = gds.direct_causes(GdsMode::P2pdma, mount, iommu_translating, Some(p2p));
+    let p2p_causes =
+        gds.direct_causes(GdsMode::P2pdma, mount, iommu_translating, Some(p2p), params);
     if p2p_causes.is_empty() {
         return (GdsMode::P2pdma, Vec::new());
     }
-    let mut nvfs_causes = gds.direct_causes(GdsMode::Nvfs, mount, iommu_translating, None);
+    let mut nvfs_causes = gds.direct_causes(GdsMode::Nvfs, mount, iommu_translating, None, params);
     if props.nvfs_version.is_none() && gds.nvidia_fs.loaded {
         nvfs_causes.push(Cause {
             id: "gds-nvfs-missing",
@@ -284,8 +289,10 @@ fn check_file(f: &Scratch, base: &[u8], size: u64) -> Result<bool> {
     Ok(true)
 }
 
-/// Runs the bench on the live host whose facts are `gds` (and `iommu_translating`).
-pub fn run(o: &GdsOptions, gds: &GdsFacts, iommu_translating: bool) -> Result<GdsReport> {
+/// Runs the bench on the live host whose facts are `facts`.
+pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
+    let gds = &facts.gds;
+    let iommu_translating = facts.iommu.state == IommuState::Translated;
     let dir = o.dir.display().to_string();
     let causes = gds.open_causes(gds.mount_of(&dir));
     if let Some(c) = causes.iter().find(|c| c.id == "gds-libcufile-missing") {
@@ -303,7 +310,8 @@ pub fn run(o: &GdsOptions, gds: &GdsFacts, iommu_translating: bool) -> Result<Gd
         let size = s.div_ceil(ALIGN).max(1) * ALIGN;
         results.push(one_size(o, gds, &gpu, &base, size, &mut o_direct)?);
     }
-    let (mode, compat_causes) = mode_used(gds, &props, &dir, iommu_translating);
+    let (mode, compat_causes) =
+        mode_used(gds, &facts.nvidia_params, &props, &dir, iommu_translating);
     let mount = gds.mount_of(&dir);
     Ok(GdsReport {
         dir,

@@ -7,6 +7,7 @@
 
 use super::cufile_json::{self, CufileConfig};
 use super::gpu::Gpu;
+use super::nvidia_params::NvidiaParams;
 use super::pcie::{distance, Distance};
 use super::util::read_trim;
 use crate::host::Host;
@@ -118,6 +119,9 @@ impl Mount {
     }
 }
 
+/// The driver registry keys P2PDMA needs, each `=1`.
+pub const P2PDMA_REGISTRY: &[&str] = &["RMForceStaticBar1", "RmForceDisableIomapWC"];
+
 /// One reason a GDS path is closed, with its fix (doctor, verify and `bench gds` say it).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Cause {
@@ -200,6 +204,7 @@ impl GdsFacts {
         mount: Option<&Mount>,
         iommu_translating: bool,
         driver_p2pdma: Option<bool>,
+        params: &NvidiaParams,
     ) -> Vec<Cause> {
         let mut out = self.open_causes(mount);
         if let Some(m) = mount.filter(|m| m.block()) {
@@ -253,7 +258,7 @@ impl GdsFacts {
                     ));
                 }
             }
-            GdsMode::P2pdma => out.extend(self.p2pdma_causes(driver_p2pdma)),
+            GdsMode::P2pdma => out.extend(self.p2pdma_causes(driver_p2pdma, params)),
             GdsMode::Compat => {}
         }
         for n in &self.nvme {
@@ -268,8 +273,24 @@ impl GdsFacts {
         out
     }
 
-    fn p2pdma_causes(&self, driver_p2pdma: Option<bool>) -> Vec<Cause> {
+    fn p2pdma_causes(&self, driver_p2pdma: Option<bool>, params: &NvidiaParams) -> Vec<Cause> {
         let mut out = Vec::new();
+        // NVIDIA's P2PDMA guide: a static BAR1 and write-combining off, through
+        // NVreg_RegistryDwords (read from the running driver, when it shows its parameters).
+        if params.source.is_some() {
+            let unset: Vec<&str> = P2PDMA_REGISTRY
+                .iter()
+                .filter(|k| params.registry(k) != Some("1"))
+                .copied()
+                .collect();
+            if !unset.is_empty() {
+                out.push(cause(
+                    "gds-registry",
+                    format!("the NVIDIA driver runs without {} in NVreg_RegistryDwords", unset.iter().map(|k| format!("{k}=1")).collect::<Vec<_>>().join(" and ")),
+                    "add RMForceStaticBar1=1;RmForceDisableIomapWC=1 to the nvidia module's NVreg_RegistryDwords (merged with the keys already there), then reload the driver or reboot",
+                ));
+            }
+        }
         let cfg = self.cufile_json.config.as_ref();
         if cfg.and_then(|c| c.use_pci_p2pdma) != Some(true) {
             out.push(cause("gds-cufile-json", "P2PDMA is not enabled in /etc/cufile.json (properties.use_pci_p2pdma is not true)", "set properties.use_pci_p2pdma to true (the gds-iommu-off profile does, through the journal)"));

@@ -3,7 +3,6 @@
 
 use crate::bench::gds::{GdsOptions, GdsReport};
 use crate::error::{Error, Result};
-use crate::facts::iommu::IommuState;
 use crate::facts::Facts;
 use crate::host::Host;
 use std::path::PathBuf;
@@ -40,8 +39,7 @@ pub fn gds(req: &GdsRequest) -> Result<GdsReport> {
             chunk: req.chunk,
             rounds: req.rounds,
         },
-        &facts.gds,
-        facts.iommu.state == IommuState::Translated,
+        &facts,
     )?;
     if let Some(path) = &req.textfile {
         let now = std::time::SystemTime::now()

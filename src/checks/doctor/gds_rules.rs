@@ -39,12 +39,12 @@ pub fn evaluate(facts: &Facts, want: GdsWant, mount: &str) -> Evaluation {
     let translating = facts.iommu.state == IommuState::Translated;
     let open = gds.open_causes(m);
     let p2p: Vec<Cause> = gds
-        .direct_causes(GdsMode::P2pdma, m, translating, None)
+        .direct_causes(GdsMode::P2pdma, m, translating, None, &facts.nvidia_params)
         .into_iter()
         .filter(|c| !open.contains(c))
         .collect();
     let nvfs: Vec<Cause> = gds
-        .direct_causes(GdsMode::Nvfs, m, translating, None)
+        .direct_causes(GdsMode::Nvfs, m, translating, None, &facts.nvidia_params)
         .into_iter()
         .filter(|c| !open.contains(c))
         .collect();
@@ -287,6 +287,24 @@ mod tests {
         }
         assert_eq!(
             evaluate(&f, GdsWant::P2pdma, "/").possible,
+            Some(GdsMode::P2pdma)
+        );
+        // The driver's registry keys, once the driver shows its parameters (issue 46's fact).
+        let mut g = f.clone();
+        g.nvidia_params.source = Some("/proc/driver/nvidia/params".into());
+        g.nvidia_params.registry_dwords = vec![("RMForceStaticBar1".into(), "1".into())];
+        let e = evaluate(&g, GdsWant::P2pdma, "/");
+        assert_eq!(ids(&e.direct), ["gds-registry"]);
+        assert!(
+            e.direct[0].what.contains("RmForceDisableIomapWC=1"),
+            "{:?}",
+            e.direct
+        );
+        g.nvidia_params
+            .registry_dwords
+            .push(("RmForceDisableIomapWC".into(), "1".into()));
+        assert_eq!(
+            evaluate(&g, GdsWant::P2pdma, "/").possible,
             Some(GdsMode::P2pdma)
         );
         // The drive on the other socket.

@@ -8,7 +8,6 @@ use crate::bench::gds::{GdsOptions, GdsReport};
 use crate::checks::doctor::gds_rules::{evaluate, mounts};
 use crate::checks::Check;
 use crate::facts::gds::{Cause, GdsMode};
-use crate::facts::iommu::IommuState;
 use crate::profile::gds::GdsWant;
 
 const NAME: &str = "gds";
@@ -46,8 +45,7 @@ fn live(cx: &Cx, want: GdsWant, mount: &str) -> Check {
         chunk: 4 << 20,
         rounds: 1,
     };
-    let translating = cx.facts.iommu.state == IommuState::Translated;
-    let r: GdsReport = match crate::bench::gds::run(&o, &cx.facts.gds, translating) {
+    let r: GdsReport = match crate::bench::gds::run(&o, cx.facts) {
         Ok(r) => r,
         Err(e) => return Check::fail_with_cause(NAME, format!("bench gds in {dir}: {e}")),
     };
