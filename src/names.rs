@@ -26,6 +26,7 @@ pub const BENCH_COPY: &str = "bench copy";
 pub const BENCH_PAIR: &str = "bench pair";
 pub const BENCH_P2P: &str = "bench p2p";
 pub const BENCH_NCCL: &str = "bench nccl";
+pub const BENCH_GDS: &str = "bench gds";
 pub const FLEET_SWEEP_PLAN: &str = "fleet sweep plan";
 pub const FLEET_SWEEP_REPORT: &str = "fleet sweep report";
 pub const FLEET_SWEEP_SIMULATE: &str = "fleet sweep simulate";
@@ -60,6 +61,7 @@ pub const ALL: &[&str] = &[
     BENCH_PAIR,
     BENCH_P2P,
     BENCH_NCCL,
+    BENCH_GDS,
     FLEET_SWEEP_PLAN,
     FLEET_SWEEP_REPORT,
     FLEET_SWEEP_SIMULATE,
@@ -137,9 +139,8 @@ pub fn takes(path: &str) -> Option<Takes> {
             t(RootUse::Read, TEXT_JSON, false)
         }
         PROFILE_LIST | PROFILE_SHOW | PROFILE_VALIDATE => t(RootUse::None, TEXT_JSON, false),
-        BENCH_LOOPBACK | BENCH_PROBE | BENCH_COPY | BENCH_PAIR | BENCH_P2P | BENCH_NCCL => {
-            t(RootUse::None, TEXT_JSON, false)
-        }
+        BENCH_LOOPBACK | BENCH_PROBE | BENCH_COPY | BENCH_PAIR | BENCH_P2P | BENCH_NCCL
+        | BENCH_GDS => t(RootUse::None, TEXT_JSON, false),
         FLEET_SWEEP_PLAN => t(RootUse::None, TEXT_JSON, false),
         FLEET_SWEEP_REPORT => t(
             RootUse::None,

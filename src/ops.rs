@@ -20,6 +20,7 @@ pub mod bench;
 mod boot;
 mod doctor;
 mod features;
+pub mod gds;
 mod inventory;
 mod journal;
 pub mod module;

@@ -9,6 +9,7 @@
 pub mod concurrent;
 pub mod copy;
 pub mod error;
+pub mod gds;
 pub mod loopback;
 mod measure;
 pub mod nccl;

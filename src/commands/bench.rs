@@ -2,7 +2,7 @@
 //! operations' requests (src/ops/bench.rs, src/ops/node.rs), and the results rendered.
 
 use crate::commands::cli::bench::{
-    BenchArgs, BenchCommand, CopyArgs, EndArgs, LoopbackArgs, PairArgs, ProbeArgs, RunArgs,
+    BenchArgs, BenchCommand, CopyArgs, EndArgs, GdsArgs, LoopbackArgs, PairArgs, ProbeArgs, RunArgs,
 };
 use crate::error::Result;
 use crate::names;
@@ -157,6 +157,22 @@ pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32> {
     Ok(code(done.passed()))
 }
 
+/// Run `gdrprov bench gds`: Ok(0) when every byte was right, else Ok(1); a file cuFile refuses
+/// is an error naming why.
+pub fn run_gds(args: &GdsArgs, out: &Output) -> Result<i32> {
+    let r = crate::ops::gds::gds(&crate::ops::gds::GdsRequest {
+        dir: args.dir.clone(),
+        sizes: args.size.clone(),
+        gpu: args.gpu,
+        threads: args.threads as usize,
+        chunk: args.chunk.unwrap_or(4 << 20) as usize,
+        rounds: args.rounds,
+        textfile: args.textfile.clone(),
+    })?;
+    crate::output::bench::show(out, names::BENCH_GDS, || crate::output::gds::text(&r), &r)?;
+    Ok(code(r.passed))
+}
+
 /// Dispatch `gdrprov bench <command>`.
 pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32> {
     match &args.command {
@@ -177,6 +193,7 @@ pub fn run_bench(args: &BenchArgs, out: &Output) -> Result<i32> {
         BenchCommand::P2p(a) => crate::commands::bench_node::run_p2p(a, out),
         BenchCommand::Nccl(a) => crate::commands::bench_node::run_nccl(a, out),
         BenchCommand::Pair(a) => run_pair(a, out),
+        BenchCommand::Gds(a) => run_gds(a, out),
     }
 }
 

@@ -7,10 +7,12 @@ pub mod boot;
 pub mod boot_shape;
 pub mod bootdev;
 pub mod cuda;
+pub mod cufile_json;
 pub mod distro_links;
 pub mod efa;
 pub mod erdma;
 pub mod gdrcopy;
+pub mod gds;
 pub mod gids;
 pub mod gpu;
 pub mod gpu_acs;
@@ -28,6 +30,7 @@ pub mod nccl;
 pub mod net;
 pub mod numa;
 pub mod nvidia;
+pub mod nvidia_params;
 pub mod ofed;
 mod os;
 mod packages;
@@ -64,6 +67,8 @@ pub struct Facts {
     pub kernel: kernel::KernelFacts,
     pub boot: boot::BootFacts,
     pub nvidia_driver: nvidia::DriverFacts,
+    /// The NVIDIA driver's parameters (`/proc/driver/nvidia/params`) and the module options setting them.
+    pub nvidia_params: nvidia_params::NvidiaParams,
     pub gpus: Vec<gpu::Gpu>,
     pub cuda: cuda::CudaFacts,
     pub ofed: ofed::OfedFacts,
@@ -106,6 +111,8 @@ pub struct Facts {
     pub signing: signing::SigningFacts,
     /// gdrcopy's module `gdrdrv`.
     pub gdrcopy: gdrcopy::GdrcopyFacts,
+    /// GPUDirect Storage: libcufile, cufile.json, nvidia-fs, P2PDMA, NVMe, mounts and udev.
+    pub gds: gds::GdsFacts,
 }
 
 /// How much to ask.
@@ -133,6 +140,7 @@ impl Facts {
         Facts::gather_using(host, cpu_override, depth, cuda::libcuda_probe)
     }
 
+    /// Long because it is the list of every probe, in the order their inputs need.
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
@@ -202,6 +210,8 @@ impl Facts {
             efa: efa::probe(host, &pci_devices, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
+            gds: gds::probe(host, kernel.effective(), &modules.loaded, &gpus),
+            nvidia_params: nvidia_params::probe(host, proc_cmdline.as_deref()),
             proc_cmdline,
             kernel,
             nvidia_driver,
@@ -255,6 +265,7 @@ impl Facts {
                 flavor: nvidia::Flavor::Unknown,
                 source: None,
             },
+            nvidia_params: nvidia_params::NvidiaParams::default(),
             gpus: Vec::new(),
             cuda: cuda::CudaFacts::default(),
             ofed: ofed::OfedFacts {
@@ -308,6 +319,7 @@ impl Facts {
             distro_links: Vec::new(),
             signing: signing::SigningFacts::blank(),
             gdrcopy: gdrcopy::GdrcopyFacts::default(),
+            gds: gds::GdsFacts::default(),
         }
     }
 

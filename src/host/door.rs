@@ -29,9 +29,11 @@
 mod local;
 mod lock;
 mod ops;
+mod scratch;
 
 pub use local::{refuse_local_link, remove_local, write_local, write_new_private, LocalTree};
 pub use lock::write_pid;
+pub use scratch::Scratch;
 
 use super::read::{kind_of, not_regular_file as not_regular};
 use super::Host;

@@ -38,7 +38,9 @@ mod runner;
 pub mod snapshot;
 pub mod textfile;
 
-pub use door::{remove_local, write_local, write_new_private, write_pid, LocalTree, DISTRO_LINKS};
+pub use door::{
+    remove_local, write_local, write_new_private, write_pid, LocalTree, Scratch, DISTRO_LINKS,
+};
 pub use flush::{sync, Durable, Filesystem, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};
 pub use lock::FileLock;

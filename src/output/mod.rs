@@ -15,6 +15,7 @@ pub mod copy;
 pub mod doctor;
 pub mod escape;
 pub mod exposition;
+pub mod gds;
 pub mod health_metrics;
 pub mod inventory;
 pub mod journal;

@@ -11,7 +11,10 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         files.retain(|p| p.path != f.path);
         files.push(f);
     }
+    let mut gds = parent.gds;
+    gds.merge(&child.gds);
     ProfileDoc {
+        gds,
         name: child.name.or(parent.name),
         description: child.description.or(parent.description),
         extends: Vec::new(),

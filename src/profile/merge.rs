@@ -126,6 +126,7 @@ impl Composer {
         };
         doc.verify.loopback = doc.verify.loopback.or(d.verify.loopback);
         doc.verify.first_boot = doc.verify.first_boot.or(d.verify.first_boot);
+        doc.gds.merge(&d.gds);
         doc.conditional.extend(d.conditional.iter().cloned());
         Ok(())
     }

@@ -5,6 +5,7 @@ pub mod builtin;
 mod de;
 mod explain;
 pub mod extend;
+pub mod gds;
 pub mod guard;
 pub mod load;
 pub mod merge;

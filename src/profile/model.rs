@@ -1,8 +1,8 @@
 //! The profile format: what a host must look like, as intent (an IOMMU mode, a
 //! module that must be absent), never as raw file edits. Unknown keys are
 //! rejected so a typo is an error, not a silently ignored setting.
-//! Long because it is the whole schema in one place: every field carries the
-//! doc comment that becomes its JSON schema description.
+//! Long because it is the whole schema in one place (every section's type but `gds:`'s, in
+//! profile/gds.rs): every field carries the doc comment that becomes its JSON schema description.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -48,6 +48,8 @@ pub struct ProfileDoc {
     pub vars: BTreeMap<String, serde_json::Value>,
     #[serde(default, skip_serializing_if = "Verify::is_empty")]
     pub verify: Verify,
+    #[serde(default, skip_serializing_if = "super::gds::Gds::is_empty")]
+    pub gds: super::gds::Gds,
     /// Sections and files with a `when:`, taken out at load and added back
     /// at planning where their condition holds on the host's facts.
     #[serde(skip)]

@@ -118,6 +118,21 @@ pub enum Error {
         hint: String,
     },
 
+    #[error(
+        "libcufile (GPUDirect Storage's cuFile library) is not loadable: {detail}. Install the CUDA \
+         toolkit's GDS package (Debian/Ubuntu: `apt install libcufile-13-0` or `nvidia-gds`), or add its \
+         directory to the loader's path (`ldconfig`)"
+    )]
+    LibcufileMissing { detail: String },
+
+    /// A cuFile call failed; `code` is cuFile's own (5027: the file could not be registered).
+    #[error("{op} failed: cuFile error {code} ({name})")]
+    Cufile {
+        op: &'static str,
+        code: u32,
+        name: String,
+    },
+
     #[error("GPU {index} not found: {count} CUDA device(s) visible (check CUDA_VISIBLE_DEVICES and `nvidia-smi`)")]
     GpuNotFound { index: u32, count: i32 },
 

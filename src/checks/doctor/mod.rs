@@ -2,6 +2,7 @@
 //! as findings with severity, evidence, cause and fix.
 
 pub mod fabric_rules;
+pub mod gds_rules;
 pub mod health_rules;
 pub mod kernlog_rules;
 pub mod modes;
@@ -126,8 +127,11 @@ pub(crate) fn peermem_symbol_mismatch(kernel_log: &[String]) -> Option<Finding> 
 }
 
 /// What a profile is after, read from its settings.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Intent {
+    /// The GDS mode wanted (`gds.mode`) and the mounts to check (`gds.mounts`).
+    pub gds: Option<crate::profile::gds::GdsWant>,
+    pub gds_mounts: Vec<String>,
     pub dmabuf: bool,
     pub peermem: bool,
     pub erdma: bool,
@@ -147,6 +151,8 @@ impl Intent {
         let peermem = present("nvidia_peermem") || present("nv_peer_mem");
         let erdma = present("erdma") || doc.requires.erdma.is_some();
         Intent {
+            gds: doc.gds.mode,
+            gds_mounts: doc.gds.mounts.clone(),
             dmabuf,
             peermem,
             erdma,
@@ -280,6 +286,7 @@ pub fn diagnose(
         rules::perftest,
         rules::memlock,
         rules::rdma_userspace,
+        gds_rules::gds,
     ] {
         rule(&cx, &mut out);
     }

@@ -7,6 +7,7 @@
 mod cx;
 mod efa;
 mod fabric;
+mod gds;
 mod own;
 pub(crate) mod pair;
 mod table;

@@ -71,6 +71,11 @@ pub static TABLE: &[Entry] = &[
         run: Run::Own(trial),
     },
     Entry {
+        name: "gds",
+        description: "GPUDirect Storage runs in the mode the profile's `gds:` wants (a short bench gds)",
+        run: Run::Own(super::gds::check),
+    },
+    Entry {
         name: "pcie-links",
         description: "every GPU, NIC and bridge between them at its maximum link",
         run: Run::Health,

@@ -36,6 +36,8 @@ pub enum BenchCommand {
     P2p(super::bench_node::P2pArgs),
     /// NCCL all_reduce over every local GPU in one process: busbw per size, the transports NCCL chose.
     Nccl(super::bench_node::NcclArgs),
+    /// GPUDirect Storage through cuFile: a test file read into GPU memory (cold and warm) and written back, every byte checked; GB/s per size, the mode cuFile used and why.
+    Gds(GdsArgs),
 }
 
 impl BenchCommand {
@@ -47,6 +49,7 @@ impl BenchCommand {
             BenchCommand::Pair(_) => names::BENCH_PAIR,
             BenchCommand::P2p(_) => names::BENCH_P2P,
             BenchCommand::Nccl(_) => names::BENCH_NCCL,
+            BenchCommand::Gds(_) => names::BENCH_GDS,
         }
     }
 }
@@ -188,4 +191,30 @@ pub struct PairArgs {
     /// the peer's NIC of the same rail (both ends pass it; the listener needs --listen ADDR).
     #[arg(long, conflicts_with_all = ["device", "gpu", "textfile"])]
     pub all_nics: bool,
+}
+
+/// `gdrprov bench gds`
+#[derive(Debug, Clone, Args)]
+pub struct GdsArgs {
+    /// Directory for the test files, on the mount to test (they are removed after).
+    #[arg(long, value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Test file size(s); K/M/G suffixes and comma lists, rounded up to 1 MiB [default: 1GiB].
+    #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size)]
+    pub size: Vec<u64>,
+    /// CUDA device index of the GPU to read into.
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = gpu_index())]
+    pub gpu: u32,
+    /// Threads issuing cuFile requests at once (KvikIO splits reads the same way).
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=256))]
+    pub threads: u32,
+    /// Bytes per cuFile request; K/M suffixes [default: 4MiB].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    pub chunk: Option<u64>,
+    /// Timed rounds per size (cold, then warm, each round); the median counts.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Also write Prometheus metrics to FILE atomically (node-exporter's textfile collector).
+    #[arg(long, value_name = "FILE")]
+    pub textfile: Option<PathBuf>,
 }

@@ -15,6 +15,7 @@ pub mod bootcfg_trial;
 pub mod esp_initrd;
 pub mod fabric;
 pub mod files;
+pub mod gds;
 pub mod guard;
 pub mod kmod;
 pub mod loadreq;

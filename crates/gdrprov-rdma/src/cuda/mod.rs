@@ -9,6 +9,7 @@
 )]
 
 pub mod copy;
+pub mod cufile;
 pub mod inventory;
 pub mod nccl;
 pub mod node;
@@ -334,6 +335,31 @@ impl GpuBuffer<'_> {
             check(
                 "cuMemcpyDtoH",
                 sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast::<c_void>(), self.ptr, n),
+            )
+        }
+    }
+}
+
+impl GpuBuffer<'_> {
+    /// Copies `out.len()` bytes from `offset` of the buffer to host memory (a check in pieces).
+    pub fn read_range(&self, offset: usize, out: &mut [u8]) -> Result<(), Error> {
+        if offset.saturating_add(out.len()) > self.size {
+            return Err(Error::InvalidArgument(format!(
+                "{}+{} lies outside the {}-byte GPU buffer",
+                offset,
+                out.len(),
+                self.size
+            )));
+        }
+        // SAFETY: the range lies inside the allocation (checked above); out is valid for its length.
+        unsafe {
+            check(
+                "cuMemcpyDtoH",
+                sys::cuMemcpyDtoH_v2(
+                    out.as_mut_ptr().cast::<c_void>(),
+                    self.ptr + offset as u64,
+                    out.len(),
+                ),
             )
         }
     }

@@ -1,0 +1,121 @@
+//! A scratch file in a directory the user names (`bench gds --dir`): made new (never an
+//! existing file, never through a link), filled, reopened with `O_DIRECT` for cuFile, its pages
+//! dropped from the page cache for a cold read, read back for a check, and removed. The
+//! directory must exist: a bench does not make one.
+
+use crate::error::{Error, Result};
+use nix::fcntl::{OFlag, PosixFadviseAdvice};
+use nix::sys::stat::Mode;
+use std::fs::File;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// The scratch file: its directory's descriptor and its name there.
+#[derive(Debug)]
+pub struct Scratch {
+    dir: std::os::fd::OwnedFd,
+    name: String,
+    shown: String,
+    file: File,
+}
+
+fn open_dir(dir: &Path) -> Result<std::os::fd::OwnedFd> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    nix::fcntl::open(dir, flags, Mode::empty())
+        .map_err(|e| Error::io("open directory", dir.display().to_string(), e.into()))
+}
+
+impl Scratch {
+    /// Makes `dir/name`, new (`O_EXCL`, `O_NOFOLLOW`), mode 0600, `size` bytes long, filled by
+    /// `fill(offset, block)` block by block, then flushed to the device.
+    pub fn create(
+        dir: &Path,
+        name: &str,
+        size: u64,
+        fill: &mut dyn FnMut(u64, &mut [u8]),
+    ) -> Result<Scratch> {
+        let dfd = open_dir(dir)?;
+        let shown = PathBuf::from(dir).join(name).display().to_string();
+        let flags =
+            OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let fd = nix::fcntl::openat(dfd.as_fd(), name, flags, Mode::from_bits_truncate(0o600))
+            .map_err(|e| Error::io("create", &shown, e.into()))?;
+        let scratch = Scratch {
+            dir: dfd,
+            name: name.to_string(),
+            shown: shown.clone(),
+            file: File::from(fd),
+        };
+        let mut block = vec![0u8; 8 << 20];
+        let mut off = 0u64;
+        while off < size {
+            let n = (size - off).min(block.len() as u64) as usize;
+            fill(off, &mut block[..n]);
+            scratch
+                .file
+                .write_all_at(&block[..n], off)
+                .map_err(|e| Error::io("write", &shown, e))?;
+            off += n as u64;
+        }
+        scratch
+            .file
+            .sync_all()
+            .map_err(|e| Error::io("sync", &shown, e))?;
+        Ok(scratch)
+    }
+
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// The file opened again with `O_DIRECT` (cuFile's direct paths need it) through
+    /// `/proc/self/fd` (the same file, whatever its name now leads to, and without `O_NOFOLLOW`
+    /// in its flags: cuFile refuses such a descriptor with 5019); `None` when the file system
+    /// refuses `O_DIRECT` (tmpfs), then cuFile gets the buffered descriptor.
+    pub fn direct(&self) -> Option<File> {
+        use std::os::fd::AsRawFd;
+        let flags = OFlag::O_RDWR | OFlag::O_DIRECT | OFlag::O_CLOEXEC;
+        let fd_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
+            .ok()
+            .map(File::from)
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Flushes the file and drops its pages from the page cache, so the next read comes from
+    /// the device (a cold read; no root needed, unlike `drop_caches`).
+    pub fn drop_pages(&self) -> Result<()> {
+        self.file
+            .sync_all()
+            .map_err(|e| Error::io("sync", &self.shown, e))?;
+        nix::fcntl::posix_fadvise(
+            self.file.as_fd(),
+            0,
+            0,
+            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .map_err(|e| Error::io("drop pages of", &self.shown, e.into()))
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (the check of what was written).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.shown, e))
+    }
+}
+
+impl Drop for Scratch {
+    /// The scratch file never outlives the bench.
+    fn drop(&mut self) {
+        let _ = nix::unistd::unlinkat(
+            self.dir.as_fd(),
+            self.name.as_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+}
