@@ -81,6 +81,7 @@ struct Composer {
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
     fm_src: Option<(FabricManagerMode, String)>,
+    lossless_src: Option<((Option<Lossless>, Option<u8>), String)>,
 }
 
 impl Composer {
@@ -317,11 +318,41 @@ impl Composer {
             }
             self.doc.pcie.acs = Some(a);
         }
+        self.lossless(d, src)?;
         self.fabric_manager(d, src)
     }
 
     /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a
     /// contradiction, refused with both sources.
+    /// One `network.lossless` wish (with its `pfc-priority`): two that differ conflict.
+    fn lossless(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        let n = &d.network;
+        if n.lossless.is_none() && n.pfc_priority.is_none() {
+            return Ok(());
+        }
+        let w = (n.lossless, n.pfc_priority);
+        let show = |(l, p): (Option<Lossless>, Option<u8>)| {
+            let l = l.map_or("unset", Lossless::word);
+            p.map_or(l.to_string(), |p| format!("{l}, pfc-priority {p}"))
+        };
+        match &self.lossless_src {
+            Some((prev, other)) if *prev != w => {
+                return Err(conflict(
+                    "network.lossless".into(),
+                    other,
+                    &show(*prev),
+                    src,
+                    &show(w),
+                ))
+            }
+            Some(_) => {}
+            None => self.lossless_src = Some((w, src.to_string())),
+        }
+        self.doc.network.lossless = n.lossless;
+        self.doc.network.pfc_priority = n.pfc_priority;
+        Ok(())
+    }
+
     fn fabric_manager(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
         use FabricManagerMode::{Auto, Off, Required};
         let Some(m) = d.services.fabric_manager else {
