@@ -104,6 +104,20 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
         }
     }
+    if let Some(g) = &r.gid_index_disagreement {
+        let odd: Vec<String> = g
+            .odd
+            .iter()
+            .map(|o| format!("{} ({})", o.node, o.gid_index))
+            .collect();
+        let _ = writeln!(
+            s,
+            "NCCL_IB_GID_INDEX differs from most nodes' ({} on {}): {}; NCCL between nodes with different GID indexes fails with completion error 12: give every node the same (roce-gid in their verify)",
+            g.usual,
+            g.nodes_with_usual,
+            odd.join(", ")
+        );
+    }
     if !r.unread.is_empty() {
         let _ = writeln!(
             s,
