@@ -66,6 +66,9 @@ fn one_profile_per_name(profiles: &[LoadedProfile]) -> Result<()> {
     Ok(())
 }
 
+/// `network.lossless` with its `pfc-priority`.
+type LosslessWish = (Option<Lossless>, Option<u8>);
+
 /// The composition so far, and who set what (for conflict messages).
 #[derive(Default)]
 struct Composer {
@@ -81,7 +84,7 @@ struct Composer {
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
     fm_src: Option<(FabricManagerMode, String)>,
-    lossless_src: Option<((Option<Lossless>, Option<u8>), String)>,
+    lossless_src: Option<(LosslessWish, String)>,
 }
 
 impl Composer {
@@ -331,7 +334,7 @@ impl Composer {
             return Ok(());
         }
         let w = (n.lossless, n.pfc_priority);
-        let show = |(l, p): (Option<Lossless>, Option<u8>)| {
+        let show = |(l, p): LosslessWish| {
             let l = l.map_or("unset", Lossless::word);
             p.map_or(l.to_string(), |p| format!("{l}, pfc-priority {p}"))
         };
