@@ -10,7 +10,7 @@ use crate::facts::net::glob;
 use crate::facts::rdma::RdmaDevice;
 use crate::facts::roce::{roce_mtu_for, RocePort};
 use crate::facts::Facts;
-use crate::profile::{MtuSpec, MtuValue};
+use crate::profile::{Lossless, MtuSpec, MtuValue};
 use std::collections::BTreeMap;
 
 pub const MTU: &str = "roce-mtu";
@@ -24,6 +24,8 @@ pub const MTU_FIX: &str = "give the RoCE network device jumbo frames (MTU 9000, 
 pub const MTU_PROFILE_FIX: &str = "set the MTU the profile wants (`gdrprov apply` with it sets and persists it) on this host and on every host and switch port of the fabric: RoCE peers whose MTUs differ fail with completion error 4 (local length) or drop";
 /// The fix of `roce-lossless`.
 pub const LOSSLESS_FIX: &str = "RoCE without PFC and without ECN is lossy: under congestion packets drop and NCCL sees retransmissions and completion error 12 (retries exceeded). Enable PFC on the RoCE priority (`dcb pfc set dev NETDEV prio-pfc 3:on`) with DSCP trust, and ECN (`echo 1 > /sys/class/net/NETDEV/ecn/roce_np/enable/3`, the same for roce_rp), matching the switches";
+/// The fix of `roce-lossless-profile` (a port short of the profile's `network.lossless`).
+pub const LOSSLESS_PROFILE_FIX: &str = "set PFC and ECN as the profile's network.lossless (and pfc-priority) wants, on this host and on the switches, the same on every node: PFC with `dcb pfc set dev NETDEV prio-pfc N:on` (or `mlnx_qos -i NETDEV --pfc`), ECN with `echo 1 > /sys/class/net/NETDEV/ecn/roce_np/enable/N` and roce_rp; or change the wish if the fabric is meant to differ";
 /// The fix of `roce-counters`.
 pub const COUNTERS_FIX: &str = "the fabric drops or reorders RoCE packets: check PFC/ECN (roce-lossless), the MTU along the path (roce-mtu), cables and switch port counters";
 
@@ -200,8 +202,16 @@ fn prios(v: &[u8]) -> String {
     }
 }
 
-/// One port's lossless settings, as far as the kernel shows them: (what, lossy, unknown).
-fn lossless_port(p: &RocePort) -> (String, bool, bool) {
+/// How one port stands against the lossless wish.
+#[derive(PartialEq)]
+enum Stand {
+    Met,
+    Short,
+    Unknown,
+}
+
+/// What a port's lossless settings are, as far as the kernel shows them.
+fn lossless_what(p: &RocePort) -> String {
     let nd = p.netdev.as_deref().unwrap_or("?");
     let mut parts = Vec::new();
     match &p.pfc {
@@ -221,34 +231,77 @@ fn lossless_port(p: &RocePort) -> (String, bool, bool) {
         Some(false) => parts.push("DSCP not trusted (PCP)".into()),
         None => {}
     }
-    let no_pfc = p.pfc.as_ref().is_some_and(|v| v.is_empty());
-    let no_ecn = p.ecn_rp.as_ref().is_some_and(|v| v.is_empty())
-        || p.ecn_np.as_ref().is_some_and(|v| v.is_empty());
-    let unknown = p.pfc.is_none() && p.ecn_np.is_none() && p.ecn_rp.is_none();
-    (
-        format!("{}:{} ({nd}): {}", p.device, p.port, parts.join(", ")),
-        no_pfc && no_ecn,
-        unknown,
-    )
+    format!("{}:{} ({nd}): {}", p.device, p.port, parts.join(", "))
+}
+
+/// One port against the wish (`None`: the built-in rule, PFC or ECN, either will do).
+fn lossless_stand(p: &RocePort, want: Option<Lossless>, prio: Option<u8>) -> Stand {
+    // PFC: on the wished priority, else on any; ECN: both points on some priority.
+    let pfc = p
+        .pfc
+        .as_ref()
+        .map(|v| prio.map_or(!v.is_empty(), |q| v.contains(&q)));
+    let ecn = match (&p.ecn_np, &p.ecn_rp) {
+        (None, None) => None,
+        (np, rp) => Some(
+            !np.as_ref().is_some_and(|v| v.is_empty())
+                && !rp.as_ref().is_some_and(|v| v.is_empty()),
+        ),
+    };
+    let all = |v: &[Option<bool>]| -> Stand {
+        if v.contains(&Some(false)) {
+            Stand::Short
+        } else if v.contains(&None) {
+            Stand::Unknown
+        } else {
+            Stand::Met
+        }
+    };
+    match want.unwrap_or(Lossless::Any) {
+        Lossless::Pfc => all(&[pfc]),
+        Lossless::Ecn => all(&[ecn]),
+        Lossless::PfcAndEcn => all(&[pfc, ecn]),
+        Lossless::Any | Lossless::Off => match (pfc, ecn) {
+            (Some(true), _) | (_, Some(true)) => Stand::Met,
+            (None, None) => Stand::Unknown,
+            // Today's rule: lossy only when both are known to be off.
+            (Some(false), Some(false)) => Stand::Short,
+            _ if want.is_some() => Stand::Unknown,
+            _ => Stand::Met,
+        },
+    }
+}
+
+/// The profile's wish, in words: `pfc on priority 5`.
+fn wish_words(want: Lossless, prio: Option<u8>) -> String {
+    match prio {
+        Some(p) => format!("{} on priority {p}", want.word()),
+        None => want.word().to_string(),
+    }
 }
 
 /// `roce-lossless`: PFC per priority, ECN for RoCE and DSCP trust through the kernel's
-/// interfaces; warns on a port with neither PFC nor ECN, and says where only the vendor's
-/// tool can read them.
-pub fn lossless(facts: &Facts) -> Option<Check> {
+/// interfaces, against the profile's `network.lossless` wish (and `pfc-priority`): a port
+/// short of it fails, naming both. Without a wish, a port with neither PFC nor ECN warns.
+/// Says where only the vendor's tool can read them.
+pub fn lossless(facts: &Facts, want: Option<Lossless>, prio: Option<u8>) -> Option<Check> {
     let ports = ports(facts);
     if ports.is_empty() {
         return None;
     }
+    if want == Some(Lossless::Off) {
+        return Some(Check::skip(
+            LOSSLESS,
+            "the profile's network.lossless is off: PFC and ECN are not checked",
+        ));
+    }
     let (mut lossy, mut ok, mut unknown) = (Vec::new(), Vec::new(), Vec::new());
     for (p, _) in ports {
-        let (what, is_lossy, is_unknown) = lossless_port(p);
-        if is_unknown {
-            unknown.push(what);
-        } else if is_lossy {
-            lossy.push(what);
-        } else {
-            ok.push(what);
+        let what = lossless_what(p);
+        match lossless_stand(p, want, prio) {
+            Stand::Unknown => unknown.push(what),
+            Stand::Short => lossy.push(what),
+            Stand::Met => ok.push(what),
         }
     }
     const VENDOR: &str = "the kernel shows no PFC or ECN setting for it (a soft-RoCE device, a driver without DCB netlink, or no iproute2 `dcb`): only the vendor's tool reads them there (`mlnx_qos -i NETDEV`, `niccli`, `bnxt_en`'s `lldptool`)";
@@ -265,10 +318,18 @@ pub fn lossless(facts: &Facts) -> Option<Check> {
             .iter()
             .map(|u| format!("{u} (only the vendor's tool reads it)")),
     );
-    Some(if lossy.is_empty() {
-        Check::pass(LOSSLESS, all.join("; "))
-    } else {
-        Check::warn(LOSSLESS, all.join("; "), LOSSLESS_FIX)
+    let all = all.join("; ");
+    Some(match want {
+        _ if lossy.is_empty() => Check::pass(LOSSLESS, all),
+        None => Check::warn(LOSSLESS, all, LOSSLESS_FIX),
+        Some(w) => Check::fail(
+            LOSSLESS,
+            format!(
+                "{all}; the profile's network.lossless wants {}",
+                wish_words(w, prio)
+            ),
+            LOSSLESS_PROFILE_FIX,
+        ),
     })
 }
 

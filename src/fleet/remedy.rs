@@ -93,31 +93,72 @@ fn gid_index_of(detail: &str) -> Option<String> {
     (end > 0).then(|| v[..end].to_string())
 }
 
-/// Nodes whose NCCL_IB_GID_INDEX differs from most nodes' (issue 48: NCCL on two nodes
-/// with different GID indexes fails with completion error 12): each gets a cause, so a bad
-/// node among them is fixable rather than drained.
-pub fn mark_odd_gid_indexes(findings: &mut HashMap<String, NodeFindings>) {
+/// Nodes whose NCCL_IB_GID_INDEX differs from most nodes' (issue 48): the fleet report lists
+/// them whether or not they were slow (`gid_index_disagreement`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GidDisagreement {
+    /// The value most nodes have (`unset` when most set none).
+    pub usual: String,
+    /// How many nodes have it.
+    pub nodes_with_usual: usize,
+    /// Each node with another value, by name.
+    pub odd: Vec<OddGid>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OddGid {
+    pub node: String,
+    pub gid_index: String,
+}
+
+/// The nodes whose NCCL_IB_GID_INDEX (from their verify reports) differs from the most common
+/// value; `None` when every node that says agrees.
+pub fn gid_disagreement(findings: &HashMap<String, NodeFindings>) -> Option<GidDisagreement> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for g in findings.values().filter_map(|f| f.gid_index.clone()) {
         *counts.entry(g).or_default() += 1;
     }
     if counts.len() < 2 {
-        return;
+        return None;
     }
-    let Some(usual) = counts
+    let (usual, n) = counts
         .iter()
         .max_by_key(|(g, n)| (**n, std::cmp::Reverse((*g).clone())))
-        .map(|(g, _)| g.clone())
-    else {
-        return;
-    };
-    for f in findings.values_mut() {
-        if let Some(g) = f.gid_index.clone().filter(|g| *g != usual) {
+        .map(|(g, n)| (g.clone(), *n))?;
+    let mut odd: Vec<OddGid> = findings
+        .iter()
+        .filter_map(|(node, f)| {
+            let g = f.gid_index.clone().filter(|g| *g != usual)?;
+            Some(OddGid {
+                node: node.clone(),
+                gid_index: g,
+            })
+        })
+        .collect();
+    odd.sort_by(|a, b| a.node.cmp(&b.node));
+    Some(GidDisagreement {
+        usual,
+        nodes_with_usual: n,
+        odd,
+    })
+}
+
+/// Nodes whose NCCL_IB_GID_INDEX differs from most nodes' (issue 48: NCCL on two nodes
+/// with different GID indexes fails with completion error 12): each gets a cause, so a bad
+/// node among them is fixable rather than drained. Returns the disagreement for the report.
+pub fn mark_odd_gid_indexes(
+    findings: &mut HashMap<String, NodeFindings>,
+) -> Option<GidDisagreement> {
+    let d = gid_disagreement(findings)?;
+    for o in &d.odd {
+        if let Some(f) = findings.get_mut(&o.node) {
             f.causes.push(format!(
-                "roce-gid: NCCL_IB_GID_INDEX is {g} here and {usual} on most nodes"
+                "roce-gid: NCCL_IB_GID_INDEX is {} here and {} on most nodes",
+                o.gid_index, d.usual
             ));
         }
     }
+    Some(d)
 }
 
 /// MTUs unlike the rail's most common one: (node, rail) -> cause.
@@ -238,7 +279,15 @@ mod tests {
         }
         all.insert("d".into(), doc("NCCL_IB_GID_INDEX is not set: NCCL picks a RoCE v2 GID itself; mlx5_0:1 routable RoCE v2 GID 3 ::ffff:10.0.0.4"));
         assert_eq!(all["d"].gid_index.as_deref(), Some("unset"));
-        mark_odd_gid_indexes(&mut all);
+        let d = mark_odd_gid_indexes(&mut all).unwrap();
+        assert_eq!((d.usual.as_str(), d.nodes_with_usual), ("3", 3));
+        assert_eq!(
+            d.odd,
+            [OddGid {
+                node: "d".into(),
+                gid_index: "unset".into()
+            }]
+        );
         assert_eq!(
             all["d"].causes,
             ["roce-gid: NCCL_IB_GID_INDEX is unset here and 3 on most nodes"]

@@ -104,6 +104,10 @@ pub struct Report {
     pub slurm: Decisions,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pairs: Vec<PairOut>,
+    /// Nodes whose NCCL_IB_GID_INDEX differs from most nodes', slow or not (from the
+    /// verify reports; absent when they agree or none says).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gid_index_disagreement: Option<super::remedy::GidDisagreement>,
     /// Files that could not be read, each with the nodes it names: those
     /// nodes are not judged (not drained, not resumed, no lows counted).
     pub unread: Vec<Unread>,
@@ -129,6 +133,8 @@ pub struct Context {
     pub findings: HashMap<String, NodeFindings>,
     /// (node, rail) -> the MTU cause, for MTUs unlike the rail's usual one.
     pub odd_mtus: BTreeMap<(String, String), String>,
+    /// Nodes whose NCCL_IB_GID_INDEX differs from most nodes' (from --verify-dir).
+    pub gid_indexes: Option<super::remedy::GidDisagreement>,
     /// Nodes drained now, with their reasons (`sinfo`).
     pub drained: Vec<(String, String)>,
     /// Nodes an earlier sweep drained, resumed for this one (gdrprov-sweep-submit.sh).
@@ -408,6 +414,7 @@ pub fn report(sweep: &Sweep, c: &Classified, ctx: &Context) -> Report {
             .collect(),
         slurm,
         pairs,
+        gid_index_disagreement: ctx.gid_indexes.clone(),
         unread: ctx.unread.clone(),
         grid: super::grid::grid(sweep, c, drained),
     }

@@ -269,12 +269,13 @@ pub fn report(req: &ReportRequest) -> Result<Reported> {
         Some(d) => io::read_verify_dir(d, &mut unread)?,
         None => HashMap::new(),
     };
-    remedy::mark_odd_gid_indexes(&mut findings);
+    let gid_indexes = remedy::mark_odd_gid_indexes(&mut findings);
     let mut c = classify(&sweep, &thresholds);
     withhold(&sweep, &mut c, &unread);
     let ctx = Context {
         findings,
         odd_mtus: remedy::odd_mtus(&mtus),
+        gid_indexes,
         drained: node_list(req.drained.as_deref(), "--drained")?,
         probation: node_list(req.probation.as_deref(), "--probation")?,
         cap: slurm::cap(sweep.nodes.len(), req.drain_percent, req.max_drain),

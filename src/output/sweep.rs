@@ -104,6 +104,7 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(s, "  {} on {}", x.node, x.rails.join(","));
         }
     }
+    gid_indexes(&mut s, r);
     if !r.unread.is_empty() {
         let _ = writeln!(
             s,
@@ -129,6 +130,25 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(s, "  {line}");
     }
     s
+}
+
+/// The nodes whose NCCL_IB_GID_INDEX differs from most nodes', when some do.
+fn gid_indexes(s: &mut String, r: &Report) {
+    let Some(g) = &r.gid_index_disagreement else {
+        return;
+    };
+    let odd: Vec<String> = g
+        .odd
+        .iter()
+        .map(|o| format!("{} ({})", o.node, o.gid_index))
+        .collect();
+    let _ = writeln!(
+        s,
+        "NCCL_IB_GID_INDEX differs from most nodes' ({} on {}): {}; NCCL between nodes with different GID indexes fails with completion error 12: give every node the same (roce-gid in their verify)",
+        g.usual,
+        g.nodes_with_usual,
+        odd.join(", ")
+    );
 }
 
 fn header(s: &mut String, name: &str, help: &str) {

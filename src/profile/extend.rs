@@ -31,6 +31,8 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         },
         network: Network {
             mtu: child.network.mtu.or(parent.network.mtu),
+            lossless: child.network.lossless.or(parent.network.lossless),
+            pfc_priority: child.network.pfc_priority.or(parent.network.pfc_priority),
             when: None,
         },
         pcie: Pcie {

@@ -66,6 +66,9 @@ fn one_profile_per_name(profiles: &[LoadedProfile]) -> Result<()> {
     Ok(())
 }
 
+/// `network.lossless` with its `pfc-priority`.
+type LosslessWish = (Option<Lossless>, Option<u8>);
+
 /// The composition so far, and who set what (for conflict messages).
 #[derive(Default)]
 struct Composer {
@@ -81,6 +84,7 @@ struct Composer {
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
     fm_src: Option<(FabricManagerMode, String)>,
+    lossless_src: Option<(LosslessWish, String)>,
 }
 
 impl Composer {
@@ -318,11 +322,41 @@ impl Composer {
             }
             self.doc.pcie.acs = Some(a);
         }
+        self.lossless(d, src)?;
         self.fabric_manager(d, src)
     }
 
     /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a
     /// contradiction, refused with both sources.
+    /// One `network.lossless` wish (with its `pfc-priority`): two that differ conflict.
+    fn lossless(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        let n = &d.network;
+        if n.lossless.is_none() && n.pfc_priority.is_none() {
+            return Ok(());
+        }
+        let w = (n.lossless, n.pfc_priority);
+        let show = |(l, p): LosslessWish| {
+            let l = l.map_or("unset", Lossless::word);
+            p.map_or(l.to_string(), |p| format!("{l}, pfc-priority {p}"))
+        };
+        match &self.lossless_src {
+            Some((prev, other)) if *prev != w => {
+                return Err(conflict(
+                    "network.lossless".into(),
+                    other,
+                    &show(*prev),
+                    src,
+                    &show(w),
+                ))
+            }
+            Some(_) => {}
+            None => self.lossless_src = Some((w, src.to_string())),
+        }
+        self.doc.network.lossless = n.lossless;
+        self.doc.network.pfc_priority = n.pfc_priority;
+        Ok(())
+    }
+
     fn fabric_manager(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
         use FabricManagerMode::{Auto, Off, Required};
         let Some(m) = d.services.fabric_manager else {

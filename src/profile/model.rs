@@ -409,6 +409,42 @@ pub struct Network {
     pub when: Option<When>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mtu: Option<MtuSpec>,
+    /// What lossless Ethernet the RoCE ports should have (doctor and verify name a port
+    /// that falls short; gdrprov sets none of it). Unset: a port with neither PFC nor ECN
+    /// is a warning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lossless: Option<Lossless>,
+    /// The priority (0..=7) PFC must be on, with `lossless: pfc` or `pfc-and-ecn`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pfc_priority: Option<u8>,
+}
+
+/// `network.lossless:` — the wish the RoCE ports' PFC and ECN are held to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lossless {
+    /// PFC on (on `pfc-priority` where given).
+    Pfc,
+    /// ECN for RoCE (notification and reaction point) on.
+    Ecn,
+    /// Both.
+    PfcAndEcn,
+    /// Either: a port with neither fails.
+    Any,
+    /// Not checked.
+    Off,
+}
+
+impl Lossless {
+    pub fn word(self) -> &'static str {
+        match self {
+            Lossless::Pfc => "pfc",
+            Lossless::Ecn => "ecn",
+            Lossless::PfcAndEcn => "pfc-and-ecn",
+            Lossless::Any => "any",
+            Lossless::Off => "off",
+        }
+    }
 }
 
 impl Network {

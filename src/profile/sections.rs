@@ -117,8 +117,28 @@ pub fn check_nccl(doc: &ProfileDoc) -> Check {
     Ok(())
 }
 
-/// `network.mtu:`: one match per device entry, valid patterns.
+/// `network.lossless:` and `pfc-priority:`: a priority 0..=7, only with a wish for PFC.
+fn check_lossless(n: &Network) -> Check {
+    let Some(p) = n.pfc_priority else {
+        return Ok(());
+    };
+    if p > 7 {
+        return Err(format!(
+            "network.pfc-priority: {p} is not a priority; give 0 to 7 (RoCE traffic usually runs on 3)"
+        ));
+    }
+    match n.lossless {
+        Some(Lossless::Pfc | Lossless::PfcAndEcn) => Ok(()),
+        other => Err(format!(
+            "network.pfc-priority: it applies only with `lossless: pfc` or `lossless: pfc-and-ecn` (lossless is {}); set one of them or remove pfc-priority",
+            other.map_or("unset", Lossless::word)
+        )),
+    }
+}
+
+/// `network.mtu:`: one match per device entry, valid patterns; `network.lossless:`.
 pub fn check_network(doc: &ProfileDoc) -> Check {
+    check_lossless(&doc.network)?;
     if let Some(m) = &doc.network.mtu {
         if m.devices.is_empty() {
             return Err(

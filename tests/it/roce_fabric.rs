@@ -299,3 +299,103 @@ fn a_loaded_peer_memory_module_is_put_to_the_test_where_a_nic_exists() {
         .iter()
         .all(|c| c["name"] != "peermem-register"));
 }
+
+/// `lossless(g, true)` with PFC and ECN (both points) on priority 3 only; `ecn_only` drops PFC.
+fn lossless_on_3(g: &mut HostGen, ecn_only: bool) {
+    lossless(g, true);
+    if ecn_only {
+        let off: String = (0..8).map(|p| format!(" {p}:off")).collect();
+        g.command(
+            &["dcb", "pfc", "show", "dev", "ens1np0", "prio-pfc"],
+            &format!("prio-pfc{off}\n"),
+        );
+    }
+}
+
+/// A profile extending rdma-dmabuf with `network: { NET }`, written into the root.
+fn net_profile(root: &std::path::Path, name: &str, net: &str) -> String {
+    let p = root.join(format!("{name}.yaml"));
+    std::fs::write(&p, format!("extends: rdma-dmabuf\nnetwork: {{ {net} }}\n")).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// Issue 48: lossless Ethernet is named against the profile's wish (`network.lossless`,
+/// `pfc-priority`), not only against the fixed rule "neither PFC nor ECN".
+#[test]
+fn pfc_on_the_wrong_priority_fails_naming_both_the_port_and_the_wish() {
+    let mut g = roce_host(9000);
+    lossless_on_3(&mut g, false);
+    let root = g.finish();
+    let p = net_profile(root, "prio5", "lossless: pfc, pfc-priority: 5");
+    let d = doctor(root, Some(&p));
+    let f = finding(&d, "roce-lossless-profile").unwrap_or_else(|| panic!("{d:#}"));
+    assert_eq!(f["severity"], "error");
+    let ev = f["evidence"].as_str().unwrap();
+    assert!(
+        ev.contains("mlx5_0:1 (ens1np0): PFC on priorities 3"),
+        "{ev}"
+    );
+    assert!(
+        ev.ends_with("the profile's network.lossless wants pfc on priority 5"),
+        "{ev}"
+    );
+    assert!(f["fix"].as_str().unwrap().contains("prio-pfc N:on"), "{f}");
+    let c = check_named(&verify(root, &p), "roce-lossless");
+    assert_eq!(c["status"], "fail", "{c}");
+    // On priority 3, as the port has it: passes.
+    let p = net_profile(root, "prio3", "lossless: pfc-and-ecn, pfc-priority: 3");
+    let c = check_named(&verify(root, &p), "roce-lossless");
+    assert_eq!(c["status"], "pass", "{c}");
+}
+
+#[test]
+fn ecn_only_fails_a_wish_for_pfc_and_passes_one_for_ecn() {
+    let mut g = roce_host(9000);
+    lossless_on_3(&mut g, true);
+    let root = g.finish();
+    // The built-in rule: ECN alone is enough, nothing to say.
+    assert!(finding(&doctor(root, Some("rdma-dmabuf")), "roce-lossless").is_none());
+    let p = net_profile(root, "pfc", "lossless: pfc");
+    let d = doctor(root, Some(&p));
+    let f = finding(&d, "roce-lossless-profile").unwrap_or_else(|| panic!("{d:#}"));
+    let ev = f["evidence"].as_str().unwrap();
+    assert!(
+        ev.contains("PFC on priorities none, ECN notification point on 3, reaction point on 3"),
+        "{ev}"
+    );
+    assert!(
+        ev.ends_with("the profile's network.lossless wants pfc"),
+        "{ev}"
+    );
+    let c = check_named(&verify(root, &p), "roce-lossless");
+    assert_eq!(c["status"], "fail", "{c}");
+    let p = net_profile(root, "ecn", "lossless: ecn");
+    assert!(finding(&doctor(root, Some(&p)), "roce-lossless-profile").is_none());
+    let c = check_named(&verify(root, &p), "roce-lossless");
+    assert_eq!(c["status"], "pass", "{c}");
+    // `off`: not checked at all.
+    let p = net_profile(root, "off", "lossless: off");
+    let c = check_named(&verify(root, &p), "roce-lossless");
+    assert_eq!(c["status"], "skip", "{c}");
+}
+
+#[test]
+fn a_bad_lossless_wish_is_rejected_with_one_clear_message() {
+    let g = roce_host(9000);
+    let root = g.finish();
+    for (net, says) in [
+        ("lossless: lossy", "pfc-and-ecn"),
+        ("lossless: pfc, pfc-priority: 9", "give 0 to 7"),
+        (
+            "lossless: ecn, pfc-priority: 3",
+            "only with `lossless: pfc`",
+        ),
+    ] {
+        let p = net_profile(root, "bad", net);
+        let out = run(&["profile", "validate", &p]);
+        assert!(!out.status.success(), "{net}");
+        let err = String::from_utf8_lossy(&out.stderr).to_string()
+            + &String::from_utf8_lossy(&out.stdout);
+        assert!(err.contains(says), "{net}: {err}");
+    }
+}

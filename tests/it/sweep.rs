@@ -451,3 +451,64 @@ fn the_kubernetes_daemonset_runs_verify_with_the_nfd_file() {
             predicates::str::contains("--nfd-file").and(predicates::str::contains("--nfd-expiry")),
         );
 }
+
+/// A node's `verify --format json` as the runner saves it, its `roce-gid` check saying
+/// NCCL_IB_GID_INDEX is `gid` (`None`: not set).
+fn verify_with_gid(dir: &Path, node: &str, gid: Option<u32>) {
+    let detail = match gid {
+        Some(g) => format!("NCCL_IB_GID_INDEX={g} (/etc/nccl.conf): mlx5_0:1 GID {g} ::ffff:10.0.0.1 (RoCE v2)"),
+        None => "NCCL_IB_GID_INDEX is not set: NCCL picks a RoCE v2 GID itself; mlx5_0:1 routable RoCE v2 GID 3 ::ffff:10.0.0.1".into(),
+    };
+    let doc = serde_json::json!({"gdrprov": "0.1.0", "command": "verify", "profiles": ["rdma-dmabuf"],
+        "ready": true, "checks": [{"name": "roce-gid", "status": "pass", "detail": detail}]});
+    std::fs::write(dir.join(format!("{node}.json")), doc.to_string()).unwrap();
+}
+
+/// Issue 48: the report lists every node whose NCCL_IB_GID_INDEX differs from most nodes',
+/// slow or not (n2 is fine in every measurement, n5 is slow), in text and JSON.
+#[test]
+fn report_lists_nodes_whose_gid_index_differs_from_most_slow_or_not() {
+    let t = tempfile::tempdir().unwrap();
+    let res = t.path().join("results");
+    results(&res);
+    let vdir = t.path().join("verify");
+    std::fs::create_dir_all(&vdir).unwrap();
+    for n in 1..=8 {
+        let gid = match n {
+            2 => Some(1),
+            5 => None,
+            _ => Some(3),
+        };
+        verify_with_gid(&vdir, &format!("n{n}"), gid);
+    }
+    let (r, v) = (res.to_str().unwrap(), vdir.to_str().unwrap());
+    let args = ["fleet", "sweep", "report", r, "--verify-dir", v];
+    let out = gdrprov()
+        .args(args)
+        .arg("--format")
+        .arg("json")
+        .output()
+        .unwrap();
+    let j = json_of(&out);
+    assert_eq!(
+        j["gid_index_disagreement"],
+        serde_json::json!({"usual": "3", "nodes_with_usual": 6, "odd": [
+            {"node": "n2", "gid_index": "1"}, {"node": "n5", "gid_index": "unset"}]}),
+        "{j:#}"
+    );
+    let text = stdout_of(&gdrprov().args(args).output().unwrap());
+    assert!(
+        text.contains("NCCL_IB_GID_INDEX differs from most nodes' (3 on 6): n2 (1), n5 (unset)"),
+        "{text}"
+    );
+    // All alike: nothing said, and the JSON field is absent.
+    verify_with_gid(&vdir, "n2", Some(3));
+    verify_with_gid(&vdir, "n5", Some(3));
+    let out = gdrprov()
+        .args(args)
+        .arg("--format")
+        .arg("json")
+        .output()
+        .unwrap();
+    assert!(json_of(&out).get("gid_index_disagreement").is_none());
+}

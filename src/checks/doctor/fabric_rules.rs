@@ -64,6 +64,16 @@ pub const RULES: &[Mode] = &[
         ..ROW
     },
     Mode {
+        id: "roce-lossless-profile",
+        seen: Seen::HostAndVerify,
+        severity: Sev::Error,
+        title: "a RoCE port's PFC or ECN is not what the profile's network.lossless wants",
+        cause: "the port's PFC priorities or ECN differ from what the profile (and so the switches and the other nodes) use: traffic on a priority without PFC drops under congestion, and without ECN DCQCN cannot slow senders, so NCCL sees retransmissions and completion error 12",
+        fix: roce::LOSSLESS_PROFILE_FIX,
+        report: "https://github.com/NVIDIA/nccl/issues/378",
+        ..ROW
+    },
+    Mode {
         id: "roce-counters",
         seen: Seen::Verify,
         title: "RoCE retransmission, out-of-sequence or timeout counters grew during verify",

@@ -370,7 +370,7 @@ pub fn evaluate(
     let reqs = requirements::for_profile(host, facts, desired);
     let mut findings = diagnose(facts, Intent::of(&desired.doc), &reqs, named);
     findings.extend(health_rules::findings(facts));
-    findings.extend(roce::findings(facts, desired.doc.network.mtu.as_ref()));
+    findings.extend(roce::findings(facts, Some(&desired.doc.network)));
     findings.extend(signing::findings(facts, Some(&desired.doc.modules.present)));
     findings.sort_by_key(|f| f.severity);
     (reqs, findings)

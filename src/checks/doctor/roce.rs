@@ -5,14 +5,19 @@ use super::{fabric_rules, Finding, Sev};
 use crate::checks::roce;
 use crate::checks::Status;
 use crate::facts::Facts;
-use crate::profile::MtuSpec;
+use crate::profile::Network;
 
-/// Every RoCE finding for the facts and the profile's `network.mtu` (none without a profile).
-pub fn findings(facts: &Facts, mtu: Option<&MtuSpec>) -> Vec<Finding> {
+/// Every RoCE finding for the facts and the profile's `network` (`mtu`, `lossless`; none
+/// without a profile).
+pub fn findings(facts: &Facts, net: Option<&Network>) -> Vec<Finding> {
     [
-        roce::mtu(facts, mtu),
+        roce::mtu(facts, net.and_then(|n| n.mtu.as_ref())),
         roce::gid(facts),
-        roce::lossless(facts),
+        roce::lossless(
+            facts,
+            net.and_then(|n| n.lossless),
+            net.and_then(|n| n.pfc_priority),
+        ),
     ]
     .into_iter()
     .flatten()
@@ -22,9 +27,10 @@ pub fn findings(facts: &Facts, mtu: Option<&MtuSpec>) -> Vec<Finding> {
             Status::Warn => Sev::Warn,
             Status::Pass | Status::Skip => return None,
         };
-        // A port's MTU unlike the profile's is its own row (an error).
+        // A port's MTU or lossless setting unlike the profile's is its own row (an error).
         let id = match (c.name.as_ref(), sev) {
             (roce::MTU, Sev::Error) => "roce-mtu-profile",
+            (roce::LOSSLESS, Sev::Error) => "roce-lossless-profile",
             (name, _) => name,
         };
         let row = fabric_rules::rule(id)?;

@@ -14,7 +14,8 @@ pub(super) fn roce_gid(cx: &Cx) -> Option<Check> {
 }
 
 pub(super) fn roce_lossless(cx: &Cx) -> Option<Check> {
-    roce::lossless(cx.facts)
+    let n = &cx.desired.doc.network;
+    roce::lossless(cx.facts, n.lossless, n.pfc_priority)
 }
 
 /// The error counters read again after the loopback and the pair check ran (running system
