@@ -25,6 +25,7 @@ pub mod nccl;
 pub mod net;
 pub mod numa;
 pub mod nvidia;
+pub mod nvidia_params;
 pub mod ofed;
 mod os;
 mod packages;
@@ -59,6 +60,8 @@ pub struct Facts {
     pub kernel: kernel::KernelFacts,
     pub boot: boot::BootFacts,
     pub nvidia_driver: nvidia::DriverFacts,
+    /// The NVIDIA driver's parameters (`/proc/driver/nvidia/params`) and the module options setting them.
+    pub nvidia_params: nvidia_params::NvidiaParams,
     pub gpus: Vec<gpu::Gpu>,
     pub cuda: cuda::CudaFacts,
     pub ofed: ofed::OfedFacts,
@@ -180,6 +183,7 @@ impl Facts {
             efa: efa::probe(host, &pci_devices, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
+            nvidia_params: nvidia_params::probe(host, proc_cmdline.as_deref()),
             proc_cmdline,
             kernel,
             nvidia_driver,
@@ -229,6 +233,7 @@ impl Facts {
                 flavor: nvidia::Flavor::Unknown,
                 source: None,
             },
+            nvidia_params: nvidia_params::NvidiaParams::default(),
             gpus: Vec::new(),
             cuda: cuda::CudaFacts::default(),
             ofed: ofed::OfedFacts {
