@@ -30,6 +30,7 @@ pub mod ofed;
 mod os;
 mod packages;
 pub mod pci;
+pub mod pcicfg;
 pub mod pcie;
 pub mod perftest;
 pub mod platform;
