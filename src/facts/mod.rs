@@ -32,6 +32,7 @@ mod packages;
 pub mod pci;
 pub mod pcicfg;
 pub mod pcie;
+pub mod pcie_dev;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
@@ -76,6 +77,8 @@ pub struct Facts {
     pub modules: kmod::ModuleFacts,
     pub limits: limits::LimitsFacts,
     pub pcie: Vec<pcie::PciePath>,
+    /// Each GPU's BARs, and the device control and ATS of every device on a GPU–NIC path.
+    pub pcie_devices: pcie_dev::PcieDevFacts,
     /// PCIe link speed and width of the GPUs, RDMA NICs and bridges between.
     pub links: Vec<links::PcieLink>,
     /// The populated GIDs of every RoCE port.
@@ -149,6 +152,7 @@ impl Facts {
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
+        let pcie_devices = pcie_dev::probe(host, &gpus, &rdma_devices);
         let links = links::probe(host, &gpus, &rdma_devices);
         // Asked where CUDA is asked; a snapshot replays it at any depth.
         let live_topology = match depth {
@@ -193,6 +197,7 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
+            pcie_devices,
             links,
             roce_gids,
             kernel_log: kernel_events
@@ -276,6 +281,7 @@ impl Facts {
                 configured: Vec::new(),
             },
             pcie: Vec::new(),
+            pcie_devices: pcie_dev::PcieDevFacts::default(),
             links: Vec::new(),
             roce_gids: Vec::new(),
             kernel_events: None,

@@ -17,6 +17,7 @@ pub mod escape;
 pub mod exposition;
 pub mod health_metrics;
 pub mod inventory;
+pub mod inventory_pcie;
 pub mod journal;
 pub mod metrics;
 pub mod node;
