@@ -58,6 +58,8 @@ pub struct NicFunction {
     pub sysfs_path: String,
     /// The network device a soft device (rxe, siw) runs on, when mapped through it.
     pub via_netdev: Option<String>,
+    /// The bridges above it, from the root port down.
+    pub upstream: Vec<String>,
 }
 
 /// One device on a GPU–NIC path with its config-space facts.
@@ -95,12 +97,60 @@ pub struct PcieDevFacts {
     pub nics: Vec<NicFunction>,
     pub devices: Vec<PcieDevice>,
     pub paths: Vec<DevPath>,
+    /// What `gdrprov-pcie.service` wrote at this boot and read back (`READBACK`).
+    pub readback: Vec<Readback>,
 }
 
 impl PcieDevFacts {
     pub fn device(&self, pci: &str) -> Option<&PcieDevice> {
         self.devices.iter().find(|d| d.pci == pci)
     }
+    /// The bridges above an RDMA NIC's function.
+    pub fn above(&self, pci: &str) -> &[String] {
+        self.nics
+            .iter()
+            .find(|n| n.pci == pci)
+            .map_or(&[], |n| n.upstream.as_slice())
+    }
+}
+
+/// Where the boot unit records each write and what it read back.
+pub const READBACK: &str = "/run/gdrprov/pcie-readback";
+
+/// One write of the boot unit: `PCI max-read-request WROTE devctl HEX`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Readback {
+    pub pci: String,
+    /// MaxReadReq written, bytes.
+    pub wrote: u32,
+    /// MaxReadReq read back after the write; `None`: nothing could be read.
+    pub read: Option<u32>,
+}
+
+impl Readback {
+    pub fn kept(&self) -> bool {
+        self.read == Some(self.wrote)
+    }
+}
+
+pub fn parse_readback(text: &str) -> Vec<Readback> {
+    text.lines()
+        .filter_map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            if w.get(1) != Some(&"max-read-request") || !pci::is_address(w.first()?) {
+                return None;
+            }
+            let read = w
+                .get(4)
+                .and_then(|h| u16::from_str_radix(h, 16).ok())
+                .map(|ctl| pcicfg::size_code((ctl >> 12) & 7));
+            Some(Readback {
+                pci: w[0].to_string(),
+                wrote: w.get(2)?.parse().ok()?,
+                read,
+            })
+        })
+        .collect()
 }
 
 /// Parses a sysfs `resource` table into its memory BARs (lines 0..=5).
@@ -160,6 +210,12 @@ fn gpu_bars(host: &Host, g: &Gpu, cfg: Option<&ConfigFacts>) -> GpuBars {
     }
 }
 
+fn upstream(path: &str) -> Vec<String> {
+    let mut c = pci::chain(path);
+    c.pop();
+    c
+}
+
 /// The PCI function of each RDMA device; a soft one through its netdev's `device` link.
 pub fn nic_functions(host: &Host, nics: &[RdmaDevice]) -> Vec<NicFunction> {
     let mut out = Vec::new();
@@ -170,6 +226,7 @@ pub fn nic_functions(host: &Host, nics: &[RdmaDevice]) -> Vec<NicFunction> {
                 pci: pci.clone(),
                 sysfs_path: path.clone(),
                 via_netdev: None,
+                upstream: upstream(path),
             });
             continue;
         }
@@ -187,6 +244,7 @@ pub fn nic_functions(host: &Host, nics: &[RdmaDevice]) -> Vec<NicFunction> {
         out.push(NicFunction {
             nic: n.name.clone(),
             pci,
+            upstream: upstream(&path[..cut]),
             sysfs_path: path[..cut].to_string(),
             via_netdev: Some(netdev),
         });
@@ -211,6 +269,11 @@ fn add(devices: &mut Vec<PcieDevice>, host: &Host, pci: &str, role: String) {
 pub fn probe(host: &Host, gpus: &[Gpu], nics: &[RdmaDevice]) -> PcieDevFacts {
     let mut f = PcieDevFacts {
         nics: nic_functions(host, nics),
+        readback: host
+            .read_fact(READBACK)
+            .as_deref()
+            .map(parse_readback)
+            .unwrap_or_default(),
         ..PcieDevFacts::default()
     };
     for g in gpus {
@@ -218,8 +281,11 @@ pub fn probe(host: &Host, gpus: &[Gpu], nics: &[RdmaDevice]) -> PcieDevFacts {
         let cfg = f.device(&g.pci).and_then(|d| d.config.clone());
         f.gpus.push(gpu_bars(host, g, cfg.as_ref()));
     }
-    for n in &f.nics {
+    for n in f.nics.clone() {
         add(&mut f.devices, host, &n.pci, format!("nic {}", n.nic));
+        for b in &n.upstream {
+            add(&mut f.devices, host, b, "bridge".into());
+        }
     }
     for g in gpus {
         for n in f.nics.clone() {
@@ -260,5 +326,13 @@ mod tests {
         assert!(bars[1].mem64 && bars[1].prefetchable);
         assert_eq!(bars[0].bytes >> 20, 16);
         assert!(parse_resource("garbage\n0x1 0x0 0x200\n").is_empty());
+    }
+
+    #[test]
+    fn the_units_read_back_is_parsed() {
+        let r = parse_readback("0000:01:00.0 max-read-request 4096 devctl 2910\n0000:02:00.0 max-read-request 4096 devctl 5930\nx\n");
+        assert_eq!(r.len(), 2);
+        assert_eq!((r[0].read, r[0].kept()), (Some(512), false));
+        assert!(r[1].kept());
     }
 }

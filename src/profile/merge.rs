@@ -80,6 +80,7 @@ struct Composer {
     nccl_src: BTreeMap<String, (serde_json::Value, String)>,
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
+    mrrs_src: Option<(u32, String)>,
     fm_src: Option<(FabricManagerMode, String)>,
 }
 
@@ -317,7 +318,37 @@ impl Composer {
             }
             self.doc.pcie.acs = Some(a);
         }
+        self.pcie_path(d, src)?;
         self.fabric_manager(d, src)
+    }
+
+    /// One MaxReadReq; the stricter relaxed-ordering check and the larger BAR1 floor.
+    fn pcie_path(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        if let Some(m) = d.pcie.max_read_request {
+            match &self.mrrs_src {
+                Some((prev, other)) if *prev != m => {
+                    return Err(conflict(
+                        "pcie.max-read-request".into(),
+                        other,
+                        &prev.to_string(),
+                        src,
+                        &m.to_string(),
+                    ));
+                }
+                Some(_) => {}
+                None => self.mrrs_src = Some((m, src.to_string())),
+            }
+            self.doc.pcie.max_read_request = Some(m);
+        }
+        let p = &mut self.doc.pcie;
+        p.relaxed_ordering = match (p.relaxed_ordering, d.pcie.relaxed_ordering) {
+            (Some(RelaxedOrdering::Warn), _) | (_, Some(RelaxedOrdering::Warn)) => {
+                Some(RelaxedOrdering::Warn)
+            }
+            (a, b) => a.or(b),
+        };
+        p.bar1_min_mib = p.bar1_min_mib.max(d.pcie.bar1_min_mib);
+        Ok(())
     }
 
     /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a

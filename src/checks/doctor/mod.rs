@@ -3,6 +3,7 @@
 
 pub mod health_rules;
 pub mod nccl_log;
+pub mod pcie_path;
 mod rules;
 
 use crate::checks::requirements::{self, ReqResult, Status};
@@ -111,6 +112,8 @@ pub struct Intent {
     pub erdma: bool,
     pub rdma: bool,
     pub iommu: Option<IommuMode>,
+    /// What the profile's `pcie:` wishes of the path (`pcie_path`).
+    pub pcie: pcie_path::Wish,
 }
 
 impl Intent {
@@ -130,6 +133,10 @@ impl Intent {
             erdma,
             rdma: dmabuf || peermem || erdma || doc.requires.ofed.is_some(),
             iommu: doc.boot.iommu,
+            pcie: pcie_path::Wish::of(
+                &doc.pcie,
+                dmabuf || peermem || erdma || doc.requires.ofed.is_some(),
+            ),
         }
     }
 
@@ -137,6 +144,7 @@ impl Intent {
     pub fn general() -> Intent {
         Intent {
             rdma: true,
+            pcie: pcie_path::Wish::of(&crate::profile::Pcie::default(), true),
             ..Intent::default()
         }
     }
