@@ -128,7 +128,8 @@ impl Facts {
 
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
-    /// only; a snapshot replays what was recorded.
+    /// only; a snapshot replays what was recorded. Long because it runs every probe
+    /// once, in the order their inputs need, into the one `Facts`.
     pub fn gather_using(
         host: &Host,
         cpu_override: Option<CpuVendor>,
@@ -152,7 +153,6 @@ impl Facts {
         let rdma_devices = rdma::probe(host);
         let gpu_pci: Vec<String> = gpus.iter().map(|g| g.pci.clone()).collect();
         let pcie = pcie::probe(host, &gpus, &rdma_devices);
-        let pcie_devices = pcie_dev::probe(host, &gpus, &rdma_devices);
         let links = links::probe(host, &gpus, &rdma_devices);
         // Asked where CUDA is asked; a snapshot replays it at any depth.
         let live_topology = match depth {
@@ -186,6 +186,7 @@ impl Facts {
             nccl: nccl::probe(host, &packages),
             erdma: erdma::probe(host, &modules.loaded),
             efa: efa::probe(host, &pci_devices, &rdma_devices),
+            pcie_devices: pcie_dev::probe(host, &gpus, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
             nvidia_params: nvidia_params::probe(host, proc_cmdline.as_deref()),
@@ -197,7 +198,6 @@ impl Facts {
             rdma_devices,
             modules,
             pcie,
-            pcie_devices,
             links,
             roce_gids,
             kernel_log: kernel_events

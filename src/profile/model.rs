@@ -1,6 +1,8 @@
 //! The profile format: what a host must look like, as intent (an IOMMU mode, a
 //! module that must be absent), never as raw file edits. Unknown keys are
 //! rejected so a typo is an error, not a silently ignored setting.
+//! Long because it is the whole schema, one type per section, each documented where the
+//! JSON schema takes its descriptions from.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
