@@ -305,3 +305,92 @@ fn the_lent_h200_snapshot_replays_bar1_and_device_control() {
         assert_eq!(replayed["facts"][k], live["facts"][k], "{k}");
     }
 }
+
+#[test]
+fn max_read_request_is_planned_applied_and_rolled_back_byte_for_byte() {
+    let g = node(131_072);
+    set(&g, "0000:04:00.0", &Dev { mrrs: 2, ..GOOD });
+    g.dir("/etc/systemd/system");
+    g.file("/usr/bin/setpci", "");
+    let root = g.finish().to_path_buf();
+    let r = root.display().to_string();
+    let pristine = snapshot(&root);
+    let out = gdrprov()
+        .args(["apply", "rdma-dmabuf", "-y", "--no-exec", "--root", &r])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let unit_path = root.join("etc/systemd/system/gdrprov-pcie.service");
+    let unit = std::fs::read_to_string(&unit_path).unwrap();
+    assert!(
+        unit.contains("ExecStart=/usr/bin/setpci -s 0000:04:00.0 CAP_EXP+0x8.w=5000:7000\n"),
+        "{unit}"
+    );
+    assert!(
+        unit.contains(
+            "max-read-request 4096 devctl $$(/usr/bin/setpci -s 0000:04:00.0 CAP_EXP+0x8.w)"
+        ),
+        "{unit}"
+    );
+    assert!(
+        !unit.contains("0000:03:00.0"),
+        "the GPU is not a NIC: {unit}"
+    );
+    // Applied again: the unit is as planned (the enable it owes is the only change left).
+    let out = gdrprov()
+        .args(["--format", "json", "plan", "rdma-dmabuf", "--root", &r])
+        .output()
+        .unwrap();
+    let plan = json_of(&out);
+    assert!(
+        !plan["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["path"] == "/etc/systemd/system/gdrprov-pcie.service"),
+        "{plan:#}"
+    );
+    // The unit ran at boot and read 128 back (a hypervisor that owns the register):
+    // verify names the write as not kept and fails with that cause.
+    set(&g, "0000:04:00.0", &Dev { mrrs: 0, ..GOOD });
+    g.file(
+        "/run/gdrprov/pcie-readback",
+        "0000:04:00.0 max-read-request 4096 devctl 0030\n",
+    );
+    let c = pcie_path(&root, "rdma-dmabuf");
+    assert_eq!(c["status"], "fail", "{c:#}");
+    assert!(
+        text(&c, "evidence")
+            .contains("not kept: gdrprov-pcie.service wrote 4096 at boot and read back 128"),
+        "{c:#}"
+    );
+    std::fs::remove_file(root.join("run/gdrprov/pcie-readback")).unwrap();
+    std::fs::remove_dir(root.join("run/gdrprov")).unwrap();
+    set(&g, "0000:04:00.0", &Dev { mrrs: 2, ..GOOD });
+    let out = gdrprov()
+        .args(["rollback", "-y", "--no-exec", "--force", "--root", &r])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let files = |m: std::collections::BTreeMap<String, (Vec<u8>, u32)>| {
+        let mut m = without_state(m);
+        m.retain(|k, _| !k.ends_with('/'));
+        m
+    };
+    assert_same(&files(snapshot(&root)), &files(pristine), "rollback");
+}
+
+#[test]
+fn cloud_profiles_leave_max_read_request_alone() {
+    let g = node(131_072);
+    set(&g, "0000:04:00.0", &Dev { mrrs: 2, ..GOOD });
+    let root = g.finish();
+    for p in ["erdma-cloud", "efa"] {
+        let out = gdrprov()
+            .args(["--format", "json", "plan", p, "--root"])
+            .arg(root)
+            .output()
+            .unwrap();
+        assert!(!stdout_of(&out).contains("gdrprov-pcie.service"), "{p}");
+    }
+}
