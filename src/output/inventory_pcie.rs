@@ -51,6 +51,9 @@ pub fn gpu_line(g: &GpuBars) -> String {
             .collect::<Vec<_>>()
             .join("; ")
     };
+    if bars.is_empty() {
+        return format!("{bar1}{mem}; {rebar}");
+    }
     format!("{bar1}{mem}; memory BARs {bars}; {rebar}")
 }
 
