@@ -190,7 +190,7 @@ mod tests {
                 "setpci -s 0000:3c:00.0 CAP_EXP+0x8.w=5000:7000"
             ]
         );
-        assert_eq!(functions_in_unit(&u), ["0000:3c:00.0"]);
+        assert_eq!(functions_in_unit(u), ["0000:3c:00.0"]);
     }
 
     #[test]
