@@ -77,24 +77,35 @@ pub fn unit(header: &str, setpci: &str, bytes: u32, functions: &[String]) -> Str
     s
 }
 
+/// The functions the unit sets: those below the wish, and those it names already while
+/// they are still there (a soft-RoCE device is gone after a reboot until it is added
+/// again; its netdev's function stays, and the unit's read-back names it).
+fn unit_functions(ctx: &Context, nics: &[(String, Option<u32>)], bytes: u32) -> Vec<String> {
+    let d = &ctx.facts.pcie_devices;
+    let mut v: Vec<String> = ctx
+        .seen
+        .file_fact(UNIT_PATH)
+        .map(functions_in_unit)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| d.device(p).is_some() || d.readback.iter().any(|r| r.pci == *p))
+        .collect();
+    for (p, now) in nics {
+        if now.is_some_and(|n| n != bytes) && !v.contains(p) {
+            v.push(p.clone());
+        }
+    }
+    v.sort();
+    v
+}
+
 pub fn plan(ctx: &Context) -> Result<Part> {
     let mut part = Part::default();
     let Some(bytes) = ctx.desired.doc.pcie.max_read_request else {
         return Ok(part);
     };
     let nics = nic_functions(ctx.facts);
-    let in_unit = ctx
-        .seen
-        .file_fact(UNIT_PATH)
-        .map(functions_in_unit)
-        .unwrap_or_default();
-    // Those it names already (so a function set now stays in it), and those below the wish.
-    let mut functions: Vec<String> = nics
-        .iter()
-        .filter(|(p, now)| in_unit.contains(p) || now.is_some_and(|n| n != bytes))
-        .map(|(p, _)| p.clone())
-        .collect();
-    functions.sort();
+    let functions = unit_functions(ctx, &nics, bytes);
     if functions.is_empty() {
         return Ok(part);
     }
@@ -106,9 +117,11 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         ));
     }
     let setpci = pf.setpci.unwrap_or("setpci");
+    let text = unit(&super::files::header(ctx), setpci, bytes, &functions);
+    let changed = ctx.seen.file_fact(UNIT_PATH) != Some(text.as_str());
     part.files.push(ManagedFile {
         path: UNIT_PATH.into(),
-        content: unit(&super::files::header(ctx), setpci, bytes, &functions),
+        content: text,
         mode: 0o644,
         module: MODULE,
         reboot: None,
@@ -120,19 +133,34 @@ pub fn plan(ctx: &Context) -> Result<Part> {
         )
         .undone_by(&["systemctl", "disable", UNIT]);
         part.commands.push(Change::run(MODULE, spec, None));
+    } else if changed && ctx.facts.live {
+        let spec = CommandSpec::new(
+            &["systemctl", "daemon-reload"],
+            format!("Make systemd read {UNIT} again"),
+        );
+        part.commands.push(Change::run(MODULE, spec, None));
     }
+    now(ctx, &mut part, &nics, &functions, bytes);
+    Ok(part)
+}
+
+/// The running system: each function below the wish set now (undone by its old size),
+/// then the unit run once so that what the device kept is read back as at boot. A
+/// function the unit already read back as not kept is not written again.
+fn now(
+    ctx: &Context,
+    part: &mut Part,
+    nics: &[(String, Option<u32>)],
+    functions: &[String],
+    bytes: u32,
+) {
+    let mut any = false;
     for (p, now) in nics.iter().filter(|(p, _)| functions.contains(p)) {
         let Some(now) = now.filter(|n| *n != bytes) else {
             continue;
         };
-        // Written at this boot and not kept: writing again now would not keep either.
-        if ctx
-            .facts
-            .pcie_devices
-            .readback
-            .iter()
-            .any(|r| r.pci == *p && !r.kept())
-        {
+        let d = &ctx.facts.pcie_devices;
+        if d.readback.iter().any(|r| r.pci == *p && !r.kept()) {
             continue;
         }
         let set = setpci_value(bytes);
@@ -141,11 +169,20 @@ pub fn plan(ctx: &Context) -> Result<Part> {
             format!("Set MaxReadReq of RDMA NIC {p} to {bytes} now (it is {now})"),
         )
         .undone_by(&["setpci", "-s", p, &setpci_value(now)]);
-        ctx.now_or_next_boot(&mut part, MODULE, spec, || {
+        ctx.now_or_next_boot(part, MODULE, spec, || {
             format!("MaxReadReq of {p} is {now}; --no-reboot leaves it until the next boot, where {UNIT} sets {bytes}")
         });
+        any = true;
     }
-    Ok(part)
+    if any && ctx.live_changes {
+        let spec = CommandSpec::new(
+            &["systemctl", "restart", UNIT],
+            format!(
+                "Run {UNIT} now: it writes MaxReadReq again and reads back what the devices kept"
+            ),
+        );
+        part.commands.push(Change::run(MODULE, spec, None));
+    }
 }
 
 #[cfg(test)]
@@ -187,7 +224,8 @@ mod tests {
             commands(&p),
             [
                 "systemctl enable gdrprov-pcie.service",
-                "setpci -s 0000:3c:00.0 CAP_EXP+0x8.w=5000:7000"
+                "setpci -s 0000:3c:00.0 CAP_EXP+0x8.w=5000:7000",
+                "systemctl restart gdrprov-pcie.service"
             ]
         );
         assert_eq!(functions_in_unit(u), ["0000:3c:00.0"]);
@@ -206,6 +244,17 @@ mod tests {
             "/usr/bin/setpci",
             4096,
             &["0000:3c:00.0".into()],
+        );
+        w.file(UNIT_PATH, &old);
+        let p = w.plan(&d).0.unwrap();
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        // Read back as not kept at this boot: the unit stays, nothing is written again now.
+        let mut w = World::live(OsFamily::Debian);
+        nic(&mut w, "0000:3c:00.0", 0);
+        w.seen.pcie.setpci = Some("/usr/bin/setpci");
+        w.seen.pcie.mrrs_unit_enabled = true;
+        w.facts.pcie_devices.readback = crate::facts::pcie_dev::parse_readback(
+            "0000:3c:00.0 max-read-request 4096 devctl 0030\n",
         );
         w.file(UNIT_PATH, &old);
         let p = w.plan(&d).0.unwrap();
