@@ -19,7 +19,9 @@ require_gdrprov rollback
 
 g=dmabuf
 mac2=52:54:00:12:34:57
-vm_start $g -netdev "user,id=n1,restrict=on" -device "pcie-root-port,id=rp1,chassis=1,slot=1" \
+# The second NIC's backend is a listening socket no one joins: no DHCP, so the guest's address and routes
+# stay on the first NIC (a second user-mode network gave it 10.0.2.15 too, and ssh broke after the reboot).
+vm_start $g -netdev "socket,id=n1,listen=127.0.0.1:@PORT2@" -device "pcie-root-port,id=rp1,chassis=1,slot=1" \
   -device "virtio-net-pci,netdev=n1,bus=rp1,mac=$mac2,ats=on,romfile="
 vm_install_gdrprov $g
 if2=$(vm_ssh $g "for n in /sys/class/net/*; do [ \"\$(cat \$n/address)\" = $mac2 ] && basename \$n; done; true")
