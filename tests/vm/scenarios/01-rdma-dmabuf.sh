@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Seconds: 310
+# Seconds: 360
 # Scenario: rdma-dmabuf: plan shows the diff; apply; update-grub ran; reboot; IOMMU args in /proc/cmdline;
 # nvidia_peermem blocked; a second apply changes nothing; verify says there is no GPU; then rollback after
 # that reboot restores every file byte for byte and the next boot has the original /proc/cmdline
