@@ -35,7 +35,9 @@ pub mod ofed;
 mod os;
 mod packages;
 pub mod pci;
+pub mod pcicfg;
 pub mod pcie;
+pub mod pcie_dev;
 pub mod perftest;
 pub mod platform;
 pub mod rdma;
@@ -85,6 +87,8 @@ pub struct Facts {
     /// Pairs of GPUs behind one PCIe switch, with ACS on the bridges between them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_pair_acs: Vec<gpu_acs::GpuPairAcs>,
+    /// Each GPU's BARs, and the device control and ATS of every device on a GPU–NIC path.
+    pub pcie_devices: pcie_dev::PcieDevFacts,
     /// PCIe link speed and width of the GPUs, RDMA NICs and bridges between.
     pub links: Vec<links::PcieLink>,
     /// The populated GIDs of every RoCE port.
@@ -144,8 +148,6 @@ impl Facts {
     /// As `gather_with`, with another CUDA prober (anything that fills a
     /// [`cuda::CudaRuntime`], a test's fake included). Called on a running system
     /// only; a snapshot replays what was recorded.
-    /// Long because it is the one place every probe is called, in the order
-    /// their inputs need (modules before signing before gdrcopy, ...).
     pub fn gather_using(
         host: &Host,
         cpu_override: Option<CpuVendor>,
@@ -208,6 +210,7 @@ impl Facts {
             nccl: nccl::probe(host, &packages),
             erdma: erdma::probe(host, &modules.loaded),
             efa: efa::probe(host, &pci_devices, &rdma_devices),
+            pcie_devices: pcie_dev::probe(host, &gpus, &rdma_devices),
             iommu: iommu::probe(host, proc_cmdline.as_deref(), &gpu_pci),
             limits: limits::probe(host),
             gds: gds::probe(host, kernel.effective(), &modules.loaded, &gpus),
@@ -308,6 +311,7 @@ impl Facts {
             },
             pcie: Vec::new(),
             gpu_pair_acs: Vec::new(),
+            pcie_devices: pcie_dev::PcieDevFacts::default(),
             links: Vec::new(),
             roce_gids: Vec::new(),
             roce: roce::RoceFacts::default(),

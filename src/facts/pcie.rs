@@ -67,29 +67,10 @@ impl PciePath {
     }
 }
 
-/// Finds the ACS control register in a config-space dump.
+/// Finds the ACS control register in a config-space dump (through the one parser,
+/// [`pcicfg`](super::pcicfg)).
 pub fn acs_control(config: &[u8]) -> Option<u16> {
-    let u32_at = |o: usize| -> Option<u32> {
-        let b = config.get(o..o + 4)?;
-        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
-    let mut off = 0x100usize;
-    for _ in 0..64 {
-        let h = u32_at(off)?;
-        if h == 0 || h == 0xffff_ffff {
-            return None;
-        }
-        if h & 0xffff == 0x000d {
-            let b = config.get(off + 6..off + 8)?;
-            return Some(u16::from_le_bytes([b[0], b[1]]));
-        }
-        let next = ((h >> 20) & 0xffc) as usize;
-        if next < 0x100 {
-            return None;
-        }
-        off = next;
-    }
-    None
+    super::pcicfg::parse(config).acs_control
 }
 
 pub fn acs_bits(ctl: u16) -> String {

@@ -20,6 +20,7 @@ pub fn text(host: &Host, f: &Facts) -> String {
     rdma(&mut o, f);
     kernel_state(&mut o, f);
     pcie(&mut o, f);
+    crate::output::inventory_pcie::text(&mut o, f);
     topology(&mut o, f);
     o
 }

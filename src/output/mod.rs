@@ -18,6 +18,7 @@ pub mod exposition;
 pub mod gds;
 pub mod health_metrics;
 pub mod inventory;
+pub mod inventory_pcie;
 pub mod journal;
 pub mod metrics;
 pub mod node;

@@ -96,6 +96,8 @@ pub struct PcieFacts {
     pub setpci: Option<&'static str>,
     /// Whether the ACS unit is enabled (its `.wants/` link exists).
     pub unit_enabled: bool,
+    /// Whether the MaxReadReq unit (`pcie.max-read-request`) is enabled.
+    pub mrrs_unit_enabled: bool,
 }
 
 /// What planning asked for that was not gathered.
@@ -250,7 +252,9 @@ impl PlanFacts {
             pf.net = crate::facts::net::probe(host, &facts.rdma_devices, &mtu.devices);
         }
         pf.units = units(host, facts, doc, live_changes);
-        if doc.pcie.acs == Some(crate::profile::AcsMode::Disable) {
+        if doc.pcie.acs == Some(crate::profile::AcsMode::Disable)
+            || doc.pcie.max_read_request.is_some()
+        {
             pf.pcie = pcie_facts(host);
         }
         for f in &doc.files {
@@ -435,6 +439,7 @@ fn pcie_facts(host: &Host) -> PcieFacts {
         .find(|p| host.exists(p)),
         unit_enabled: host
             .exists("/etc/systemd/system/multi-user.target.wants/gdrprov-acs.service"),
+        mrrs_unit_enabled: host.exists(crate::plan::modules::pcie_mrrs::UNIT_WANTS),
     }
 }
 

@@ -72,6 +72,7 @@ fn module_parts(ctx: &Context) -> Result<crate::plan::change::Part> {
     part.absorb(crate::plan::modules::fabric::plan(ctx)?);
     part.absorb(crate::plan::modules::network::plan(ctx)?);
     part.absorb(crate::plan::modules::pcie::plan(ctx)?);
+    part.absorb(crate::plan::modules::pcie_mrrs::plan(ctx)?);
     part.absorb(crate::plan::modules::nccl::plan(ctx)?);
     part.absorb(crate::plan::modules::gds::plan(ctx)?);
     Ok(part)

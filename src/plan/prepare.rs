@@ -35,6 +35,7 @@ const USUAL_FILES: &[&str] = &[
     modules::services::VERIFY_UNIT,
     modules::services::VERIFY_WANTS,
     modules::pcie::UNIT_PATH,
+    modules::pcie_mrrs::UNIT_PATH,
 ];
 
 /// Gathers what planning reads and builds the plan. Gives the facts read

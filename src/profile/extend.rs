@@ -37,6 +37,9 @@ pub fn extend(parent: ProfileDoc, child: ProfileDoc) -> ProfileDoc {
         },
         pcie: Pcie {
             acs: child.pcie.acs.or(parent.pcie.acs),
+            max_read_request: child.pcie.max_read_request.or(parent.pcie.max_read_request),
+            relaxed_ordering: child.pcie.relaxed_ordering.or(parent.pcie.relaxed_ordering),
+            bar1_min_mib: child.pcie.bar1_min_mib.or(parent.pcie.bar1_min_mib),
             when: None,
         },
         nccl: overlay(parent.nccl, child.nccl),

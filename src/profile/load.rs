@@ -420,6 +420,13 @@ fn validate(doc: &mut ProfileDoc, origin: &Origin) -> Result<()> {
     check_files(doc, origin).map_err(invalid)?;
     check_nccl(doc).map_err(invalid)?;
     check_network(doc).map_err(invalid)?;
+    if let Some(m) = doc.pcie.max_read_request {
+        if crate::facts::pcicfg::size_encoding(m).is_none() {
+            return Err(invalid(format!(
+                "pcie.max-read-request: {m} is not a MaxReadReq size; give 128, 256, 512, 1024, 2048 or 4096 (bytes)"
+            )));
+        }
+    }
     if let Some(fr) = doc.verify.min_line_rate_fraction {
         if !(0.0..=1.0).contains(&fr) {
             return Err(invalid(format!(

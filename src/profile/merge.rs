@@ -83,6 +83,7 @@ struct Composer {
     nccl_src: BTreeMap<String, (serde_json::Value, String)>,
     mtu_src: Option<(MtuSpec, String)>,
     acs_src: Option<(AcsMode, String)>,
+    mrrs_src: Option<(u32, String)>,
     fm_src: Option<(FabricManagerMode, String)>,
     lossless_src: Option<(LosslessWish, String)>,
 }
@@ -323,11 +324,39 @@ impl Composer {
             self.doc.pcie.acs = Some(a);
         }
         self.lossless(d, src)?;
+        self.pcie_path(d, src)?;
         self.fabric_manager(d, src)
     }
 
-    /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a
-    /// contradiction, refused with both sources.
+    /// One MaxReadReq; the stricter relaxed-ordering check and the larger BAR1 floor.
+    fn pcie_path(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
+        if let Some(m) = d.pcie.max_read_request {
+            match &self.mrrs_src {
+                Some((prev, other)) if *prev != m => {
+                    return Err(conflict(
+                        "pcie.max-read-request".into(),
+                        other,
+                        &prev.to_string(),
+                        src,
+                        &m.to_string(),
+                    ));
+                }
+                Some(_) => {}
+                None => self.mrrs_src = Some((m, src.to_string())),
+            }
+            self.doc.pcie.max_read_request = Some(m);
+        }
+        let p = &mut self.doc.pcie;
+        p.relaxed_ordering = match (p.relaxed_ordering, d.pcie.relaxed_ordering) {
+            (Some(RelaxedOrdering::Warn), _) | (_, Some(RelaxedOrdering::Warn)) => {
+                Some(RelaxedOrdering::Warn)
+            }
+            (a, b) => a.or(b),
+        };
+        p.bar1_min_mib = p.bar1_min_mib.max(d.pcie.bar1_min_mib);
+        Ok(())
+    }
+
     /// One `network.lossless` wish (with its `pfc-priority`): two that differ conflict.
     fn lossless(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
         let n = &d.network;
@@ -357,6 +386,8 @@ impl Composer {
         Ok(())
     }
 
+    /// `required` is `auto` made strict, so it wins over `auto`; `off` against either is a
+    /// contradiction, refused with both sources.
     fn fabric_manager(&mut self, d: &ProfileDoc, src: &str) -> Result<()> {
         use FabricManagerMode::{Auto, Off, Required};
         let Some(m) = d.services.fabric_manager else {

@@ -511,6 +511,28 @@ pub struct Pcie {
     pub when: Option<When>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acs: Option<AcsMode>,
+    /// MaxReadReq, in bytes (128, 256, 512, 1024, 2048 or 4096), written at every boot to
+    /// the device control register of each RDMA NIC by `gdrprov-pcie.service`, which
+    /// reads it back; a value the device does not keep fails `verify` (`pcie-path`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_read_request: Option<u32>,
+    /// `warn` (the default of every built-in): `verify` warns when relaxed ordering is
+    /// off on an RDMA NIC; `off`: not checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relaxed_ordering: Option<RelaxedOrdering>,
+    /// The smallest BAR1 (MiB) a GPU may have; without it, BAR1 must cover the GPU's memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bar1_min_mib: Option<u64>,
+}
+
+/// `pcie.relaxed-ordering`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RelaxedOrdering {
+    /// Warn when an RDMA NIC has relaxed ordering off.
+    Warn,
+    /// Not checked.
+    Off,
 }
 
 impl Pcie {

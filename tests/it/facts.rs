@@ -665,6 +665,17 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),
         serde_json::json!({"live": null, "fabric_manager": null, "nvswitches": [], "pci_listed": true, "shared": []})
     );
+    // And the PCIe settings and driver parameters (issue 46): this snapshot predates
+    // them (it kept no config space, resource table or params); device-h200-pcie has them.
+    let pcie = now.as_object_mut().unwrap().remove("pcie_devices").unwrap();
+    assert_eq!(pcie["gpus"][0]["bar1"], Value::Null);
+    assert_eq!(pcie["devices"][0]["config"], Value::Null);
+    let params = now
+        .as_object_mut()
+        .unwrap()
+        .remove("nvidia_params")
+        .unwrap();
+    assert_eq!(params["source"], Value::Null);
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
     assert_eq!(code, 3);

@@ -65,6 +65,7 @@ mod nic;
 mod openibd;
 mod owed;
 mod pair_rails;
+mod pcie_path;
 mod plan_snapshot;
 mod profile_checks;
 mod progress;

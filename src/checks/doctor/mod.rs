@@ -9,6 +9,7 @@ pub mod modes;
 pub mod nccl_log;
 pub mod nccl_rules;
 mod roce;
+pub mod pcie_path;
 mod rules;
 pub mod signing;
 pub mod tables;
@@ -137,6 +138,8 @@ pub struct Intent {
     pub erdma: bool,
     pub rdma: bool,
     pub iommu: Option<IommuMode>,
+    /// What the profile's `pcie:` wishes of the path (`pcie_path`).
+    pub pcie: pcie_path::Wish,
 }
 
 impl Intent {
@@ -158,6 +161,10 @@ impl Intent {
             erdma,
             rdma: dmabuf || peermem || erdma || doc.requires.ofed.is_some(),
             iommu: doc.boot.iommu,
+            pcie: pcie_path::Wish::of(
+                &doc.pcie,
+                dmabuf || peermem || erdma || doc.requires.ofed.is_some(),
+            ),
         }
     }
 
@@ -165,6 +172,7 @@ impl Intent {
     pub fn general() -> Intent {
         Intent {
             rdma: true,
+            pcie: pcie_path::Wish::of(&crate::profile::Pcie::default(), true),
             ..Intent::default()
         }
     }

@@ -353,6 +353,9 @@ pub(super) fn pcie(cx: &Cx, out: &mut Vec<Finding>) {
                 ));
             }
         }
+        // BAR1, MaxReadReq, MaxPayload, relaxed ordering and ATS: the same findings as
+        // verify's `pcie-path` (src/checks/pcie_path.rs).
+        out.extend(super::pcie_path::findings(cx.facts, &cx.intent.pcie));
         // The GPU's distance to its nearest NIC is the health check
         // `gpu-nic-affinity` (one fact, one finding: src/checks/health/affinity.rs).
     }

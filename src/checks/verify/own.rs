@@ -126,6 +126,13 @@ pub(super) fn acs(cx: &Cx) -> Option<Check> {
     read_back(cx, "acs", r, "the profile leaves ACS alone")
 }
 
+/// The PCIe path's settings (BAR1, MaxReadReq, MaxPayload, relaxed ordering, ATS):
+/// `checks::pcie_path`, the same findings doctor gives.
+pub(super) fn pcie_path(cx: &Cx) -> Option<Check> {
+    let intent = crate::checks::doctor::Intent::of(&cx.desired.doc);
+    crate::checks::doctor::pcie_path::check(cx.facts, &intent.pcie)
+}
+
 /// The kernel command line of a host that does not set it itself.
 pub(super) fn boot(cx: &Cx) -> Option<Check> {
     let b = cx.plan.ok()?.boot_elsewhere.as_ref()?;

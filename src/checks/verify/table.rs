@@ -6,7 +6,7 @@ use super::cx::Cx;
 use super::fabric::{peermem_register, roce_counters, roce_gid, roce_lossless, roce_mtu};
 use super::own::{
     acs, boot, configuration, dmabuf_export, efa_devices, efa_fi_info, load_requests, loopback,
-    modules, mtu, pair, reboot, requirements, trial,
+    modules, mtu, pair, pcie_path, reboot, requirements, trial,
 };
 use crate::checks::Check;
 
@@ -79,6 +79,11 @@ pub static TABLE: &[Entry] = &[
         name: "pcie-links",
         description: "every GPU, NIC and bridge between them at its maximum link",
         run: Run::Health,
+    },
+    Entry {
+        name: "pcie-path",
+        description: "each GPU's BAR1, and MaxReadReq, MaxPayload, relaxed ordering and ATS on the GPU–NIC paths, from config space",
+        run: Run::Own(pcie_path),
     },
     Entry {
         name: "copy-bandwidth",

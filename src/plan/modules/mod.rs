@@ -22,6 +22,7 @@ pub mod loadreq;
 pub mod nccl;
 pub mod network;
 pub mod pcie;
+pub mod pcie_mrrs;
 pub mod services;
 
 pub use crate::plan::change::Part;
