@@ -242,7 +242,8 @@ impl Facts {
     }
 
     /// The facts of a root where nothing was found (no kernel, driver, GPU,
-    /// NIC or CPU vendor): what planning tests start from and fill in.
+    /// NIC or CPU vendor): what planning tests start from and fill in. Long because
+    /// it names every field of `Facts`, one line each.
     pub fn blank(family: OsFamily) -> Facts {
         Facts {
             os: OsRelease {

@@ -10,6 +10,7 @@ pub mod guard;
 pub mod load;
 pub mod merge;
 pub mod model;
+pub mod requires;
 mod sections;
 pub mod text;
 pub mod when;
