@@ -653,13 +653,6 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
     // listing was recorded); tests/fixtures/snapshots/device-h200-gds has them.
     let gds = now.as_object_mut().unwrap().remove("gds").unwrap();
     assert!(gds["libcufile"].is_null(), "{gds:#}");
-    // And issue 46's driver parameters (cherry-picked for the GDS registry keys): not kept here.
-    let params = now
-        .as_object_mut()
-        .unwrap()
-        .remove("nvidia_params")
-        .unwrap();
-    assert_eq!(params["source"], Value::Null);
     // And the GPU topology (issue 35): this one-GPU snapshot predates its recording.
     assert_eq!(
         now.as_object_mut().unwrap().remove("gpu_topology").unwrap(),
