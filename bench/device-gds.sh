@@ -21,7 +21,7 @@ echo "== machine"; nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version -
 ldconfig -p | grep -i cufile; ls -la /etc/cufile.json; readlink -f /etc/cufile.json; ls -d /run/udev 2>&1
 grep -E ' / ' /proc/self/mountinfo; grep -E '^(nvidia|nvme)' /proc/modules | cut -d' ' -f1; ls /sys/class/nvme 2>&1
 grep -E 'P2PDMA' "/boot/config-$(uname -r)" 2>&1; grep -c p2pdma_pgmap_ops /proc/kallsyms
-cat /proc/driver/nvidia/params | grep -i registry
+grep -i registry /proc/driver/nvidia/params
 export LD_LIBRARY_PATH=/usr/local/cuda/targets/x86_64-linux/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 echo "== A: as it is"
 snap snap-asis
