@@ -152,6 +152,9 @@ pub struct PlanFacts {
     /// `files:` paths with a symlink on the way or at the file (the door
     /// never writes through one): the first link and what it names.
     pub file_links: BTreeMap<String, (String, String)>,
+    /// Where the root has the alternatives tool (`update-alternatives`, or RHEL's
+    /// `alternatives`), when the profile has `gds:` or gdrprov owns its cufile.json copy.
+    pub alternatives: Option<String>,
     missed: RefCell<Missed>,
 }
 
@@ -252,6 +255,15 @@ impl PlanFacts {
             pf.net = crate::facts::net::probe(host, &facts.rdma_devices, &mtu.devices);
         }
         pf.units = units(host, facts, doc, live_changes);
+        if doc.gds.mode.is_some()
+            || state
+                .files
+                .contains_key(crate::plan::modules::gds_cufile::COPY)
+        {
+            pf.alternatives = ["update-alternatives", "alternatives"]
+                .into_iter()
+                .find_map(|t| host.find_program(t));
+        }
         if doc.pcie.acs == Some(crate::profile::AcsMode::Disable)
             || doc.pcie.max_read_request.is_some()
         {

@@ -121,6 +121,7 @@ pub fn build(ctx: &Context) -> Result<Plan> {
     let mut part = module_parts(ctx)?;
     let wanted = crate::plan::modules::files::desired(ctx, std::mem::take(&mut part.files))?;
     let mut changes = crate::plan::modules::files::plan(ctx, &wanted)?;
+    crate::plan::modules::gds_cufile::describe(ctx, &mut changes);
     // A file an edit now manages key by key (nccl.conf) is no longer owned
     // whole: the edit's change replaces the files module's remove/restore.
     let edited: Vec<String> = part

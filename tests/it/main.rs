@@ -32,6 +32,7 @@ mod field_lines;
 mod fleet;
 mod foundation;
 mod front_door;
+mod gds_plan;
 mod gpu_node;
 mod gpu_node_copy;
 mod gpu_node_fabric;

@@ -5,6 +5,7 @@
 use super::{Context, Part};
 use crate::error::{Error, Result};
 use crate::facts::arch::Arch as CpuArch;
+use crate::facts::gds::GdsMode;
 use crate::facts::gpu::Arch;
 use crate::facts::nvidia::Flavor;
 use crate::facts::Facts;
@@ -39,13 +40,37 @@ pub fn p2pdma_missing(f: &Facts) -> Vec<String> {
     out
 }
 
+/// The mode gdrprov sets up for what the profile wants: `any-direct` is P2PDMA where the
+/// host can have it, else nvidia-fs.
+pub fn effective(f: &Facts, want: GdsWant) -> GdsMode {
+    match want {
+        GdsWant::P2pdma => GdsMode::P2pdma,
+        GdsWant::Nvfs => GdsMode::Nvfs,
+        GdsWant::AnyDirect if p2pdma_missing(f).is_empty() => GdsMode::P2pdma,
+        GdsWant::AnyDirect => GdsMode::Nvfs,
+    }
+}
+
+/// The `gds:` part: refused where `mode: p2pdma` cannot be had; else cufile.json
+/// ([`super::gds_cufile`]) and the driver's keys or nvidia-fs ([`super::gds_driver`]).
 pub fn plan(ctx: &Context) -> Result<Part> {
-    if ctx.desired.doc.gds.mode != Some(GdsWant::P2pdma) {
-        return Ok(Part::default());
+    let Some(want) = ctx.desired.doc.gds.mode else {
+        return super::gds_cufile::plan(ctx, None);
+    };
+    refuse_p2pdma(ctx, want)?;
+    let mode = effective(ctx.facts, want);
+    let mut part = super::gds_cufile::plan(ctx, Some(mode))?;
+    part.absorb(super::gds_driver::plan(ctx, want, mode)?);
+    Ok(part)
+}
+
+fn refuse_p2pdma(ctx: &Context, want: GdsWant) -> Result<()> {
+    if want != GdsWant::P2pdma {
+        return Ok(());
     }
     let missing = p2pdma_missing(ctx.facts);
     if missing.is_empty() {
-        return Ok(Part::default());
+        return Ok(());
     }
     Err(Error::Refused(format!(
         "the profile asks for `gds: {{ mode: p2pdma }}`, which this host cannot have: it needs {}. \

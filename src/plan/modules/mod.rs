@@ -16,6 +16,8 @@ pub mod esp_initrd;
 pub mod fabric;
 pub mod files;
 pub mod gds;
+pub mod gds_cufile;
+pub mod gds_driver;
 pub mod guard;
 pub mod kmod;
 pub mod loadreq;
