@@ -33,6 +33,7 @@ mod fleet;
 mod foundation;
 mod front_door;
 mod gds_plan;
+mod gds_roots;
 mod gpu_node;
 mod gpu_node_copy;
 mod gpu_node_fabric;
