@@ -23,6 +23,11 @@ pub struct GdsRequest {
 pub fn gds(req: &GdsRequest) -> Result<GdsReport> {
     let dir = std::path::absolute(&req.dir)
         .map_err(|e| Error::io("resolve", req.dir.display().to_string(), e))?;
+    // Where it writes, checked before any work: never through a link.
+    crate::host::door::check_scratch_dir(&dir)?;
+    if let Some(path) = &req.textfile {
+        crate::host::textfile::Dest::Local(path.clone()).refuse_links()?;
+    }
     let host = Host::open(std::path::Path::new("/"), false)?;
     let facts = Facts::gather(&host, None);
     let sizes = if req.sizes.is_empty() {

@@ -20,8 +20,51 @@ pub struct Scratch {
     file: File,
 }
 
+/// Refuses, before any work, a `--dir` that is a link (never followed: name the directory it
+/// leads to), not a directory, missing, or inside `/proc` (another process's root through
+/// `/proc/PID/root`, or the kernel's files). The open itself ([`open_dir`]) refuses a link too.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let shown = dir.display().to_string();
+    let bad = |why: String| Error::BadPath {
+        path: shown.clone(),
+        why,
+    };
+    // As written with `..` taken lexically (`/tmp/../proc/1/root`), and as resolved.
+    let mut lexical = PathBuf::new();
+    for c in dir.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            c => lexical.push(c),
+        }
+    }
+    let real = std::fs::canonicalize(dir).ok();
+    if lexical.starts_with("/proc") || real.is_some_and(|r| r.starts_with("/proc")) {
+        return Err(bad(format!(
+            "{shown} is inside /proc (another process's root, or the kernel's files), not on the mount to test; name a directory of a local file system, e.g. /data/tmp"
+        )));
+    }
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = std::fs::read_link(dir).map_or_else(|_| "?".into(), |t| t.display().to_string());
+            Err(bad(format!(
+                "{shown} is a symlink to {to}: the bench never writes through a link; name the directory itself"
+            )))
+        }
+        Ok(m) if !m.is_dir() => Err(bad(format!(
+            "{shown} is not a directory; name a directory on the mount to test"
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) => Err(bad(format!(
+            "{shown} cannot be used ({e}); name an existing directory on the mount to test (the bench does not make one)"
+        ))),
+    }
+}
+
 fn open_dir(dir: &Path) -> Result<std::os::fd::OwnedFd> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     nix::fcntl::open(dir, flags, Mode::empty())
         .map_err(|e| Error::io("open directory", dir.display().to_string(), e.into()))
 }

@@ -368,3 +368,68 @@ fn recover_never_writes_through_a_link() {
         );
     }
 }
+
+/// `bench gds` (issue 47) writes its test files in the directory `--dir` names and its metrics
+/// at `--textfile`: both are checked before any work (no GPU is touched, so this runs on CI):
+/// `--dir` a link (to a directory, dangling), not a directory, or a path into another root
+/// (`/proc/PID/root`, also spelled with `..`), and `--textfile` a link (to a file, dangling),
+/// are each refused naming the path; nothing is written, the link's target is untouched.
+#[test]
+fn bench_gds_never_writes_through_a_link() {
+    let (_t, outside) = outside_file();
+    let t = tempfile::tempdir().unwrap();
+    let d = t.path();
+    std::fs::create_dir(d.join("real")).unwrap();
+    std::fs::write(d.join("file"), "x\n").unwrap();
+    std::os::unix::fs::symlink(d.join("real"), d.join("dirlink")).unwrap();
+    std::os::unix::fs::symlink(d.join("nowhere"), d.join("dangling")).unwrap();
+    std::os::unix::fs::symlink(&outside, d.join("real/m.prom")).unwrap();
+    std::os::unix::fs::symlink(d.join("gone.prom"), d.join("real/dangling.prom")).unwrap();
+    let p = |rel: &str| d.join(rel).display().to_string();
+    let real = p("real");
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            vec![p("dirlink")],
+            format!("{} is a symlink to {real}", p("dirlink")),
+        ),
+        (
+            vec![p("dangling")],
+            format!("{} is a symlink to", p("dangling")),
+        ),
+        (vec![p("file")], format!("{} is not a directory", p("file"))),
+        (vec!["/proc/1/root/tmp".into()], "is inside /proc".into()),
+        (
+            vec![format!(
+                "{}/../../../../../../proc/self/root{real}",
+                d.display()
+            )],
+            "is inside /proc".into(),
+        ),
+        (
+            vec![real.clone(), "--textfile".into(), p("real/m.prom")],
+            format!("{} is a symlink to {}", p("real/m.prom"), outside.display()),
+        ),
+        (
+            vec![real.clone(), "--textfile".into(), p("real/dangling.prom")],
+            format!(
+                "{} is a symlink to {}",
+                p("real/dangling.prom"),
+                p("gone.prom")
+            ),
+        ),
+    ];
+    for (rest, needle) in cases {
+        let mut args = vec![
+            "bench".to_string(),
+            "gds".into(),
+            "--size".into(),
+            "1M".into(),
+            "--dir".into(),
+        ];
+        args.extend(rest);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        super::harness::refused_unchanged(d, &args, &needle);
+        assert_eq!(std::fs::read(&outside).unwrap(), b"outside\n");
+        assert!(!d.join("gone.prom").exists() && !d.join("nowhere").exists());
+    }
+}
