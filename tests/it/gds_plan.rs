@@ -144,6 +144,39 @@ fn a_cufile_json_alternative_is_installed_and_rolled_back_for_real() {
     assert_eq!(alt, Path::new("/usr/local/cuda-13.0/gds/cufile.json"));
     // Every file, link and the alternatives admin file byte for byte as before.
     crate::common::assert_same(&before, &files(&root), "after rollback");
+
+    // Applied again, then a CUDA upgrade installs its own file at 131: gdrprov's copy (1000)
+    // stays in effect, and the next plan remakes it from the new package's file.
+    ok(
+        &root,
+        &["apply", "gds-iommu-off", "--boot-elsewhere", "--yes"],
+    );
+    let new = root.join("usr/local/cuda-13.1/gds");
+    std::fs::create_dir_all(&new).unwrap();
+    std::fs::write(
+        new.join("cufile.json"),
+        pkg.replacen('{', "{\n    // 13.1", 1),
+    )
+    .unwrap();
+    let st = std::process::Command::new("chroot")
+        .arg(&root)
+        .args([
+            "update-alternatives",
+            "--quiet",
+            "--install",
+            "/etc/cufile.json",
+        ])
+        .args(["cufile.json", "/usr/local/cuda-13.1/gds/cufile.json", "131"])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let plan = ok(
+        &root,
+        &["plan", "gds-iommu-off", "--boot-elsewhere", "--full-diff"],
+    );
+    assert!(plan.contains("Update /etc/gdrprov/cufile.json"), "{plan}");
+    assert!(plan.contains("+    // 13.1"), "{plan}");
+    assert!(!plan.contains("--install"), "{plan}");
     drop(t);
 }
 

@@ -42,6 +42,49 @@ pub const PRIORITY: &str = "1000";
 /// The one key gdrprov owns.
 pub const KEY: &[&str] = &["properties", "use_pci_p2pdma"];
 
+/// Where the alternatives tools keep the group's state: Debian's dpkg, RHEL's chkconfig.
+const ADMIN: &[&str] = &[
+    "/var/lib/dpkg/alternatives/cufile.json",
+    "/var/lib/alternatives/cufile.json",
+];
+
+/// The alternatives group as its admin file says: manual mode, and each alternative with
+/// its priority.
+#[derive(Debug, PartialEq)]
+pub struct Group {
+    pub manual: bool,
+    pub choices: Vec<(String, i64)>,
+}
+
+/// Parses an admin file: the mode, the link, `name link` line pairs of slaves up to an empty
+/// line, then per alternative its path, its priority and one line per slave.
+pub fn parse_group(text: &str) -> Option<Group> {
+    let lines: Vec<&str> = text.lines().collect();
+    let manual = *lines.first()? == "manual";
+    let end = 2 + lines.get(2..)?.iter().position(|l| l.is_empty())?;
+    let slaves = (end - 2) / 2;
+    let mut choices = Vec::new();
+    let mut i = end + 1;
+    while let (Some(path), Some(prio)) = (lines.get(i), lines.get(i + 1)) {
+        if path.is_empty() {
+            break;
+        }
+        choices.push((path.to_string(), prio.trim().parse().ok()?));
+        i += 2 + slaves;
+    }
+    Some(Group { manual, choices })
+}
+
+/// The group, from the admin file the root has.
+fn group(ctx: &Context) -> Result<Option<Group>> {
+    for a in ADMIN {
+        if let Some(t) = ctx.seen.file(a)? {
+            return Ok(parse_group(t));
+        }
+    }
+    Ok(None)
+}
+
 fn install(tool: &str, over: &str) -> CommandSpec {
     CommandSpec::new(
         &[tool, "--install", CUFILE_JSON, ALTERNATIVE, COPY, PRIORITY],
@@ -91,31 +134,62 @@ pub fn plan(ctx: &Context, mode: Option<GdsMode>) -> Result<Part> {
             let after = set_bool(before, KEY, value).map_err(|e| bad(CUFILE_JSON, &e))?;
             part.files.push(managed(CUFILE_JSON, after));
         }
-        Some(target) => {
-            let base = ctx.seen.file(target)?.unwrap_or_default();
-            let after = set_bool(base, KEY, value).map_err(|e| bad(target, &e))?;
-            if after == base && target != COPY {
-                // The package's file already says it: no copy, no alternative.
-                return Ok(part);
-            }
-            let key = KEY.join(".");
-            match tool.filter(|_| cj.alternatives) {
-                Some(_) if target == COPY => part.files.push(managed(COPY, after)),
-                Some(tool) => {
-                    part.files.push(managed(COPY, after));
-                    part.commands
-                        .push(Change::run(MODULE, install(tool, target), None));
-                }
-                None if cj.alternatives => part.warnings.push(format!(
-                    "{CUFILE_JSON} is a link through /etc/alternatives to {target}, but this root has no update-alternatives (or alternatives): gdrprov does not write through the link; set {key} to {value} in a copy and install it as the `{ALTERNATIVE}` alternative where the tool is"
-                )),
-                None => part.warnings.push(format!(
-                    "{CUFILE_JSON} is a link to {target}, not through the alternatives system: gdrprov does not write through it; set {key} to {value} there yourself"
-                )),
-            }
-        }
+        Some(target) => linked(ctx, &mut part, target, value, tool)?,
     }
     Ok(part)
+}
+
+/// `/etc/cufile.json` as a link to `target`: through the alternatives, gdrprov's copy and a
+/// higher-priority alternative (or the copy remade, where it is in effect); else a warning.
+fn linked(
+    ctx: &Context,
+    part: &mut Part,
+    target: &str,
+    value: bool,
+    tool: Option<&str>,
+) -> Result<()> {
+    let cj = &ctx.facts.gds.cufile_json;
+    let group = group(ctx)?;
+    if let Some(g) = group.as_ref().filter(|g| g.manual && target != COPY) {
+        part.warnings.push(format!(
+            "the `{ALTERNATIVE}` alternatives group is in manual mode (set to {target}): a higher-priority alternative would not switch it, so gdrprov leaves it; run `update-alternatives --auto {ALTERNATIVE}` and apply again ({} alternative(s) known)",
+            g.choices.len()
+        ));
+        return Ok(());
+    }
+    // gdrprov's copy in effect: it is remade from the package's best file (a CUDA
+    // upgrade installs another), not from itself.
+    let from = match &group {
+        Some(g) if target == COPY => g
+            .choices
+            .iter()
+            .filter(|(p, _)| p != COPY)
+            .max_by_key(|(_, prio)| *prio)
+            .map_or(target, |(p, _)| p.as_str()),
+        _ => target,
+    };
+    let base = ctx.seen.file(from)?.unwrap_or_default();
+    let after = set_bool(base, KEY, value).map_err(|e| bad(from, &e))?;
+    if after == base && target != COPY {
+        // The package's file already says it: no copy, no alternative.
+        return Ok(());
+    }
+    let key = KEY.join(".");
+    match tool.filter(|_| cj.alternatives) {
+        Some(_) if target == COPY => part.files.push(managed(COPY, after)),
+        Some(tool) => {
+            part.files.push(managed(COPY, after));
+            part.commands
+                .push(Change::run(MODULE, install(tool, target), None));
+        }
+        None if cj.alternatives => part.warnings.push(format!(
+            "{CUFILE_JSON} is a link through /etc/alternatives to {target}, but this root has no update-alternatives (or alternatives): gdrprov does not write through the link; set {key} to {value} in a copy and install it as the `{ALTERNATIVE}` alternative where the tool is"
+        )),
+        None => part.warnings.push(format!(
+            "{CUFILE_JSON} is a link to {target}, not through the alternatives system: gdrprov does not write through it; set {key} to {value} there yourself"
+        )),
+    }
+    Ok(())
 }
 
 fn bad(path: &str, why: &str) -> Error {
@@ -218,6 +292,61 @@ mod tests {
             ["/usr/bin/update-alternatives --remove cufile.json /etc/gdrprov/cufile.json"]
         );
         assert!(p.changes.iter().any(|c| c.path() == Some(COPY)));
+    }
+
+    #[test]
+    fn the_admin_file_gives_the_mode_and_the_choices() {
+        let debian = "auto\n/etc/cufile.json\n\n/etc/gdrprov/cufile.json\n1000\n/usr/local/cuda-13.0/gds/cufile.json\n130\n\n";
+        assert_eq!(
+            parse_group(debian),
+            Some(Group {
+                manual: false,
+                choices: vec![
+                    (COPY.into(), 1000),
+                    ("/usr/local/cuda-13.0/gds/cufile.json".into(), 130)
+                ]
+            })
+        );
+        let slaves = "manual\n/etc/x\ny\n/etc/y\n\n/a\n5\n/a-y\n/b\n7\n/b-y\n\n";
+        let g = parse_group(slaves).unwrap();
+        assert!(g.manual);
+        assert_eq!(g.choices, [("/a".to_string(), 5), ("/b".to_string(), 7)]);
+        assert_eq!(parse_group("auto\n"), None);
+    }
+
+    #[test]
+    fn a_cuda_upgrade_remakes_the_copy_and_manual_mode_is_left_alone() {
+        let mut w = World::image(OsFamily::Debian);
+        linked(&mut w, true);
+        w.seen.alternatives = Some("/usr/bin/update-alternatives".into());
+        let d = desired("gds: { mode: p2pdma }");
+        // gdrprov's copy in effect; CUDA 13.1 installed since, at 131.
+        w.facts.gds.cufile_json.link_target = Some(COPY.into());
+        w.file(COPY, "{ \"properties\": { \"use_pci_p2pdma\": true } }\n");
+        w.file(
+            "/usr/local/cuda-13.1/gds/cufile.json",
+            "{ \"new\": 1, \"properties\": { \"use_pci_p2pdma\": false } }\n",
+        );
+        w.file(ADMIN[0], "auto\n/etc/cufile.json\n\n/etc/gdrprov/cufile.json\n1000\n/usr/local/cuda-13.0/gds/cufile.json\n130\n/usr/local/cuda-13.1/gds/cufile.json\n131\n\n");
+        let p = w.plan(&d).0.unwrap();
+        assert_eq!(
+            crate::plan::modules::testkit::written(&p, COPY),
+            Some("{ \"new\": 1, \"properties\": { \"use_pci_p2pdma\": true } }\n")
+        );
+        assert!(commands(&p).is_empty());
+        // Manual mode, set to the package's file: nothing planned, a warning.
+        w.facts.gds.cufile_json.link_target = Some("/usr/local/cuda-13.0/gds/cufile.json".into());
+        w.file(
+            ADMIN[0],
+            "manual\n/etc/cufile.json\n\n/usr/local/cuda-13.0/gds/cufile.json\n130\n\n",
+        );
+        let p = w.plan(&d).0.unwrap();
+        assert!(commands(&p).is_empty());
+        assert!(
+            p.warnings.iter().any(|x| x.contains("manual mode")),
+            "{:?}",
+            p.warnings
+        );
     }
 
     #[test]
