@@ -147,8 +147,11 @@ fn apply_on(dev: &str) {
         );
         assert_eq!(out.status.code(), Some(0), "{p}: {}", stderr_of(&out));
         let report = json_of(&out);
-        // gds-iommu-off wants nothing but the IOMMU off: no file to write.
-        assert_eq!(report["changed"], p != "gds-iommu-off", "{p}: {report:#}");
+        // gds-iommu-off writes only its GDS mode's files (issue 47: cufile.json, the driver's
+        // RegistryDwords or nvidia-fs), where the snapshot has what they need.
+        if p != "gds-iommu-off" {
+            assert_eq!(report["changed"], true, "{p}: {report:#}");
+        }
         // Nothing of the boot part was recorded as owned.
         let state = std::fs::read_to_string(root.join("var/lib/gdrprov/state.json")).unwrap();
         let state: serde_json::Value = serde_json::from_str(&state).unwrap();
