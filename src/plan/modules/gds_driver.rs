@@ -155,6 +155,45 @@ pub fn plan(ctx: &Context, want: GdsWant, mode: GdsMode) -> Result<Part> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::facts::nvidia_params::ModuleOption;
+    use crate::facts::OsFamily;
+    use crate::plan::modules::testkit::{desired, written, World};
+
+    fn set(w: &mut World, value: &str, file: &str) {
+        w.facts.nvidia_params.module_options.push(ModuleOption {
+            name: OPTION.into(),
+            value: value.into(),
+            file: file.into(),
+        });
+    }
+
+    #[test]
+    fn keys_set_elsewhere_need_no_file_and_the_command_line_is_warned_of() {
+        let d = desired("gds: { mode: p2pdma }");
+        let mut w = World::image(OsFamily::Debian);
+        set(
+            &mut w,
+            "RmForceDisableIomapWC=1;RMForceStaticBar1=1",
+            "/etc/modprobe.d/nvidia-p2pdma.conf",
+        );
+        assert_eq!(written(&w.plan(&d).0.unwrap(), CONF), None);
+        // gdrprov's own file is not "elsewhere": re-planning keeps it.
+        let mut w = World::image(OsFamily::Debian);
+        set(&mut w, "RMForceStaticBar1=1;RmForceDisableIomapWC=1", CONF);
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, CONF)
+            .is_some_and(|t| t.contains("\"RMForceStaticBar1=1;RmForceDisableIomapWC=1\"")));
+        let mut w = World::image(OsFamily::Debian);
+        set(&mut w, "RmX=3", "/proc/cmdline");
+        let p = w.plan(&d).0.unwrap();
+        assert!(written(&p, CONF)
+            .is_some_and(|t| t.contains("\"RmX=3;RMForceStaticBar1=1;RmForceDisableIomapWC=1\"")));
+        assert!(
+            p.warnings.iter().any(|x| x.contains("kernel command line")),
+            "{:?}",
+            p.warnings
+        );
+    }
 
     #[test]
     fn registry_keys_are_merged_never_replaced() {
