@@ -98,8 +98,10 @@ fn registry(ctx: &Context, part: &mut Part) {
                 .into(),
         ),
     });
+    // Only where the driver is installed: listing an initramfs costs seconds.
+    let driver = ctx.facts.nvidia_driver.version.is_some();
     for k in ctx.seen.kernels.iter().map(|k| k.release.as_str()) {
-        if ctx.seen.in_initramfs(k, "nvidia") {
+        if driver && ctx.seen.in_initramfs(k, "nvidia") {
             part.warnings.push(format!("the nvidia module is in the initramfs of {k}: rebuild it (update-initramfs -u -k {k}, or dracut -f) so that it loads with {CONF}"));
         }
     }
