@@ -14,6 +14,10 @@ use crate::profile::gds::GdsWant;
 /// What P2PDMA needs that this host lacks (empty: nothing the facts show).
 pub fn p2pdma_missing(f: &Facts) -> Vec<String> {
     let mut out = Vec::new();
+    if f.nvidia_driver.version.is_none() {
+        // No driver: nothing to set its registry keys for (a VM or an image without it).
+        out.push("the NVIDIA driver (none is installed)".to_string());
+    }
     if f.nvidia_driver.flavor == Flavor::Proprietary {
         out.push("the open NVIDIA kernel modules (this driver is the proprietary one)".to_string());
     }
@@ -87,6 +91,10 @@ mod tests {
     #[test]
     fn each_missing_requirement_is_named() {
         let mut f = Facts::blank(OsFamily::Debian);
+        assert!(p2pdma_missing(&f)
+            .join("; ")
+            .contains("the NVIDIA driver (none"));
+        f.nvidia_driver.version = Some("580.95.05".into());
         assert!(p2pdma_missing(&f).is_empty());
         f.nvidia_driver.version = Some("550.54.15".into());
         f.nvidia_driver.flavor = Flavor::Proprietary;

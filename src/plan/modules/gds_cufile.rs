@@ -251,6 +251,7 @@ mod tests {
     use crate::plan::modules::testkit::{commands, desired, undo, World};
 
     fn linked(w: &mut World, alternatives: bool) {
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
         w.facts.gds.libcufile = Some(Library {
             path: "/usr/lib/libcufile.so.1".into(),
             version: None,

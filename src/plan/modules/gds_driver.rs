@@ -173,6 +173,7 @@ mod tests {
     fn keys_set_elsewhere_need_no_file_and_the_command_line_is_warned_of() {
         let d = desired("gds: { mode: p2pdma }");
         let mut w = World::image(OsFamily::Debian);
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
         set(
             &mut w,
             "RmForceDisableIomapWC=1;RMForceStaticBar1=1",
@@ -181,11 +182,13 @@ mod tests {
         assert_eq!(written(&w.plan(&d).0.unwrap(), CONF), None);
         // gdrprov's own file is not "elsewhere": re-planning keeps it.
         let mut w = World::image(OsFamily::Debian);
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
         set(&mut w, "RMForceStaticBar1=1;RmForceDisableIomapWC=1", CONF);
         let p = w.plan(&d).0.unwrap();
         assert!(written(&p, CONF)
             .is_some_and(|t| t.contains("\"RMForceStaticBar1=1;RmForceDisableIomapWC=1\"")));
         let mut w = World::image(OsFamily::Debian);
+        w.facts.nvidia_driver.version = Some("580.95.05".into());
         set(&mut w, "RmX=3", "/proc/cmdline");
         let p = w.plan(&d).0.unwrap();
         assert!(written(&p, CONF)
