@@ -13,6 +13,7 @@
 #   [TRACE=devbin/g2/cuda-trace.so] OUT=dir bash bench/device-gds.sh [quick]
 R_OUT="$OUT"; OUT=/tmp/gds-out; rm -rf "$OUT"; mkdir -p "$OUT"   # one tarball comes back (the device returns few files)
 trap 'tar -C /tmp -czf "$R_OUT/results.tgz" gds-out; cp "$OUT/log.txt" "$R_OUT/"' EXIT
+trap "exit 143" TERM
 exec > >(tee "$OUT/log.txt") 2>&1
 G=$(realpath "$GDRPROV"); D=/var/tmp/gdrprov-gds; mkdir -p "$D"
 KV="$(dirname "$(realpath "$0")")/gds-kvikio.py"
