@@ -25,10 +25,6 @@ pub struct CudaDevice {
     /// Absent from snapshots recorded before it was asked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpudirect_rdma: Option<bool>,
-    /// The CUDA driver's answer to cuFile's per-GPU PCI P2PDMA question (GDS's p2pdma mode):
-    /// false when it answers not supported. Absent from snapshots recorded before it was asked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pci_p2pdma: Option<bool>,
 }
 
 /// What the CUDA driver API said.
@@ -140,7 +136,6 @@ pub fn libcuda_probe() -> CudaRuntime {
                 compute_capability: d.compute_capability.map(|(a, b)| format!("{a}.{b}")),
                 dmabuf_supported: d.dmabuf_supported,
                 gpudirect_rdma: d.gpudirect_rdma_supported,
-                pci_p2pdma: d.pci_p2pdma,
             })
             .collect(),
         error: inv.error,

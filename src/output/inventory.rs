@@ -229,11 +229,6 @@ fn gpus(w: &mut String, f: &Facts) {
             Some(false) => ", GPUDirect RDMA NOT supported (CUDA)",
             None => "",
         };
-        let p2pdma = match f.cuda_device(g).and_then(|c| c.pci_p2pdma) {
-            Some(true) => ", PCI P2PDMA supported (CUDA, as cuFile asks)",
-            Some(false) => ", PCI P2PDMA NOT supported (CUDA, as cuFile asks)",
-            None => "",
-        };
         let cc = f
             .cuda_device(g)
             .and_then(|c| c.compute_capability.clone())
@@ -241,7 +236,7 @@ fn gpus(w: &mut String, f: &Facts) {
             .unwrap_or_default();
         let _ = writeln!(
             w,
-            "  {}  {} [{}]  {} (from {}){cc}, NUMA {}, driver {}, {dmabuf}{gdr}{p2pdma}",
+            "  {}  {} [{}]  {} (from {}){cc}, NUMA {}, driver {}, {dmabuf}{gdr}",
             g.pci,
             g.name.as_deref().unwrap_or("unknown model"),
             g.device_id,

@@ -36,30 +36,7 @@ pub fn p2pdma_missing(f: &Facts) -> Vec<String> {
             ));
         }
     }
-    out.extend(cuda_says_no(f));
     out
-}
-
-/// GPUs whose CUDA driver answers cuFile's P2PDMA question with "not supported" while the
-/// registry keys P2PDMA needs are already in effect: nothing gdrprov sets would change that
-/// answer. (Without the keys, "not supported" is what a fixable host answers too.)
-fn cuda_says_no(f: &Facts) -> Vec<String> {
-    use crate::facts::gds::P2PDMA_REGISTRY;
-    let p = &f.nvidia_params;
-    if p.source.is_none() || !P2PDMA_REGISTRY.iter().all(|k| p.registry(k) == Some("1")) {
-        return Vec::new();
-    }
-    f.gpus
-        .iter()
-        .filter(|g| f.cuda_device(g).and_then(|c| c.pci_p2pdma) == Some(false))
-        .map(|g| {
-            format!(
-                "a GPU the CUDA driver can serve PCI P2PDMA for (GPU {} answers not supported with {} already in NVreg_RegistryDwords)",
-                g.pci,
-                P2PDMA_REGISTRY.iter().map(|k| format!("{k}=1")).collect::<Vec<_>>().join(";")
-            )
-        })
-        .collect()
 }
 
 pub fn plan(ctx: &Context) -> Result<Part> {
@@ -95,46 +72,5 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("CONFIG_PCI_P2PDMA"), "{m}");
-    }
-
-    #[test]
-    fn a_gpu_the_cuda_driver_refuses_is_named_once_the_registry_keys_are_set() {
-        use crate::facts::cuda::{CudaDevice, CudaRuntime};
-        use crate::facts::gpu::Gpu;
-        let mut f = Facts::blank(OsFamily::Debian);
-        f.gpus.push(Gpu {
-            pci: "0000:00:06.0".into(),
-            device_id: "0x2335".into(),
-            name: Some("NVIDIA H200".into()),
-            arch: Arch::Hopper,
-            arch_source: "device-id",
-            numa_node: None,
-            sysfs_path: "/sys/devices/pci0000:00/0000:00:06.0".into(),
-            driver: Some("nvidia".into()),
-        });
-        f.cuda.runtime = Some(CudaRuntime {
-            driver_api: Some("13.0".into()),
-            devices: vec![CudaDevice {
-                pci_bus_id: Some("00000000:00:06.0".into()),
-                pci_p2pdma: Some(false),
-                ..CudaDevice::default()
-            }],
-            error: None,
-        });
-        // The H200 as lent: no registry keys, so "not supported" is what a fixable host says.
-        f.nvidia_params.source = Some("/proc/driver/nvidia/params".into());
-        assert!(p2pdma_missing(&f).is_empty(), "{:?}", p2pdma_missing(&f));
-        f.nvidia_params.registry_dwords = vec![
-            ("RMForceStaticBar1".into(), "1".into()),
-            ("RmForceDisableIomapWC".into(), "1".into()),
-        ];
-        let m = p2pdma_missing(&f).join("; ");
-        assert!(
-            m.contains("GPU 0000:00:06.0 answers not supported")
-                && m.contains("RMForceStaticBar1=1;RmForceDisableIomapWC=1"),
-            "{m}"
-        );
-        f.cuda.runtime.as_mut().unwrap().devices[0].pci_p2pdma = Some(true);
-        assert!(p2pdma_missing(&f).is_empty());
     }
 }

@@ -31,8 +31,6 @@ pub struct Device {
     /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (116): whether the GPU can do GPUDirect
     /// RDMA at all (0 on consumer GPUs and some inference parts).
     pub gpudirect_rdma_supported: Option<bool>,
-    /// The CUDA driver's answer to cuFile's per-GPU PCI P2PDMA question (see [`pci_p2pdma`]).
-    pub pci_p2pdma: Option<bool>,
 }
 
 /// What the driver API said.
@@ -131,11 +129,5 @@ fn device(ordinal: i32, dev: sys::CUdevice) -> Device {
         dmabuf_supported: attr(A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).map(|x| x == 1),
         gpudirect_rdma_supported: attr(A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED)
             .map(|x| x == 1),
-        pci_p2pdma: pci_p2pdma(dev),
     }
-}
-
-/// The CUDA driver's answer on PCI P2PDMA for `dev`, as cuFile asks it.
-fn pci_p2pdma(_dev: sys::CUdevice) -> Option<bool> {
-    None
 }
