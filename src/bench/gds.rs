@@ -15,7 +15,7 @@ use crate::host::{Existing, Scratch};
 use gdrprov_rdma::cuda::cufile::{self, DriverProps, Split};
 use gdrprov_rdma::cuda::Gpu;
 use serde::Serialize;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 /// The default test sizes: 1 GiB.
@@ -193,17 +193,19 @@ enum Source {
 }
 
 impl Source {
-    fn direct(&self) -> Option<std::fs::File> {
+    /// The file opened again with `O_DIRECT`, when the file system takes it.
+    fn direct(&self) -> Option<OwnedFd> {
         match self {
-            Source::Made(s) => s.direct(),
-            Source::Theirs(e) => e.direct(),
+            Source::Made(s) => s.direct().map(OwnedFd::from),
+            Source::Theirs(e) => e.direct().map(OwnedFd::from),
         }
     }
 
-    fn file(&self) -> &std::fs::File {
+    /// The descriptor it was opened with (buffered).
+    fn fd(&self) -> BorrowedFd<'_> {
         match self {
-            Source::Made(s) => s.file(),
-            Source::Theirs(e) => e.file(),
+            Source::Made(s) => s.file().as_fd(),
+            Source::Theirs(e) => e.file().as_fd(),
         }
     }
 
@@ -241,10 +243,7 @@ fn one_size(
     let dir = o.dir.display().to_string();
     let direct = src.direct();
     *o_direct = direct.is_some();
-    let fd = direct
-        .as_ref()
-        .map(|f| f.as_fd())
-        .unwrap_or(src.file().as_fd());
+    let fd = direct.as_ref().map(|f| f.as_fd()).unwrap_or(src.fd());
     let handle = cufile::register(fd).map_err(registration(gds, &dir))?;
     let len = size as usize;
     let buf = gpu.alloc(len)?;
@@ -423,5 +422,32 @@ mod tests {
         // Two blocks differ by their stamp.
         assert_ne!(&whole[..4096], &whole[1 << 20..(1 << 20) + 4096]);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn the_users_file_is_read_as_it_is_and_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let short = t.path().join("short");
+        crate::host::write_local(&short, &[7u8; 1000]).unwrap();
+        let e = theirs(&short).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("shorter than 4 KiB") && e.contains("fix:"),
+            "{e}"
+        );
+        let dir_err = theirs(t.path()).map(|_| ()).unwrap_err().to_string();
+        assert!(dir_err.contains("not a regular file"), "{dir_err}");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let f = t.path().join("data");
+        crate::host::write_local(&f, &data).unwrap();
+        let (src, size) = theirs(&f).unwrap();
+        // O_DIRECT wants whole 4 KiB blocks: the tail is left out.
+        assert_eq!(size, 8192);
+        let mut got = vec![0u8; 4096];
+        src.want(&[], 4096, &mut got).unwrap();
+        assert_eq!(&got[..], &data[4096..8192]);
+        src.drop_pages().unwrap();
+        drop(src);
+        let after = crate::host::read_local(&f, crate::host::ReadLimit::RootFile).unwrap();
+        assert_eq!(after, data);
     }
 }
