@@ -11,11 +11,11 @@ use crate::facts::gds::{Cause, GdsFacts, GdsMode};
 use crate::facts::iommu::IommuState;
 use crate::facts::nvidia_params::NvidiaParams;
 use crate::facts::Facts;
-use crate::host::Scratch;
+use crate::host::{Existing, Scratch};
 use gdrprov_rdma::cuda::cufile::{self, DriverProps, Split};
 use gdrprov_rdma::cuda::Gpu;
 use serde::Serialize;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 
 /// The default test sizes: 1 GiB.
@@ -31,6 +31,9 @@ pub struct GdsOptions {
     pub threads: usize,
     pub chunk: usize,
     pub rounds: u32,
+    /// The user's file to read instead of test files made per size (`--file`); never
+    /// written nor removed. The write-back still goes to a test file in `dir`.
+    pub file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +53,9 @@ pub struct GdsSize {
 #[derive(Debug, Clone, Serialize)]
 pub struct GdsReport {
     pub dir: String,
+    /// The user's file read (`--file`), when one was named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
     pub mountpoint: Option<String>,
     pub fs: Option<String>,
     pub device: Option<String>,
@@ -180,30 +186,64 @@ fn registration<'a>(
     }
 }
 
-/// One size: the file made, registered, read `rounds` times cold and warm, checked, written back.
+/// What the reads come from: the test file made here, or the user's own (`--file`).
+enum Source {
+    Made(Scratch),
+    Theirs(Existing),
+}
+
+impl Source {
+    /// The file opened again with `O_DIRECT`, when the file system takes it.
+    fn direct(&self) -> Option<OwnedFd> {
+        match self {
+            Source::Made(s) => s.direct().map(OwnedFd::from),
+            Source::Theirs(e) => e.direct().map(OwnedFd::from),
+        }
+    }
+
+    /// The descriptor it was opened with (buffered).
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Source::Made(s) => s.file().as_fd(),
+            Source::Theirs(e) => e.file().as_fd(),
+        }
+    }
+
+    fn drop_pages(&self) -> Result<()> {
+        match self {
+            Source::Made(s) => s.drop_pages(),
+            Source::Theirs(e) => e.drop_pages(),
+        }
+    }
+
+    /// The bytes the file holds at `offset`: the pattern, or the user's file read again.
+    fn want(&self, base: &[u8], offset: u64, out: &mut [u8]) -> Result<()> {
+        match self {
+            Source::Made(_) => {
+                fill(base, offset, out);
+                Ok(())
+            }
+            Source::Theirs(e) => e.read_at(out, offset),
+        }
+    }
+}
+
+/// One size: the source registered, read `rounds` times cold and warm (only the reads are
+/// timed: registration, allocation and the checks are not), checked, written back.
 /// Long because the steps share the file, the handle and the buffer, in this order.
 fn one_size(
     o: &GdsOptions,
     gds: &GdsFacts,
     gpu: &Gpu,
     base: &[u8],
+    src: &Source,
     size: u64,
     o_direct: &mut bool,
 ) -> Result<GdsSize> {
     let dir = o.dir.display().to_string();
-    let pid = std::process::id();
-    let src = Scratch::create(
-        &o.dir,
-        &format!(".gdrprov-gds-{pid}-{size}.r"),
-        size,
-        &mut |off, b| fill(base, off, b),
-    )?;
     let direct = src.direct();
     *o_direct = direct.is_some();
-    let fd = direct
-        .as_ref()
-        .map(|f| f.as_fd())
-        .unwrap_or(src.file().as_fd());
+    let fd = direct.as_ref().map(|f| f.as_fd()).unwrap_or(src.fd());
     let handle = cufile::register(fd).map_err(registration(gds, &dir))?;
     let len = size as usize;
     let buf = gpu.alloc(len)?;
@@ -223,13 +263,15 @@ fn one_size(
     for round in 0..o.rounds.max(1) {
         src.drop_pages()?;
         buf.fill(0, len)?;
+        cufile::settle(gpu)?;
         cold.push(gbs(handle.read_into(gpu, &buf, len, split)?));
         if round == 0 {
-            data_ok &= check_gpu(&buf, base, size)?;
+            data_ok &= check_gpu(&buf, src, base, size)?;
         }
         warm.push(gbs(handle.read_into(gpu, &buf, len, split)?));
     }
     drop(handle);
+    let pid = std::process::id();
     let dst = Scratch::create(
         &o.dir,
         &format!(".gdrprov-gds-{pid}-{size}.w"),
@@ -245,7 +287,7 @@ fn one_size(
     let write_gbs = gbs(wh.write_from(gpu, &buf, len, split)?);
     drop(wh);
     dst.drop_pages()?;
-    data_ok &= check_file(&dst, base, size)?;
+    data_ok &= check_file(&dst, src, base, size)?;
     Ok(GdsSize {
         bytes: size,
         read_cold_gbs: median(&cold),
@@ -259,13 +301,18 @@ fn one_size(
 
 const CHECK_BLOCK: usize = 64 << 20;
 
-fn check_gpu(buf: &gdrprov_rdma::cuda::GpuBuffer, base: &[u8], size: u64) -> Result<bool> {
+fn check_gpu(
+    buf: &gdrprov_rdma::cuda::GpuBuffer,
+    src: &Source,
+    base: &[u8],
+    size: u64,
+) -> Result<bool> {
     let (mut got, mut want) = (vec![0u8; CHECK_BLOCK], vec![0u8; CHECK_BLOCK]);
     let mut off = 0u64;
     while off < size {
         let n = (size - off).min(CHECK_BLOCK as u64) as usize;
         buf.read_range(off as usize, &mut got[..n])?;
-        fill(base, off, &mut want[..n]);
+        src.want(base, off, &mut want[..n])?;
         if got[..n] != want[..n] {
             return Ok(false);
         }
@@ -274,19 +321,40 @@ fn check_gpu(buf: &gdrprov_rdma::cuda::GpuBuffer, base: &[u8], size: u64) -> Res
     Ok(true)
 }
 
-fn check_file(f: &Scratch, base: &[u8], size: u64) -> Result<bool> {
+fn check_file(f: &Scratch, src: &Source, base: &[u8], size: u64) -> Result<bool> {
     let (mut got, mut want) = (vec![0u8; CHECK_BLOCK], vec![0u8; CHECK_BLOCK]);
     let mut off = 0u64;
     while off < size {
         let n = (size - off).min(CHECK_BLOCK as u64) as usize;
         f.read_at(&mut got[..n], off)?;
-        fill(base, off, &mut want[..n]);
+        src.want(base, off, &mut want[..n])?;
         if got[..n] != want[..n] {
             return Ok(false);
         }
         off += n as u64;
     }
     Ok(true)
+}
+
+/// The user's file (`--file`), with its length rounded down to 4 KiB, as `O_DIRECT` wants.
+fn theirs(path: &std::path::Path) -> Result<(Source, u64)> {
+    let e = Existing::open(path)?;
+    let size = e.len() / 4096 * 4096;
+    if size == 0 {
+        return Err(Error::Refused(format!(
+            "bench gds: {} is shorter than 4 KiB; fix: name a larger file (or leave out --file: a test file is made in --dir)",
+            e.shown()
+        )));
+    }
+    Ok((Source::Theirs(e), size))
+}
+
+/// The test file of `size` bytes (rounded up to 1 MiB), made just before it is read.
+fn made(o: &GdsOptions, base: &[u8], size: u64) -> Result<(Source, u64)> {
+    let size = size.div_ceil(ALIGN).max(1) * ALIGN;
+    let name = format!(".gdrprov-gds-{}-{size}.r", std::process::id());
+    let file = Scratch::create(&o.dir, &name, size, &mut |off, b| fill(base, off, b))?;
+    Ok((Source::Made(file), size))
 }
 
 /// Runs the bench on the live host whose facts are `facts`.
@@ -306,14 +374,20 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
     let base = base_block();
     let mut results = Vec::new();
     let mut o_direct = false;
-    for &s in &o.sizes {
-        let size = s.div_ceil(ALIGN).max(1) * ALIGN;
-        results.push(one_size(o, gds, &gpu, &base, size, &mut o_direct)?);
+    if let Some(path) = &o.file {
+        let (src, size) = theirs(path)?;
+        results.push(one_size(o, gds, &gpu, &base, &src, size, &mut o_direct)?);
+    } else {
+        for &s in &o.sizes {
+            let (src, size) = made(o, &base, s)?;
+            results.push(one_size(o, gds, &gpu, &base, &src, size, &mut o_direct)?);
+        }
     }
     let (mode, compat_causes) =
         mode_used(gds, &facts.nvidia_params, &props, &dir, iommu_translating);
     let mount = gds.mount_of(&dir);
     Ok(GdsReport {
+        file: o.file.as_ref().map(|f| f.display().to_string()),
         dir,
         mountpoint: mount.map(|m| m.mountpoint.clone()),
         fs: mount.map(|m| m.fs.clone()),
@@ -348,5 +422,32 @@ mod tests {
         // Two blocks differ by their stamp.
         assert_ne!(&whole[..4096], &whole[1 << 20..(1 << 20) + 4096]);
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+    }
+
+    #[test]
+    fn the_users_file_is_read_as_it_is_and_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        let short = t.path().join("short");
+        crate::host::write_local(&short, &[7u8; 1000]).unwrap();
+        let e = theirs(&short).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("shorter than 4 KiB") && e.contains("fix:"),
+            "{e}"
+        );
+        let dir_err = theirs(t.path()).map(|_| ()).unwrap_err().to_string();
+        assert!(dir_err.contains("not a regular file"), "{dir_err}");
+        let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+        let f = t.path().join("data");
+        crate::host::write_local(&f, &data).unwrap();
+        let (src, size) = theirs(&f).unwrap();
+        // O_DIRECT wants whole 4 KiB blocks: the tail is left out.
+        assert_eq!(size, 8192);
+        let mut got = vec![0u8; 4096];
+        src.want(&[], 4096, &mut got).unwrap();
+        assert_eq!(&got[..], &data[4096..8192]);
+        src.drop_pages().unwrap();
+        drop(src);
+        let after = crate::host::read_local(&f, crate::host::ReadLimit::RootFile).unwrap();
+        assert_eq!(after, data);
     }
 }

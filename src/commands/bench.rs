@@ -162,6 +162,7 @@ pub fn run_pair(args: &PairArgs, out: &Output) -> Result<i32> {
 pub fn run_gds(args: &GdsArgs, out: &Output) -> Result<i32> {
     let r = crate::ops::gds::gds(&crate::ops::gds::GdsRequest {
         dir: args.dir.clone(),
+        file: args.file.clone(),
         sizes: args.size.clone(),
         gpu: args.gpu,
         threads: args.threads as usize,

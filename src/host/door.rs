@@ -33,7 +33,7 @@ mod scratch;
 
 pub use local::{refuse_local_link, remove_local, write_local, write_new_private, LocalTree};
 pub use lock::write_pid;
-pub use scratch::{check_dir as check_scratch_dir, Scratch};
+pub use scratch::{check_dir as check_scratch_dir, Existing, Scratch};
 
 use super::read::{kind_of, not_regular_file as not_regular};
 use super::Host;

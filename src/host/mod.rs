@@ -39,7 +39,8 @@ pub mod snapshot;
 pub mod textfile;
 
 pub use door::{
-    remove_local, write_local, write_new_private, write_pid, LocalTree, Scratch, DISTRO_LINKS,
+    remove_local, write_local, write_new_private, write_pid, Existing, LocalTree, Scratch,
+    DISTRO_LINKS,
 };
 pub use flush::{sync, Durable, Filesystem, Method as DurableMethod};
 pub use fs::{FileMeta, WriteOptions};

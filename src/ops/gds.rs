@@ -11,6 +11,7 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct GdsRequest {
     pub dir: PathBuf,
+    pub file: Option<PathBuf>,
     pub sizes: Vec<u64>,
     pub gpu: u32,
     pub threads: usize,
@@ -43,6 +44,7 @@ pub fn gds(req: &GdsRequest) -> Result<GdsReport> {
             threads: req.threads,
             chunk: req.chunk,
             rounds: req.rounds,
+            file: req.file.clone(),
         },
         &facts,
     )?;

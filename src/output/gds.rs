@@ -20,6 +20,9 @@ pub fn text(r: &GdsReport) -> String {
         r.gpu_pci,
         r.libcufile.as_deref().unwrap_or("?")
     );
+    if let Some(f) = &r.file {
+        let _ = writeln!(s, "reads: {f} (the user's file, left as it was)");
+    }
     let _ = writeln!(
         s,
         "cuFile: {} thread(s), {} per request, {}; driver supports: {}; nvidia-fs {}",

@@ -44,6 +44,7 @@ fn live(cx: &Cx, want: GdsWant, mount: &str) -> Check {
         threads: 8,
         chunk: 4 << 20,
         rounds: 1,
+        file: None,
     };
     let r: GdsReport = match crate::bench::gds::run(&o, cx.facts) {
         Ok(r) => r,

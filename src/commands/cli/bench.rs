@@ -199,6 +199,10 @@ pub struct GdsArgs {
     /// Directory for the test files, on the mount to test (they are removed after).
     #[arg(long, value_name = "DIR")]
     pub dir: PathBuf,
+    /// Read this existing file instead of making one per --size (never written nor removed;
+    /// checked against its own bytes); the write-back still goes to a test file in --dir.
+    #[arg(long, value_name = "FILE", conflicts_with = "size")]
+    pub file: Option<PathBuf>,
     /// Test file size(s); K/M/G suffixes and comma lists, rounded up to 1 MiB [default: 1GiB].
     #[arg(long, value_name = "BYTES", value_delimiter = ',', value_parser = parse_size)]
     pub size: Vec<u64>,

@@ -1,7 +1,8 @@
 //! A scratch file in a directory the user names (`bench gds --dir`): made new (never an
 //! existing file, never through a link), filled, reopened with `O_DIRECT` for cuFile, its pages
 //! dropped from the page cache for a cold read, read back for a check, and removed. The
-//! directory must exist: a bench does not make one.
+//! directory must exist: a bench does not make one. [`Existing`] is the user's own file to
+//! read (`bench gds --file`): opened read-only, never changed nor removed.
 
 use crate::error::{Error, Result};
 use nix::fcntl::{OFlag, PosixFadviseAdvice};
@@ -145,6 +146,81 @@ impl Scratch {
     }
 
     /// Reads `buf.len()` bytes at `offset` (the check of what was written).
+    pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", &self.shown, e))
+    }
+}
+
+/// A regular file the user names, to read (`bench gds --file`): opened read-only, never
+/// written, never removed.
+#[derive(Debug)]
+pub struct Existing {
+    shown: String,
+    file: File,
+    len: u64,
+}
+
+impl Existing {
+    /// Opens `path` read-only; refuses anything but a regular file.
+    pub fn open(path: &Path) -> Result<Existing> {
+        let shown = path.display().to_string();
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK;
+        let fd = nix::fcntl::open(path, flags, Mode::empty())
+            .map_err(|e| Error::io("open", &shown, e.into()))?;
+        let file = File::from(fd);
+        let meta = file.metadata().map_err(|e| Error::io("stat", &shown, e))?;
+        if !meta.is_file() {
+            return Err(Error::Refused(format!(
+                "{shown} is not a regular file; fix: name a file on the mount to test (or use --dir alone for a test file made there)"
+            )));
+        }
+        Ok(Existing {
+            shown,
+            len: meta.len(),
+            file,
+        })
+    }
+
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The file opened again read-only with `O_DIRECT` (see [`Scratch::direct`]).
+    pub fn direct(&self) -> Option<File> {
+        use std::os::fd::AsRawFd;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECT | OFlag::O_CLOEXEC;
+        let fd_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
+        nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
+            .ok()
+            .map(File::from)
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Drops the file's pages from the page cache (a cold read; it has nothing to flush).
+    pub fn drop_pages(&self) -> Result<()> {
+        nix::fcntl::posix_fadvise(
+            self.file.as_fd(),
+            0,
+            0,
+            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
+        )
+        .map_err(|e| Error::io("drop pages of", &self.shown, e.into()))
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (the check of what cuFile read).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
         self.file
             .read_exact_at(buf, offset)

@@ -119,6 +119,15 @@ pub fn open_driver() -> Result<DriverProps, Error> {
     }
 }
 
+/// Waits until the GPU has finished what was queued on it (the buffer's clearing), so a timed
+/// transfer starts on a quiet GPU and cuFile's copies cannot race the clearing.
+pub fn settle(gpu: &Gpu) -> Result<(), Error> {
+    super::ensure_symbols(&["cuCtxSynchronize"])?;
+    gpu.make_current()?;
+    // SAFETY: the symbol is checked; the GPU's context is current on this thread.
+    unsafe { check("cuCtxSynchronize", cu::cuCtxSynchronize()) }
+}
+
 /// A file registered with cuFile, deregistered on drop; it does not outlive its descriptor.
 #[derive(Debug)]
 pub struct Handle<'f> {
