@@ -112,13 +112,16 @@ vm_uefi_flavor() { case $1 in sdboot|uki) return 0 ;; *) return 1 ;; esac; }
 # --- accelerator -----------------------------------------------------------------------------------------
 
 # KVM only where it is real: here /dev/kvm is kvm_pvm, far slower than TCG for an ordinary guest kernel.
-# The TCG CPU: `max`, vendor Intel so the Intel IOMMU arguments apply. Measured, not yet adopted: a plain
-# x86-64-v2 model (GDRPROV_VM_CPU=qemu64,vendor=GenuineIntel,+ssse3,+sse4.1,+sse4.2,+popcnt,+cx16) ran the
-# guests' own work faster side by side under one load (update-initramfs -u 3:45 and 3:30 against 4:18 and
-# 4:49 with max; 100 execs 9.9 and 12.2 s against 14.4 and 15.4 s), and 01, 03, 13, 14, 17, 18 and 22 passed
-# with it; but at load 15 a fresh guest of 21-pair-rails hit soft lockups at its first boot (both vCPUs in
-# udev workers), not yet shown to be the host's load alone. docs/ci.md keeps the figures.
-VM_TCG_CPU=max,vendor=GenuineIntel
+# The TCG CPU: `max` without the AVX family, vendor Intel so the Intel IOMMU arguments apply. QEMU 7.2's TCG
+# emulates AVX/AVX2/FMA through helper calls, and with `max` the guest's glibc picks its AVX2 string and
+# memory functions (and the kernel its AVX code): every process pays for them. Without them glibc takes its
+# SSE4 paths, which TCG translates to host vector code, while the rest of `max` (RDTSCP, XSAVE, BMI and the
+# others the guests always had) stays as it was. Measured three guests side by side under
+# one load (docs/ci.md): update-initramfs -u 173 and 163 s against 183 and 199 s with `max`, gzip of 64 MiB
+# 36-42 against 44 s. A plain x86-64-v2 model (GDRPROV_VM_CPU=qemu64,vendor=GenuineIntel,+ssse3,+sse4.1,
+# +sse4.2,+popcnt,+cx16) was as fast (161 and 163 s), but it drops more than AVX (RDTSCP, XSAVE, BMI), and
+# at load 15 a fresh guest of 21-pair-rails hit soft lockups with it at its first boot.
+VM_TCG_CPU=max,vendor=GenuineIntel,-avx,-avx2,-fma,-f16c,-avx-vnni
 vm_accel_args() {
   if [ "${GDRPROV_VM_ACCEL:-auto}" = kvm ] ||
      { [ "${GDRPROV_VM_ACCEL:-auto}" = auto ] && [ -w /dev/kvm ] && [ ! -d /sys/module/kvm_pvm ] &&
