@@ -7,7 +7,9 @@
 //! file (5027), the error names the cause (no udev record, not a block device) instead of the code.
 
 use crate::error::{Error, Result};
-use crate::facts::gds::{Cause, GdsFacts, GdsMode};
+use crate::facts::gds::{GdsFacts, GdsMode};
+use crate::facts::gds_causes::Cause;
+use crate::facts::gpu::Gpu as FactGpu;
 use crate::facts::iommu::IommuState;
 use crate::facts::nvidia_params::NvidiaParams;
 use crate::facts::Facts;
@@ -80,6 +82,7 @@ pub struct GdsReport {
 /// closes it, else compat, with the causes of both direct modes.
 pub fn mode_used(
     gds: &GdsFacts,
+    gpus: &[FactGpu],
     params: &NvidiaParams,
     props: &DriverProps,
     dir: &str,
@@ -87,12 +90,19 @@ pub fn mode_used(
 ) -> (GdsMode, Vec<Cause>) {
     let mount = gds.mount_of(dir);
     let p2p = props.supported.iter().any(|s| s == "nvme-p2pdma");
-    let p2p_causes =
-        gds.direct_causes(GdsMode::P2pdma, mount, iommu_translating, Some(p2p), params);
+    let p2p_causes = gds.direct_causes(
+        GdsMode::P2pdma,
+        mount,
+        iommu_translating,
+        Some(p2p),
+        params,
+        gpus,
+    );
     if p2p_causes.is_empty() {
         return (GdsMode::P2pdma, Vec::new());
     }
-    let mut nvfs_causes = gds.direct_causes(GdsMode::Nvfs, mount, iommu_translating, None, params);
+    let mut nvfs_causes =
+        gds.direct_causes(GdsMode::Nvfs, mount, iommu_translating, None, params, gpus);
     if props.nvfs_version.is_none() && gds.nvidia_fs.loaded {
         nvfs_causes.push(Cause {
             id: "gds-nvfs-missing",
@@ -383,8 +393,14 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
             results.push(one_size(o, gds, &gpu, &base, &src, size, &mut o_direct)?);
         }
     }
-    let (mode, compat_causes) =
-        mode_used(gds, &facts.nvidia_params, &props, &dir, iommu_translating);
+    let (mode, compat_causes) = mode_used(
+        gds,
+        &facts.gpus,
+        &facts.nvidia_params,
+        &props,
+        &dir,
+        iommu_translating,
+    );
     let mount = gds.mount_of(&dir);
     Ok(GdsReport {
         file: o.file.as_ref().map(|f| f.display().to_string()),

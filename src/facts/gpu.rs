@@ -132,6 +132,41 @@ pub struct Gpu {
     pub sysfs_path: String,
     /// Bound kernel driver (`nvidia`, `vfio-pci`, `nouveau`).
     pub driver: Option<String>,
+    /// The P2P memory the GPU's driver registered with the kernel's PCI P2PDMA
+    /// (`/sys/bus/pci/devices/ADDR/p2pmem/`); `None`: none registered.
+    pub p2pmem: Option<P2pMem>,
+}
+
+/// `p2pmem/` of a PCI function. The kernel creates it (drivers/pci/p2pdma.c:
+/// `pci_p2pdma_add_resource` calls `pci_p2pdma_setup`, which adds the sysfs group
+/// `p2pmem` with `size`, `available` and `published`) when a driver registers a BAR as
+/// P2P memory, so a GPU without it has none that an NVMe drive could DMA into through
+/// P2PDMA, whatever cufile.json says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct P2pMem {
+    /// Bytes registered (`size`).
+    pub size: Option<u64>,
+    /// Bytes not yet handed out (`available`).
+    pub available: Option<u64>,
+    /// Whether the driver published it for other drivers to find (`published`).
+    pub published: Option<bool>,
+}
+
+impl P2pMem {
+    /// Read from `/sys/bus/pci/devices/ADDR/p2pmem/` (recorded by `inventory --snapshot`,
+    /// so `--root` reads it the same); `None` when the kernel shows none.
+    pub fn probe(host: &Host, address: &str) -> Option<P2pMem> {
+        let dir = format!("/sys/bus/pci/devices/{address}/p2pmem");
+        let num = |f: &str| {
+            super::util::read_int(host, &format!("{dir}/{f}")).and_then(|v| u64::try_from(v).ok())
+        };
+        let m = P2pMem {
+            size: num("size"),
+            available: num("available"),
+            published: num("published").map(|v| v != 0),
+        };
+        (m.size.is_some() || m.available.is_some() || m.published.is_some()).then_some(m)
+    }
 }
 
 impl Gpu {
@@ -155,6 +190,7 @@ impl Gpu {
             numa_node: d.numa_node,
             sysfs_path: d.sysfs_path.clone(),
             driver: d.driver.clone(),
+            p2pmem: P2pMem::probe(host, &d.address),
         }
     }
 }

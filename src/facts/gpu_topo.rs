@@ -289,6 +289,7 @@ mod tests {
             numa_node: None,
             sysfs_path: format!("/sys/devices/{path}"),
             driver: Some("nvidia".into()),
+            p2pmem: None,
         }
     }
 

@@ -13,6 +13,7 @@ pub mod efa;
 pub mod erdma;
 pub mod gdrcopy;
 pub mod gds;
+pub mod gds_causes;
 pub mod gids;
 pub mod gpu;
 pub mod gpu_acs;

@@ -245,6 +245,7 @@ fn gpus(w: &mut String, f: &Facts) {
             g.numa_node.map(|n| n.to_string()).unwrap_or("-".into()),
             or_absent(g.driver.as_deref()),
         );
+        let _ = writeln!(w, "    P2PDMA memory (kernel): {}", p2pmem_words(g));
     }
     let c = &f.cuda;
     let _ = writeln!(
@@ -259,6 +260,27 @@ fn gpus(w: &mut String, f: &Facts) {
     );
     if let Some(e) = c.runtime.as_ref().and_then(|r| r.error.as_ref()) {
         let _ = writeln!(w, "  CUDA driver API: {e}");
+    }
+}
+
+/// The kernel's PCI P2PDMA view of a GPU (its `p2pmem/`).
+fn p2pmem_words(g: &crate::facts::gpu::Gpu) -> String {
+    let bytes = |b: Option<u64>| {
+        b.map(crate::bench::report::human_bytes)
+            .unwrap_or("?".into())
+    };
+    match &g.p2pmem {
+        None => format!("none registered (no /sys/bus/pci/devices/{}/p2pmem)", g.pci),
+        Some(m) => format!(
+            "{} registered, {} available, {}",
+            bytes(m.size),
+            bytes(m.available),
+            match m.published {
+                Some(true) => "published",
+                Some(false) => "not published",
+                None => "published ?",
+            }
+        ),
     }
 }
 

@@ -669,6 +669,11 @@ fn device_snapshot_h200_open_580_no_rdma_nic() {
         .remove("nvidia_params")
         .unwrap();
     assert_eq!(params["source"], Value::Null);
+    // And the kernel's P2PDMA view of each GPU (issue 47, `p2pmem/`): none on this H200.
+    for g in now["gpus"].as_array_mut().unwrap() {
+        let p2pmem = g.as_object_mut().unwrap().remove("p2pmem");
+        assert_eq!(p2pmem, Some(Value::Null));
+    }
     assert_eq!(now, then);
     let (code, rep) = doctor(&root, &["rdma-dmabuf"]);
     assert_eq!(code, 3);

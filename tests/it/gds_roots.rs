@@ -2,7 +2,9 @@
 //! (tests/fixtures/snapshots/device-h200-gds: ext4 on virtio, no /run/udev, libcufile 1.15.1,
 //! cufile.json as CUDA 13.0 ships it through the alternatives, no nvidia-fs), then ONE fact
 //! changed per root: each mode gives its plan, each cause of compat its doctor finding, and the
-//! fact itself reads as changed in `inventory`.
+//! fact itself reads as changed in `inventory`. The lent H200's GPU has no `p2pmem/` (its
+//! driver registered no P2P memory with the kernel): every root that wants P2PDMA names it,
+//! and the root that adds one does not.
 
 use crate::common::{copy_tree, gdrprov, repo, stderr_of, stdout_of};
 use serde_json::Value;
@@ -102,6 +104,14 @@ fn btrfs(root: &Path) {
         &ROOT_LINE.replace("- ext4 /dev/vda", "- btrfs /dev/vda"),
     );
 }
+/// The kernel's `p2pmem/` under the GPU's PCI function, as pci_p2pdma_add_resource makes it
+/// when the driver registers BAR1 (32 GiB on the H200) as P2P memory.
+fn p2pmem(root: &Path) {
+    let dir = "sys/devices/pci0000:00/0000:00:06.0/p2pmem";
+    write(root, &format!("{dir}/size"), "34359738368\n");
+    write(root, &format!("{dir}/available"), "34359738368\n");
+    write(root, &format!("{dir}/published"), "0\n");
+}
 fn nvme_multipath(root: &Path) {
     write(root, "sys/module/nvme_core/parameters/multipath", "Y\n");
 }
@@ -133,7 +143,7 @@ fn cases() -> Vec<Case> {
             name: "the lent machine as it is, any-direct",
             change: as_is,
             mode: "any-direct",
-            doctor: &["error gds-udev-missing", "warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing"],
+            doctor: &["error gds-udev-missing", "warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing", "warn gds-p2pmem"],
             fact: Some(("/gds/cufile_json/alternatives", Value::Bool(true))),
             plan: Ok(P2PDMA_PLAN),
             not: &["modules-load.d"],
@@ -142,7 +152,7 @@ fn cases() -> Vec<Case> {
             name: "no update-alternatives in the root: never written through the link",
             change: no_alternatives_tool,
             mode: "any-direct",
-            doctor: &["error gds-udev-missing", "warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing"],
+            doctor: &["error gds-udev-missing", "warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing", "warn gds-p2pmem"],
             fact: None,
             plan: Ok(&["but this root has no update-alternatives (or alternatives): gdrprov does not write through the link"]),
             not: &["cufile.json alternative (priority"],
@@ -151,7 +161,7 @@ fn cases() -> Vec<Case> {
             name: "udev record present (compat: virtio, cufile.json, no nvidia-fs)",
             change: udev,
             mode: "any-direct",
-            doctor: &["warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing"],
+            doctor: &["warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing", "warn gds-p2pmem"],
             fact: Some(("/gds/mounts/5/udev/fs_usage", Value::from("filesystem"))),
             plan: Ok(P2PDMA_PLAN),
             not: &[],
@@ -160,10 +170,34 @@ fn cases() -> Vec<Case> {
             name: "mode p2pdma",
             change: udev,
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-not-nvme"],
-            fact: None,
+            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-p2pmem"],
+            fact: Some(("/gpus/0/p2pmem", Value::Null)),
             plan: Ok(P2PDMA_PLAN),
             not: &["modules-load.d"],
+        },
+        Case {
+            name: "the GPU registered P2P memory with the kernel (p2pmem): that cause goes",
+            change: |r| {
+                udev(r);
+                p2pmem(r)
+            },
+            mode: "p2pdma",
+            doctor: &["error gds-cufile-json", "error gds-not-nvme"],
+            fact: Some(("/gpus/0/p2pmem/size", Value::from(34_359_738_368u64))),
+            plan: Ok(P2PDMA_PLAN),
+            not: &[],
+        },
+        Case {
+            name: "any-direct, the GPU with p2pmem",
+            change: |r| {
+                udev(r);
+                p2pmem(r)
+            },
+            mode: "any-direct",
+            doctor: &["warn gds-cufile-json", "warn gds-not-nvme", "warn gds-nvfs-missing"],
+            fact: Some(("/gpus/0/p2pmem/published", Value::Bool(false))),
+            plan: Ok(P2PDMA_PLAN),
+            not: &[],
         },
         Case {
             name: "mode nvfs without nvidia-fs",
@@ -211,7 +245,7 @@ fn cases() -> Vec<Case> {
                 cufile_p2pdma_on(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-not-nvme"],
+            doctor: &["error gds-not-nvme", "error gds-p2pmem"],
             fact: Some(("/gds/cufile_json/config/use_pci_p2pdma", Value::Bool(true))),
             plan: Ok(&["RMForceStaticBar1=1"]),
             not: &["cufile.json"],
@@ -223,7 +257,7 @@ fn cases() -> Vec<Case> {
                 no_libcufile(r)
             },
             mode: "any-direct",
-            doctor: &["warn gds-cufile-json", "warn gds-libcufile-missing", "warn gds-not-nvme", "warn gds-nvfs-missing"],
+            doctor: &["warn gds-cufile-json", "warn gds-libcufile-missing", "warn gds-not-nvme", "warn gds-nvfs-missing", "warn gds-p2pmem"],
             fact: Some(("/gds/libcufile", Value::Null)),
             plan: Ok(&["RMForceStaticBar1=1"]),
             not: &[],
@@ -235,7 +269,7 @@ fn cases() -> Vec<Case> {
                 data_journal(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-mount-options", "error gds-not-nvme"],
+            doctor: &["error gds-cufile-json", "error gds-mount-options", "error gds-not-nvme", "error gds-p2pmem"],
             fact: None,
             plan: Ok(P2PDMA_PLAN),
             not: &[],
@@ -247,7 +281,7 @@ fn cases() -> Vec<Case> {
                 btrfs(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-fs-unsupported", "error gds-not-nvme"],
+            doctor: &["error gds-cufile-json", "error gds-fs-unsupported", "error gds-not-nvme", "error gds-p2pmem"],
             fact: Some(("/gds/mounts/5/fs", Value::from("btrfs"))),
             plan: Ok(P2PDMA_PLAN),
             not: &[],
@@ -259,7 +293,7 @@ fn cases() -> Vec<Case> {
                 nvme_multipath(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-nvme-multipath"],
+            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-nvme-multipath", "error gds-p2pmem"],
             fact: Some(("/gds/p2pdma/nvme_multipath", Value::Bool(true))),
             plan: Ok(P2PDMA_PLAN),
             not: &[],
@@ -271,7 +305,7 @@ fn cases() -> Vec<Case> {
                 registry_unset(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-registry"],
+            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-p2pmem", "error gds-registry"],
             fact: Some(("/nvidia_params/source", Value::from("/proc/driver/nvidia/params"))),
             plan: Ok(P2PDMA_PLAN),
             not: &[],
@@ -283,7 +317,7 @@ fn cases() -> Vec<Case> {
                 registry_elsewhere(r)
             },
             mode: "p2pdma",
-            doctor: &["error gds-cufile-json", "error gds-not-nvme"],
+            doctor: &["error gds-cufile-json", "error gds-not-nvme", "error gds-p2pmem"],
             fact: Some(("/nvidia_params/module_options/0/value", Value::from("RmFoo=2"))),
             plan: Ok(&["+options nvidia NVreg_RegistryDwords=\"RmFoo=2;RMForceStaticBar1=1;RmForceDisableIomapWC=1\""]),
             not: &[],
@@ -377,4 +411,48 @@ fn each_mode_and_each_cause_gives_its_plan_and_finding() {
         }
     }
     assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+/// The kernel's P2PDMA view of the GPU (`p2pmem/`) is a fact of the root: inventory says it per
+/// GPU, `inventory --snapshot` keeps its files, and the snapshot reads the same.
+#[test]
+fn the_gpus_p2p_memory_is_read_said_and_kept_by_a_snapshot() {
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    copy_tree(&repo().join(SNAP), &root);
+    let text = |root: &Path| {
+        let out = gdrprov()
+            .arg("inventory")
+            .arg("--root")
+            .arg(root)
+            .output()
+            .unwrap();
+        stdout_of(&out)
+    };
+    let none =
+        "P2PDMA memory (kernel): none registered (no /sys/bus/pci/devices/0000:00:06.0/p2pmem)";
+    assert!(text(&root).contains(none), "{}", text(&root));
+    p2pmem(&root);
+    let with = "P2PDMA memory (kernel): 32 GiB registered, 32 GiB available, not published";
+    assert!(text(&root).contains(with), "{}", text(&root));
+    let snap = t.path().join("snap");
+    let out = gdrprov()
+        .args(["inventory", "--snapshot"])
+        .arg(&snap)
+        .arg("--root")
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    for f in ["size", "available", "published"] {
+        let p = snap
+            .join("sys/devices/pci0000:00/0000:00:06.0/p2pmem")
+            .join(f);
+        assert!(p.is_file(), "{} not kept", p.display());
+    }
+    assert!(text(&snap).contains(with), "{}", text(&snap));
+    assert_eq!(
+        json(&snap, &["inventory"])["facts"]["gpus"][0]["p2pmem"],
+        serde_json::json!({"size": 34_359_738_368u64, "available": 34_359_738_368u64, "published": false})
+    );
 }

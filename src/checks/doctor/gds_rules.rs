@@ -6,9 +6,11 @@
 
 use super::rules::Cx;
 use super::{Finding, Sev};
-use crate::facts::gds::{Cause, GdsMode};
+use crate::facts::gds::GdsMode;
+use crate::facts::gds_causes::Cause;
 use crate::facts::iommu::IommuState;
 use crate::facts::Facts;
+use crate::plan::modules::gds::effective;
 use crate::profile::gds::GdsWant;
 
 /// One mount's evaluation: the direct mode that can run there (`None`: compat only), and the
@@ -39,12 +41,29 @@ pub fn evaluate(facts: &Facts, want: GdsWant, mount: &str) -> Evaluation {
     let translating = facts.iommu.state == IommuState::Translated;
     let open = gds.open_causes(m);
     let p2p: Vec<Cause> = gds
-        .direct_causes(GdsMode::P2pdma, m, translating, None, &facts.nvidia_params)
+        .direct_causes(
+            GdsMode::P2pdma,
+            m,
+            translating,
+            None,
+            &facts.nvidia_params,
+            &facts.gpus,
+        )
         .into_iter()
         .filter(|c| !open.contains(c))
+        // any-direct that plans nvidia-fs (P2PDMA cannot be had here): the driver's P2P
+        // memory is not what is missing.
+        .filter(|c| c.id != "gds-p2pmem" || effective(facts, want) == GdsMode::P2pdma)
         .collect();
     let nvfs: Vec<Cause> = gds
-        .direct_causes(GdsMode::Nvfs, m, translating, None, &facts.nvidia_params)
+        .direct_causes(
+            GdsMode::Nvfs,
+            m,
+            translating,
+            None,
+            &facts.nvidia_params,
+            &facts.gpus,
+        )
         .into_iter()
         .filter(|c| !open.contains(c))
         .collect();
@@ -162,6 +181,7 @@ mod tests {
     //! nvidia-fs), then one fact changed per case: each mode and each cause gives its finding.
     use super::*;
     use crate::facts::gds::{Mount, NvmeController, UdevRecord};
+    use crate::facts::gpu::P2pMem;
     use crate::facts::pcie::Distance;
     use crate::host::Host;
     use std::path::Path;
@@ -237,7 +257,12 @@ mod tests {
         assert!(e.open.is_empty());
         assert_eq!(
             ids(&e.direct),
-            ["gds-not-nvme", "gds-cufile-json", "gds-nvfs-missing"]
+            [
+                "gds-not-nvme",
+                "gds-cufile-json",
+                "gds-p2pmem",
+                "gds-nvfs-missing"
+            ]
         );
         // One fact changed each.
         let mut g = f.clone();
@@ -271,9 +296,51 @@ mod tests {
         );
     }
 
+    /// The GPU's driver registered its BAR1 as P2P memory (what the lent H200 lacks).
+    fn p2pmem(mut f: Facts) -> Facts {
+        f.gpus[0].p2pmem = Some(P2pMem {
+            size: Some(1 << 30),
+            available: Some(1 << 30),
+            published: Some(false),
+        });
+        f
+    }
+
+    #[test]
+    fn a_gpu_without_p2p_memory_closes_p2pdma() {
+        // The lent H200 as it is: the driver registered no P2P memory with the kernel.
+        let f = nvme(with_udev(device()));
+        assert_eq!(f.gpus[0].p2pmem, None);
+        let e = evaluate(&f, GdsWant::P2pdma, "/");
+        assert_eq!(ids(&e.direct), ["gds-cufile-json", "gds-p2pmem"]);
+        let c = &e.direct[1];
+        assert!(
+            c.what
+                .starts_with("GPU 0000:00:06.0 has registered no P2P memory with the kernel")
+                && c.what.contains("/sys/bus/pci/devices/0000:00:06.0/p2pmem")
+                && c.fix.contains("RMForceStaticBar1=1")
+                && c.fix.contains("reboot"),
+            "{c:?}"
+        );
+        // any-direct resolved to p2pdma names it too; resolved to nvfs (no P2PDMA driver), not.
+        assert!(ids(&evaluate(&f, GdsWant::AnyDirect, "/").direct).contains(&"gds-p2pmem"));
+        let mut g = f.clone();
+        g.nvidia_driver.flavor = crate::facts::nvidia::Flavor::Proprietary;
+        assert!(!ids(&evaluate(&g, GdsWant::AnyDirect, "/").direct).contains(&"gds-p2pmem"));
+        // A kernel without P2PDMA: that cause is named, not this one.
+        let mut g = f.clone();
+        g.gds.p2pdma.kernel_config = Some(false);
+        assert!(!ids(&evaluate(&g, GdsWant::P2pdma, "/").direct).contains(&"gds-p2pmem"));
+        // With p2pmem: gone.
+        assert_eq!(
+            ids(&evaluate(&p2pmem(f), GdsWant::P2pdma, "/").direct),
+            ["gds-cufile-json"]
+        );
+    }
+
     #[test]
     fn each_direct_mode_where_the_host_allows_it() {
-        let mut f = nvme(with_udev(device()));
+        let mut f = p2pmem(nvme(with_udev(device())));
         f.gds.nvidia_fs.loaded = true;
         let e = evaluate(&f, GdsWant::AnyDirect, "/");
         assert_eq!((e.possible, e.direct.len()), (Some(GdsMode::Nvfs), 0));

@@ -7,7 +7,8 @@ use super::cx::Cx;
 use crate::bench::gds::{GdsOptions, GdsReport};
 use crate::checks::doctor::gds_rules::{evaluate, mounts};
 use crate::checks::Check;
-use crate::facts::gds::{Cause, GdsMode};
+use crate::facts::gds::GdsMode;
+use crate::facts::gds_causes::Cause;
 use crate::profile::gds::GdsWant;
 
 const NAME: &str = "gds";
