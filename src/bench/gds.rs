@@ -6,6 +6,7 @@
 //! properties and the facts, and when it is compat, the causes say why. When cuFile refuses the
 //! file (5027), the error names the cause (no udev record, not a block device) instead of the code.
 
+use super::gds_log::{CufileP2pdma, LogDir};
 use crate::error::{Error, Result};
 use crate::facts::gds::{GdsFacts, GdsMode};
 use crate::facts::gds_causes::Cause;
@@ -74,6 +75,8 @@ pub struct GdsReport {
     pub mode: GdsMode,
     /// Why not a direct mode (empty when one ran).
     pub compat_causes: Vec<Cause>,
+    /// P2PDMA per GPU as cuFile asked the CUDA driver, from cuFile's own log.
+    pub cufile_p2pdma: CufileP2pdma,
     pub results: Vec<GdsSize>,
     pub passed: bool,
 }
@@ -380,6 +383,12 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
         )));
     }
     let gpu = Gpu::open(o.gpu)?;
+    // cuFile logs at DEBUG into a private directory, for its P2PDMA answer per GPU.
+    let log = LogDir::make(&o.dir);
+    let logging = match &log {
+        Some(l) => cufile::log_to(std::path::Path::new(&l.path), "DEBUG")?,
+        None => false,
+    };
     let props = cufile::open_driver()?;
     let base = base_block();
     let mut results = Vec::new();
@@ -401,6 +410,13 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
         &dir,
         iommu_translating,
     );
+    let cufile_p2pdma = match &log {
+        Some(l) if logging => l.answer(),
+        _ => CufileP2pdma::unknown(
+            "this libcufile cannot be told where to log (cuFileSetParameterString)",
+        ),
+    };
+    drop(log);
     let mount = gds.mount_of(&dir);
     Ok(GdsReport {
         file: o.file.as_ref().map(|f| f.display().to_string()),
@@ -418,6 +434,7 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
         chunk: o.chunk,
         mode,
         compat_causes,
+        cufile_p2pdma,
         passed: results.iter().all(|r| r.data_ok),
         results,
     })

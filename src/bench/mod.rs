@@ -10,6 +10,7 @@ pub mod concurrent;
 pub mod copy;
 pub mod error;
 pub mod gds;
+pub mod gds_log;
 pub mod loopback;
 mod measure;
 pub mod nccl;

@@ -56,6 +56,11 @@ pub fn text(r: &GdsReport) -> String {
             if x.data_ok { "ok" } else { "WRONG" }
         );
     }
+    let _ = writeln!(
+        s,
+        "P2PDMA as cuFile asks the CUDA driver: {}",
+        crate::bench::gds_log::words(&r.cufile_p2pdma)
+    );
     let _ = writeln!(s, "mode: {}", r.mode.name());
     for c in &r.compat_causes {
         let _ = writeln!(s, "  compat because {}; fix: {}", c.what, c.fix);

@@ -119,6 +119,40 @@ pub fn open_driver() -> Result<DriverProps, Error> {
     }
 }
 
+/// `CUFileStringConfigParameter_t`'s logging level and log directory (cufile.h, GDS 1.14+).
+const PARAM_LOGGING_LEVEL: u32 = 0;
+const PARAM_LOG_DIR: u32 = 2;
+
+/// Has cuFile log at `level` (`DEBUG`) into `dir`, as `logging.level` and `logging.dir` of
+/// cufile.json would, every other setting of the live cufile.json kept; call it before
+/// [`open_driver`]. Through `cuFileSetParameterString` rather than a copy of cufile.json named
+/// by `CUFILE_ENV_PATH_JSON`: setting the environment of a running process (which holds the
+/// CUDA driver's threads) is not sound. `Ok(false)`: this libcufile has no such call, or
+/// refused it (the driver already open); nothing is logged then.
+pub fn log_to(dir: &std::path::Path, level: &str) -> Result<bool, Error> {
+    use std::os::unix::ffi::OsStrExt;
+    ensure_libcufile()?;
+    type SetString = unsafe extern "C" fn(u32, *const std::ffi::c_char) -> sys::CUfileError_t;
+    let (Ok(level), Ok(dir)) = (
+        std::ffi::CString::new(level),
+        std::ffi::CString::new(dir.as_os_str().as_bytes()),
+    ) else {
+        return Ok(false);
+    };
+    // SAFETY: libcufile is loaded (checked above), so culib() does not panic; only the
+    // address is looked up, with the signature cufile.h gives it.
+    let set = match unsafe { sys::culib().get::<SetString>(b"cuFileSetParameterString\0") } {
+        Ok(f) => *f,
+        Err(_) => return Ok(false),
+    };
+    let ok = |e: sys::CUfileError_t| e.err == sys::CUfileOpError::CU_FILE_SUCCESS;
+    // SAFETY: the parameters are the enum's values; both strings are NUL-terminated and live
+    // across the calls (cuFile copies them).
+    unsafe {
+        Ok(ok(set(PARAM_LOG_DIR, dir.as_ptr())) && ok(set(PARAM_LOGGING_LEVEL, level.as_ptr())))
+    }
+}
+
 /// Waits until the GPU has finished what was queued on it (the buffer's clearing), so a timed
 /// transfer starts on a quiet GPU and cuFile's copies cannot race the clearing.
 pub fn settle(gpu: &Gpu) -> Result<(), Error> {
