@@ -371,7 +371,9 @@ fn made(o: &GdsOptions, base: &[u8], size: u64) -> Result<(Source, u64)> {
 }
 
 /// Runs the bench on the live host whose facts are `facts`.
-pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
+/// `log`: cuFile's private log directory, pointed to before CUDA was loaded
+/// ([`LogDir::point_cufile_here`]), for its P2PDMA answer per GPU.
+pub fn run(o: &GdsOptions, facts: &Facts, log: Option<LogDir>) -> Result<GdsReport> {
     let gds = &facts.gds;
     let iommu_translating = facts.iommu.state == IommuState::Translated;
     let dir = o.dir.display().to_string();
@@ -383,12 +385,6 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
         )));
     }
     let gpu = Gpu::open(o.gpu)?;
-    // cuFile logs at DEBUG into a private directory, for its P2PDMA answer per GPU.
-    let log = LogDir::make(&o.dir);
-    let logging = match &log {
-        Some(l) => cufile::log_to(std::path::Path::new(&l.path), "DEBUG")?,
-        None => false,
-    };
     let props = cufile::open_driver()?;
     let base = base_block();
     let mut results = Vec::new();
@@ -410,11 +406,14 @@ pub fn run(o: &GdsOptions, facts: &Facts) -> Result<GdsReport> {
         &dir,
         iommu_translating,
     );
-    let cufile_p2pdma = match &log {
-        Some(l) if logging => l.answer(),
-        _ => CufileP2pdma::unknown(
-            "this libcufile cannot be told where to log (cuFileSetParameterString)",
-        ),
+    // Every handle is dropped: the driver closed, cuFile's log is whole.
+    let closed = cufile::close_driver();
+    let cufile_p2pdma = match (&log, closed) {
+        (Some(l), Ok(())) => l.answer(),
+        (Some(_), Err(e)) => CufileP2pdma::unknown(format!("cuFile's driver did not close: {e}")),
+        (None, _) => CufileP2pdma::unknown(format!(
+            "cuFile's log was not read: `bench gds` has it written to a private directory in --dir ({dir} here), made before CUDA loads"
+        )),
     };
     drop(log);
     let mount = gds.mount_of(&dir);

@@ -2,7 +2,7 @@
 //! the driver's private export tables (no public `CUdevice_attribute` exists for it:
 //! bench/results/h200-gds/README.md), so gdrprov cannot ask the same question itself; it reads
 //! the answer where cuFile writes it. `bench gds` has cuFile log at DEBUG into a private
-//! directory ([`gdrprov_rdma::cuda::cufile::log_to`]), then reads two lines of that log:
+//! directory ([`LogDir::point_cufile_here`]), then reads two lines of that log:
 //!
 //! - `cuda GPU device attributes:  gpu :0 model :NVIDIA H200 ... PCIP2PDMACapable:0 bdf :0 : 0 : 6 : 0`
 //!   (DEBUG, one per GPU);
@@ -70,6 +70,15 @@ impl LogDir {
         let host = Host::open(Path::new("/"), true).ok()?;
         host.create_dir_all(&path, 0o700).ok()?;
         Some(LogDir { host, path })
+    }
+
+    /// Has cuFile log at DEBUG into `cufile.log` here. The process's environment: called while
+    /// it has one thread, before CUDA is loaded (`ops::gds`, first).
+    pub fn point_cufile_here(&self) {
+        gdrprov_rdma::cuda::cufile::log_through_env(
+            Path::new(&format!("{}/cufile.log", self.path)),
+            "DEBUG",
+        );
     }
 
     /// cuFile's answer from what it logged here.

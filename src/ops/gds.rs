@@ -29,6 +29,13 @@ pub fn gds(req: &GdsRequest) -> Result<GdsReport> {
     if let Some(path) = &req.textfile {
         crate::host::textfile::Dest::Local(path.clone()).refuse_links()?;
     }
+    // cuFile's log, at DEBUG, in a private directory (its P2PDMA answer per GPU): libcufile
+    // reads where from the environment, which is set here, while the process has one thread
+    // and before the facts load CUDA.
+    let log = crate::bench::gds_log::LogDir::make(&dir);
+    if let Some(l) = &log {
+        l.point_cufile_here();
+    }
     let host = Host::open(std::path::Path::new("/"), false)?;
     let facts = Facts::gather(&host, None);
     let sizes = if req.sizes.is_empty() {
@@ -47,6 +54,7 @@ pub fn gds(req: &GdsRequest) -> Result<GdsReport> {
             file: req.file.clone(),
         },
         &facts,
+        log,
     )?;
     if let Some(path) = &req.textfile {
         let now = std::time::SystemTime::now()

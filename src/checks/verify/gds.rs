@@ -47,7 +47,8 @@ fn live(cx: &Cx, want: GdsWant, mount: &str) -> Check {
         rounds: 1,
         file: None,
     };
-    let r: GdsReport = match crate::bench::gds::run(&o, cx.facts) {
+    // No cuFile log: its place is set before CUDA loads, which verify's facts have done.
+    let r: GdsReport = match crate::bench::gds::run(&o, cx.facts, None) {
         Ok(r) => r,
         Err(e) => return Check::fail_with_cause(NAME, format!("bench gds in {dir}: {e}")),
     };

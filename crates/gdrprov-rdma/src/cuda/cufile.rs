@@ -19,6 +19,7 @@ use crate::error::Error;
 pub const SYMBOLS: &[&str] = &[
     "cuFileDriverOpen",
     "cuFileDriverGetProperties",
+    "cuFileDriverClose",
     "cuFileHandleRegister",
     "cuFileHandleDeregister",
     "cuFileRead",
@@ -119,38 +120,28 @@ pub fn open_driver() -> Result<DriverProps, Error> {
     }
 }
 
-/// `CUFileStringConfigParameter_t`'s logging level and log directory (cufile.h, GDS 1.14+).
-const PARAM_LOGGING_LEVEL: u32 = 0;
-const PARAM_LOG_DIR: u32 = 2;
+/// Has cuFile log at `level` (`DEBUG`) into the file `path`, through the variables libcufile
+/// reads at `cuFileDriverOpen` (`CUFILE_LOGGING_LEVEL`, `CUFILE_LOGFILE_PATH`); every setting of
+/// the live cufile.json is kept. Not through `cuFileSetParameterString`: libcufile 1.15.1 on
+/// the lent H200 accepted its logging-level and log-directory parameters and went on logging
+/// at the level and place cufile.json names, while these variables took effect
+/// (bench/results/h200-gds/p2pdma/README.md). The environment is the process's, so this is
+/// called while the process has one thread, before CUDA is loaded: `ops::gds` does, first.
+pub fn log_through_env(path: &std::path::Path, level: &str) {
+    std::env::set_var("CUFILE_LOGGING_LEVEL", level);
+    std::env::set_var("CUFILE_LOGFILE_PATH", path);
+}
 
-/// Has cuFile log at `level` (`DEBUG`) into `dir`, as `logging.level` and `logging.dir` of
-/// cufile.json would, every other setting of the live cufile.json kept; call it before
-/// [`open_driver`]. Through `cuFileSetParameterString` rather than a copy of cufile.json named
-/// by `CUFILE_ENV_PATH_JSON`: setting the environment of a running process (which holds the
-/// CUDA driver's threads) is not sound. `Ok(false)`: this libcufile has no such call, or
-/// refused it (the driver already open); nothing is logged then.
-pub fn log_to(dir: &std::path::Path, level: &str) -> Result<bool, Error> {
-    use std::os::unix::ffi::OsStrExt;
+/// Closes the cuFile driver (`cuFileDriverClose`) once every handle is dropped, so that its
+/// log is complete before it is read.
+pub fn close_driver() -> Result<(), Error> {
     ensure_libcufile()?;
-    type SetString = unsafe extern "C" fn(u32, *const std::ffi::c_char) -> sys::CUfileError_t;
-    let (Ok(level), Ok(dir)) = (
-        std::ffi::CString::new(level),
-        std::ffi::CString::new(dir.as_os_str().as_bytes()),
-    ) else {
-        return Ok(false);
-    };
-    // SAFETY: libcufile is loaded (checked above), so culib() does not panic; only the
-    // address is looked up, with the signature cufile.h gives it.
-    let set = match unsafe { sys::culib().get::<SetString>(b"cuFileSetParameterString\0") } {
-        Ok(f) => *f,
-        Err(_) => return Ok(false),
-    };
-    let ok = |e: sys::CUfileError_t| e.err == sys::CUfileOpError::CU_FILE_SUCCESS;
-    // SAFETY: the parameters are the enum's values; both strings are NUL-terminated and live
-    // across the calls (cuFile copies them).
-    unsafe {
-        Ok(ok(set(PARAM_LOG_DIR, dir.as_ptr())) && ok(set(PARAM_LOGGING_LEVEL, level.as_ptr())))
+    // SAFETY: symbols checked; no handle or buffer of this process is registered any more.
+    let e = unsafe { sys::cuFileDriverClose() };
+    if e.err != sys::CUfileOpError::CU_FILE_SUCCESS {
+        return Err(op_error("cuFileDriverClose", e.err));
     }
+    Ok(())
 }
 
 /// Waits until the GPU has finished what was queued on it (the buffer's clearing), so a timed
