@@ -162,8 +162,8 @@ impl GdsFacts {
                         g.pci
                     ),
                     "set RMForceStaticBar1=1;RmForceDisableIomapWC=1 in the nvidia module's NVreg_RegistryDwords \
-                     (`gdrprov apply` of a profile with `gds:` mode p2pdma or any-direct writes them), then reload \
-                     the NVIDIA driver or reboot",
+                     (a profile with `gds:` mode p2pdma or any-direct writes them: `gdrprov apply gds-iommu-off`), \
+                     then reload the NVIDIA driver or reboot",
                 )
             })
             .collect()
