@@ -65,6 +65,26 @@ fn changed_lines(a: &str, b: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// `file` installed at `priority` as the `cufile.json` alternative, by the root's own
+/// update-alternatives (as a CUDA package's postinst does).
+fn install_alternative(root: &Path, file: &str, priority: &str) {
+    let st = std::process::Command::new("chroot")
+        .arg(root)
+        .args([
+            "update-alternatives",
+            "--quiet",
+            "--install",
+            "/etc/cufile.json",
+        ])
+        .args(["cufile.json", file, priority])
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "update-alternatives --install {file} {priority} in the root"
+    );
+}
+
 #[test]
 fn a_cufile_json_alternative_is_installed_and_rolled_back_for_real() {
     if !is_root() {
@@ -84,18 +104,7 @@ fn a_cufile_json_alternative_is_installed_and_rolled_back_for_real() {
     for d in ["var/lib/dpkg/alternatives", "var/log"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
-    let st = std::process::Command::new("chroot")
-        .arg(&root)
-        .args([
-            "update-alternatives",
-            "--quiet",
-            "--install",
-            "/etc/cufile.json",
-        ])
-        .args(["cufile.json", "/usr/local/cuda-13.0/gds/cufile.json", "130"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    install_alternative(&root, "/usr/local/cuda-13.0/gds/cufile.json", "130");
     // The admin file as the lent machine has it (/var/lib/dpkg/alternatives/cufile.json).
     let admin = root.join("var/lib/dpkg/alternatives/cufile.json");
     assert_eq!(
@@ -158,18 +167,7 @@ fn a_cufile_json_alternative_is_installed_and_rolled_back_for_real() {
         pkg.replacen('{', "{\n    // 13.1", 1),
     )
     .unwrap();
-    let st = std::process::Command::new("chroot")
-        .arg(&root)
-        .args([
-            "update-alternatives",
-            "--quiet",
-            "--install",
-            "/etc/cufile.json",
-        ])
-        .args(["cufile.json", "/usr/local/cuda-13.1/gds/cufile.json", "131"])
-        .status()
-        .unwrap();
-    assert!(st.success());
+    install_alternative(&root, "/usr/local/cuda-13.1/gds/cufile.json", "131");
     let plan = ok(
         &root,
         &["plan", "gds-iommu-off", "--boot-elsewhere", "--full-diff"],

@@ -118,12 +118,7 @@ impl Scratch {
     /// in its flags: cuFile refuses such a descriptor with 5019); `None` when the file system
     /// refuses `O_DIRECT` (tmpfs), then cuFile gets the buffered descriptor.
     pub fn direct(&self) -> Option<File> {
-        use std::os::fd::AsRawFd;
-        let flags = OFlag::O_RDWR | OFlag::O_DIRECT | OFlag::O_CLOEXEC;
-        let fd_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
-        nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
-            .ok()
-            .map(File::from)
+        reopen_direct(&self.file, OFlag::O_RDWR)
     }
 
     pub fn file(&self) -> &File {
@@ -136,20 +131,12 @@ impl Scratch {
         self.file
             .sync_all()
             .map_err(|e| Error::io("sync", &self.shown, e))?;
-        nix::fcntl::posix_fadvise(
-            self.file.as_fd(),
-            0,
-            0,
-            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .map_err(|e| Error::io("drop pages of", &self.shown, e.into()))
+        drop_cached(&self.file, &self.shown)
     }
 
     /// Reads `buf.len()` bytes at `offset` (the check of what was written).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.file
-            .read_exact_at(buf, offset)
-            .map_err(|e| Error::io("read", &self.shown, e))
+        read_exact(&self.file, &self.shown, buf, offset)
     }
 }
 
@@ -197,12 +184,7 @@ impl Existing {
 
     /// The file opened again read-only with `O_DIRECT` (see [`Scratch::direct`]).
     pub fn direct(&self) -> Option<File> {
-        use std::os::fd::AsRawFd;
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECT | OFlag::O_CLOEXEC;
-        let fd_path = format!("/proc/self/fd/{}", self.file.as_raw_fd());
-        nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
-            .ok()
-            .map(File::from)
+        reopen_direct(&self.file, OFlag::O_RDONLY)
     }
 
     pub fn file(&self) -> &File {
@@ -211,21 +193,36 @@ impl Existing {
 
     /// Drops the file's pages from the page cache (a cold read; it has nothing to flush).
     pub fn drop_pages(&self) -> Result<()> {
-        nix::fcntl::posix_fadvise(
-            self.file.as_fd(),
-            0,
-            0,
-            PosixFadviseAdvice::POSIX_FADV_DONTNEED,
-        )
-        .map_err(|e| Error::io("drop pages of", &self.shown, e.into()))
+        drop_cached(&self.file, &self.shown)
     }
 
     /// Reads `buf.len()` bytes at `offset` (the check of what cuFile read).
     pub fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        self.file
-            .read_exact_at(buf, offset)
-            .map_err(|e| Error::io("read", &self.shown, e))
+        read_exact(&self.file, &self.shown, buf, offset)
     }
+}
+
+/// `file` opened again with `O_DIRECT` and `access` (`O_RDWR`, `O_RDONLY`) through
+/// `/proc/self/fd` ([`Scratch::direct`] says why); `None` where the file system refuses it.
+fn reopen_direct(file: &File, access: OFlag) -> Option<File> {
+    use std::os::fd::AsRawFd;
+    let flags = access | OFlag::O_DIRECT | OFlag::O_CLOEXEC;
+    let fd_path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    nix::fcntl::open(fd_path.as_str(), flags, Mode::empty())
+        .ok()
+        .map(File::from)
+}
+
+/// Drops `file`'s pages from the page cache (`shown` names it in an error).
+fn drop_cached(file: &File, shown: &str) -> Result<()> {
+    nix::fcntl::posix_fadvise(file.as_fd(), 0, 0, PosixFadviseAdvice::POSIX_FADV_DONTNEED)
+        .map_err(|e| Error::io("drop pages of", shown, e.into()))
+}
+
+/// Reads `buf.len()` bytes of `file` at `offset`.
+fn read_exact(file: &File, shown: &str, buf: &mut [u8], offset: u64) -> Result<()> {
+    file.read_exact_at(buf, offset)
+        .map_err(|e| Error::io("read", shown, e))
 }
 
 impl Drop for Scratch {
