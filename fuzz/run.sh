@@ -2,6 +2,8 @@
 # Runs each cargo-fuzz target for SECONDS (default 20: the CI smoke run).
 #   bash fuzz/run.sh [SECONDS] [TARGET...]
 #   bash fuzz/run.sh --install-only   # install cargo-fuzz when missing, nothing else (CI, early)
+#   bash fuzz/run.sh --build-only     # install it when missing and build every target, run none (CI, in
+#                                     # the background beside the tests, which mostly wait)
 # Targets live in two places, each its own cargo-fuzz workspace: fuzz/ (the
 # gdrprov crate's: profile, versions) and crates/gdrprov-boot/fuzz/ (the
 # boot-configuration crate's: grub_edit, cmdline, uki). Targets default to every
@@ -13,8 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 places=(fuzz crates/gdrprov-boot/fuzz)
-install_only=0
+install_only=0 build_only=0
 [ "${1:-}" = --install-only ] && { install_only=1; shift; }
+[ "${1:-}" = --build-only ] && { build_only=1; shift; }
 secs="${1:-20}"
 shift || true
 # Every target as PLACE/NAME.
@@ -60,6 +63,14 @@ esac
 # One target directory for both workspaces (the repository's, ignored): the boot crate and the
 # dependencies both share are built with the sanitizer once, not once per workspace.
 tdir=(--target-dir "$PWD/target/fuzz")
+if ((build_only)); then
+  # Every target of each workspace in one cargo call (cargo links them side by side).
+  for place in "${places[@]}"; do
+    (cd "$place/.." && "${fuzz[@]}" build "${mode[@]}" "${tdir[@]}" -a >&2)   # -a: as the runs below
+  done
+  echo "fuzz/run.sh: every target built (${#all[@]})"
+  exit 0
+fi
 for pt in "${targets[@]}"; do
   place="${pt%/*}"
   t="${pt##*/}"
