@@ -218,6 +218,11 @@ vm_fresh() {
 # would; /usr/local/bin/gdrprov links to /usr/bin/gdrprov, the path the scenarios and the first-boot unit's
 # default (vars.gdrprov-bin) use. Without a package: the bare binary copied to /usr/local/bin.
 vm_install_gdrprov() {
+  local d; d=$(vm_gdir "$1")
+  # A guest restored from a snapshot that has this very package or binary installed (lib/snapshot.sh).
+  if [ -e "$d/restored" ] && [ "$(cat "$(cat "$d/restored")/installed" 2>/dev/null)" = "$(vm_install_id)" ]; then
+    return 0
+  fi
   if [ -n "${GDRPROV_DEB:-}" ]; then
     vm_copy_in "$1" "$GDRPROV_DEB" /root/gdrprov.deb
     vm_ssh "$1" 'dpkg -i /root/gdrprov.deb >/root/gdrprov-install.log 2>&1 && ln -sf /usr/bin/gdrprov /usr/local/bin/gdrprov' ||
@@ -226,6 +231,14 @@ vm_install_gdrprov() {
     vm_copy_in "$1" "$GDRPROV_BIN" /usr/local/bin/gdrprov
   fi
   return 0
+}
+
+# vm_install_id: what vm_install_gdrprov installs, as a checksum (the package, else the bare binary; empty
+# when neither is set).
+vm_install_id() {
+  local f=${GDRPROV_DEB:-${GDRPROV_BIN:-}}
+  [ -n "$f" ] || { echo none; return 0; }
+  echo "${GDRPROV_DEB:+deb }$(sha256sum < "$f" | cut -d' ' -f1)"
 }
 
 # --- guest facts used by scenarios -----------------------------------------------------------------------
