@@ -26,12 +26,27 @@ for n in "${nodes[@]}"; do
   vm_launch "$n" -netdev "socket,id=r,mcast=$group:$mport,localaddr=127.0.0.1" -device "virtio-net-pci,netdev=r,mac=${mac[$n]},romfile="
 done
 t0=$(date +%s)
+# cpu_mark STEP: the three guests' qemu CPU-seconds (user+system, from /proc) spent since the last mark,
+# and the wall seconds: where this scenario's CPU goes, step by step, in its log.
+declare -A cpu_last=()
+cpu_at=$t0 tck=$(getconf CLK_TCK)
+cpu_mark() {
+  local n pid f line="" total=0 c
+  for n in "${nodes[@]}"; do
+    if ! pid=$(cat "$(vm_gdir "$n")/pid" 2>/dev/null) || ! read -ra f < "/proc/$pid/stat" 2>/dev/null; then continue; fi
+    c=$(( (f[13] + f[14]) / tck )); line+=" $n $(( c - ${cpu_last[$n]:-0} ))"; total=$(( total + c - ${cpu_last[$n]:-0} ))
+    cpu_last[$n]=$c
+  done
+  info "cpu: $1: ${total} qemu CPU-s in $(vm_since "$cpu_at") s (${line# }; load $(cut -d' ' -f1-3 /proc/loadavg))"
+  cpu_at=$(date +%s)
+}
 for n in "${nodes[@]}"; do vm_wait_up "$n"; done
 # The three at once (each guest has its own vCPU).
 pids=()
 for n in "${nodes[@]}"; do vm_install_gdrprov "$n" & pids+=($!); done
 for p in "${pids[@]}"; do wait "$p" || fail "installing gdrprov failed"; done
 info "three guests up (segment $group:$mport) and gdrprov installed in $(vm_since "$t0") s"
+cpu_mark "boot and install"
 
 # The cluster's files: one munge key, one slurm.conf, the health check and its settings, the nodes' profile
 # (no module `dummy`: it stands in for nvidia_peermem on a dma-buf host).
@@ -62,12 +77,20 @@ PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
 printf 'modules:\n  absent: [dummy]\n' > "$cfg/node.yaml"
 printf 'PROFILE=/etc/gdrprov/node.yaml\nGDRPROV=/usr/local/bin/gdrprov\nTIMEOUT=60\n' > "$cfg/healthcheck.conf"
+# The health check runs every $interval s on every node from slurmd's start to the end, but only step 3
+# asserts what it does. Its verify costs 6 s and more of a guest's one vCPU under TCG (several at once
+# when they overran the interval): measured, most of node2's and node3's CPU through the sweeps. Outside
+# step 3 every node's verify passes (the profile is applied; nothing the profile checks changes), so
+# there the program runs with GDRPROV=/bin/true: the same path through it as a passing verify (read
+# the node's state; resume only a drain of its own, "gdrprov: verify", which there is none of; so the
+# sweep's drain of node3 is left alone as before) for the cost of its few processes.
+printf 'PROFILE=/etc/gdrprov/node.yaml\nGDRPROV=/bin/true\nTIMEOUT=60\n' > "$cfg/healthcheck-idle.conf"
 hosts=$(for n in "${nodes[@]}"; do printf '%s %s\\n' "${addr[$n]}" "$n"; done)
 setup() {
   local n=$1
   vm_copy_in "$n" "$cfg/munge.key" /etc/munge/munge.key
   vm_copy_in "$n" "$cfg/slurm.conf" /etc/slurm/slurm.conf
-  vm_copy_in "$n" "$cfg/healthcheck.conf" /etc/default/gdrprov-healthcheck
+  vm_copy_in "$n" "$cfg/healthcheck-idle.conf" /etc/default/gdrprov-healthcheck
   vm_copy_in "$n" "$REPO/examples/slurm/gdrprov-healthcheck.sh" /usr/local/sbin/gdrprov-healthcheck
   vm_copy_in "$n" "$cfg/node.yaml" /etc/gdrprov/node.yaml
   vm_ssh "$n" "set -e
@@ -105,6 +128,7 @@ vm_ssh node1 "for i in \$(seq 120); do [ \"\$(sinfo -h -N -t idle -o %N | sort -
 out=$(vm_ssh node1 "srun -N3 hostname | sort | paste -sd' '")
 [ "$out" = "node1 node2 node3" ] || fail "srun -N3 hostname: '$out'"
 ok "Slurm: slurmctld on node1, slurmd on all three, srun -N3 hostname ran on $out"
+cpu_mark "segment, profile, Slurm up"
 
 # The sweep's settings: rxe0, host memory, short runs; the absolute cut in Gb/s (three nodes: the bad one
 # is in two of the three pairs, so the median is its own; rxe has no line rate worth the name). The
@@ -129,19 +153,24 @@ sweep() {
   printf '%s\n' "$out" | sed 's/^/    submit| /'
   id=$(printf '%s\n' "$out" | sed -n 's/^Submitted batch job \([0-9]*\)$/\1/p')
   [ -n "$id" ] || fail "sweep $k: no job id in: $out"
-  state=$(vm_ssh node1 "for i in \$(seq 600); do s=\$(scontrol show job $id -o | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
-      case \$s in PENDING|RUNNING|COMPLETING|CONFIGURING) sleep 1 ;; *) echo \$s; exit 0 ;; esac
-      [ \$i != 120 ] || [ \$s != PENDING ] || { squeue -j $id -o '%i %T %R' >&2; }
+  # (one scontrol every 2 s, its state cut out by the shell: each process in a TCG guest costs ~80 ms of
+  # the vCPU that node1's pair runs and the batch script itself need; grep and cut every second were 4 of them)
+  state=$(vm_ssh node1 "for i in \$(seq 300); do s=\$(scontrol show job $id -o); s=\${s#*JobState=}; s=\${s%% *}
+      case \$s in PENDING|RUNNING|COMPLETING|CONFIGURING) sleep 2 ;; *) echo \$s; exit 0 ;; esac
+      [ \$i != 60 ] || [ \$s != PENDING ] || { squeue -j $id -o '%i %T %R' >&2; }
     done; scontrol show job $id >&2; exit 1") || fail "sweep $k: job $id did not end"
   vm_ssh node1 "cat /root/sweep$k.out" | sed "s/^/    sweep$k| /"
   [ "$state" = COMPLETED ] || fail "sweep $k: job $id ended $state"
   # The job's end is not its nodes' end: each goes through COMPLETING (its slurmd reports the job gone),
   # and a node drained while in the job is DRAINING until then. A look right after the job ended saw those
   # (on a faster host than the one this was written on); wait, a minute at most, for the nodes to settle.
-  vm_ssh node1 "for i in \$(seq 120); do sinfo -h -N -o %T | grep -qE 'completing|draining|allocated|mixed' || exit 0; sleep 0.5; done
+  vm_ssh node1 "for i in \$(seq 120); do [[ \$(sinfo -h -N -o %T) =~ completing|draining|allocated|mixed ]] || exit 0; sleep 0.5; done
     sinfo -N -o '%N %T %E' >&2; exit 1" || fail "sweep $k: the nodes did not settle within a minute of job $id's end"
   vm_ssh node1 "cat /root/sweep$k/report.json" > "$VM_RUN_DIR/20-sweep$k-report.json" || fail "sweep $k: no report"
   info "sweep $k: job $id completed in $(vm_since "$t") s"
+  # its logs and results, with their times (each pair's listener and client), for the record
+  rm -rf "$VM_RUN_DIR/20-sweep$k"; mkdir -p "$VM_RUN_DIR/20-sweep$k"
+  vm_ssh node1 "tar -C /root/sweep$k -cf - logs results" | tar -C "$VM_RUN_DIR/20-sweep$k" -xf - || true
 }
 jq_() { python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 node_state() { vm_ssh node1 "sinfo -h -N -n $1 -o '%T|%E' | head -1"; }
@@ -175,6 +204,7 @@ done
 ok "node1 and node2 (good) not drained: idle"
 
 ) 2>&1 | tee "$VM_RUN_DIR/20-step1.out" || failed+=("1 (sweep drains node3: $(why 1))")
+cpu_mark "step 1 (sweep 1: node3 drained)"
 
 # 2. Fixed; the next sweep (through the submit script: node3 reserved, resumed, tested) keeps it in service.
 (
@@ -193,13 +223,23 @@ vm_ssh node1 "for i in \$(seq 60); do scontrol show reservation | grep -q State=
 ok "node3 fixed: the next sweep tested it (reserved, resumed, in the job) and it is back in service; the reservation has ended"
 
 ) 2>&1 | tee "$VM_RUN_DIR/20-step2.out" || failed+=("2 (the next sweep resumes node3: $(why 2))")
+cpu_mark "step 2 (sweep 2: node3 resumed)"
+
+# hc_conf real|idle: the health check's settings on the three nodes (read by each run at its start).
+hc_conf() {
+  local conf=$cfg/healthcheck.conf n p pids=()
+  [ "$1" = real ] || conf=$cfg/healthcheck-idle.conf
+  for n in "${nodes[@]}"; do vm_copy_in "$n" "$conf" /etc/default/gdrprov-healthcheck & pids+=($!); done
+  for p in "${pids[@]}"; do wait "$p" || fail "the health check's settings ($1) not copied in"; done
+}
 
 # 3. The health check: a module the profile blocks loaded by hand (insmod, past modprobe.d) on node2.
 (
+hc_conf real
 # shellcheck disable=SC2016 # the guest's shell expands it
 vm_ssh node2 'insmod $(modinfo -n dummy)' >/dev/null || fail "node2: insmod dummy"
 t=$(date +%s)
-vm_ssh node1 "for i in \$(seq $((interval * 3))); do sinfo -h -N -n node2 -o %T | grep -q drain && exit 0; sleep 1; done; exit 1" >/dev/null ||
+vm_ssh node1 "for i in \$(seq $((interval * 3))); do [[ \$(sinfo -h -N -n node2 -o %T) = *drain* ]] && exit 0; sleep 1; done; exit 1" >/dev/null ||
   fail "node2 not drained within $((interval * 3)) s of loading dummy: $(node_state node2)"
 dt=$(vm_since "$t"); s=$(node_state node2)
 case $s in *\|gdrprov:\ verify*modules*) ;; *) fail "node2's drain reason: '$s'" ;; esac
@@ -207,13 +247,15 @@ case $s in *\|gdrprov:\ verify*modules*) ;; *) fail "node2's drain reason: '$s'"
 ok "the health check drained node2 $dt s after dummy was loaded (interval $interval s): ${s#*|}"
 vm_ssh node2 "gdrprov apply /etc/gdrprov/node.yaml --yes" | sed 's/^/    apply| /'
 t=$(date +%s)
-vm_ssh node1 "for i in \$(seq $((interval * 3))); do sinfo -h -N -n node2 -o %T | grep -q drain || exit 0; sleep 1; done; exit 1" >/dev/null ||
+vm_ssh node1 "for i in \$(seq $((interval * 3))); do [[ \$(sinfo -h -N -n node2 -o %T) = *drain* ]] || exit 0; sleep 1; done; exit 1" >/dev/null ||
   fail "node2 not resumed within $((interval * 3)) s of gdrprov apply: $(node_state node2)"
 dt=$(vm_since "$t")
 [ "$dt" -le $((interval + 15)) ] || fail "node2 resumed after $dt s, more than one interval and 15 s"
 ok "after gdrprov apply (dummy unloaded) the health check resumed node2 in $dt s: $(node_state node2)"
 
 ) 2>&1 | tee "$VM_RUN_DIR/20-step3.out" || failed+=("3 (health check: $(why 3))")
+hc_conf idle
+cpu_mark "step 3 (health check)"
 
 # 4. The same sweep through the Ansible example, from the host over ssh, node3 slow again.
 (
@@ -235,7 +277,7 @@ cat > "$ans/vars.json" <<JSON
 JSON
 t=$(date +%s)
 rc=0
-ANSIBLE_STDOUT_CALLBACK=default ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_PIPELINING=1 ANSIBLE_FORKS=3 ANSIBLE_HOST_KEY_CHECKING=false \
+ANSIBLE_LOG_PATH=$ans/ansible.log ANSIBLE_STDOUT_CALLBACK=default ANSIBLE_LOCALHOST_WARNING=false ANSIBLE_PIPELINING=1 ANSIBLE_FORKS=3 ANSIBLE_HOST_KEY_CHECKING=false \
   timeout 900 "$playbook" -i "$ans/inventory.ini" "$REPO/examples/ansible/sweep.yml" -e "@$ans/vars.json" > "$ans/out.txt" 2>&1 || rc=$?
 grep -E '^(PLAY RECAP|node|localhost)' "$ans/out.txt" | tail -5 | sed 's/^/    ansible| /'
 [ "$rc" = 0 ] || { tail -40 "$ans/out.txt"; fail "ansible-playbook sweep.yml: exit $rc"; }
@@ -247,6 +289,7 @@ info "ansible sweep ($(vm_since "$t") s): $(jq_ "$r" '"; ".join(v["summary"] for
 ok "the Ansible sweep (sweep.yml from the host over ssh) found node3: $(jq_ "$r" '[v["summary"] for v in r["verdicts"]][0]')"
 vm_ssh node3 "tc qdisc del dev ${nic[node3]} root" >/dev/null || true
 ) 2>&1 | tee "$VM_RUN_DIR/20-step4.out" || failed+=("4 (Ansible sweep: $(why 4))")
+cpu_mark "step 4 (Ansible sweep)"
 
 for n in "${nodes[@]}"; do vm_poweroff "$n" & done
 wait
