@@ -1,7 +1,7 @@
 #!/bin/sh
 # mmdebstrap --customize-hook of the arm64 guest: runs after all packages are installed. $1 is the rootfs.
 # Environment from build.sh: VM_ROOT_UUID, VM_ESP_UUID (vfat volume id, XXXX-XXXX), VM_PUBKEY.
-# Host tools only (systemctl --root, ssh-keygen -f): nothing here runs arm64 code through qemu-user.
+# Host tools (systemctl --root) except the one update-initramfs at the end (qemu-user, in the chroot).
 set -eu
 root=$1
 here=$(dirname "$0")
@@ -18,7 +18,6 @@ install -d -m 700 "$root/root/.ssh"
 install -m 600 "$VM_PUBKEY" "$root/root/.ssh/authorized_keys"
 sed -i 's/^root:[^:]*:/root::/' "$root/etc/shadow"   # console login for debugging
 printf 'UsePAM no\n' > "$root/etc/ssh/sshd_config.d/gdrprov-vm.conf"
-ssh-keygen -A -f "$root"                            # host keys now, not at every first boot
 
 cat > "$root/etc/systemd/network/99-dhcp.network" <<'NET'
 [Match]
@@ -51,3 +50,8 @@ sed -i \
 
 # The one-shot init of the install boot (build.sh / arm64.sh).
 install -m 755 "$here/install-grub-init.sh" "$root/usr/local/sbin/gdrprov-vm-install-grub"
+
+# The initramfs, once (build.sh's INITRD=No kept the kernel's postinst and the trigger from making it): all
+# packages are in, so nothing changes it after this.
+chroot "$root" update-initramfs -c -k all
+ls "$root"/boot/initrd.img-* >/dev/null

@@ -39,7 +39,7 @@ qpid=
 trap '[ -n "$qpid" ] && kill "$qpid" 2>/dev/null; true' EXIT
 
 # The flavor: its suite, packages, hooks, disk layout (mbr, gpt, or none: a root tarball) and installer.
-suite=bookworm suite_sources=$sources arch=() skip=() key_comment=gdrprov-vm
+suite=bookworm suite_sources=$sources arch=() skip=() key_comment=gdrprov-vm variant=minbase
 layout=gpt ROOT_UUID='' ESP_ID='' installer='' install_what='' install_check=''
 packages=$(grep -v '^#' "$here/packages" | paste -sd, -)
 hooks=(--setup-hook="sh '$here/setup-hook.sh' \"\$1\"")
@@ -77,7 +77,17 @@ case $flavor in
   arm64)
     # shellcheck source=../arm64.sh
     . "$VM_DIR/arm64.sh"
-    layout=none arch=(--architectures=arm64) key_comment=gdrprov-vm-arm64
+    # merged-usr hook: /usr merged by symlinks and usr-is-merged, as debootstrap does, instead of the
+    # usrmerge package, which pulls perl (8 packages) and converts the root with it under qemu-user.
+    # variant essential: Essential:yes and image-arm64/packages with their dependencies, without minbase's
+    # other Priority:required packages (apt, gpgv, debian-archive-keyring, tzdata...: ~10 packages, a third of
+    # a minute of emulated maintainer scripts, none used by the guest; mmdebstrap drives the host's apt).
+    layout=none arch=(--architectures=arm64 --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
+    key_comment=gdrprov-vm-arm64 variant=essential
+    # INITRD=No (the environment reaches the maintainer scripts): the kernel's postinst makes no initramfs,
+    # so initramfs-tools' trigger has none to update either; image-arm64's customize hook makes it once, at
+    # the end (it was made twice: the kernel's postinst, then the trigger).
+    export INITRD=No
     packages=$(grep -v '^#' "$VM_DIR/image-arm64/packages" | paste -sd, -)
     hooks=(--setup-hook="sh '$VM_DIR/image-arm64/setup-hook.sh' \"\$1\""
       --customize-hook="VM_ROOT_UUID=$VM_ARM64_ROOT_UUID VM_ESP_UUID=$VM_ARM64_ESP_UUID VM_PUBKEY='$work/id_ed25519.pub' sh '$VM_DIR/image-arm64/customize-hook.sh' \"\$1\"")
@@ -98,7 +108,7 @@ ssh-keygen -q -t ed25519 -N '' -C "$key_comment" -f "$work/id_ed25519"
 
 # 1. Root filesystem.
 t=$(date +%s)
-mmdebstrap --mode=root --variant=minbase "${arch[@]}" --include="$packages" \
+mmdebstrap --mode=root --variant="$variant" "${arch[@]}" --include="$packages" \
   --hook-dir=/usr/share/mmdebstrap/hooks/eatmydata \
   --aptopt='APT::Install-Recommends "false"' \
   --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/doc/*' \
