@@ -3,7 +3,7 @@
 # `image/build.sh FLAVOR WORK SOURCES` and caches the result under a key that is the sha256 of image/* (this
 # file, the GRUB flavor's package list, hooks and installer), then, for every flavor but grub, image-FLAVOR/*
 # (that flavor's package list or additions, hooks and installer). WORK is an empty directory; SOURCES is the
-# host's apt sources file for bookworm. Every flavor: mmdebstrap --variant=minbase (eatmydata, no recommends,
+# host's apt sources file for bookworm. Every flavor: mmdebstrap --variant=minbase (arm64: essential; eatmydata, no recommends,
 # no docs/man/locales) with the flavor's packages and hooks, root's ssh key pair made here
 # (id_ed25519[.pub]), build.log. Then, by flavor:
 #
