@@ -233,7 +233,7 @@ vm_install_gdrprov() {
   return 0
 }
 
-# vm_install_id: what vm_install_gdrprov installs, as a checksum (the package, else the bare binary; empty
+# vm_install_id: what vm_install_gdrprov installs, as a checksum (the package, else the bare binary; "none"
 # when neither is set).
 vm_install_id() {
   local f=${GDRPROV_DEB:-${GDRPROV_BIN:-}}
